@@ -1,0 +1,54 @@
+# edgeplan: `make demo` and `make test` create .venv when missing and install into it (once: a stamp file
+# records the install and is refreshed only when pyproject.toml or constraints.txt change).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.edgeplan-installed
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]' 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
+	@$(BIN)/python -c "import edgeplan, torch, torchvision, timm, onnx, onnxruntime" || { echo "install failed"; exit 1; }
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m edgeplan.demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check edgeplan tests benchmarks
+	$(BIN)/mypy edgeplan
+
+# One command per target; each prints its figure and the machine.
+bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic
+
+bench-help: $(STAMP)
+	$(BIN)/python benchmarks/bench_cli_help.py
+
+bench-import: $(STAMP)
+	$(BIN)/python benchmarks/bench_import.py
+
+bench-noise: $(STAMP)
+	$(BIN)/python benchmarks/bench_noise.py
+
+bench-coverage: $(STAMP)
+	$(BIN)/python benchmarks/bench_coverage.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+bench-agree: $(STAMP)
+	$(BIN)/python benchmarks/bench_frontends_agree.py
+
+bench-nb201: $(STAMP)
+	$(BIN)/python benchmarks/bench_nb201_build.py
+
+bench-synthetic: $(STAMP)
+	$(BIN)/python benchmarks/bench_synthetic_build.py

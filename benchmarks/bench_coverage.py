@@ -1,0 +1,73 @@
+"""Coverage of `inspect`: every torchvision classification model and the timm CNNs of timm_cnns.txt.
+
+Prints, per model, whether it imports to a validated IR graph (and its MACs, nodes, import time) or why not,
+then the totals. Usage: python benchmarks/bench_coverage.py [--json OUT] [--only torchvision|timm] [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from _machine import machine
+
+
+def timm_names() -> list[str]:
+    lines = (Path(__file__).parent / "timm_cnns.txt").read_text().splitlines()
+    return [f"timm:{n.strip()}" for n in lines if n.strip() and not n.startswith("#")]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--only", choices=["torchvision", "timm"], default=None)
+    parser.add_argument("--limit", type=int, default=None)
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(2)
+    from edgeplan.api import load_graph
+    from edgeplan.frontends.zoo import torchvision_names
+
+    specs: list[str] = []
+    if args.only in (None, "torchvision"):
+        specs += [f"torchvision:{n}" for n in torchvision_names()]
+    if args.only in (None, "timm"):
+        specs += timm_names()
+    specs = specs[: args.limit] if args.limit else specs
+    rows = []
+    for i, spec in enumerate(specs, 1):
+        start = time.perf_counter()
+        try:
+            g = load_graph(spec)
+            t = g.totals()
+            row = {"model": spec, "ok": True, "nodes": t.nodes, "macs": t.macs, "params": t.params}
+        except Exception as e:  # noqa: BLE001 - the benchmark reports every failure by name and reason
+            row = {"model": spec, "ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        row["seconds"] = round(time.perf_counter() - start, 2)
+        rows.append(row)
+        status = f"ok  {row['macs'] / 1e9:8.3f} GMACs {row['nodes']:5d} nodes" if row["ok"] else "FAIL " + row["error"]
+        print(f"[{i:3d}/{len(specs)}] {spec:45s} {row['seconds']:6.1f}s {status}", flush=True)
+        gc.collect()
+    for family in ("torchvision", "timm"):
+        fam = [r for r in rows if r["model"].startswith(family + ":")]
+        if fam:
+            ok = sum(r["ok"] for r in fam)
+            print(f"{family}: {ok}/{len(fam)} import")
+    reasons = Counter(r["error"].split(":")[0] + ": " + r["error"].split("'")[1] if "'" in r["error"] else r["error"]
+                      for r in rows if not r["ok"])
+    for reason, n in reasons.most_common():
+        print(f"  {n:3d} x {reason}")
+    print(f"machine: {machine()}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

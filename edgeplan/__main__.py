@@ -1,0 +1,7 @@
+"""``python -m edgeplan``."""
+
+import sys
+
+from edgeplan.cli.main import main
+
+sys.exit(main())

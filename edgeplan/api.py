@@ -1,0 +1,139 @@
+"""The Python API that the CLI wraps: load a model's graph, measure its end-to-end latency into the Store.
+
+>>> from edgeplan.api import load_graph, measure_model
+>>> g = load_graph("torchvision:resnet18")                              # doctest: +SKIP
+>>> g.totals().macs                                                     # doctest: +SKIP
+1814073344
+>>> m = measure_model("torchvision:resnet18", runtime="torch", threads=2)   # doctest: +SKIP
+>>> m.timing.median_ms, m.timing.iqr_rel                                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from edgeplan.errors import InvalidInputError
+from edgeplan.frontends.zoo import Shape, is_onnx_path, load_graph
+from edgeplan.measure import (
+    DeviceDescriptor,
+    Store,
+    Timing,
+    TimingConfig,
+    check_thread_count,
+    default_store_path,
+    describe_device,
+    edgeplan_home,
+)
+
+__all__ = ["RUNTIME_CHOICES", "ModelMeasurement", "load_graph", "measure_model", "onnx_cache_path"]
+
+RUNTIME_CHOICES = ("torch", "onnxruntime")
+
+
+@dataclass(frozen=True)
+class ModelMeasurement:
+    """An end-to-end measurement of a model, as stored."""
+
+    model: str
+    timing: Timing
+    device: DeviceDescriptor
+    store_path: Path
+    record_id: int
+
+
+def onnx_cache_path(spec: str, input_shape: Shape | None, home: Path) -> Path:
+    """Where the ONNX export of a zoo model is cached under the edgeplan home."""
+    digest = hashlib.sha1(f"{spec}|{input_shape}".encode()).hexdigest()[:10]
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", spec)[:60]
+    return home / "onnx" / f"{safe}-{digest}.onnx"
+
+
+def _onnx_file(spec: str, input_shape: Shape | None, home: Path) -> tuple[Path, tuple[Shape, ...]]:
+    from edgeplan.frontends.onnx_export import export_onnx
+    from edgeplan.frontends.zoo import build_model
+
+    if is_onnx_path(spec):
+        if input_shape is not None:
+            raise InvalidInputError(f"{spec}: an ONNX file has its own input shapes; drop --input-shape")
+        return Path(spec), ()
+    model = build_model(spec, input_shape)
+    path = onnx_cache_path(spec, input_shape, home)
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        export_onnx(model.module, model.example_inputs(), path)
+    return path, model.input_shapes
+
+
+def measure_model(
+    spec: str,
+    runtime: str = "torch",
+    threads: int = 1,
+    config: TimingConfig | None = None,
+    *,
+    input_shape: Shape | None = None,
+    home: str | Path | None = None,
+    command: str | None = None,
+) -> ModelMeasurement:
+    """Measure the end-to-end latency of a zoo model or ONNX file on this machine and store it.
+
+    Parameters
+    ----------
+    spec
+        A zoo string or an ``.onnx`` path.
+    runtime
+        ``"torch"`` (eager PyTorch) or ``"onnxruntime"`` (the model exported to ONNX, run on the CPU provider).
+    threads
+        Intra-op threads (set and recorded).
+    config
+        Harness settings (default: adaptive stop at +-2% CI of the median, 10 s cap).
+    input_shape
+        Overrides the default input shape.
+    home
+        The edgeplan home (Store location); default ``$EDGEPLAN_HOME`` or the user cache.
+    command
+        The command line recorded as provenance (default: this process's argv).
+    """
+    if runtime not in RUNTIME_CHOICES:
+        raise InvalidInputError(f"unknown runtime {runtime!r}; use one of {', '.join(RUNTIME_CHOICES)}")
+    check_thread_count(threads)
+    config = config or TimingConfig()
+    home_dir = edgeplan_home(home)
+    store = Store.open(default_store_path(home_dir))  # fail early, before minutes of measuring
+    try:
+        timing = _time(spec, runtime, threads, config, input_shape, home_dir)
+        device = describe_device(runtime, threads)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%f")
+        record = store.add_measurement(
+            timing, device, model=spec, task_key=f"adhoc|{spec}|{runtime}|{threads}|{stamp}",
+            command=command if command is not None else " ".join(sys.argv),
+            extra={"input_shape": list(input_shape) if input_shape else None},
+        )
+        return ModelMeasurement(spec, timing, device, store.path, record)
+    finally:
+        store.close()
+
+
+def _time(spec: str, runtime: str, threads: int, config: TimingConfig, input_shape: Shape | None,
+          home: Path) -> Timing:
+    from edgeplan.measure import measure_onnxruntime, measure_torch
+
+    if runtime == "onnxruntime":
+        path, shapes = _onnx_file(spec, input_shape, home)
+        inputs = list(shapes) if shapes else _onnx_input_shapes(path)
+        return measure_onnxruntime(path, inputs, threads, config)
+    if is_onnx_path(spec):
+        raise InvalidInputError(f"{spec} is an ONNX file: measure it with --runtime onnxruntime")
+    from edgeplan.frontends.zoo import build_model
+
+    model = build_model(spec, input_shape)
+    return measure_torch(model.module, model.example_inputs(), threads, config, name=spec)
+
+
+def _onnx_input_shapes(path: Path) -> list[Shape]:
+    graph = load_graph(str(path))
+    return [n.output_shapes[0] for n in graph.inputs]

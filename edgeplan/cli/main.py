@@ -1,0 +1,67 @@
+"""The ``edgeplan`` command line: a thin layer over the Python API (no algorithm lives here).
+
+Heavy libraries are imported inside the commands, so ``edgeplan --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from edgeplan.cli.common import Context
+from edgeplan.errors import EdgeplanError
+
+__all__ = ["cli", "main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--home", type=click.Path(file_okay=False), default=None, envvar="EDGEPLAN_HOME",
+              help="Folder of the measurement Store and device profiles (default: $EDGEPLAN_HOME or the user cache).")
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+@click.version_option(package_name="edgeplan")
+@click.pass_context
+def cli(ctx: click.Context, home: str | None, debug: bool) -> None:
+    """edgeplan: how fast will this model run on that hardware, and how should it be deployed there."""
+    argv = ctx.obj.argv if isinstance(ctx.obj, Context) else ()
+    ctx.obj = Context(home=home, debug=debug, argv=argv)
+
+
+def _register_commands() -> None:
+    from edgeplan.cli import inspect_cmd, measure_cmd, zoo_cmd
+
+    cli.add_command(zoo_cmd.zoo)
+    cli.add_command(inspect_cmd.inspect)
+    cli.add_command(measure_cmd.measure)
+
+
+_register_commands()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; print errors on one line and return a non-zero exit code (tracebacks only with --debug)."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        cli.main(args=args, prog_name="edgeplan", standalone_mode=False, obj=Context(argv=tuple(args)))
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except click.exceptions.Exit as e:
+        return int(e.exit_code)
+    except EdgeplanError as e:
+        if debug:
+            raise
+        click.echo(f"error: {e}", err=True)
+        return e.exit_code
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""``make demo``: a short tour on models built locally (nothing is downloaded).
+
+Shows the zoo, a summary of several models' work, the per-layer table of one model, and real end-to-end
+latency measurements on this machine (stored in the Store under ``$EDGEPLAN_HOME``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from edgeplan.cli.main import main as cli_main
+
+__all__ = ["main"]
+
+SUMMARY_MODELS = (
+    "torchvision:resnet50",
+    "torchvision:mobilenet_v2",
+    "timm:efficientnet_b0",
+    "paper:pix2pix",
+    "nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|",
+    "synthetic:42",
+)
+
+
+def _summary() -> None:
+    from rich.progress import track
+    from rich.table import Table
+
+    from edgeplan.api import load_graph
+    from edgeplan.reports.tables import human, print_table
+
+    table = Table(title="models imported to the edgeplan IR", header_style="bold")
+    for col in ("model", "nodes", "conv/linear", "MACs", "FLOPs", "params", "activations"):
+        table.add_column(col, justify="left" if col == "model" else "right", overflow="fold")
+    for spec in track(SUMMARY_MODELS, description="importing", transient=True):
+        t = load_graph(spec).totals()
+        table.add_row(spec, str(t.nodes), str(t.compute_nodes), human(t.macs), human(t.flops), human(t.params),
+                      human(t.activation_bytes, "B"))
+    print_table(table)
+
+
+def _run(*args: str) -> None:
+    print(f"\n$ edgeplan {' '.join(args)}", flush=True)
+    code = cli_main(list(args))
+    if code:
+        raise SystemExit(code)
+
+
+def main() -> int:
+    """Run the tour; return the exit code."""
+    _run("zoo")
+    print("\n$ (python) edgeplan.api.load_graph(...) for a few models", flush=True)
+    _summary()
+    _run("inspect", "paper:alexnet")
+    _run("measure", "torchvision:resnet18", "--threads", "1")
+    _run("measure", "torchvision:resnet18", "--threads", "2")
+    _run("measure", "torchvision:resnet18", "--threads", "2", "--runtime", "onnxruntime")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

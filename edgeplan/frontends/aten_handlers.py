@@ -1,0 +1,536 @@
+"""One small handler per ATen operator family: a :class:`Call` in, an :class:`Emit` or an alias value out.
+
+:data:`HANDLERS` maps the operator's overload-packet name (``conv2d``, ``relu_``, ...) to its handler.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from edgeplan.errors import UnsupportedOperatorError
+from edgeplan.frontends.aten_values import Act, Call, Const, Emit
+from edgeplan.ir import Activation, EltwiseOp, OpKind, PoolMode, Shape
+from edgeplan.ir.ops import (
+    NO_ATTRS,
+    ActivationAttrs,
+    AdaptivePoolAttrs,
+    AttentionAttrs,
+    AxisAttrs,
+    ChannelShuffleAttrs,
+    ConvAttrs,
+    ConvTransposeAttrs,
+    DropoutAttrs,
+    EltwiseAttrs,
+    FlattenAttrs,
+    GlobalPoolAttrs,
+    LinearAttrs,
+    MatMulAttrs,
+    MeanAttrs,
+    NormAttrs,
+    PadAttrs,
+    PermuteAttrs,
+    PoolAttrs,
+    ReduceAttrs,
+    ReshapeAttrs,
+    RollAttrs,
+    SliceAttrs,
+    SplitAttrs,
+    UpsampleAttrs,
+)
+
+__all__ = ["HANDLERS"]
+
+Handler = Callable[[Call], Any]
+HANDLERS: dict[str, Handler] = {}
+
+
+def _register(*names: str) -> Callable[[Handler], Handler]:
+    def deco(fn: Handler) -> Handler:
+        for name in names:
+            HANDLERS[name] = fn
+            HANDLERS[name + "_"] = fn  # in-place variant
+        return fn
+
+    return deco
+
+
+def _pair(v: Any, default: int = 1) -> tuple[int, int]:
+    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
+        return (default, default)
+    if isinstance(v, (list, tuple)):
+        return (int(v[0]), int(v[-1]))
+    return (int(v), int(v))
+
+
+def _pads(padding: Any, x: Shape, out: Shape, kernel: tuple[int, int], stride: tuple[int, int],
+          dilation: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right) from an ATen padding argument ('same', 'valid', int or pair)."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0, 0, 0)
+        totals = [max(0, (out[2 + i] - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1 - x[2 + i])
+                  for i in (0, 1)]
+        return (totals[0] // 2, totals[1] // 2, totals[0] - totals[0] // 2, totals[1] - totals[1] // 2)
+    p = _pair(padding, 0)
+    return (p[0], p[1], p[0], p[1])
+
+
+def _weight(call: Call, index: int, name: str) -> Const:
+    w = call.arg(index, name)
+    if not isinstance(w, Const):
+        raise UnsupportedOperatorError(call.op, call.node_name, f"{name} is an activation, not a parameter")
+    return w
+
+
+def _conv(call: Call, weight_i: int, transposed: bool, args: dict[str, int]) -> Emit:
+    x, w = call.x, _weight(call, weight_i, "weight")
+    bias = call.arg(weight_i + 1, "bias") is not None
+    stride = _pair(call.arg(args["stride"], "stride"))
+    dilation = _pair(call.arg(args["dilation"], "dilation"))
+    groups = int(call.arg(args["groups"], "groups", 1))
+    kernel = (w.shape[2], w.shape[3])
+    if len(x.shape) != 4:
+        raise UnsupportedOperatorError(call.op, call.node_name, f"only 2-D convolution is supported, got {x.shape}")
+    if transposed:
+        padding = _pads(call.arg(args["padding"], "padding"), x.shape, call.out, kernel, stride, dilation)
+        out_pad = _pair(call.arg(args["output_padding"], "output_padding"), 0)
+        attrs_t = ConvTransposeAttrs(x.shape[1], w.shape[1] * groups, kernel, stride, padding, out_pad, dilation,
+                                     groups, bias)
+        return Emit(OpKind.CONV_TRANSPOSE2D, attrs_t, (x,))
+    padding = _pads(call.arg(args["padding"], "padding"), x.shape, call.out, kernel, stride, dilation)
+    attrs = ConvAttrs(x.shape[1], w.shape[0], kernel, stride, padding, dilation, groups, bias)
+    return Emit(OpKind.CONV2D, attrs, (x,))
+
+
+@_register("conv2d")
+def _conv2d(call: Call) -> Emit:
+    return _conv(call, 1, False, {"stride": 3, "padding": 4, "dilation": 5, "groups": 6})
+
+
+@_register("conv_transpose2d")
+def _conv_transpose2d(call: Call) -> Emit:
+    return _conv(call, 1, True, {"stride": 3, "padding": 4, "output_padding": 5, "groups": 6, "dilation": 7})
+
+
+@_register("convolution", "_convolution")
+def _convolution(call: Call) -> Emit:
+    transposed = bool(call.arg(6, "transposed", False))
+    return _conv(call, 1, transposed, {"stride": 3, "padding": 4, "dilation": 5, "output_padding": 7, "groups": 8})
+
+
+@_register("linear")
+def _linear(call: Call) -> Emit:
+    w = _weight(call, 1, "weight")
+    bias = call.arg(2, "bias") is not None
+    return Emit(OpKind.LINEAR, LinearAttrs(w.shape[1], w.shape[0], bias), (call.x,))
+
+
+@_register("addmm")
+def _addmm(call: Call) -> Emit:
+    x, w = call.args[1], call.args[2]
+    if isinstance(x, Act) and isinstance(w, Const):
+        return Emit(OpKind.LINEAR, LinearAttrs(w.shape[0], w.shape[1], True), (x,))
+    raise UnsupportedOperatorError(call.op, call.node_name, "addmm of two activations")
+
+
+@_register("mm", "matmul", "bmm")
+def _matmul(call: Call) -> Emit:
+    a, b = call.args[0], call.args[1]
+    if isinstance(a, Act) and isinstance(b, Const) and len(b.shape) == 2:
+        return Emit(OpKind.LINEAR, LinearAttrs(b.shape[0], b.shape[1], False), (a,))
+    if isinstance(a, Act) and isinstance(b, Act):
+        return Emit(OpKind.MATMUL, MatMulAttrs(contraction=a.shape[-1]), (a, b))
+    raise UnsupportedOperatorError(call.op, call.node_name, "matrix product with a constant left operand")
+
+
+@_register("batch_norm", "_native_batch_norm_legit_no_training", "native_batch_norm", "_native_batch_norm_legit")
+def _batch_norm(call: Call) -> Any:
+    eps_index = 7 if call.op in ("batch_norm", "native_batch_norm") else 6
+    attrs = NormAttrs(channels=call.x.shape[1], eps=float(call.arg(eps_index, "eps", 1e-5)),
+                      affine=call.arg(1, "weight") is not None, axis=1)
+    emit = Emit(OpKind.BATCH_NORM, attrs, (call.x,))
+    return emit if len(call.out_shapes) == 1 else _first_of_tuple(call, emit)
+
+
+def _first_of_tuple(call: Call, emit: Emit) -> Emit:
+    # native norms return (out, mean, rstd): keep only the output; extra results are never used at inference
+    call.out_shapes = call.out_shapes[:1]
+    return Emit(emit.kind, emit.attrs, emit.inputs)
+
+
+@_register("layer_norm", "native_layer_norm")
+def _layer_norm(call: Call) -> Any:
+    normalized = call.arg(1, "normalized_shape")
+    attrs = NormAttrs(channels=math.prod(normalized), eps=float(call.arg(4, "eps", 1e-5)),
+                      affine=call.arg(2, "weight") is not None, axis=-len(normalized))
+    return _first_of_tuple(call, Emit(OpKind.LAYER_NORM, attrs, (call.x,)))
+
+
+@_register("group_norm")
+def _group_norm(call: Call) -> Emit:
+    attrs = NormAttrs(channels=call.x.shape[1], eps=float(call.arg(4, "eps", 1e-5)),
+                      affine=call.arg(2, "weight") is not None, groups=int(call.arg(1, "num_groups")), axis=1)
+    return Emit(OpKind.GROUP_NORM, attrs, (call.x,))
+
+
+def _act(fn: Activation, alpha: float = 0.0, low: float | None = None, high: float | None = None) -> Handler:
+    def handler(call: Call) -> Emit:
+        return Emit(OpKind.ACTIVATION, ActivationAttrs(fn, alpha, low, high), (call.x,))
+
+    return handler
+
+
+for _name, _fn in [
+    ("relu", Activation.RELU), ("relu6", Activation.RELU6), ("hardswish", Activation.HARDSWISH),
+    ("hardsigmoid", Activation.HARDSIGMOID), ("sigmoid", Activation.SIGMOID), ("silu", Activation.SILU),
+    ("gelu", Activation.GELU), ("tanh", Activation.TANH), ("mish", Activation.MISH),
+    ("softplus", Activation.SOFTPLUS), ("exp", Activation.EXP), ("log", Activation.LOG), ("sqrt", Activation.SQRT),
+    ("rsqrt", Activation.RSQRT), ("abs", Activation.ABS), ("neg", Activation.NEG),
+    ("reciprocal", Activation.RECIPROCAL), ("erf", Activation.ERF),
+]:
+    _register(_name)(_act(_fn))
+
+
+@_register("pow")
+def _pow(call: Call) -> Any:
+    exponent = call.args[1]
+    if not isinstance(exponent, (int, float)):
+        raise UnsupportedOperatorError(call.op, call.node_name, "only a constant exponent is supported")
+    return Emit(OpKind.ACTIVATION, ActivationAttrs(Activation.POW, alpha=float(exponent)), (call.x,))
+
+
+@_register("scaled_dot_product_attention")
+def _attention(call: Call) -> Emit:
+    q, k, v = call.args[0], call.args[1], call.args[2]
+    mask = call.arg(3, "attn_mask")
+    inputs = (q, k, v) if mask is None else (q, k, v, mask)
+    return Emit(OpKind.ATTENTION, AttentionAttrs(causal=bool(call.arg(5, "is_causal", False))), inputs)
+
+
+def _reduce(op: str) -> Handler:
+    def handler(call: Call) -> Emit:
+        rank = len(call.x.shape)
+        dims = call.arg(2 if op == "norm2" else 1, "dim")
+        if isinstance(dims, int):
+            dims = [dims]
+        axes = tuple(range(rank)) if not dims else tuple(sorted(int(d) % rank for d in dims))
+        keepdim = bool(call.arg(3 if op == "norm2" else 2, "keepdim", False))
+        return Emit(OpKind.REDUCE, ReduceAttrs(op, axes, keepdim), (call.x,))
+
+    return handler
+
+
+_register("sum")(_reduce("sum"))
+_register("amax")(_reduce("max"))
+_register("amin")(_reduce("min"))
+_register("linalg_vector_norm")(_reduce("norm2"))
+
+
+@_register("roll")
+def _roll(call: Call) -> Emit:
+    shifts, dims = call.arg(1, "shifts"), call.arg(2, "dims", ())
+    shifts = tuple(int(s) for s in (shifts if isinstance(shifts, (list, tuple)) else [shifts]))
+    axes = tuple(int(d) for d in (dims if isinstance(dims, (list, tuple)) else [dims]))
+    return Emit(OpKind.ROLL, RollAttrs(shifts, axes), (call.x,))
+
+
+@_register("leaky_relu")
+def _leaky_relu(call: Call) -> Emit:
+    slope = float(call.arg(1, "negative_slope", 0.01))
+    return Emit(OpKind.ACTIVATION, ActivationAttrs(Activation.LEAKY_RELU, alpha=slope), (call.x,))
+
+
+@_register("elu")
+def _elu(call: Call) -> Emit:
+    return Emit(OpKind.ACTIVATION, ActivationAttrs(Activation.ELU, alpha=float(call.arg(1, "alpha", 1.0))), (call.x,))
+
+
+def _clip(call: Call, low: float | None, high: float | None) -> Emit:
+    if low == 0.0 and high == 6.0:
+        return Emit(OpKind.ACTIVATION, ActivationAttrs(Activation.RELU6, low=0.0, high=6.0), (call.x,))
+    if low == 0.0 and high is None:
+        return Emit(OpKind.ACTIVATION, ActivationAttrs(Activation.RELU), (call.x,))
+    return Emit(OpKind.ACTIVATION, ActivationAttrs(Activation.CLIP, low=low, high=high), (call.x,))
+
+
+def _float_or_none(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+@_register("hardtanh")
+def _hardtanh(call: Call) -> Emit:
+    return _clip(call, float(call.arg(1, "min_val", -1.0)), float(call.arg(2, "max_val", 1.0)))
+
+
+@_register("clamp", "clip")
+def _clamp(call: Call) -> Emit:
+    return _clip(call, _float_or_none(call.arg(1, "min")), _float_or_none(call.arg(2, "max")))
+
+
+@_register("clamp_min")
+def _clamp_min(call: Call) -> Emit:
+    return _clip(call, float(call.arg(1, "min")), None)
+
+
+@_register("clamp_max")
+def _clamp_max(call: Call) -> Emit:
+    return _clip(call, None, float(call.arg(1, "max")))
+
+
+def _pool(call: Call, mode: PoolMode) -> Emit:
+    kernel = _pair(call.arg(1, "kernel_size"))
+    stride = _pair(call.arg(2, "stride"), 0)
+    if stride == (0, 0):
+        stride = kernel
+    pad = _pair(call.arg(3, "padding"), 0)
+    if mode is PoolMode.MAX:
+        dilation, ceil = _pair(call.arg(4, "dilation")), bool(call.arg(5, "ceil_mode", False))
+        include = True
+    else:
+        dilation, ceil = (1, 1), bool(call.arg(4, "ceil_mode", False))
+        include = bool(call.arg(5, "count_include_pad", True))
+    attrs = PoolAttrs(mode, kernel, stride, (pad[0], pad[1], pad[0], pad[1]), dilation, ceil, include)
+    call.out_shapes = call.out_shapes[:1]  # max_pool2d_with_indices: indices are unused at inference
+    return Emit(OpKind.POOL2D, attrs, (call.x,))
+
+
+@_register("max_pool2d", "max_pool2d_with_indices")
+def _max_pool(call: Call) -> Emit:
+    return _pool(call, PoolMode.MAX)
+
+
+@_register("avg_pool2d")
+def _avg_pool(call: Call) -> Emit:
+    return _pool(call, PoolMode.AVG)
+
+
+def _adaptive(call: Call, mode: PoolMode) -> Emit:
+    call.out_shapes = call.out_shapes[:1]
+    size = (call.out[2], call.out[3])
+    if size == (1, 1):
+        return Emit(OpKind.GLOBAL_POOL, GlobalPoolAttrs(mode, keepdim=True), (call.x,))
+    return Emit(OpKind.ADAPTIVE_POOL2D, AdaptivePoolAttrs(mode, size), (call.x,))
+
+
+@_register("adaptive_avg_pool2d", "_adaptive_avg_pool2d")
+def _adaptive_avg(call: Call) -> Emit:
+    return _adaptive(call, PoolMode.AVG)
+
+
+@_register("adaptive_max_pool2d")
+def _adaptive_max(call: Call) -> Emit:
+    return _adaptive(call, PoolMode.MAX)
+
+
+def _binary(op: EltwiseOp, reverse: bool = False) -> Handler:
+    def handler(call: Call) -> Any:
+        a, b = call.args[0], call.args[1]
+        acts = tuple(v for v in (a, b) if isinstance(v, Act))
+        if len(acts) == 2:
+            return Emit(OpKind.ELTWISE, EltwiseAttrs(op), (b, a) if reverse else (a, b))
+        other = b if isinstance(a, Act) else a
+        if _is_identity(op, other) and acts[0].shape == call.out:
+            return acts[0]
+        const_shape = other.shape if isinstance(other, Const) else ()
+        return Emit(OpKind.ELTWISE, EltwiseAttrs(op, const_shape=const_shape), acts)
+
+    return handler
+
+
+def _is_identity(op: EltwiseOp, other: Any) -> bool:
+    if not isinstance(other, (int, float)) or isinstance(other, bool):
+        return False
+    if op in (EltwiseOp.ADD, EltwiseOp.SUB):
+        return other == 0
+    return other == 1
+
+
+for _name, _op in [("add", EltwiseOp.ADD), ("sub", EltwiseOp.SUB), ("mul", EltwiseOp.MUL), ("div", EltwiseOp.DIV)]:
+    _register(_name)(_binary(_op))
+_register("rsub")(_binary(EltwiseOp.SUB, reverse=True))
+
+
+@_register("einsum")
+def _einsum(call: Call) -> Emit:
+    equation = str(call.args[0]).replace(" ", "")
+    operands = list(call.args[1])
+    lhs, _, out = equation.partition("->")
+    terms = lhs.split(",")
+    if len(operands) != 2 or "." in equation or not out:
+        raise UnsupportedOperatorError(call.op, call.node_name, f"einsum {equation!r}: only explicit 2-operand forms")
+    sizes: dict[str, int] = {}
+    for term, operand in zip(terms, operands, strict=True):
+        sizes.update(zip(term, operand.shape, strict=True))
+    contraction = math.prod(size for index, size in sizes.items() if index not in out)
+    return Emit(OpKind.MATMUL, MatMulAttrs(contraction=contraction, equation=equation), tuple(operands))
+
+
+@_register("select")
+def _select(call: Call) -> Emit:
+    x = call.x
+    axis = int(call.arg(1, "dim")) % len(x.shape)
+    index = int(call.arg(2, "index"))
+    index = index + x.shape[axis] if index < 0 else index
+    return Emit(OpKind.SLICE, SliceAttrs(axis, index, index + 1, 1, squeeze=True), (x,))
+
+
+@_register("cat", "concat", "concatenate")
+def _cat(call: Call) -> Any:
+    tensors = list(call.args[0])
+    if len(tensors) == 1:
+        return tensors[0]
+    axis = int(call.arg(1, "dim", 0))
+    return Emit(OpKind.CONCAT, AxisAttrs(axis % len(call.out)), tuple(tensors))
+
+
+@_register("stack")
+def _stack(call: Call) -> Emit:
+    axis = int(call.arg(1, "dim", 0)) % len(call.out)
+    return Emit(OpKind.STACK, AxisAttrs(axis), tuple(call.args[0]))
+
+
+@_register("expand", "expand_as", "broadcast_to")
+def _expand(call: Call) -> Any:
+    return call.x if call.out == call.x.shape else Emit(OpKind.EXPAND, NO_ATTRS, (call.x,))
+
+
+@_register("new_zeros", "new_ones", "new_full", "new_empty", "zeros_like", "ones_like", "full_like", "empty_like")
+def _fresh_constant(call: Call) -> Const:
+    return Const(call.out)  # its values do not depend on the activation it was made from
+
+
+@_register("split", "split_with_sizes", "chunk", "unsafe_split", "tensor_split", "split_copy")
+def _split(call: Call) -> Any:
+    axis = int(call.arg(2, "dim", 0)) % len(call.x.shape)
+    sizes = tuple(s[axis] for s in call.out_shapes)
+    if len(sizes) == 1:
+        return [call.x]
+    return Emit(OpKind.SPLIT, SplitAttrs(axis, sizes), (call.x,))
+
+
+@_register("slice")
+def _slice(call: Call) -> Any:
+    x = call.x
+    if call.out == x.shape:
+        return x
+    axis = int(call.arg(1, "dim", 0)) % len(x.shape)
+    size = x.shape[axis]
+    start = call.arg(2, "start") or 0
+    end = call.arg(3, "end")
+    step = int(call.arg(4, "step", 1) or 1)
+    start = max(0, start + size if start < 0 else start)
+    end = size if end is None else min(size, end + size if end < 0 else end)
+    return Emit(OpKind.SLICE, SliceAttrs(axis, int(start), int(end), step), (x,))
+
+
+@_register("channel_shuffle", "native_channel_shuffle")
+def _channel_shuffle(call: Call) -> Emit:
+    return Emit(OpKind.CHANNEL_SHUFFLE, ChannelShuffleAttrs(int(call.arg(1, "groups"))), (call.x,))
+
+
+@_register("flatten")
+def _flatten(call: Call) -> Any:
+    if call.out == call.x.shape:
+        return call.x
+    return Emit(OpKind.FLATTEN, FlattenAttrs(int(call.arg(1, "start_dim", 0)), int(call.arg(2, "end_dim", -1))),
+                (call.x,))
+
+
+@_register("view", "reshape", "_unsafe_view", "view_copy", "squeeze", "unsqueeze", "squeeze_copy", "unflatten")
+def _reshape(call: Call) -> Any:
+    if call.out == call.x.shape:
+        return call.x
+    return Emit(OpKind.RESHAPE, ReshapeAttrs(call.out), (call.x,))
+
+
+@_register("permute", "permute_copy")
+def _permute(call: Call) -> Any:
+    rank = len(call.x.shape)
+    dims = tuple(int(d) % rank for d in call.arg(1, "dims"))
+    return call.x if dims == tuple(range(rank)) else Emit(OpKind.PERMUTE, PermuteAttrs(dims), (call.x,))
+
+
+@_register("transpose", "t", "swapaxes")
+def _transpose(call: Call) -> Any:
+    rank = len(call.x.shape)
+    if rank < 2:
+        return call.x
+    d0 = int(call.arg(1, "dim0", 0)) % rank
+    d1 = int(call.arg(2, "dim1", 1)) % rank
+    dims = list(range(rank))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return call.x if d0 == d1 else Emit(OpKind.PERMUTE, PermuteAttrs(tuple(dims)), (call.x,))
+
+
+@_register("contiguous", "clone", "alias", "detach", "lift_fresh_copy", "_to_copy", "to", "type_as",
+           "_unsafe_index_put")
+def _alias(call: Call) -> Any:
+    if call.out != call.x.shape:
+        raise UnsupportedOperatorError(call.op, call.node_name, f"changes the shape {call.x.shape} -> {call.out}")
+    return call.x
+
+
+@_register("dropout", "feature_dropout", "alpha_dropout", "native_dropout", "feature_alpha_dropout")
+def _dropout(call: Call) -> Emit:
+    call.out_shapes = call.out_shapes[:1]
+    return Emit(OpKind.DROPOUT, DropoutAttrs(float(call.arg(1, "p", 0.5))), (call.x,))
+
+
+def _pad(call: Call, mode: str) -> Emit:
+    flat = [int(p) for p in call.arg(1, "pad" if mode == "constant" else "padding")]
+    rank = len(call.x.shape)
+    per_axis = [(0, 0)] * rank
+    for i in range(len(flat) // 2):
+        per_axis[rank - 1 - i] = (flat[2 * i], flat[2 * i + 1])
+    value_index = 3 if call.op == "pad" else 2
+    value = float(call.arg(value_index, "value", 0.0) or 0.0) if mode == "constant" else 0.0
+    return Emit(OpKind.PAD, PadAttrs(tuple(per_axis), mode, value), (call.x,))
+
+
+@_register("constant_pad_nd")
+def _constant_pad(call: Call) -> Emit:
+    return _pad(call, "constant")
+
+
+@_register("pad")
+def _generic_pad(call: Call) -> Emit:
+    return _pad(call, str(call.arg(2, "mode", "constant")))
+
+
+@_register("reflection_pad2d")
+def _reflect_pad(call: Call) -> Emit:
+    return _pad(call, "reflect")
+
+
+@_register("replication_pad2d")
+def _replicate_pad(call: Call) -> Emit:
+    return _pad(call, "replicate")
+
+
+@_register("mean")
+def _mean(call: Call) -> Emit:
+    rank = len(call.x.shape)
+    dims = call.arg(1, "dim")
+    axes = tuple(range(rank)) if dims is None else tuple(sorted(int(d) % rank for d in dims))
+    keepdim = bool(call.arg(2, "keepdim", False))
+    return Emit(OpKind.MEAN, MeanAttrs(axes, keepdim), (call.x,))
+
+
+@_register("softmax", "_softmax", "log_softmax", "_log_softmax")
+def _softmax(call: Call) -> Emit:
+    return Emit(OpKind.SOFTMAX, AxisAttrs(int(call.arg(1, "dim", -1)) % len(call.x.shape)), (call.x,))
+
+
+def _upsample(mode: str) -> Handler:
+    def handler(call: Call) -> Emit:
+        align = bool(call.arg(2, "align_corners", False)) if mode != "nearest" else False
+        return Emit(OpKind.UPSAMPLE, UpsampleAttrs(mode, align), (call.x,))
+
+    return handler
+
+
+_register("upsample_nearest2d", "_upsample_nearest_exact2d")(_upsample("nearest"))
+_register("upsample_bilinear2d", "_upsample_bilinear2d_aa")(_upsample("bilinear"))
+_register("upsample_bicubic2d")(_upsample("bicubic"))

@@ -1,0 +1,296 @@
+"""ATen operators to IR nodes: the conversion of a captured ``torch.fx`` graph (see :mod:`torch_frontend`).
+
+Values flowing through the conversion are activations (:class:`Act`, a reference to an IR node output with its
+shape), constants (:class:`Const`: parameters, buffers and anything computed from them only) or plain Python
+values. Every handler receives a :class:`Call` and returns an :class:`Emit` (a new IR node) or an existing value
+(the operator is an alias, e.g. ``contiguous``).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from edgeplan.errors import InvalidGraphError, UnsupportedOperatorError
+from edgeplan.frontends import aten_handlers as h
+from edgeplan.frontends.aten_values import Act, Call, Const, Emit
+from edgeplan.ir import DType, Node, OpKind, Ref, Shape
+from edgeplan.ir.ops import ConstantAttrs, InputAttrs, LRNAttrs, OpaqueAttrs
+
+__all__ = ["Converter"]
+
+_DTYPES = {
+    "torch.float32": DType.FLOAT32,
+    "torch.float16": DType.FLOAT16,
+    "torch.bfloat16": DType.BFLOAT16,
+    "torch.float64": DType.FLOAT64,
+    "torch.int8": DType.INT8,
+    "torch.qint8": DType.INT8,
+    "torch.quint8": DType.UINT8,
+    "torch.uint8": DType.UINT8,
+    "torch.int32": DType.INT32,
+    "torch.int64": DType.INT64,
+    "torch.bool": DType.BOOL,
+}
+
+# Operators that produce nothing the graph needs (runtime assertions, metadata checks).
+_IGNORED = frozenset({"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"})
+
+# Modules whose ATen decomposition is collapsed back into one IR node.
+_COLLAPSED_MODULES = {"LocalResponseNorm": OpKind.LRN}
+
+
+def _shape_of(val: Any) -> Shape:
+    return tuple(int(d) for d in val.shape)
+
+
+def _meta_shapes(fx_node: Any) -> tuple[tuple[Shape, ...], DType | None]:
+    val = fx_node.meta.get("val")
+    if val is None:
+        return (), None
+    vals = val if isinstance(val, (tuple, list)) else (val,)
+    shapes = tuple(_shape_of(v) if hasattr(v, "shape") else () for v in vals)
+    first = next((v for v in vals if hasattr(v, "dtype")), None)
+    dtype = _DTYPES.get(str(first.dtype), DType.FLOAT32) if first is not None else None
+    return shapes, dtype
+
+
+def _module_of(fx_node: Any) -> tuple[str, str]:
+    """(path, class name) of the innermost module an fx node was traced in; ("", "") at the top level."""
+    stack = fx_node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return "", ""
+    path, cls = list(stack.values())[-1]
+    cls_name = cls if isinstance(cls, str) else getattr(cls, "__qualname__", str(cls))
+    return str(path), str(cls_name).rsplit(".", 1)[-1]
+
+
+def _op_name(target: Any) -> str:
+    packet = getattr(target, "overloadpacket", None)
+    if packet is not None:
+        return str(packet.__name__)
+    return str(getattr(target, "__name__", target))
+
+
+@dataclass
+class Converter:
+    """Converts one captured fx graph to IR nodes.
+
+    Parameters
+    ----------
+    constants
+        Placeholder names that are parameters, buffers or lifted constants, with their tensors.
+    opaque
+        Emit unknown operators as ``opaque`` nodes instead of raising.
+    method
+        How the graph was captured (recorded in the nodes' ``source``).
+    """
+
+    constants: dict[str, Any]
+    opaque: bool = False
+    method: str = "torch.export"
+    nodes: list[Node] = field(default_factory=list)
+    values: dict[str, Any] = field(default_factory=dict)
+    _names: set[str] = field(default_factory=set)
+    _n_inputs: int = 0
+
+    def convert(self, fx_graph: Any) -> tuple[list[Node], list[Ref]]:
+        """Convert every fx node; return the IR nodes and the graph outputs."""
+        groups = self._collapsed_groups(fx_graph)
+        outputs: list[Ref] = []
+        for fx_node in fx_graph.nodes:
+            if fx_node.op == "placeholder":
+                self._placeholder(fx_node)
+            elif fx_node.op == "get_attr":
+                self.values[fx_node.name] = Const(_shape_of(self.constants[fx_node.name]))
+            elif fx_node.op == "call_function":
+                group = groups.get(fx_node.name)
+                if group is None:
+                    self.values[fx_node.name] = self._call(fx_node)
+                elif fx_node is group[-1]:
+                    self.values[fx_node.name] = self._collapse(group)
+            elif fx_node.op == "output":
+                outputs = self._outputs(fx_node.args[0])
+            else:
+                raise UnsupportedOperatorError(fx_node.op, fx_node.name, "only ATen-level graphs are supported")
+        return self.nodes, outputs
+
+    def _collapsed_groups(self, fx_graph: Any) -> dict[str, list[Any]]:
+        by_module: dict[str, list[Any]] = {}
+        for fx_node in fx_graph.nodes:
+            if fx_node.op != "call_function":
+                continue
+            path, cls = _module_of(fx_node)
+            if cls in _COLLAPSED_MODULES:
+                by_module.setdefault(path, []).append(fx_node)
+        return {n.name: group for group in by_module.values() for n in group}
+
+    def _collapse(self, group: list[Any]) -> Any:
+        inner = {n.name for n in group}
+        sources = [a for n in group for a in n.all_input_nodes if a.name not in inner]
+        x = self.values[sources[0].name]
+        path, cls = _module_of(group[-1])
+        shapes, _ = _meta_shapes(group[-1])
+        module = _find_module_attrs(group)
+        attrs = LRNAttrs(size=int(module.get("size", 5)), alpha=module.get("alpha", 1e-4),
+                         beta=module.get("beta", 0.75), k=module.get("k", 1.0))
+        return self._emit(Emit(_COLLAPSED_MODULES[cls], attrs, (x,)), path or group[-1].name, f"nn.{cls}", shapes)
+
+    def _placeholder(self, fx_node: Any) -> None:
+        if fx_node.name in self.constants:
+            tensor = self.constants[fx_node.name]
+            shape = _shape_of(tensor) if tensor is not None else _meta_shapes(fx_node)[0][0]
+            self.values[fx_node.name] = Const(shape)
+            return
+        shapes, dtype = _meta_shapes(fx_node)
+        if not shapes:
+            self.values[fx_node.name] = None
+            return
+        node = Node(
+            name=self._unique(fx_node.name),
+            kind=OpKind.INPUT,
+            attrs=InputAttrs(index=self._n_inputs),
+            inputs=(),
+            input_shapes=(),
+            output_shapes=shapes[:1],
+            dtype=dtype or DType.FLOAT32,
+            source="placeholder",
+        )
+        self._n_inputs += 1
+        self.nodes.append(node)
+        self.values[fx_node.name] = Act(Ref(node.name, 0), shapes[0], node.dtype)
+
+    def _resolve(self, arg: Any) -> Any:
+        if hasattr(arg, "op") and hasattr(arg, "name") and hasattr(arg, "meta"):
+            return self.values[arg.name]
+        if isinstance(arg, (list, tuple)):
+            return type(arg)(self._resolve(a) for a in arg)
+        return arg
+
+    def _call(self, fx_node: Any) -> Any:
+        target = fx_node.target
+        args = tuple(self._resolve(a) for a in fx_node.args)
+        if target is operator.getitem:
+            return args[0][args[1]]
+        op = _op_name(target)
+        if op in _IGNORED:
+            return None
+        shapes, dtype = _meta_shapes(fx_node)
+        if not _has_activation(args) and not _has_activation(tuple(fx_node.kwargs.values())):
+            return _const_result(fx_node, shapes)
+        kwargs = {k: self._resolve(v) for k, v in fx_node.kwargs.items()}
+        call = Call(op=op, node_name=fx_node.name, args=args, kwargs=kwargs, out_shapes=shapes)
+        handler = h.HANDLERS.get(op)
+        if handler is None:
+            if not self.opaque:
+                raise UnsupportedOperatorError(str(target), fx_node.name)
+            acts = tuple(a for a in _flatten(args) if isinstance(a, Act))
+            result: Any = Emit(OpKind.OPAQUE, OpaqueAttrs(operator=str(target)), acts)
+        else:
+            result = handler(call)
+        if not isinstance(result, Emit):
+            return result
+        path, cls = _module_of(fx_node)
+        if path and cls in _LEAF_MODULES and path not in self._names:
+            base = path
+        else:
+            base = f"{path}/{fx_node.name}" if path else fx_node.name
+        return self._emit(result, base, str(target), call.out_shapes, dtype)
+
+    def _emit(self, emit: Emit, base: str, source: str, shapes: tuple[Shape, ...], dtype: DType | None = None) -> Any:
+        if not shapes:
+            raise InvalidGraphError(f"node {base!r} ({source}) has no recorded output shape")
+        inputs = tuple(self._materialize(a, base) if isinstance(a, Const) else a for a in emit.inputs)
+        emit = Emit(emit.kind, emit.attrs, inputs)
+        node = Node(
+            name=self._unique(base),
+            kind=emit.kind,
+            attrs=emit.attrs,
+            inputs=tuple(a.ref for a in inputs),
+            input_shapes=tuple(a.shape for a in inputs),
+            output_shapes=shapes,
+            dtype=dtype or (inputs[0].dtype if inputs else DType.FLOAT32),
+            source=source,
+        )
+        self.nodes.append(node)
+        acts = [Act(Ref(node.name, i), s, node.dtype) for i, s in enumerate(shapes)]
+        if emit.kind is OpKind.SPLIT or len(acts) > 1:
+            return acts
+        return acts[0]
+
+    def _materialize(self, const: Const, base: str) -> Act:
+        node = Node(self._unique(f"{base}/constant"), OpKind.CONSTANT, ConstantAttrs(), (), (), (const.shape,),
+                    source="constant")
+        self.nodes.append(node)
+        return Act(Ref(node.name, 0), const.shape, node.dtype)
+
+    def _unique(self, base: str) -> str:
+        name, i = base, 1
+        while name in self._names:
+            name = f"{base}_{i}"
+            i += 1
+        self._names.add(name)
+        return name
+
+    def _outputs(self, out: Any) -> list[Ref]:
+        refs: list[Ref] = []
+        for item in _flatten((out,)):
+            value = self._resolve(item)
+            for v in _flatten((value,)):
+                if isinstance(v, Act):
+                    refs.append(v.ref)
+        return refs
+
+
+# Module classes whose forward is a single operator: their node takes the module's path as its name.
+_LEAF_MODULES = frozenset(
+    {
+        "Conv2d", "ConvTranspose2d", "Linear", "BatchNorm2d", "BatchNorm1d", "LayerNorm", "GroupNorm", "ReLU",
+        "ReLU6", "Hardswish", "Hardsigmoid", "Sigmoid", "SiLU", "GELU", "Tanh", "LeakyReLU", "ELU", "Mish",
+        "Softplus", "Hardtanh", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Dropout",
+        "Dropout2d", "Flatten", "Softmax", "Upsample", "ZeroPad2d", "ConstantPad2d", "ReflectionPad2d",
+        "ChannelShuffle", "Identity",
+    }
+)
+
+
+def _flatten(values: Sequence[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            out.extend(_flatten(v))
+        else:
+            out.append(v)
+    return out
+
+
+def _has_activation(values: Sequence[Any]) -> bool:
+    return any(isinstance(v, Act) for v in _flatten(values))
+
+
+def _const_result(fx_node: Any, shapes: tuple[Shape, ...]) -> Any:
+    if not shapes:
+        return None
+    if isinstance(fx_node.meta.get("val"), (tuple, list)):
+        return [Const(s) for s in shapes]
+    return Const(shapes[0])
+
+
+def _find_module_attrs(group: list[Any]) -> dict[str, float]:
+    """Recover LRN hyper-parameters from the decomposition: size from the pooling window, alpha, beta, k."""
+    found: dict[str, float] = {}
+    for n in group:
+        name = _op_name(n.target)
+        if name in ("avg_pool3d", "avg_pool2d") and len(n.args) > 1:
+            window = n.args[1]
+            found["size"] = int(window[0]) if isinstance(window, (list, tuple)) else int(window)
+        elif name == "mul" and isinstance(n.args[1], (int, float)) and "alpha" not in found:
+            found["alpha"] = float(n.args[1])  # the averaged squares times alpha
+        elif name == "add" and isinstance(n.args[1], (int, float)):
+            found["k"] = float(n.args[1])
+        elif name == "pow" and isinstance(n.args[1], (int, float)):
+            found["beta"] = float(n.args[1])
+    return found
+

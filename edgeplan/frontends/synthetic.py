@@ -1,0 +1,385 @@
+"""The synthetic NAS space of li2023 (§4.3.2): 9 sampled blocks in sequence, seeded.
+
+Li et al., "Predicting Inference Latency of Neural Architectures on Mobile Devices" (ICPE 2023), build a synthetic
+dataset of 1000 networks: a sequence of 9 blocks "following the design of sequential connections of blocks in
+MobileNetV2", each block's kind and parameters sampled uniformly among
+
+1. ``conv``: a convolution, kernel 3, 5 or 7, optionally grouped with ``4k`` groups (1 <= k <= 16);
+2. ``dwsep``: a depthwise-separable convolution, kernel 3, 5 or 7;
+3. ``bottleneck``: a MobileNetV2 linear bottleneck, kernel 3, 5 or 7, expansion 1, 3 or 6, optional
+   squeeze-and-excite;
+4. ``pool``: average or max pooling, window 1x1 or 3x3;
+5. ``split``: a split into 2, 3 or 4 parts, an element-wise operation on each part, and a concatenation;
+
+with output channels C1..C5 uniform in [8, 80], C6..C9 in [80, 400] and a head of C10 in [1200, 1800] channels.
+The paper leaves the rest open; the choices made here are:
+
+- Input 224x224x3. Stem: 3x3 conv, stride 2, 32 channels, BN, ReLU6 (the MobileNetV2 stem).
+- Block strides ``(1, 2, 2, 1, 2, 1, 2, 1, 1)``: with the stem this downsamples 224 -> 112 -> 56 -> 28 -> 14 -> 7,
+  as MobileNetV2 does (its stage strides 1, 2, 2, 2, 1, 2, 1), ending on a 7x7 map.
+- Convolutions are followed by BN and ReLU6 (MobileNetV2's activation); the bottleneck's projection is linear (BN,
+  no activation) and has a residual connection when its stride is 1 and its input and output channels agree.
+- ``conv``: groups are sampled uniformly among ``None`` (dense) and every ``4k`` (1 <= k <= 16) that divides both
+  the input and the output channels.
+- ``dwsep``: depthwise kxk conv + BN + ReLU6, then pointwise 1x1 conv + BN + ReLU6.
+- ``bottleneck``: squeeze-and-excite (Hu et al.) after the depthwise conv, as in MnasNet / MobileNetV3: global
+  average pool, 1x1 conv to ``max(8, expanded // 4)`` channels, ReLU, 1x1 conv back, sigmoid, multiply.
+- ``pool``: padding ``window // 2``; average pooling excludes the padding (``count_include_pad=False``, TFLite's
+  SAME average pool). No BN or activation.
+- ``split``: the channels are split into near-equal parts (the first ``C mod s`` parts get one more channel); each
+  part gets one element-wise op sampled among ``relu``, ``add`` (the part plus itself) and ``mul`` (the part times
+  itself); the parts are concatenated back.
+- Pooling and split blocks keep the channel count: the output channels sampled for their position are not used
+  (:attr:`SyntheticBlock.out_channels` records the real count). A split block at a stride-2 position starts with a
+  1x1 max pool of stride 2 (plain subsampling) so that every architecture ends on the same 7x7 map.
+- Head: 1x1 conv to C10 channels + BN + ReLU6, global average pooling, linear layer to 1000 classes.
+
+Sampling uses only ``numpy.random.default_rng(seed).integers``, so a seed gives the same architecture on every
+machine (NumPy does not formally promise stream stability across versions; a golden-architecture test guards it).
+:func:`sample_synthetic` does not import torch.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, NamedTuple
+
+from edgeplan.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+__all__ = [
+    "BLOCK_KINDS",
+    "ELEMENTWISE_OPS",
+    "STRIDES",
+    "SyntheticArch",
+    "SyntheticBlock",
+    "build_synthetic",
+    "sample_synthetic",
+]
+
+BLOCK_KINDS: tuple[str, ...] = ("conv", "dwsep", "bottleneck", "pool", "split")
+"""The five block kinds of li2023 §4.3.2, in the paper's order."""
+
+ELEMENTWISE_OPS: tuple[str, ...] = ("relu", "add", "mul")
+"""Element-wise operations of a split block: ``relu(x)``, ``x + x``, ``x * x``."""
+
+INPUT_SIZE = 224
+STEM_CHANNELS = 32
+NUM_CLASSES = 1000
+STRIDES: tuple[int, ...] = (1, 2, 2, 1, 2, 1, 2, 1, 1)
+"""Stride of each of the 9 blocks (the stem has stride 2 on top)."""
+
+_KERNELS = (3, 5, 7)
+_EXPANSIONS = (1, 3, 6)
+_POOL_KINDS = ("avg", "max")
+_POOL_WINDOWS = (1, 3)
+_SPLITS = (2, 3, 4)
+_SMALL_CHANNELS = (8, 80)  # C1..C5
+_LARGE_CHANNELS = (80, 400)  # C6..C9
+_HEAD_CHANNELS = (1200, 1800)  # C10
+_NUM_SMALL = 5
+_MAX_GROUP_K = 16
+
+
+@dataclass(frozen=True)
+class SyntheticBlock:
+    """One block of a synthetic architecture.
+
+    Attributes
+    ----------
+    kind
+        One of :data:`BLOCK_KINDS`.
+    in_channels, out_channels
+        Channels in and out; equal for ``pool`` and ``split`` blocks.
+    stride
+        1 or 2, fixed by the block's position (:data:`STRIDES`).
+    kernel
+        Convolution kernel (3, 5, 7) for ``conv``, ``dwsep`` and ``bottleneck``; pooling window (1, 3) for
+        ``pool``; ``None`` for ``split``.
+    groups
+        Number of groups of a ``conv`` block (a multiple of 4 up to 64), or ``None`` for a dense conv and for
+        other kinds.
+    expansion
+        Expansion rate (1, 3, 6) of a ``bottleneck``, else ``None``.
+    se
+        Whether a ``bottleneck`` has squeeze-and-excite (always ``False`` for other kinds).
+    pool
+        ``"avg"`` or ``"max"`` for a ``pool`` block, else ``None``.
+    splits
+        Number of parts (2, 3, 4) of a ``split`` block, else ``None``.
+    elementwise
+        The element-wise op of each part of a ``split`` block (from :data:`ELEMENTWISE_OPS`), else ``None``.
+    """
+
+    kind: str
+    in_channels: int
+    out_channels: int
+    stride: int
+    kernel: int | None = None
+    groups: int | None = None
+    expansion: int | None = None
+    se: bool = False
+    pool: str | None = None
+    splits: int | None = None
+    elementwise: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class SyntheticArch:
+    """A sampled synthetic architecture.
+
+    Attributes
+    ----------
+    seed
+        The seed it was sampled from.
+    blocks
+        The 9 blocks in order.
+    head_channels
+        C10, the channels of the final 1x1 conv.
+    """
+
+    seed: int
+    blocks: tuple[SyntheticBlock, ...]
+    head_channels: int
+
+
+def sample_synthetic(seed: int) -> SyntheticArch:
+    """Sample the architecture of a seed from the li2023 synthetic NAS space.
+
+    Parameters
+    ----------
+    seed
+        A non-negative integer; the same seed always gives the same architecture.
+
+    Returns
+    -------
+    SyntheticArch
+        The 9 blocks and the head width.
+
+    Raises
+    ------
+    InvalidInputError
+        If ``seed`` is not a non-negative integer.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InvalidInputError(f"synthetic seed must be a non-negative integer, got {seed!r}")
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    blocks: list[SyntheticBlock] = []
+    channels = STEM_CHANNELS
+    for position, stride in enumerate(STRIDES):
+        block = _sample_block(rng, position, channels, stride)
+        blocks.append(block)
+        channels = block.out_channels
+    head = _uniform(rng, *_HEAD_CHANNELS)
+    return SyntheticArch(seed=seed, blocks=tuple(blocks), head_channels=head)
+
+
+def _uniform(rng: np.random.Generator, low: int, high: int) -> int:
+    """An integer uniform in ``[low, high]`` (both included)."""
+    return int(rng.integers(low, high + 1))
+
+
+def _pick(rng: np.random.Generator, options: tuple[int, ...] | tuple[str, ...]) -> int | str:
+    """An element of ``options`` chosen uniformly."""
+    return options[int(rng.integers(len(options)))]
+
+
+def _valid_groups(in_channels: int, out_channels: int) -> tuple[int, ...]:
+    """The group numbers ``4k`` (1 <= k <= 16) that divide both channel counts."""
+    candidates = (4 * k for k in range(1, _MAX_GROUP_K + 1))
+    return tuple(g for g in candidates if in_channels % g == 0 and out_channels % g == 0)
+
+
+def _sample_block(rng: np.random.Generator, position: int, in_channels: int, stride: int) -> SyntheticBlock:
+    """Sample the block at ``position`` (0-based): its kind, output channels, then kind-specific parameters."""
+    kind = str(_pick(rng, BLOCK_KINDS))
+    low, high = _SMALL_CHANNELS if position < _NUM_SMALL else _LARGE_CHANNELS
+    out_channels = _uniform(rng, low, high)
+    base = SyntheticBlock(kind, in_channels=in_channels, out_channels=out_channels, stride=stride)
+    return _KIND_SAMPLERS[kind](rng, base)
+
+
+def _sample_conv(rng: np.random.Generator, base: SyntheticBlock) -> SyntheticBlock:
+    kernel = int(_pick(rng, _KERNELS))
+    valid = _valid_groups(base.in_channels, base.out_channels)
+    choice = int(rng.integers(len(valid) + 1))  # 0: dense, i > 0: valid[i - 1]
+    return replace(base, kernel=kernel, groups=valid[choice - 1] if choice else None)
+
+
+def _sample_dwsep(rng: np.random.Generator, base: SyntheticBlock) -> SyntheticBlock:
+    return replace(base, kernel=int(_pick(rng, _KERNELS)))
+
+
+def _sample_bottleneck(rng: np.random.Generator, base: SyntheticBlock) -> SyntheticBlock:
+    kernel = int(_pick(rng, _KERNELS))
+    expansion = int(_pick(rng, _EXPANSIONS))
+    return replace(base, kernel=kernel, expansion=expansion, se=bool(rng.integers(2)))
+
+
+def _sample_pool(rng: np.random.Generator, base: SyntheticBlock) -> SyntheticBlock:
+    pool = str(_pick(rng, _POOL_KINDS))
+    window = int(_pick(rng, _POOL_WINDOWS))
+    return replace(base, out_channels=base.in_channels, kernel=window, pool=pool)
+
+
+def _sample_split(rng: np.random.Generator, base: SyntheticBlock) -> SyntheticBlock:
+    splits = int(_pick(rng, _SPLITS))
+    ops = tuple(str(_pick(rng, ELEMENTWISE_OPS)) for _ in range(splits))
+    return replace(base, out_channels=base.in_channels, splits=splits, elementwise=ops)
+
+
+_KIND_SAMPLERS: dict[str, Callable[[np.random.Generator, SyntheticBlock], SyntheticBlock]] = {
+    "conv": _sample_conv,
+    "dwsep": _sample_dwsep,
+    "bottleneck": _sample_bottleneck,
+    "pool": _sample_pool,
+    "split": _sample_split,
+}
+
+
+def build_synthetic(seed: int) -> tuple[torch.nn.Module, tuple[tuple[int, ...], ...]]:
+    """Build the network of a seed from the li2023 synthetic NAS space, with random weights, in eval mode.
+
+    Parameters
+    ----------
+    seed
+        A non-negative integer (see :func:`sample_synthetic`).
+
+    Returns
+    -------
+    module, input_shapes
+        The network (input ``(1, 3, 224, 224)``, output ``(1, 1000)`` logits) and its example input shapes.
+
+    Raises
+    ------
+    InvalidInputError
+        If ``seed`` is not a non-negative integer.
+    """
+    arch = sample_synthetic(seed)
+    module = _torch_layers().network(arch)
+    module.eval()
+    return module, ((1, 3, INPUT_SIZE, INPUT_SIZE),)
+
+
+class _Layers(NamedTuple):
+    """Constructors of the torch modules, defined on first use so that this module loads without torch."""
+
+    network: Callable[[SyntheticArch], torch.nn.Module]
+
+
+@functools.cache
+def _torch_layers() -> _Layers:
+    """Define the torch modules of the synthetic space (imports torch)."""
+    import torch
+    from torch import nn
+
+    def conv_bn(c_in: int, c_out: int, kernel: int, stride: int, groups: int = 1, act: bool = True) -> nn.Module:
+        layers: list[nn.Module] = [
+            nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=kernel // 2, groups=groups, bias=False),
+            nn.BatchNorm2d(c_out),
+        ]
+        if act:
+            layers.append(nn.ReLU6(inplace=True))
+        return nn.Sequential(*layers)
+
+    class SqueezeExcite(nn.Module):
+        """Squeeze-and-excite: x * sigmoid(W2 relu(W1 avgpool(x)))."""
+
+        def __init__(self, channels: int) -> None:
+            super().__init__()
+            squeezed = max(8, channels // 4)
+            self.gate = nn.Sequential(
+                nn.AdaptiveAvgPool2d(1),
+                nn.Conv2d(channels, squeezed, 1),
+                nn.ReLU(inplace=True),
+                nn.Conv2d(squeezed, channels, 1),
+                nn.Sigmoid(),
+            )
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * self.gate(x)
+
+    class Bottleneck(nn.Module):
+        """MobileNetV2 linear bottleneck, optionally with squeeze-and-excite."""
+
+        def __init__(self, block: SyntheticBlock) -> None:
+            super().__init__()
+            assert block.kernel is not None and block.expansion is not None
+            hidden = block.in_channels * block.expansion
+            layers: list[nn.Module] = []
+            if block.expansion != 1:
+                layers.append(conv_bn(block.in_channels, hidden, 1, 1))
+            layers.append(conv_bn(hidden, hidden, block.kernel, block.stride, groups=hidden))
+            if block.se:
+                layers.append(SqueezeExcite(hidden))
+            layers.append(conv_bn(hidden, block.out_channels, 1, 1, act=False))
+            self.body = nn.Sequential(*layers)
+            self.residual = block.stride == 1 and block.in_channels == block.out_channels
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.body(x)
+            return x + y if self.residual else y
+
+    class SplitElementwise(nn.Module):
+        """Split the channels into parts, apply an element-wise op to each part, concatenate."""
+
+        def __init__(self, block: SyntheticBlock) -> None:
+            super().__init__()
+            assert block.splits is not None and block.elementwise is not None
+            base, extra = divmod(block.in_channels, block.splits)
+            self.sizes = [base + (1 if i < extra else 0) for i in range(block.splits)]
+            self.ops = list(block.elementwise)
+            self.subsample = nn.MaxPool2d(kernel_size=1, stride=2) if block.stride == 2 else nn.Identity()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            parts = torch.split(self.subsample(x), self.sizes, dim=1)
+            return torch.cat([_elementwise(op, part) for op, part in zip(self.ops, parts, strict=True)], dim=1)
+
+    def block_module(block: SyntheticBlock) -> nn.Module:
+        if block.kind == "conv":
+            assert block.kernel is not None
+            return conv_bn(block.in_channels, block.out_channels, block.kernel, block.stride, block.groups or 1)
+        if block.kind == "dwsep":
+            assert block.kernel is not None
+            return nn.Sequential(
+                conv_bn(block.in_channels, block.in_channels, block.kernel, block.stride, groups=block.in_channels),
+                conv_bn(block.in_channels, block.out_channels, 1, 1),
+            )
+        if block.kind == "bottleneck":
+            return Bottleneck(block)
+        if block.kind == "pool":
+            assert block.kernel is not None
+            if block.pool == "avg":
+                return nn.AvgPool2d(block.kernel, block.stride, padding=block.kernel // 2, count_include_pad=False)
+            return nn.MaxPool2d(block.kernel, block.stride, padding=block.kernel // 2)
+        return SplitElementwise(block)
+
+    def network(arch: SyntheticArch) -> nn.Module:
+        parts: dict[str, nn.Module] = {"stem": conv_bn(3, STEM_CHANNELS, 3, 2)}
+        for index, block in enumerate(arch.blocks, start=1):
+            parts[f"block{index}_{block.kind}"] = block_module(block)
+        last = arch.blocks[-1].out_channels
+        parts["head_conv"] = conv_bn(last, arch.head_channels, 1, 1)
+        parts["global_pool"] = nn.AdaptiveAvgPool2d(1)
+        parts["flatten"] = nn.Flatten(1)
+        parts["classifier"] = nn.Linear(arch.head_channels, NUM_CLASSES)
+        return nn.Sequential(OrderedDict(parts))
+
+    return _Layers(network=network)
+
+
+def _elementwise(op: str, x: torch.Tensor) -> torch.Tensor:
+    """Apply one of :data:`ELEMENTWISE_OPS` to ``x``."""
+    if op == "relu":
+        return x.relu()
+    if op == "add":
+        return x + x
+    return x * x

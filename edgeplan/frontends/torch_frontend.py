@@ -1,0 +1,109 @@
+"""Torch frontend: an ``nn.Module`` with example inputs becomes a :class:`~edgeplan.ir.Graph`.
+
+The module is captured with ``torch.export`` (ATen-level graph, real shapes from its fake tensors); when export
+fails, ``make_fx`` (a ``torch.fx`` tracer at the ATen level) is the fallback. ATen operators are mapped to IR
+nodes by the handlers of :mod:`edgeplan.frontends.aten_ops`; an operator without a handler raises
+:class:`~edgeplan.errors.UnsupportedOperatorError`, or becomes an ``opaque`` node when ``opaque=True``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from edgeplan.errors import InvalidInputError
+from edgeplan.ir import Graph
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["capture", "graph_from_torch"]
+
+log = logging.getLogger(__name__)
+
+
+def capture(module: torch.nn.Module, example_inputs: tuple[Any, ...]) -> tuple[Any, dict[str, Any], str]:
+    """Capture ``module`` as an ATen-level ``torch.fx`` graph.
+
+    Returns
+    -------
+    fx_graph, constants, method
+        The graph, a mapping from placeholder names that are parameters, buffers or lifted constants to their
+        tensors, and the capture method used (``"torch.export"`` or ``"make_fx"``).
+    """
+    import torch
+
+    module = module.eval()
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(module, tuple(example_inputs))
+    except Exception as export_error:  # noqa: BLE001 - any export failure falls back to make_fx
+        log.info("torch.export failed (%s); falling back to make_fx", export_error)
+        return _capture_make_fx(module, example_inputs, export_error)
+    sig = ep.graph_signature
+    state = dict(ep.state_dict)
+    state.update(getattr(ep, "constants", {}) or {})
+    names: dict[str, Any] = {}
+    for placeholder, target in {
+        **sig.inputs_to_parameters,
+        **sig.inputs_to_buffers,
+        **getattr(sig, "inputs_to_lifted_tensor_constants", {}),
+    }.items():
+        names[placeholder] = state.get(target)
+    return ep.graph, names, "torch.export"
+
+
+def _capture_make_fx(
+    module: torch.nn.Module, example_inputs: tuple[Any, ...], cause: Exception
+) -> tuple[Any, dict[str, Any], str]:
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    try:
+        with torch.no_grad():
+            gm = make_fx(module, tracing_mode="fake")(*example_inputs)
+    except Exception as e:
+        raise InvalidInputError(
+            f"cannot capture {type(module).__name__}: torch.export failed ({cause}) and make_fx failed ({e}); "
+            "make the model traceable (no data-dependent control flow) or export it to ONNX"
+        ) from e
+    constants = {n.name: getattr(gm, str(n.target)) for n in gm.graph.nodes if n.op == "get_attr"}
+    return gm.graph, constants, "make_fx"
+
+
+def graph_from_torch(
+    module: torch.nn.Module,
+    example_inputs: Sequence[Any],
+    name: str | None = None,
+    opaque: bool = False,
+) -> Graph:
+    """Build the IR graph of ``module`` called on ``example_inputs``.
+
+    Parameters
+    ----------
+    module
+        The model; it is put in eval mode.
+    example_inputs
+        Tensors with the shapes to trace with (batch included).
+    name
+        Name of the graph (default: the module's class name).
+    opaque
+        Keep unknown operators as ``opaque`` nodes instead of raising.
+
+    Returns
+    -------
+    Graph
+        A validated graph.
+
+    Raises
+    ------
+    UnsupportedOperatorError
+        For an ATen operator edgeplan does not know, when ``opaque`` is False.
+    """
+    from edgeplan.frontends.aten_ops import Converter
+
+    fx_graph, constants, method = capture(module, tuple(example_inputs))
+    converter = Converter(constants=constants, opaque=opaque, method=method)
+    nodes, outputs = converter.convert(fx_graph)
+    return Graph(name=name or type(module).__name__, nodes=tuple(nodes), outputs=tuple(outputs)).validate()

@@ -1,0 +1,214 @@
+"""The model zoo: one string per model.
+
+=====================  =====================================================================  ===============
+spec                   what it builds                                                          default input
+=====================  =====================================================================  ===============
+``torchvision:NAME``   a torchvision classification model, random weights                      1x3x224x224
+``timm:NAME``          a timm model, random weights (``pretrained=False``)                     the model's cfg
+``paper:NAME``         a model of eshratifar2018 Table 4 that no zoo has (AlexNet, ...)        per model
+``nb201:CELL``         a NAS-Bench-201 network from its cell string                            1x3x32x32
+``synthetic:SEED``     a network of li2023's synthetic NAS space (§4.3.2), seeded              1x3x224x224
+``PATH.onnx``          an ONNX file                                                            from the file
+=====================  =====================================================================  ===============
+
+Nothing is downloaded: every architecture is built with random weights, which is all latency needs.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgeplan.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    import torch
+
+    from edgeplan.ir import Graph
+
+__all__ = ["FAMILIES", "ZooModel", "build_model", "load_graph", "parse_shape", "parse_spec", "torchvision_names"]
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A zoo family: its prefix, what it is, and example specs."""
+
+    prefix: str
+    description: str
+    examples: tuple[str, ...]
+    default_input: str
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("torchvision", "torchvision classification models (random weights)",
+           ("torchvision:resnet18", "torchvision:mobilenet_v2", "torchvision:googlenet"),
+           "1x3x224x224 (inception 299)"),
+    Family("timm", "timm models (pretrained=False)", ("timm:efficientnet_b0", "timm:mobilenetv3_large_100"),
+           "the model's pretrained_cfg input_size"),
+    Family("paper", "paper models of eshratifar2018 Table 4 that no zoo has",
+           ("paper:alexnet", "paper:overfeat", "paper:vgg16", "paper:nin", "paper:chair", "paper:pix2pix"),
+           "per model"),
+    Family("nb201", "NAS-Bench-201 networks from a cell string",
+           ("nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|",),
+           "1x3x32x32"),
+    Family("synthetic", "li2023 §4.3.2 synthetic NAS space, seeded", ("synthetic:0", "synthetic:42"), "1x3x224x224"),
+    Family("onnx", "an ONNX file given by its path", ("model.onnx",), "from the file"),
+)
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    """A built zoo model: the torch module and the shapes of its example inputs."""
+
+    spec: str
+    module: torch.nn.Module
+    input_shapes: tuple[Shape, ...]
+
+    def example_inputs(self, seed: int = 0) -> tuple[torch.Tensor, ...]:
+        """Random example tensors of :attr:`input_shapes` (seeded)."""
+        import torch
+
+        gen = torch.Generator().manual_seed(seed)
+        return tuple(torch.randn(s, generator=gen) for s in self.input_shapes)
+
+
+def parse_shape(text: str) -> Shape:
+    """Parse ``1x3x224x224`` (or ``1,3,224,224``) into a shape; :class:`InvalidInputError` when malformed."""
+    parts = text.replace(",", "x").lower().split("x")
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise InvalidInputError(f"input shape {text!r} is not of the form 1x3x224x224") from None
+    if not shape or any(d <= 0 for d in shape):
+        raise InvalidInputError(f"input shape {text!r} must have positive dimensions, e.g. 1x3x224x224")
+    return shape
+
+
+def is_onnx_path(spec: str) -> bool:
+    """True when ``spec`` names an ONNX file rather than a zoo model."""
+    return spec.lower().endswith(".onnx")
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """Split a zoo string into (family, name); :class:`InvalidInputError` for an unknown family."""
+    if is_onnx_path(spec):
+        return "onnx", spec
+    family, sep, name = spec.partition(":")
+    known = [f.prefix for f in FAMILIES if f.prefix != "onnx"]
+    if not sep or family not in known or not name:
+        raise InvalidInputError(
+            f"unknown model {spec!r}: use FAMILY:NAME with FAMILY one of {', '.join(known)} "
+            "(e.g. torchvision:resnet18), or a path to an .onnx file; `edgeplan zoo` lists them"
+        )
+    return family, name
+
+
+def torchvision_names() -> list[str]:
+    """All torchvision classification model names."""
+    import torchvision
+
+    return sorted(torchvision.models.list_models(module=torchvision.models))
+
+
+def _unknown(family: str, name: str, choices: list[str]) -> InvalidInputError:
+    close = difflib.get_close_matches(name, choices, n=3)
+    hint = f"; did you mean {', '.join(f'{family}:{c}' for c in close)}?" if close else ""
+    return InvalidInputError(f"unknown {family} model {name!r}{hint} (`edgeplan zoo --family {family}` lists them)")
+
+
+def _torchvision(name: str) -> tuple[Any, tuple[Shape, ...]]:
+    import torchvision
+
+    names = torchvision_names()
+    if name not in names:
+        raise _unknown("torchvision", name, names)
+    kwargs: dict[str, Any] = {"weights": None}
+    if name in ("googlenet", "inception_v3"):
+        kwargs.update(init_weights=False, aux_logits=False)
+    size = 299 if name == "inception_v3" else 224
+    return torchvision.models.get_model(name, **kwargs), ((1, 3, size, size),)
+
+
+def _timm(name: str) -> tuple[Any, tuple[Shape, ...]]:
+    import timm
+
+    if not timm.is_model(name):
+        raise _unknown("timm", name, timm.list_models())
+    model = timm.create_model(name, pretrained=False)
+    cfg: dict[str, Any] = dict(getattr(model, "pretrained_cfg", None) or {})
+    size = tuple(cfg.get("input_size", (3, 224, 224)))
+    return model, ((1, *size),)
+
+
+def _synthetic(name: str) -> tuple[Any, tuple[Shape, ...]]:
+    from edgeplan.frontends.synthetic import build_synthetic
+
+    try:
+        seed = int(name)
+    except ValueError:
+        raise InvalidInputError(
+            f"synthetic:{name}: the seed must be a non-negative integer, e.g. synthetic:42"
+        ) from None
+    return build_synthetic(seed)
+
+
+def _paper(name: str) -> tuple[Any, tuple[Shape, ...]]:
+    from edgeplan.frontends.paper_models import build_paper_model
+
+    return build_paper_model(name.lower())
+
+
+def _nb201(name: str) -> tuple[Any, tuple[Shape, ...]]:
+    from edgeplan.frontends.nb201 import build_nb201
+
+    return build_nb201(name)
+
+
+_BUILDERS = {
+    "torchvision": _torchvision,
+    "timm": _timm,
+    "paper": _paper,
+    "nb201": _nb201,
+    "synthetic": _synthetic,
+}
+
+
+def build_model(spec: str, input_shape: Shape | None = None) -> ZooModel:
+    """Build the torch module of a zoo string (not for ONNX paths), with its default or given input shape."""
+    family, name = parse_spec(spec)
+    if family == "onnx":
+        raise InvalidInputError(f"{spec!r} is an ONNX file, not a torch model; use load_graph() for it")
+    module, shapes = _BUILDERS[family](name)
+    if input_shape is not None:
+        shapes = (input_shape, *shapes[1:])
+    return ZooModel(spec=spec, module=module.eval(), input_shapes=tuple(tuple(s) for s in shapes))
+
+
+def load_graph(spec: str, input_shape: Shape | None = None, opaque: bool = False) -> Graph:
+    """The validated IR graph of a zoo string or an ONNX path.
+
+    Parameters
+    ----------
+    spec
+        ``torchvision:NAME``, ``timm:NAME``, ``paper:NAME``, ``nb201:CELL``, ``synthetic:SEED`` or ``PATH.onnx``.
+    input_shape
+        Overrides the first input's default shape (batch included).
+    opaque
+        Keep operators edgeplan does not know as explicit ``opaque`` nodes instead of raising.
+    """
+    family, name = parse_spec(spec)
+    if family == "onnx":
+        from edgeplan.frontends.onnx_frontend import graph_from_onnx
+
+        if input_shape is not None:
+            raise InvalidInputError(f"{spec}: an ONNX file has its own input shapes; drop --input-shape")
+        return graph_from_onnx(Path(name), name=spec, opaque=opaque)
+    from edgeplan.frontends.torch_frontend import graph_from_torch
+
+    model = build_model(spec, input_shape)
+    return graph_from_torch(model.module, model.example_inputs(), name=spec, opaque=opaque)
+
