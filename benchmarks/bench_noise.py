@@ -23,7 +23,8 @@ from edgeplan.measure import TimingConfig
 out = {}
 for threads in (1, 2):
     m = measure_model("torchvision:resnet18", runtime="torch", threads=threads, home=sys.argv[1],
-                      config=TimingConfig(warmup=10, min_repeats=30, max_repeats=300, target_rel_ci=0.01, max_time_s=30),
+                      config=TimingConfig(warmup=10, min_repeats=30, max_repeats=300, target_rel_ci=0.01,
+                                          max_time_s=30),
                       command="benchmarks/bench_noise.py")
     out[threads] = {"median_ms": m.timing.median_ms, "iqr_rel": m.timing.iqr_rel, "n": m.timing.repeats,
                     "ci_rel": m.timing.ci_rel, "id": m.record_id}
@@ -43,7 +44,8 @@ def main() -> int:
             stored = {r.id: r.latency_ms for r in store.measurements()}
     for threads in ("1", "2"):
         a, b = runs[0][threads], runs[1][threads]
-        assert stored[a["id"]] == a["median_ms"] and stored[b["id"]] == b["median_ms"]  # figures come from the Store
+        if stored[a["id"]] != a["median_ms"] or stored[b["id"]] != b["median_ms"]:
+            raise SystemExit("the printed medians must be the ones stored in the Store")
         diff = abs(a["median_ms"] - b["median_ms"]) / min(a["median_ms"], b["median_ms"])
         print(f"resnet18 torch {threads} thread(s): medians {a['median_ms']:.2f} ms and {b['median_ms']:.2f} ms, "
               f"relative difference {100 * diff:.1f}%; spread (IQR/median) {100 * a['iqr_rel']:.1f}% and "

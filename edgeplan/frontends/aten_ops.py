@@ -104,6 +104,11 @@ class Converter:
             if fx_node.op == "placeholder":
                 self._placeholder(fx_node)
             elif fx_node.op == "get_attr":
+                if not hasattr(self.constants.get(fx_node.name), "shape"):
+                    raise UnsupportedOperatorError(
+                        f"get_attr {fx_node.target}", fx_node.name,
+                        "a nested graph (a higher-order operator such as autocast or a control-flow branch)",
+                    )
                 self.values[fx_node.name] = Const(_shape_of(self.constants[fx_node.name]))
             elif fx_node.op == "call_function":
                 group = groups.get(fx_node.name)

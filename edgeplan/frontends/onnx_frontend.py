@@ -38,6 +38,7 @@ raises :class:`~edgeplan.errors.UnsupportedOperatorError` naming the operator an
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections import deque
@@ -85,6 +86,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SUPPORTED_OPS", "graph_from_onnx"]
 
+log = logging.getLogger(__name__)
+
 PathOrModel = Union[str, "os.PathLike[str]", "onnx.ModelProto"]
 
 #: ONNX ``TensorProto.DataType`` codes (fixed by the ONNX protobuf schema) of the element types the IR models.
@@ -100,7 +103,7 @@ _DTYPES: dict[int, DType] = {
     16: DType.BFLOAT16,
 }
 _DEFAULT_DOMAINS = ("", "ai.onnx")
-_MAX_FOLD_ROUNDS = 8
+_MAX_ROUNDS = 64
 #: Constants up to this many elements are given to shape inference with their values; larger ones (weights) only
 #: with their shapes, which keeps inference fast and below protobuf's 2 GB limit.
 _INFERENCE_VALUE_LIMIT = 4096
@@ -172,17 +175,20 @@ def _load(path_or_model: PathOrModel) -> tuple[onnx.ModelProto, str]:
         raise InvalidInputError(f"{str(path)!r}: cannot load its external data ({e}){hint}") from e
     except OSError as e:
         raise InvalidInputError(f"{str(path)!r} cannot be read: {e}") from e
-    _check_model(model, repr(str(path)), hint)
+    _check_model(model, repr(str(path)), hint, path)
     return model, path.name
 
 
-def _check_model(model: onnx.ModelProto, what: str, hint: str = "") -> None:
+def _check_model(model: onnx.ModelProto, what: str, hint: str = "", path: Path | None = None) -> None:
+    """Run the ONNX checker (on the file when there is one: faster, and fine beyond protobuf's 2 GB)."""
     import onnx
 
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(str(path) if path is not None else model)
     except onnx.checker.ValidationError as e:
         raise InvalidInputError(f"{what} is not a valid ONNX model: {e}{hint}") from e
+    except ValueError as e:  # a ModelProto over 2 GB cannot be checked in memory
+        raise InvalidInputError(f"{what} cannot be checked in memory ({e}); pass the path of the file") from e
     if not model.graph.output:
         raise InvalidInputError(f"{what} is not a valid ONNX model: its graph has no outputs{hint}")
 
@@ -249,6 +255,8 @@ class _Prepared:
     outputs: list[str]
     inference_problem: str = ""
     opsets: dict[str, int] = field(default_factory=dict)
+    pool_fixes: dict[str, onnx.NodeProto] = field(default_factory=dict)
+    hints: dict[str, _ValueType] = field(default_factory=dict)
 
 
 def _prepare(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -> _Prepared:
@@ -269,10 +277,12 @@ def _prepare(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -
         opsets={o.domain or "": o.version for o in model.opset_import},
     )
     _infer(prep, inputs)
-    for _ in range(_MAX_FOLD_ROUNDS):
-        if not _fold(prep):
-            break
+    for _ in range(_MAX_ROUNDS):
+        # a pool's fix changes every shape after it, so it is re-inferred before anything else is folded
+        if not (_mark_floor_pool(prep) or _hint_same_shape(prep) or _fold(prep)):
+            return prep
         _infer(prep, inputs)
+    log.warning("%s: still folding after %d rounds of folding and shape inference", model.graph.name, _MAX_ROUNDS)
     return prep
 
 
@@ -326,8 +336,109 @@ def _inference_model(prep: _Prepared, inputs: list[onnx.ValueInfoProto]) -> onnx
         else:
             large.append(helper.make_tensor_value_info(name, _const_elem_type(prep.consts, name), shape))
     outputs = [_untyped_shape(vi) for vi in prep.model.graph.output]
-    graph = helper.make_graph(prep.nodes, prep.model.graph.name or "g", inputs + large, outputs, small)
+    nodes = [prep.pool_fixes.get(n.output[0], n) for n in prep.nodes]
+    hints = [helper.make_tensor_value_info(name, elem, dims) for name, (elem, dims) in prep.hints.items()]
+    graph = helper.make_graph(nodes, prep.model.graph.name or "g", inputs + large, outputs, small, value_info=hints)
     return helper.make_model(graph, opset_imports=prep.model.opset_import, ir_version=prep.model.ir_version)
+
+
+def _mark_floor_pool(prep: _Prepared) -> bool:
+    """Fix the first ceil-mode pool whose last window along some axis would start in the right padding.
+
+    The ONNX spec (and onnxruntime, and PyTorch) drop such a window, but ONNX shape inference (onnx 1.23) does
+    not. Inference is given an equivalent-in-shape node instead: floor mode, with extra end padding on the axes
+    that keep their last ceil-mode window. True if a pool was fixed (inference must run again).
+    """
+    for node in prep.nodes:
+        if node.op_type in ("MaxPool", "AveragePool") and node.output[0] not in prep.pool_fixes:
+            dims = prep.types.get(node.input[0], (0, None))[1]
+            if dims is None or None in dims:
+                continue
+            fixed = _pool_fix(node, [int(d or 0) for d in dims[2:]])
+            if fixed is not None:
+                prep.pool_fixes[node.output[0]] = fixed
+                return True
+    return False
+
+
+def _pool_fix(node: onnx.NodeProto, spatial: list[int]) -> onnx.NodeProto | None:
+    """The floor-mode stand-in of a ceil-mode pool that drops a window, or None when it drops none."""
+    from onnx import helper
+
+    a = _attrs(node)
+    if not int(a.get("ceil_mode", 0)) or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        return None
+    n = len(spatial)
+    pads = _ints(a.get("pads", [0] * 2 * n)) if a.get("auto_pad", "NOTSET") == "NOTSET" else [0] * 2 * n
+    kernel, strides = _ints(a["kernel_shape"]), _ints(a.get("strides", [1] * n))
+    dilations = _ints(a.get("dilations", [1] * n))
+    dropped = False
+    for i, size in enumerate(spatial):
+        span = size + pads[i] + pads[i + n] - dilations[i] * (kernel[i] - 1) - 1
+        if span % strides[i] == 0:
+            continue
+        if -(-span // strides[i]) * strides[i] >= size + pads[i]:
+            dropped = True  # floor mode gives the size without the dropped window
+        else:
+            pads[i + n] += strides[i] - span % strides[i]  # floor mode over a longer span gives the ceil size
+    if not dropped:
+        return None
+    attrs = {**a, "ceil_mode": 0, "auto_pad": "NOTSET", "pads": pads}
+    return helper.make_node(node.op_type, list(node.input), list(node.output), name=node.name, **attrs)
+
+
+#: Operators whose (first) output has the shape and element type of their first input.
+_SAME_SHAPE_OPS = frozenset(
+    {"BatchNormalization", "LayerNormalization", "GroupNormalization", "InstanceNormalization", "LRN", "Dropout",
+     "Softmax", "LogSoftmax", "Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Elu", "Gelu",
+     "Softplus", "Mish", "Swish", "Clip", "Erf", "Identity"}
+)
+
+
+def _hint_same_shape(prep: _Prepared) -> bool:
+    """Give shape inference the output type of shape-preserving ops it left unknown; True if any hint is new.
+
+    onnx 1.23 infers nothing for some function ops (``GroupNormalization``), and then nothing downstream either.
+    """
+    known = {**prep.types, **prep.hints}
+    new = False
+    for node in prep.nodes:
+        if node.op_type not in _SAME_SHAPE_OPS or node.domain not in _DEFAULT_DOMAINS or not node.output[0]:
+            continue
+        source, target = known.get(node.input[0]), known.get(node.output[0])
+        if _static(source) and not _static(target) and source is not None:
+            prep.hints[node.output[0]] = known[node.output[0]] = source
+            new = True
+    return new
+
+
+def _static(value_type: _ValueType | None) -> bool:
+    return value_type is not None and value_type[0] != 0 and value_type[1] is not None and None not in value_type[1]
+
+
+def _drops_last_window(a: dict[str, Any], dims: tuple[int | None, ...]) -> bool:
+    if not int(a.get("ceil_mode", 0)) or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        return False
+    spatial = [int(d or 0) for d in dims[2:]]
+    n = len(spatial)
+    pads = _ints(a.get("pads", [0] * 2 * n)) if a.get("auto_pad", "NOTSET") == "NOTSET" else [0] * 2 * n
+    kernel, strides = _ints(a["kernel_shape"]), _ints(a.get("strides", [1] * n))
+    dilations = _ints(a.get("dilations", [1] * n))
+    for i, size in enumerate(spatial):
+        span = size + pads[i] + pads[i + n] - dilations[i] * (kernel[i] - 1) - 1
+        last_start = -(-span // strides[i]) * strides[i]
+        if span % strides[i] and last_start >= size + pads[i]:
+            return True
+    return False
+
+
+def _floor_copy(node: onnx.NodeProto) -> onnx.NodeProto:
+    out = type(node)()
+    out.CopyFrom(node)
+    for a in out.attribute:
+        if a.name == "ceil_mode":
+            a.i = 0
+    return out
 
 
 def _untyped_shape(vi: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
@@ -362,7 +473,14 @@ def _infer(prep: _Prepared, inputs: list[onnx.ValueInfoProto]) -> None:
         except (shape_inference.InferenceError, checker.ValidationError) as e:
             raise InvalidInputError(f"ONNX shape inference failed on {prep.model.graph.name!r}: {e}") from e
     g = inferred.graph
-    prep.types = {vi.name: _value_type(vi) for vi in [*g.input, *g.value_info, *g.output]}
+    prep.types = {}
+    for vi in [*g.input, *g.value_info, *g.output]:
+        value_type = _value_type(vi)
+        if _static(value_type) or not _static(prep.types.get(vi.name)):
+            prep.types[vi.name] = value_type
+    for name, value_type in prep.hints.items():
+        if not _static(prep.types.get(name)):
+            prep.types[name] = value_type
 
 
 def _value_type(vi: onnx.ValueInfoProto) -> _ValueType:
@@ -509,7 +627,7 @@ class _Converter:
         """Raise UnsupportedOperatorError, or emit an ``opaque`` node when the converter is lenient."""
         operator = node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}::{node.op_type}"
         if not self.opaque:
-            raise UnsupportedOperatorError(operator, label(node), detail)
+            raise UnsupportedOperatorError(operator, _label(node), detail)
         inputs = [self.ref(v) for v in node.input if v and v not in self.prep.consts]
         self.emit(node, OpKind.OPAQUE, OpaqueAttrs(operator=operator), inputs, [v for v in node.output if v])
 
@@ -646,8 +764,8 @@ class _Converter:
         outputs = list(outputs) if outputs is not None else [node.output[0]]
         for value in node.output:
             if value and value not in outputs:
-                self.unmodelled[value] = (node.op_type, label(node))
-        return self.add(label(node), kind, attrs, inputs, outputs, source or node.op_type)
+                self.unmodelled[value] = (node.op_type, _label(node))
+        return self.add(_label(node), kind, attrs, inputs, outputs, source or node.op_type)
 
     def alias(self, value: str, ref: Ref) -> None:
         """Make ``value`` another name of the IR tensor ``ref`` (elided ops)."""
@@ -661,7 +779,7 @@ class _Converter:
         return name
 
 
-def label(node: onnx.NodeProto) -> str:
+def _label(node: onnx.NodeProto) -> str:
     """The ONNX node's name, or its first output's name when the node has none."""
     return node.name or (node.output[0] if node.output else node.op_type)
 
@@ -750,7 +868,7 @@ def _check_channels(node: onnx.NodeProto, have: int, expect: int, x: Shape, w: S
     """InvalidInputError when an input does not fit its weight (e.g. wrong ``input_shapes``)."""
     if have != expect:
         raise InvalidInputError(
-            f"ONNX node {label(node)!r} ({node.op_type}): input of shape {x} does not fit its weight of shape {w} "
+            f"ONNX node {_label(node)!r} ({node.op_type}): input of shape {x} does not fit its weight of shape {w} "
             f"({have} features where {expect} are expected); check input_shapes"
         )
 
@@ -846,7 +964,7 @@ def _gemm(cv: _Converter, node: onnx.NodeProto) -> None:
     if not _has_input(node, 2):
         cv.emit(node, OpKind.MATMUL, product, inputs)
         return
-    name = cv.add(f"{label(node)}/matmul", OpKind.MATMUL, product, inputs, [], "Gemm", [cv.shape(y)], cv.dtype(y))
+    name = cv.add(f"{_label(node)}/matmul", OpKind.MATMUL, product, inputs, [], "Gemm", [cv.shape(y)], cv.dtype(y))
     _eltwise_emit(cv, node, EltwiseOp.ADD, Ref(name), node.input[2])
 
 
@@ -1035,7 +1153,7 @@ def _slice(cv: _Converter, node: onnx.NodeProto) -> None:
         if k == len(pieces) - 1:
             cv.emit(node, OpKind.SLICE, attrs, [ref])
         else:
-            hint = f"{label(node)}/axis{axis}"
+            hint = f"{_label(node)}/axis{axis}"
             dtype = cv.dtype(node.output[0])
             ref = Ref(cv.add(hint, OpKind.SLICE, attrs, [ref], [], node.op_type, [tuple(shape)], dtype))
 
@@ -1066,18 +1184,30 @@ def _slice_pieces(cv: _Converter, node: onnx.NodeProto, x: Shape) -> list[tuple[
 
 
 def _gather(cv: _Converter, node: onnx.NodeProto) -> None:
-    """Gather of constant, evenly spaced indices from an activation: a slice (``x[:, 0]`` squeezes the axis)."""
+    """Gather of constant, evenly spaced indices from an activation: a slice, then a reshape for N-D indices.
+
+    A scalar index squeezes the axis (``x[:, 0]``); an N-D index of the whole axis in order is only a reshape
+    (how ``as_strided`` is exported).
+    """
     x = cv.shape(node.input[0])
     axis = int(_attrs(node).get("axis", 0)) % len(x)
     index = cv.const(node.input[1])
-    if index is None or index.ndim > 1 or index.size == 0:
-        raise _NotModelled("only constant scalar or 1-D indices are modelled")
+    if index is None or index.size == 0:
+        raise _NotModelled("only constant indices are modelled")
     picks = [int(i) % x[axis] for i in index.reshape(-1).tolist()]
     step = picks[1] - picks[0] if len(picks) > 1 else 1
     if step <= 0 or picks != list(range(picks[0], picks[0] + step * len(picks), step)):
-        raise _NotModelled(f"indices {picks} are not an ascending evenly spaced range")
+        raise _NotModelled(f"indices {picks[:8]}... are not an ascending evenly spaced range")
     attrs = SliceAttrs(axis=axis, start=picks[0], end=picks[-1] + 1, step=step, squeeze=index.ndim == 0)
-    cv.emit(node, OpKind.SLICE, attrs, [cv.ref(node.input[0])])
+    ref = cv.ref(node.input[0])
+    if index.ndim <= 1:
+        cv.emit(node, OpKind.SLICE, attrs, [ref])
+        return
+    if picks != list(range(x[axis])):
+        shape = (*x[:axis], len(picks), *x[axis + 1:])
+        dtype = cv.dtype(node.output[0])
+        ref = Ref(cv.add(f"{_label(node)}/slice", OpKind.SLICE, attrs, [ref], [], "Gather", [shape], dtype))
+    cv.emit(node, OpKind.RESHAPE, ReshapeAttrs(shape=cv.shape(node.output[0])), [ref])
 
 
 def _flatten(cv: _Converter, node: onnx.NodeProto) -> None:
