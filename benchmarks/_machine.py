@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import os
-import platform
 
 
-def machine() -> str:
-    """CPU model, logical cores, Python and torch versions (torch only if already imported)."""
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    import sys
+def machine(threads: int | None = None) -> str:
+    """CPU, cores, torch threads and versions, from :func:`edgeplan.measure.device.describe_device`."""
+    from edgeplan.measure.device import describe_device
 
-    torch_v = sys.modules["torch"].__version__ if "torch" in sys.modules else "not loaded"
-    return f"{cpu}, {os.cpu_count()} logical cores, Python {platform.python_version()}, torch {torch_v}"
+    d = describe_device("torch", threads or os.cpu_count() or 1)
+    return (
+        f"{d.cpu_model}; {d.logical_cores} logical / {d.physical_cores} physical cores; torch threads {d.threads}; "
+        f"torch {d.runtime_version}; Python {d.python}; {d.os}"
+    )

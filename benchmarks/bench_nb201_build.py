@@ -17,18 +17,9 @@ import sys
 import time
 from pathlib import Path
 
+from _machine import machine
+
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "help-nasbench201" / "latency_ms.csv"
-
-
-def machine(threads: int) -> str:
-    """One line describing the machine (:func:`edgeplan.measure.device.describe_device`)."""
-    from edgeplan.measure.device import describe_device
-
-    d = describe_device("torch", threads)
-    return (
-        f"{d.cpu_model}; {d.logical_cores} logical / {d.physical_cores} physical cores; torch threads {d.threads}; "
-        f"torch {d.runtime_version}; Python {d.python}; {d.os}"
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,16 +16,7 @@ import argparse
 import sys
 import time
 
-
-def machine(threads: int) -> str:
-    """One line describing the machine (:func:`edgeplan.measure.device.describe_device`)."""
-    from edgeplan.measure.device import describe_device
-
-    d = describe_device("torch", threads)
-    return (
-        f"{d.cpu_model}; {d.logical_cores} logical / {d.physical_cores} physical cores; torch threads {d.threads}; "
-        f"torch {d.runtime_version}; Python {d.python}; {d.os}"
-    )
+from _machine import machine
 
 
 def build_one(seed: int, forward: bool) -> None:

@@ -150,14 +150,13 @@ def _batch_norm(call: Call) -> Any:
     eps_index = 7 if call.op in ("batch_norm", "native_batch_norm") else 6
     attrs = NormAttrs(channels=call.x.shape[1], eps=float(call.arg(eps_index, "eps", 1e-5)),
                       affine=call.arg(1, "weight") is not None, axis=1)
-    emit = Emit(OpKind.BATCH_NORM, attrs, (call.x,))
-    return emit if len(call.out_shapes) == 1 else _first_of_tuple(call, emit)
+    return _output_only(call, Emit(OpKind.BATCH_NORM, attrs, (call.x,)))
 
 
-def _first_of_tuple(call: Call, emit: Emit) -> Emit:
-    # native norms return (out, mean, rstd): keep only the output; extra results are never used at inference
+def _output_only(call: Call, emit: Emit) -> Emit:
+    """Native norms return (out, mean, rstd): keep only the output, the only result used at inference."""
     call.out_shapes = call.out_shapes[:1]
-    return Emit(emit.kind, emit.attrs, emit.inputs)
+    return emit
 
 
 @_register("layer_norm", "native_layer_norm")
@@ -165,7 +164,7 @@ def _layer_norm(call: Call) -> Any:
     normalized = call.arg(1, "normalized_shape")
     attrs = NormAttrs(channels=math.prod(normalized), eps=float(call.arg(4, "eps", 1e-5)),
                       affine=call.arg(2, "weight") is not None, axis=-len(normalized))
-    return _first_of_tuple(call, Emit(OpKind.LAYER_NORM, attrs, (call.x,)))
+    return _output_only(call, Emit(OpKind.LAYER_NORM, attrs, (call.x,)))
 
 
 @_register("group_norm")
