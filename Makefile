@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split clean
 
 install: $(STAMP)
 
@@ -27,7 +27,8 @@ lint: $(STAMP)
 	$(BIN)/mypy edgeplan
 
 # One command per target; each prints its figure and the machine.
-bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic
+bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
+       bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split
 
 bench-help: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli_help.py
@@ -52,3 +53,15 @@ bench-nb201: $(STAMP)
 
 bench-synthetic: $(STAMP)
 	$(BIN)/python benchmarks/bench_synthetic_build.py
+
+bench-offload-random: $(STAMP)
+	$(BIN)/python benchmarks/bench_offload_random.py
+
+bench-offload-solvers: $(STAMP)
+	$(BIN)/python benchmarks/bench_offload_solvers.py
+
+bench-offload-paper: $(STAMP)
+	$(BIN)/python benchmarks/bench_offload_paper.py
+
+bench-offload-split: $(STAMP)
+	$(BIN)/python benchmarks/bench_offload_split.py

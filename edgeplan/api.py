@@ -14,7 +14,7 @@ import hashlib
 import re
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from edgeplan.errors import InvalidInputError
@@ -107,7 +107,7 @@ def measure_model(
     try:
         timing = _time(spec, runtime, threads, config, input_shape, home_dir)
         device = describe_device(runtime, threads)
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%f")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
         record = store.add_measurement(
             timing, device, model=spec, task_key=f"adhoc|{spec}|{runtime}|{threads}|{stamp}",
             command=command if command is not None else " ".join(sys.argv),

@@ -1,0 +1,113 @@
+"""``edgeplan offload MODEL``: which layers run on the mobile and which in the cloud (eshratifar2018)."""
+
+from __future__ import annotations
+
+import click
+
+from edgeplan.cli.common import Context, emit_json
+
+__all__ = ["offload"]
+
+
+@click.command()
+@click.argument("model")
+@click.option("--network", default="wifi", show_default=True, help="Network preset: 3g, 4g or wifi (paper Tables 2-3).")
+@click.option("--up-mbps", type=float, default=None, help="Custom upload speed (keeps the preset's power model).")
+@click.option("--down-mbps", type=float, default=None, help="Custom download speed.")
+@click.option("--objective", type=click.Choice(["latency", "energy"]), default="latency", show_default=True)
+@click.option("--battery-mj", type=float, default=None, help="Battery budget of the mobile (eq. 13), mJ.")
+@click.option("--cloud-ms", type=float, default=None, help="Cloud-time limit (eq. 14), ms.")
+@click.option("--solver", type=click.Choice(["dp", "ilp", "brute"]), default="dp", show_default=True)
+@click.option("--mobile-threads", type=int, default=1, show_default=True, help="Threads of the mobile (measured).")
+@click.option("--cloud-threads", type=int, default=2, show_default=True, help="Threads of the cloud (measured).")
+@click.option("--cloud-speedup", type=float, default=None,
+              help="Derive the cloud from the mobile instead: ranges / FACTOR (the paper's cloud: 11.25).")
+@click.option("--mobile-power-w", type=float, default=None, help="Mobile compute power, W (default 7.5, stated).")
+@click.option("--costs", "costs_source", type=click.Choice(["auto", "store", "shipped", "measure"]), default="auto",
+              show_default=True, help="Where range latencies come from (auto: Store, shipped, else measure).")
+@click.option("--input-shape", default=None, help="Override the default input shape, e.g. 1x3x160x160.")
+@click.option("--same-side-splits", is_flag=True,
+              help="Allow consecutive segments on one side, as the paper's ILP does (gains are measurement noise).")
+@click.option("--run", "do_run", is_flag=True, help="Execute the plan across two processes and measure it.")
+@click.option("--repeats", type=int, default=5, show_default=True, help="Timed inferences with --run.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Save the schedule over the per-layer data sizes (Fig. 3c) to this image.")
+@click.option("--lookup-grid", default=None,
+              help="Also solve over a grid of link speeds (Mbps, e.g. 1,2,5,10,20,50; every up x down pair) and "
+                   "print the lookup table a phone would store (end of §3.2).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output, with every cost input.")
+@click.pass_obj
+def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_mbps: float | None, objective: str,
+            battery_mj: float | None, cloud_ms: float | None, solver: str, mobile_threads: int, cloud_threads: int,
+            cloud_speedup: float | None, mobile_power_w: float | None, costs_source: str, input_shape: str | None,
+            same_side_splits: bool, do_run: bool, repeats: int, plot_path: str | None, lookup_grid: str | None,
+            as_json: bool) -> None:
+    """Plan which layers of MODEL run on the mobile and which in the cloud, for latency or mobile energy."""
+    from pathlib import Path
+
+    from edgeplan.frontends.zoo import parse_shape
+    from edgeplan.measure import check_thread_count
+    from edgeplan.offload import DEFAULT_MOBILE_POWER, OffloadSetup, plan_offload, run_offload
+    from edgeplan.planners.offload import MobilePowerModel, custom_network, network_preset
+
+    check_thread_count(mobile_threads)
+    check_thread_count(cloud_threads)
+    if (up_mbps is None) != (down_mbps is None):
+        raise click.UsageError("give both --up-mbps and --down-mbps, or neither")
+    net = (custom_network(up_mbps, down_mbps, like=network) if up_mbps is not None and down_mbps is not None
+           else network_preset(network))
+    power = DEFAULT_MOBILE_POWER
+    if mobile_power_w is not None:
+        power = MobilePowerModel(mobile_power_w * 1000.0, 0.0, "given with --mobile-power-w")
+    setup = OffloadSetup(model, mobile_threads, cloud_threads, cloud_speedup, costs_source,
+                         parse_shape(input_shape) if input_shape else None)
+    result = plan_offload(setup, net, objective, battery_mj, cloud_ms, solver, power, ctx.home,
+                          progress=not as_json, command=ctx.command, same_side_splits=same_side_splits)
+    run = run_offload(result, repeats=repeats) if do_run else None
+    lookup = None
+    if lookup_grid:
+        from edgeplan.planners.offload import lookup_table
+
+        try:
+            grid = [float(v) for v in lookup_grid.split(",") if v.strip()]
+        except ValueError:
+            raise click.BadParameter(f"expected comma-separated numbers, got {lookup_grid!r}",
+                                     param_hint="--lookup-grid") from None
+        p = result.problem
+        lookup = lookup_table(p.costs, p.power, objective, grid, grid, like=network, battery_mj=battery_mj,
+                              cloud_ms=cloud_ms, solver=solver, same_side_splits=same_side_splits)
+    if plot_path:
+        from edgeplan.reports.offload_report import plot_schedule
+
+        plot_schedule(result, Path(plot_path))
+    if as_json:
+        data = result.to_dict()
+        if run is not None:
+            data["run"] = {"measured_latency_ms": run.latency_ms, "samples_ms": list(run.samples_ms),
+                           "predicted_latency_ms": result.plan.latency_ms,
+                           "error_rel": run.latency_ms / result.plan.latency_ms - 1,
+                           "uploaded_bytes": run.uploaded_bytes, "downloaded_bytes": run.downloaded_bytes,
+                           "max_abs_output_error": run.max_abs_error}
+        if lookup is not None:
+            data["lookup"] = [entry.to_dict() for entry in lookup]
+        emit_json(data)
+        return
+    from edgeplan.reports.offload_report import plan_summary_lines
+
+    for line in plan_summary_lines(result):
+        click.echo(line)
+    if run is not None:
+        err = 100 * (run.latency_ms / result.plan.latency_ms - 1)
+        click.echo(f"  real split run: {run.latency_ms:.2f} ms median of {len(run.samples_ms)} (IQR "
+                   f"{run.iqr_ms:.2f} ms), predicted {result.plan.latency_ms:.2f} ms ({err:+.1f}%); outputs match "
+                   f"a local run to {run.max_abs_error:.1e}")
+    if plot_path:
+        click.echo(f"  figure: {plot_path}")
+    if lookup is not None:
+        ups = sorted({e.up_mbps for e in lookup})
+        downs = sorted({e.down_mbps for e in lookup})
+        cell = {(e.up_mbps, e.down_mbps): e for e in lookup}
+        click.echo(f"  lookup table ({objective}-optimal pattern; rows: upload Mbps, columns: download Mbps):")
+        click.echo("  " + f"{'up/down':>9}" + "".join(f"{d:>10g}" for d in downs))
+        for u in ups:
+            click.echo("  " + f"{u:>9g}" + "".join(f"{cell[(u, d)].pattern or 'infeas.':>10}" for d in downs))

@@ -1,0 +1,62 @@
+"""``edgeplan profile-ranges MODEL...``: measure every contiguous layer range (the offloading cost input)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from edgeplan.cli.common import Context, emit_json
+
+__all__ = ["profile_ranges_cmd"]
+
+
+@click.command("profile-ranges")
+@click.argument("models", nargs=-1, required=True)
+@click.option("--threads", "threads_list", type=int, multiple=True, default=(1,), show_default=True,
+              help="Intra-op threads; repeat the option to profile several counts (e.g. --threads 1 --threads 2).")
+@click.option("--repeats", type=int, default=9, show_default=True, help="Timed sweeps per start layer.")
+@click.option("--budget-s", type=float, default=None, help="Stop after this many seconds (resume by running again).")
+@click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
+              help="Store file (default: the one in --home).")
+@click.option("--export", "export_path", type=click.Path(dir_okay=False), default=None,
+              help="Afterwards, write the models' ranges with provenance to this JSON file.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def profile_ranges_cmd(ctx: Context, models: tuple[str, ...], threads_list: tuple[int, ...], repeats: int,
+                       budget_s: float | None, store_path: str | None, export_path: str | None,
+                       as_json: bool) -> None:
+    """Measure the latency of every layer range i..j of each MODEL (n(n+1)/2 values) into the Store."""
+    import time
+
+    from edgeplan.measure import check_thread_count
+    from edgeplan.measure.paths import default_store_path
+    from edgeplan.measure.store import Store
+    from edgeplan.runtimes.range_files import export_range_tables
+    from edgeplan.runtimes.range_profile import SweepConfig, profile_ranges
+
+    for t in threads_list:
+        check_thread_count(t)
+    config = SweepConfig(repeats=repeats)
+    started = time.monotonic()
+    reports = []
+    with Store.open(store_path or default_store_path(ctx.home)) as store:
+        for model in models:
+            for threads in threads_list:
+                left = None if budget_s is None else budget_s - (time.monotonic() - started)
+                if left is not None and left <= 0:
+                    break
+                report = profile_ranges(store, model, threads=threads, config=config, budget_s=left,
+                                        progress=not as_json, command=ctx.command)
+                reports.append(report.to_dict())
+                if not as_json:
+                    click.echo(f"{model} at {threads} thread(s): {report.done_now} ranges measured, "
+                               f"{report.done_before} already stored, {report.remaining} left "
+                               f"({report.elapsed_s:.1f} s)")
+        exported = None
+        if export_path:
+            exported = export_range_tables(store, list(models), Path(export_path), ctx.command)
+            if not as_json:
+                click.echo(f"wrote {exported} tables to {export_path}")
+        if as_json:
+            emit_json({"store": str(store.path), "campaigns": reports, "exported_tables": exported})

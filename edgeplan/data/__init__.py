@@ -1,0 +1,1 @@
+"""Data shipped with edgeplan: measurements made on the reference machine, with provenance."""

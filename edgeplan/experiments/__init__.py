@@ -1,0 +1,1 @@
+"""One module per paper result that edgeplan reproduces, printing paper vs edgeplan side by side."""

@@ -1,0 +1,241 @@
+"""Mobile–cloud offloading of a zoo model, end to end: cost inputs, plan, and a real split execution.
+
+The planner (:mod:`edgeplan.planners.offload`) is a pure function of its cost inputs; this module assembles them
+for a model: the layer chain and the bytes at each boundary from the IR, the latency of every layer range on the
+mobile and on the cloud from measurements (the user's Store, else the ranges shipped with the package, else
+measured now), and the network and power models. Each side is a *measured* device (torch on this machine at a
+thread count) or, for the cloud, a *derived* one: the mobile's measured ranges divided by a stated speed-up
+(eshratifar2018's cloud GPU has 11.25x the compute of its mobile). Labels say which.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgeplan.errors import InvalidInputError
+from edgeplan.ir.layer_chain import LayerChain, layer_chain
+from edgeplan.planners.offload import (
+    MobilePowerModel,
+    NetworkModel,
+    OffloadCosts,
+    OffloadPlan,
+    OffloadProblem,
+    network_preset,
+    solve,
+)
+
+__all__ = ["COST_SOURCES", "DEFAULT_MOBILE_POWER", "OffloadResult", "OffloadSetup", "offload_costs",
+           "plan_offload", "range_latencies", "run_offload"]
+
+#: Where range latencies may come from: ``auto`` = the Store, else the shipped file, else measure now.
+COST_SOURCES = ("auto", "store", "shipped", "measure")
+
+#: The mobile's compute power when the user gives none: no power is measured on this machine, so we take the
+#: paper's mobile platform (Jetson TX2) at its 7.5 W mode.
+DEFAULT_MOBILE_POWER = MobilePowerModel(
+    7500.0, 0.0, "Jetson TX2 (eshratifar2018 §4.1) in its 7.5 W mode; stated, not measured; idle power 0 as in "
+    "the paper's eqs. 9-10")
+
+
+@dataclass(frozen=True)
+class OffloadSetup:
+    """Which devices play the mobile and the cloud, and where their range latencies come from.
+
+    Attributes
+    ----------
+    model
+        Zoo spec.
+    mobile_threads
+        torch threads of the mobile (measured device).
+    cloud_threads
+        torch threads of the cloud (measured device); ignored with ``cloud_speedup``.
+    cloud_speedup
+        When set, the cloud is *derived*: its range latencies are the mobile's divided by this factor.
+    mobile_slowdown
+        When set, the mobile is *derived*: this machine's ranges at ``mobile_threads`` times this factor (to study
+        a slower phone; applied before ``cloud_speedup``).
+    costs
+        One of :data:`COST_SOURCES`.
+    input_shape
+        Input shape override.
+    """
+
+    model: str
+    mobile_threads: int = 1
+    cloud_threads: int = 2
+    cloud_speedup: float | None = None
+    costs: str = "auto"
+    input_shape: tuple[int, ...] | None = None
+    mobile_slowdown: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.mobile_slowdown is not None and not self.mobile_slowdown > 0:
+            raise InvalidInputError(f"mobile slow-down must be positive, got {self.mobile_slowdown}")
+        if self.costs not in COST_SOURCES:
+            raise InvalidInputError(f"cost source {self.costs!r} is not one of {', '.join(COST_SOURCES)}")
+        if self.cloud_speedup is not None and not self.cloud_speedup > 0:
+            raise InvalidInputError(f"cloud speed-up must be positive, got {self.cloud_speedup}")
+        if self.costs == "shipped" and self.input_shape is not None:
+            raise InvalidInputError("shipped ranges exist for the default input shapes only; drop --input-shape "
+                                    "or use --costs measure")
+
+
+@dataclass(frozen=True)
+class OffloadResult:
+    """A plan with everything it was computed from."""
+
+    setup: OffloadSetup
+    problem: OffloadProblem
+    plan: OffloadPlan
+    chain: LayerChain = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: the plan and every cost input, so that anyone can re-check it."""
+        net, power, costs = self.problem.network, self.problem.power, self.problem.costs
+        return {
+            "model": self.setup.model,
+            "plan": self.plan.to_dict(),
+            "network": {"name": net.name, "up_mbps": net.up_mbps, "down_mbps": net.down_mbps,
+                        "alpha_up_mw_per_mbps": net.alpha_up_mw_per_mbps,
+                        "alpha_down_mw_per_mbps": net.alpha_down_mw_per_mbps, "beta_mw": net.beta_mw,
+                        "source": net.source},
+            "mobile_power": {"compute_mw": power.compute_mw, "idle_mw": power.idle_mw, "source": power.source},
+            "devices": {"mobile": costs.mobile_label, "cloud": costs.cloud_label},
+            "costs": costs.to_dict(),
+            "layer_nodes": [list(layer.nodes) for layer in self.chain.layers],
+        }
+
+
+def range_latencies(model: str, threads: int, chain: LayerChain, costs: str = "auto",
+                    home: str | Path | None = None, input_shape: tuple[int, ...] | None = None,
+                    progress: bool = False, command: str = "") -> tuple[Any, str]:
+    """The measured range latencies of ``model`` at ``threads`` threads, and a label saying where they are from.
+
+    Returns
+    -------
+    tuple
+        ``(median_ms, label)`` with ``median_ms`` an ``(n, n)`` array.
+
+    Raises
+    ------
+    InvalidInputError
+        When ``costs`` names a source that has no complete table for the model.
+    """
+    from edgeplan.measure.device import describe_device
+    from edgeplan.measure.paths import default_store_path
+    from edgeplan.measure.store import Store
+    from edgeplan.runtimes.range_files import shipped_range_table
+    from edgeplan.runtimes.range_profile import RANGE_KIND, profile_ranges, range_table_from_records
+
+    names = [layer.name for layer in chain.layers]
+    device = describe_device("torch", threads)
+    store_path = default_store_path(home)
+    if costs in ("auto", "store") and store_path.exists():
+        with Store.open(store_path) as store:
+            rows = store.measurements(model=model, kind=RANGE_KIND, device_key=device.key)
+        if rows:
+            table = range_table_from_records(model, names, rows, device, f"Store {store_path}")
+            if table.complete:
+                return table.median_ms, f"measured: torch, {threads} thread(s), {device.cpu_model} ({table.source})"
+    if costs == "store":
+        raise InvalidInputError(f"the Store at {store_path} has no complete layer ranges of {model} at {threads} "
+                                f"thread(s); run `edgeplan profile-ranges {model} --threads {threads}`")
+    if costs in ("auto", "shipped") and input_shape is None:
+        shipped = shipped_range_table(model, threads)
+        if shipped is not None and shipped.layers == tuple(names) and shipped.complete:
+            return shipped.median_ms, (f"measured: torch, {threads} thread(s), {shipped.device.cpu_model} "
+                                       f"({shipped.source})")
+    if costs == "shipped":
+        raise InvalidInputError(f"no shipped layer ranges of {model} at {threads} thread(s); the package ships "
+                                "the paper: models at 1 and 2 threads; use --costs measure")
+    with Store.open(store_path) as store:
+        profile_ranges(store, model, threads=threads, input_shape=input_shape, progress=progress, command=command)
+        rows = store.measurements(model=model, kind=RANGE_KIND, device_key=device.key)
+    table = range_table_from_records(model, names, rows, device, f"Store {store_path}")
+    return table.median_ms, f"measured: torch, {threads} thread(s), {device.cpu_model} ({table.source})"
+
+
+def offload_costs(setup: OffloadSetup, home: str | Path | None = None, progress: bool = False,
+                  command: str = "") -> tuple[OffloadCosts, LayerChain]:
+    """The planner's cost inputs for ``setup.model`` (see the module docstring)."""
+    from edgeplan.frontends.zoo import load_graph
+
+    chain = layer_chain(load_graph(setup.model, setup.input_shape))
+    def measured(threads: int) -> tuple[Any, str]:
+        return range_latencies(setup.model, threads, chain, setup.costs, home, setup.input_shape, progress, command)
+
+    mobile_ms, mobile_label = measured(setup.mobile_threads)
+    if setup.mobile_slowdown is not None:
+        mobile_ms = mobile_ms * setup.mobile_slowdown
+        mobile_label = f"derived: {mobile_label} x {setup.mobile_slowdown:.3g} (a phone that much slower)"
+    if setup.cloud_speedup is not None:
+        cloud_ms = mobile_ms / setup.cloud_speedup
+        factor = f"{setup.cloud_speedup:g}"
+        cloud_label = f"derived: the mobile's ranges / {factor} (a cloud {factor}x faster)"
+    else:
+        cloud_ms, cloud_label = measured(setup.cloud_threads)
+    costs = OffloadCosts(tuple(layer.name for layer in chain.layers), mobile_ms, cloud_ms, chain.boundary_bytes,
+                         mobile_label, cloud_label)
+    return costs, chain
+
+
+def plan_offload(setup: OffloadSetup, network: str | NetworkModel = "wifi", objective: str = "latency",
+                 battery_mj: float | None = None, cloud_ms: float | None = None, solver: str = "dp",
+                 power: MobilePowerModel | None = None, home: str | Path | None = None, progress: bool = False,
+                 command: str = "", same_side_splits: bool = False) -> OffloadResult:
+    """Plan which layers of a model run on the mobile and which in the cloud.
+
+    Parameters
+    ----------
+    setup
+        The model and the two devices.
+    network
+        A preset name (``3g``, ``4g``, ``wifi``) or a :class:`NetworkModel`.
+    objective
+        ``"latency"`` or ``"energy"`` (the mobile's).
+    battery_mj, cloud_ms
+        Battery budget (eq. 13) and cloud-time limit (eq. 14), or ``None``.
+    solver
+        ``"dp"`` (default), ``"ilp"`` or ``"brute"``.
+    power
+        The mobile's power model; default :data:`DEFAULT_MOBILE_POWER`.
+    home, progress, command
+        Store location, progress bars while measuring, command recorded with new measurements.
+    same_side_splits
+        Allow consecutive segments on one side, as the paper's ILP does. Off by default: our ranges are measured
+        in one go, so such a split runs the very same operations and its apparent gain is noise.
+
+    Returns
+    -------
+    OffloadResult
+    """
+    costs, chain = offload_costs(setup, home, progress, command)
+    net = network_preset(network) if isinstance(network, str) else network
+    problem = OffloadProblem(costs, net, power or DEFAULT_MOBILE_POWER, objective, battery_mj, cloud_ms,
+                             same_side_splits)
+    return OffloadResult(setup, problem, solve(problem, solver), chain)
+
+
+def run_offload(result: OffloadResult, repeats: int = 5, warmup: int = 1) -> Any:
+    """Execute ``result``'s plan for real across two processes and return the :class:`SplitRun`.
+
+    Raises
+    ------
+    InvalidInputError
+        When the cloud is derived (a speed-up, not a device that can run).
+    """
+    if result.setup.cloud_speedup is not None or result.setup.mobile_slowdown is not None:
+        raise InvalidInputError("this plan has a derived device (a speed ratio, not a device that can run); plan "
+                                "with measured devices (--mobile-threads, --cloud-threads) to use --run")
+    from edgeplan.runtimes.graph_exec import GraphExecutor
+    from edgeplan.runtimes.split import run_split
+
+    setup, net = result.setup, result.problem.network
+    executor = GraphExecutor(result.chain.graph)
+    segments = [(s.first, s.last, s.side) for s in result.plan.segments]
+    return run_split(executor, result.chain, segments, model=setup.model, up_mbps=net.up_mbps,
+                     down_mbps=net.down_mbps, mobile_threads=setup.mobile_threads,
+                     cloud_threads=setup.cloud_threads, repeats=repeats, warmup=warmup,
+                     input_shape=setup.input_shape)

@@ -1,0 +1,1 @@
+"""Executing plans for real: graphs by layer range, split execution over a link, pipelines."""

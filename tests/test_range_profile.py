@@ -1,0 +1,53 @@
+"""Layer-range profiling: n(n+1)/2 rows with provenance, resumable, and read back into a table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgeplan.errors import InvalidInputError
+from edgeplan.frontends.zoo import load_graph
+from edgeplan.ir.layer_chain import layer_chain
+from edgeplan.measure.device import describe_device
+from edgeplan.measure.store import Store
+from edgeplan.runtimes.range_files import export_range_tables, load_range_tables
+from edgeplan.runtimes.range_profile import RANGE_KIND, SweepConfig, profile_ranges, range_table_from_records
+
+MODEL = "nb201:|nor_conv_3x3~0|+|skip_connect~0|avg_pool_3x3~1|+|none~0|nor_conv_1x1~1|skip_connect~2|"
+
+
+def test_profile_store_table_and_export(tmp_path: Path) -> None:
+    chain = layer_chain(load_graph(MODEL))
+    n = len(chain)
+    with Store.open(tmp_path / "s.sqlite") as store:
+        report = profile_ranges(store, MODEL, threads=1, config=SweepConfig(repeats=2, warmup=0))
+        assert report.done_now == n * (n + 1) // 2 and report.remaining == 0
+        again = profile_ranges(store, MODEL, threads=1, config=SweepConfig(repeats=2, warmup=0))
+        assert again.done_now == 0 and again.done_before == report.total
+        rows = store.measurements(model=MODEL, kind=RANGE_KIND)
+        assert len(rows) == n * (n + 1) // 2 and all(r.repeats == 2 and r.threads == 1 for r in rows)
+        device = describe_device("torch", 1)
+        table = range_table_from_records(MODEL, [layer.name for layer in chain.layers], rows, device, "test")
+        assert table.complete and not table.missing()
+        m = table.median_ms
+        assert np.isnan(m[1, 0]) and (m[np.triu_indices(n)] > 0).all()
+        # a longer range from the same start took longer in the same sweep
+        assert all(m[0, j + 1] >= m[0, j] * 0.5 for j in range(n - 1))
+        assert export_range_tables(store, [MODEL], tmp_path / "r.json", "test") == 1
+        with pytest.raises(InvalidInputError, match="does not fit|names layers"):
+            range_table_from_records(MODEL, ["other"] * n, rows, device, "test")
+    (loaded,) = load_range_tables(tmp_path / "r.json")
+    np.testing.assert_array_equal(loaded.median_ms, table.median_ms)
+    assert loaded.layers == table.layers and loaded.device.threads == 1
+
+
+def test_bad_range_file_is_rejected(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something else"}')
+    with pytest.raises(InvalidInputError, match="not a edgeplan-layer-ranges"):
+        load_range_tables(bad)
+    bad.write_text("not json")
+    with pytest.raises(InvalidInputError, match="not JSON"):
+        load_range_tables(bad)
