@@ -5,11 +5,13 @@
 the ILP (HiGHS) and brute force through :func:`edgeplan.planners.offload.solve`, which runs the independent
 checker on every plan. Agreement: objective values within 1e-6 relative, or infeasible for all three with the
 same least feasible budget. Then the DP and ILP wall times at n = 36 (20 instances per limit kind).
-Exits 1 on any disagreement.
+Run twice: with the paper's model (same-side splits allowed) and edgeplan's default (none). Exits 1 on any
+disagreement.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import sys
 import time
@@ -35,7 +37,7 @@ def _outcome(problem: OffloadProblem, solver: str) -> tuple[str, float, float]:
     return "ok", value, (time.perf_counter() - start) * 1e3
 
 
-def agreement(count: int) -> int:
+def agreement(count: int, same_side_splits: bool) -> int:
     rng = np.random.default_rng(SEED)
     times: dict[str, list[float]] = {s: [] for s in SOLVERS}
     tally = {kind: {"instances": 0, "feasible": 0, "infeasible": 0, "disagree": 0} for kind in LIMIT_KINDS}
@@ -43,6 +45,7 @@ def agreement(count: int) -> int:
     for i in range(count):
         kind = LIMIT_KINDS[i % len(LIMIT_KINDS)]
         problem = random_problem(rng, int(rng.integers(1, 13)), limits=kind)
+        problem = dataclasses.replace(problem, same_side_splits=same_side_splits)
         outcomes = {}
         for solver in SOLVERS:
             status, value, ms = _outcome(problem, solver)
@@ -59,7 +62,8 @@ def agreement(count: int) -> int:
             row["disagree"] += 1
             print(f"  DISAGREE instance {i} (n = {problem.costs.n}, {kind}, {problem.objective}): {outcomes}")
     total_s = time.perf_counter() - start
-    print(f"agreement: {count} random instances, n uniform in 1..12, seed {SEED}, {total_s:.1f} s in all")
+    model = "the paper's model (same-side splits allowed)" if same_side_splits else "edgeplan's default (no splits)"
+    print(f"agreement, {model}: {count} random instances, n uniform in 1..12, seed {SEED}, {total_s:.1f} s in all")
     for kind, row in tally.items():
         print(
             f"  {kind:8s} {row['instances']:4d} instances: {row['feasible']:4d} agree on the optimum, "
@@ -98,7 +102,7 @@ def timing_n36(per_kind: int) -> None:
 
 def main() -> int:
     print(f"machine: {machine(1)}")
-    disagreements = agreement(1000)
+    disagreements = agreement(1000, same_side_splits=True) + agreement(1000, same_side_splits=False)
     timing_n36(20)
     return 1 if disagreements else 0
 
