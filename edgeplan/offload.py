@@ -113,6 +113,9 @@ def range_latencies(model: str, threads: int, chain: LayerChain, costs: str = "a
                     progress: bool = False, command: str = "") -> tuple[Any, str]:
     """The measured range latencies of ``model`` at ``threads`` threads, and a label saying where they are from.
 
+    ``costs`` is ``store`` (this machine's Store), ``shipped`` (the reference machine's file), ``measure``
+    (measure what the Store lacks, then read it) or ``auto`` (store, else shipped, else measure).
+
     Returns
     -------
     tuple
@@ -123,50 +126,73 @@ def range_latencies(model: str, threads: int, chain: LayerChain, costs: str = "a
     InvalidInputError
         When ``costs`` names a source that has no complete table for the model.
     """
+    sources = ("store", "shipped", "measure") if costs == "auto" else (costs,)
+    problems = []
+    for source in sources:
+        try:
+            return _ranges_from(source, model, threads, chain, home, input_shape, progress, command)
+        except InvalidInputError as e:
+            problems.append(str(e))
+    raise InvalidInputError("; ".join(problems))
+
+
+def _ranges_from(source: str, model: str, threads: int, chain: LayerChain, home: str | Path | None,
+                 input_shape: tuple[int, ...] | None, progress: bool, command: str) -> tuple[Any, str]:
     from edgeplan.measure.device import describe_device
     from edgeplan.measure.paths import default_store_path
     from edgeplan.measure.store import Store
     from edgeplan.runtimes.range_files import shipped_range_table
-    from edgeplan.runtimes.range_profile import RANGE_KIND, profile_ranges, range_table_from_records
+    from edgeplan.runtimes.range_profile import profile_ranges, range_campaign, range_table_from_records
 
     names = [layer.name for layer in chain.layers]
     device = describe_device("torch", threads)
     store_path = default_store_path(home)
-    if costs in ("auto", "store") and store_path.exists():
+    campaign = range_campaign(model, threads, input_shape, device.key)
+    if source == "shipped":
+        shipped = shipped_range_table(model, threads) if input_shape is None else None
+        if shipped is None or shipped.layers != tuple(names) or not shipped.complete:
+            raise InvalidInputError(f"no shipped layer ranges of {model} at {threads} thread(s) (the package ships "
+                                    "the paper: models at 1 and 2 threads, default input shapes)")
+        return shipped.median_ms, (f"measured: torch, {threads} thread(s), {shipped.device.cpu_model} "
+                                   f"({shipped.source})")
+    if source == "measure":
         with Store.open(store_path) as store:
-            rows = store.measurements(model=model, kind=RANGE_KIND, device_key=device.key)
-        if rows:
-            table = range_table_from_records(model, names, rows, device, f"Store {store_path}")
-            if table.complete:
-                return table.median_ms, f"measured: torch, {threads} thread(s), {device.cpu_model} ({table.source})"
-    if costs == "store":
-        raise InvalidInputError(f"the Store at {store_path} has no complete layer ranges of {model} at {threads} "
-                                f"thread(s); run `edgeplan profile-ranges {model} --threads {threads}`")
-    if costs in ("auto", "shipped") and input_shape is None:
-        shipped = shipped_range_table(model, threads)
-        if shipped is not None and shipped.layers == tuple(names) and shipped.complete:
-            return shipped.median_ms, (f"measured: torch, {threads} thread(s), {shipped.device.cpu_model} "
-                                       f"({shipped.source})")
-    if costs == "shipped":
-        raise InvalidInputError(f"no shipped layer ranges of {model} at {threads} thread(s); the package ships "
-                                "the paper: models at 1 and 2 threads; use --costs measure")
-    with Store.open(store_path) as store:
-        profile_ranges(store, model, threads=threads, input_shape=input_shape, progress=progress, command=command)
-        rows = store.measurements(model=model, kind=RANGE_KIND, device_key=device.key)
-    table = range_table_from_records(model, names, rows, device, f"Store {store_path}")
-    return table.median_ms, f"measured: torch, {threads} thread(s), {device.cpu_model} ({table.source})"
+            profile_ranges(store, model, threads=threads, input_shape=input_shape, progress=progress,
+                           command=command)
+    if source in ("store", "measure") and store_path.exists():
+        with Store.open(store_path) as store:
+            rows = store.measurements(campaign=campaign)
+        table = range_table_from_records(model, names, rows, device, f"Store {store_path}")
+        if table.complete:
+            return table.median_ms, f"measured: torch, {threads} thread(s), {device.cpu_model} ({table.source})"
+    raise InvalidInputError(f"the Store at {store_path} has no complete layer ranges of {model} at {threads} "
+                            f"thread(s) on this machine; run `edgeplan profile-ranges {model} --threads {threads}`")
 
 
 def offload_costs(setup: OffloadSetup, home: str | Path | None = None, progress: bool = False,
                   command: str = "") -> tuple[OffloadCosts, LayerChain]:
-    """The planner's cost inputs for ``setup.model`` (see the module docstring)."""
+    """The planner's cost inputs for ``setup.model`` (see the module docstring).
+
+    With ``costs="auto"`` both sides come from the same source (this machine's Store, else the shipped file,
+    else measured now), so that a plan never mixes two machines' measurements.
+    """
     from edgeplan.frontends.zoo import load_graph
 
     chain = layer_chain(load_graph(setup.model, setup.input_shape))
-    def measured(threads: int) -> tuple[Any, str]:
-        return range_latencies(setup.model, threads, chain, setup.costs, home, setup.input_shape, progress, command)
-
-    mobile_ms, mobile_label = measured(setup.mobile_threads)
+    threads = [setup.mobile_threads] + ([] if setup.cloud_speedup is not None else [setup.cloud_threads])
+    sources = ("store", "shipped", "measure") if setup.costs == "auto" else (setup.costs,)
+    problems: list[str] = []
+    measured: list[tuple[Any, str]] = []
+    for source in sources:
+        try:
+            measured = [_ranges_from(source, setup.model, t, chain, home, setup.input_shape, progress, command)
+                        for t in threads]
+            break
+        except InvalidInputError as e:
+            problems.append(str(e))
+    if not measured:
+        raise InvalidInputError("; ".join(problems))
+    mobile_ms, mobile_label = measured[0]
     if setup.mobile_slowdown is not None:
         mobile_ms = mobile_ms * setup.mobile_slowdown
         mobile_label = f"derived: {mobile_label} x {setup.mobile_slowdown:.3g} (a phone that much slower)"
@@ -175,7 +201,7 @@ def offload_costs(setup: OffloadSetup, home: str | Path | None = None, progress:
         factor = f"{setup.cloud_speedup:g}"
         cloud_label = f"derived: the mobile's ranges / {factor} (a cloud {factor}x faster)"
     else:
-        cloud_ms, cloud_label = measured(setup.cloud_threads)
+        cloud_ms, cloud_label = measured[1]
     costs = OffloadCosts(tuple(layer.name for layer in chain.layers), mobile_ms, cloud_ms, chain.boundary_bytes,
                          mobile_label, cloud_label)
     return costs, chain

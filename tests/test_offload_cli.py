@@ -72,11 +72,19 @@ def test_offload_table_and_plot(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     (("--up-mbps", "3"), "both --up-mbps and --down-mbps"),
     (("--battery-mj", "0.001"), "battery budget"),
     (("--mobile-threads", "0"), "thread count"),
+    (("--plot", "/nonexistent-dir/plan.png", "--cloud-speedup", "2"), "cannot write the figure"),
+    (("--run", "--repeats", "0"), "--repeats"),
 ])
 def test_offload_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...],
                                        message: str) -> None:
     code, _, err = run(capsys, "--home", str(tmp_path), "offload", "paper:alexnet", "--costs", "shipped", *args)
     assert code != 0 and message in err and "Traceback" not in err
+
+
+def test_store_source_without_measurements_says_what_to_run(capsys: pytest.CaptureFixture[str],
+                                                            tmp_path: Path) -> None:
+    code, _, err = run(capsys, "--home", str(tmp_path), "offload", "paper:alexnet", "--costs", "store")
+    assert code == 2 and "edgeplan profile-ranges paper:alexnet" in err and "Traceback" not in err
 
 
 def test_real_split_run_from_the_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

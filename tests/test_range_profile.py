@@ -51,3 +51,19 @@ def test_bad_range_file_is_rejected(tmp_path: Path) -> None:
     bad.write_text("not json")
     with pytest.raises(InvalidInputError, match="not JSON"):
         load_range_tables(bad)
+
+
+def test_budget_commits_whole_batches_and_resume_finishes(tmp_path: Path) -> None:
+    from edgeplan.runtimes.range_profile import BATCH_STARTS
+
+    chain = layer_chain(load_graph(MODEL))
+    n = len(chain)
+    assert n > BATCH_STARTS  # the model needs several batches
+    per_start = [n - i for i in range(n)]
+    whole_batches = {sum(per_start[:k]) for k in range(0, n + 1, BATCH_STARTS)} | {n * (n + 1) // 2}
+    with Store.open(tmp_path / "s.sqlite") as store:
+        first = profile_ranges(store, MODEL, threads=1, config=SweepConfig(repeats=1, warmup=0), budget_s=0.02)
+        assert first.done_now in whole_batches and first.done_now + first.remaining == first.total
+        second = profile_ranges(store, MODEL, threads=1, config=SweepConfig(repeats=1, warmup=0))
+        assert second.done_before == first.done_now and second.remaining == 0
+        assert len(store.measurements(model=MODEL, kind=RANGE_KIND)) == n * (n + 1) // 2

@@ -29,7 +29,8 @@ __all__ = ["offload"]
 @click.option("--same-side-splits", is_flag=True,
               help="Allow consecutive segments on one side, as the paper's ILP does (gains are measurement noise).")
 @click.option("--run", "do_run", is_flag=True, help="Execute the plan across two processes and measure it.")
-@click.option("--repeats", type=int, default=5, show_default=True, help="Timed inferences with --run.")
+@click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Timed inferences with --run.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Save the schedule over the per-layer data sizes (Fig. 3c) to this image.")
 @click.option("--lookup-grid", default=None,
@@ -77,9 +78,14 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
         lookup = lookup_table(p.costs, p.power, objective, grid, grid, like=network, battery_mj=battery_mj,
                               cloud_ms=cloud_ms, solver=solver, same_side_splits=same_side_splits)
     if plot_path:
+        from edgeplan.errors import InvalidInputError
         from edgeplan.reports.offload_report import plot_schedule
 
-        plot_schedule(result, Path(plot_path))
+        try:
+            plot_schedule(result, Path(plot_path))
+        except OSError as e:
+            raise InvalidInputError(f"cannot write the figure to {plot_path}: {e.strerror}; "
+                                    "pick a writable path") from e
     if as_json:
         data = result.to_dict()
         if run is not None:

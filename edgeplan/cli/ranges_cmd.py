@@ -15,7 +15,8 @@ __all__ = ["profile_ranges_cmd"]
 @click.argument("models", nargs=-1, required=True)
 @click.option("--threads", "threads_list", type=int, multiple=True, default=(1,), show_default=True,
               help="Intra-op threads; repeat the option to profile several counts (e.g. --threads 1 --threads 2).")
-@click.option("--repeats", type=int, default=9, show_default=True, help="Timed sweeps per start layer.")
+@click.option("--repeats", type=click.IntRange(min=1), default=9, show_default=True,
+              help="Timed sweeps per start layer.")
 @click.option("--budget-s", type=float, default=None, help="Stop after this many seconds (resume by running again).")
 @click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
               help="Store file (default: the one in --home).")
@@ -29,6 +30,7 @@ def profile_ranges_cmd(ctx: Context, models: tuple[str, ...], threads_list: tupl
     """Measure the latency of every layer range i..j of each MODEL (n(n+1)/2 values) into the Store."""
     import time
 
+    from edgeplan.errors import InvalidInputError
     from edgeplan.measure import check_thread_count
     from edgeplan.measure.paths import default_store_path
     from edgeplan.measure.store import Store
@@ -55,7 +57,11 @@ def profile_ranges_cmd(ctx: Context, models: tuple[str, ...], threads_list: tupl
                                f"({report.elapsed_s:.1f} s)")
         exported = None
         if export_path:
-            exported = export_range_tables(store, list(models), Path(export_path), ctx.command)
+            try:
+                exported = export_range_tables(store, list(models), Path(export_path), ctx.command)
+            except OSError as e:
+                raise InvalidInputError(f"cannot write {export_path}: {e.strerror}; the measurements are safe in "
+                                        f"{store.path}, export again to a writable path") from e
             if not as_json:
                 click.echo(f"wrote {exported} tables to {export_path}")
         if as_json:

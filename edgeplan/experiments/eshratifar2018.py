@@ -114,7 +114,9 @@ def _cloud_limited(setups: dict[str, tuple[OffloadSetup, OffloadCosts, LayerChai
         limit = 0.5 * float(entry[1].cloud_ms[0, -1])
         limited = _plan(entry, "wifi", "latency", cloud_ms=limit).plan
         out.append({"model": name, "cloud_limit_ms": limit, "pattern": limited.pattern,
-                    "transfer_points": len(limited.transfers), "latency_ms": limited.latency_ms,
+                    "transfer_points": len(limited.transfers),
+                    "inner_switches": sum(0 < t.boundary < entry[1].n for t in limited.transfers),
+                    "latency_ms": limited.latency_ms,
                     "cloud_ms": limited.cloud_ms, "unlimited_pattern": free.plan.pattern})
     return out
 
@@ -216,5 +218,6 @@ def format_report(result: dict[str, Any]) -> list[str]:
                   "OverFeat):"]
     for c in ours["cloud_limited"]:
         lines.append(f"  {c['model']:<9} limit {c['cloud_limit_ms']:8.2f} ms: {c['pattern']:<14} "
-                     f"{c['transfer_points']} transfer point(s) (unlimited: {c['unlimited_pattern']})")
+                     f"{c['transfer_points']} transfers ({c['inner_switches']} inside the network, the rest the input "
+                     f"upload / output download) (unlimited: {c['unlimited_pattern']})")
     return lines

@@ -1,6 +1,7 @@
 """Offloading plans for people: a table of the schedule, and the figure of eshratifar2018 Fig. 3c.
 
-The figure draws the bytes live at every layer boundary (what a switch there would send) as bars, coloured by
+The figure draws the bytes live after every layer (what a switch there would send: the layer's output, plus any
+skip tensor still needed) as bars, coloured by
 the side that computes the layer, with the transfers marked: where people would rather look than read.
 """
 
@@ -68,7 +69,7 @@ def plot_schedule(result: OffloadResult, path: Path) -> Path:
     for seg in plan.segments:
         for k in range(seg.first, seg.last + 1):
             side[k] = seg.side
-    sizes_kb = [costs.boundary_bytes[k + 1] / 1e3 for k in range(n)]  # output of layer k
+    sizes_kb = [costs.boundary_bytes[k + 1] / 1e3 for k in range(n)]  # what a cut after layer k sends
     fig, ax = plt.subplots(figsize=(max(6.0, 0.28 * n + 2), 3.6))
     ax.bar(range(n), sizes_kb, color=[_COLOURS[s] for s in side])
     ax.axhline(costs.boundary_bytes[0] / 1e3, color="grey", linestyle=":", label="input size")
@@ -77,7 +78,7 @@ def plot_schedule(result: OffloadResult, path: Path) -> Path:
     ax.set_xticks(range(n))
     ax.set_xticklabels([name.split(".")[-1][:14] for name in costs.layers], rotation=90, fontsize=7)
     ax.set_yscale("log")
-    ax.set_ylabel("layer output (kB)")
+    ax.set_ylabel("kB live after the layer")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in _COLOURS.values()]
     ax.legend([*handles, ax.lines[0]], ["mobile", "cloud", "input size"], fontsize=8, loc="upper right")
     ax.set_title(f"{result.setup.model} on {result.problem.network.name}, {plan.objective}-optimal: {plan.pattern} "

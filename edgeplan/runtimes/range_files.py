@@ -45,10 +45,10 @@ def export_range_tables(store: Store, models: Sequence[str], path: Path, command
         rows = store.measurements(model=model, kind=RANGE_KIND)
         if not rows:
             raise StoreError(f"the Store at {store.path} has no layer ranges of {model!r}; profile it first")
-        by_device: dict[str, list[Any]] = {}
+        by_campaign: dict[tuple[str, str], list[Any]] = {}  # one table per device and campaign (input shape)
         for rec in rows:
-            by_device.setdefault(rec.device_key, []).append(rec)
-        for key, recs in sorted(by_device.items()):
+            by_campaign.setdefault((rec.device_key, rec.campaign or ""), []).append(rec)
+        for (key, _), recs in sorted(by_campaign.items()):
             device = store.device(key)
             if device is None:  # pragma: no cover - the Store writes the device with each row
                 raise StoreError(f"device {key} of {model!r} is missing from the Store at {store.path}")

@@ -1,12 +1,14 @@
 """Measure the latency of every contiguous layer range ``i..j`` of a model: n(n+1)/2 values.
 
 eshratifar2018 §2-3 profiles every range because consecutive layers are not additive (a range runs faster or
-slower than the sum of its layers). Measuring each range separately costs ~n/6 runs of the whole model per
+slower than the sum of its layers). Measuring each range separately costs ~n^2/6 runs of the whole model per
 repeat; we measure them in *sweeps* instead: one run per start layer ``i`` that reads the clock after every
 layer, so that the mark after layer ``j`` is one sample of the range ``i..j`` executed in one go, exactly as a
 plan would execute it (the tensors live at boundary ``i`` are prepared beforehand, untimed). Per repeat this
-costs ~n/2 model runs. Sweeps for all start layers are interleaved round-robin, so a burst of load on the
-machine spreads over all ranges instead of inflating one start layer.
+costs ~n/2 model runs. Sweeps are made for a batch of start layers at a time (:data:`BATCH_STARTS`),
+interleaved round-robin inside the batch, so that a burst of load on the machine spreads over several start
+layers, and the rows of each batch are committed before the next batch starts (the time budget and an
+interruption lose at most one batch).
 
 Each range becomes one row of the Store (kind ``layer_range``, subject ``layers i..j``) with the median and
 spread of its samples; campaigns are resumable like any other.
@@ -14,7 +16,9 @@ spread of its samples; campaigns are resumable like any other.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,11 +31,14 @@ from edgeplan.measure.harness import Timing, use_threads
 from edgeplan.measure.store import MeasurementRecord, Store
 from edgeplan.runtimes.graph_exec import GraphExecutor
 
-__all__ = ["RANGE_KIND", "RangeTable", "SweepConfig", "profile_ranges", "range_table_from_records",
-           "sweep_all_ranges"]
+__all__ = ["BATCH_STARTS", "RANGE_KIND", "RangeTable", "SweepConfig", "profile_ranges", "range_campaign",
+           "range_table_from_records", "sweep_all_ranges"]
 
 #: ``measurements.kind`` of a layer-range latency.
 RANGE_KIND = "layer_range"
+
+#: Start layers swept together (interleaved) before their rows are committed.
+BATCH_STARTS = 6
 
 
 @dataclass(frozen=True)
@@ -46,7 +53,7 @@ class SweepConfig:
         Untimed sweeps per start layer before the timed ones.
     """
 
-    repeats: int = 7
+    repeats: int = 9
     warmup: int = 1
 
     def __post_init__(self) -> None:
@@ -134,7 +141,7 @@ def profile_ranges(store: Store, model: str, *, threads: int, input_shape: tuple
     Parameters
     ----------
     store
-        Where the rows go; the campaign is ``ranges|MODEL|torch|Nt``.
+        Where the rows go; the campaign is :func:`range_campaign` (model, input shape, threads and device).
     model
         Zoo spec.
     threads
@@ -166,26 +173,59 @@ def profile_ranges(store: Store, model: str, *, threads: int, input_shape: tuple
                   {"first": i, "last": j, "first_layer": chain.layers[i].name, "last_layer": chain.layers[j].name,
                    "n_layers": n})
              for i in range(n) for j in range(i, n)]
+    name = range_campaign(model, threads, input_shape, device.key)
+    params = _params(model, threads, n, config, input_shape)
+    done = store.completed_task_keys(store.campaign(name, command, params))
+    starts = sorted({int(t.params["first"]) for t in tasks if t.key not in done})
     cache: dict[tuple[int, int], list[float]] = {}
-    done = store.completed_task_keys(store.campaign(_campaign(model, threads), command,
-                                                    _params(model, threads, n, config, input_shape)))
 
     def measure(task: Task) -> MeasurementResult:
         key = (int(task.params["first"]), int(task.params["last"]))
-        if key not in cache:
-            starts = sorted({int(t.params["first"]) for t in tasks if t.key not in done and
-                             (int(t.params["first"]), int(t.params["last"])) not in cache})
-            with use_threads(threads):
-                cache.update(sweep_all_ranges(executor, chain, starts, config))
         timing = Timing.from_samples(cache[key], "max_repeats")
         return MeasurementResult(timing, device, {"method": "sweep", "warmup": config.warmup})
 
-    return run_campaign(store, _campaign(model, threads), tasks, measure, budget_s, progress, command=command,
-                        params=_params(model, threads, n, config, input_shape))
+    # One run_campaign call per batch of start layers: each batch is swept, then committed, and the time budget
+    # is checked between batches, so a budget or an interruption loses at most one batch.
+    clock = time.monotonic()
+    reports: list[CampaignReport] = []
+    stopped = False
+    with _batches_bar(progress, name, len(starts)) as advance:
+        for k in range(0, len(starts), BATCH_STARTS):
+            if budget_s is not None and time.monotonic() - clock >= budget_s:
+                stopped = True
+                break
+            batch = starts[k : k + BATCH_STARTS]
+            with use_threads(threads):
+                cache.update(sweep_all_ranges(executor, chain, batch, config))
+            todo = [t for t in tasks if int(t.params["first"]) in batch and t.key not in done]
+            reports.append(run_campaign(store, name, todo, measure, command=command, params=params))
+            advance(len(batch))
+    done_now = sum(r.done_now for r in reports)
+    failed = tuple(f for r in reports for f in r.failed)
+    remaining = len(tasks) - len(done) - done_now
+    store.set_campaign_status(store.campaign(name, command, params), "complete" if remaining == 0 else "partial")
+    return CampaignReport(name, len(tasks), len(done), done_now, remaining, failed, stopped, time.monotonic() - clock)
 
 
-def _campaign(model: str, threads: int) -> str:
-    return f"ranges|{model}|torch|{threads}t"
+@contextmanager
+def _batches_bar(enabled: bool, description: str, total: int) -> Iterator[Callable[[int], None]]:
+    if not enabled or total == 0:
+        yield lambda k: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description} (start layers)"), BarColumn(), MofNCompleteColumn(),
+               TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True)) as bar:
+        task_id = bar.add_task(description, total=total)
+        yield lambda k: bar.advance(task_id, k)
+
+
+def range_campaign(model: str, threads: int, input_shape: tuple[int, ...] | None, device_key: str) -> str:
+    """Name of the campaign holding the layer ranges of one model, input shape and device."""
+    shape = "x".join(map(str, input_shape)) if input_shape else "default"
+    return f"ranges|{model}|{shape}|torch|{threads}t|{device_key}"
 
 
 def _params(model: str, threads: int, n: int, config: SweepConfig,

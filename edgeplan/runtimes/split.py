@@ -141,12 +141,24 @@ def _start_server(model: str, threads: int, seed: int, down_mbps: float,
     if input_shape:
         cmd += ["--input-shape", "x".join(map(str, input_shape))]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        proc.stdout.close()
+    except BaseException:
+        _stop(proc)
+        raise
     if not line.startswith("READY "):
-        proc.kill()
-        raise MeasurementError(f"the cloud process for {model} did not start (said {line!r}); run with --debug")
+        _stop(proc)
+        raise MeasurementError(f"the cloud process for {model} did not start (said {line!r}); see its error above")
     return proc, int(line.split()[1])
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """Kill the cloud process if it is still running and reap it."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
 
 
 def run_split(executor: GraphExecutor, chain: LayerChain, segments: Sequence[tuple[int, int, str]], *,
@@ -176,6 +188,8 @@ def run_split(executor: GraphExecutor, chain: LayerChain, segments: Sequence[tup
     -------
     SplitRun
     """
+    if repeats < 1 or warmup < 0:
+        raise InvalidInputError(f"a split run needs repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
     covered = [i for first, last, _ in segments for i in range(first, last + 1)]
     if covered != list(range(len(chain))):
         raise InvalidInputError(f"segments {list(segments)} do not cover layers 0..{len(chain) - 1} in order")
@@ -183,10 +197,12 @@ def run_split(executor: GraphExecutor, chain: LayerChain, segments: Sequence[tup
     groups = _groups(segments)
     uses_cloud = any(side == "cloud" for side, _ in groups)
     proc, port = _start_server(model, cloud_threads, seed, down_mbps, input_shape) if uses_cloud else (None, 0)
-    sock = socket.create_connection(("127.0.0.1", port)) if uses_cloud else None
-    if sock is not None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock: socket.socket | None = None
     try:
+        if proc is not None:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=120)
+            sock.settimeout(None)  # transfers over an emulated 3G link may take minutes
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         samples: list[float] = []
         up = down = 0
         outputs: tuple[torch.Tensor, ...] = ()
@@ -216,7 +232,8 @@ def run_split(executor: GraphExecutor, chain: LayerChain, segments: Sequence[tup
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                pass
+            _stop(proc)
     with use_threads(mobile_threads):
         reference = executor.run(inputs)
     error = max(float((a - b).abs().max()) for a, b in zip(outputs, reference, strict=True))

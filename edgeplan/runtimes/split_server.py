@@ -36,8 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     chain = layer_chain(graph)
     executor = GraphExecutor(graph, seed=args.seed)
     with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(120)  # a mobile that never connects must not leave this process behind
         print(f"READY {server.getsockname()[1]}", flush=True)
         conn, _ = server.accept()
+        conn.settimeout(None)
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with conn, torch.inference_mode():
             while True:
