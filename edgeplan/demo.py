@@ -56,7 +56,7 @@ def main() -> int:
     _run("measure", "torchvision:resnet18", "--threads", "2")
     _run("measure", "torchvision:resnet18", "--threads", "2", "--runtime", "onnxruntime")
     # offloading (eshratifar2018) on the shipped layer-range measurements: a plan, then a real split execution
-    _run("offload", "paper:overfeat", "--network", "4g", "--cloud-speedup", "11.25", "--costs", "shipped")
+    _run("offload", "paper:overfeat", "--network", "wifi", "--cloud-speedup", "11.25", "--costs", "shipped")
     _run("offload", "paper:chair", "--network", "wifi", "--costs", "shipped", "--run", "--repeats", "3")
     _run("reproduce", "eshratifar2018", "--costs", "shipped", "--paper-regime")
     return 0
