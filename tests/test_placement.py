@@ -1,0 +1,56 @@
+"""Stage placement: the exact search equals brute force, the bounds hold, the baselines are never better."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgeplan.errors import InfeasibleError, InvalidInputError
+from edgeplan.planners.partition import (
+    PlacementProblem,
+    bottleneck_ms,
+    matching_bound,
+    place_brute,
+    place_exact,
+    place_greedy,
+    place_random,
+    theorem1_bound,
+)
+
+
+def _problem(rng: np.random.Generator, n: int, k: int) -> PlacementProblem:
+    b = rng.uniform(1.0, 50.0, size=(n, n))
+    b = (b + b.T) / 2
+    transfers = tuple(float(t) for t in rng.lognormal(12, 1.5, size=k - 1))
+    return PlacementProblem(transfers, tuple(tuple(float(x) for x in row) for row in b))
+
+
+def test_closed_form() -> None:
+    # three nodes; link 0-1 is fast (100), the others slow (1); one transfer of 1 MB: 0-1 wins, 80 ms
+    bw = ((0.0, 100.0, 1.0), (100.0, 0.0, 1.0), (1.0, 1.0, 0.0))
+    problem = PlacementProblem((1e6,), bw)
+    best = place_exact(problem)
+    assert set(best.nodes) == {0, 1} and best.bottleneck_ms == pytest.approx(80.0)
+    assert theorem1_bound(problem) == pytest.approx(80.0) == matching_bound(problem)
+
+
+def test_exact_equals_brute_force_and_bounds_hold() -> None:
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        n = int(rng.integers(2, 8))
+        problem = _problem(rng, n, int(rng.integers(2, n + 1)))
+        exact, brute = place_exact(problem), place_brute(problem)
+        assert exact.bottleneck_ms == pytest.approx(brute.bottleneck_ms, rel=1e-9)
+        assert bottleneck_ms(problem, exact.nodes) == exact.bottleneck_ms
+        assert theorem1_bound(problem) <= matching_bound(problem) * (1 + 1e-12) <= exact.bottleneck_ms * (1 + 1e-9)
+        assert place_greedy(problem).bottleneck_ms >= exact.bottleneck_ms * (1 - 1e-9)
+        assert place_random(problem, seed=3).bottleneck_ms >= exact.bottleneck_ms * (1 - 1e-9)
+
+
+def test_bad_placements_and_too_many_stages() -> None:
+    bw = ((0.0, 5.0), (5.0, 0.0))
+    problem = PlacementProblem((10.0,), bw)
+    with pytest.raises(InvalidInputError, match="distinct"):
+        bottleneck_ms(problem, (0, 0))
+    with pytest.raises(InfeasibleError, match="3 stages need 3 nodes"):
+        PlacementProblem((1.0, 2.0), bw)
