@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim clean
 
 install: $(STAMP)
 
@@ -28,7 +28,8 @@ lint: $(STAMP)
 
 # One command per target; each prints its figure and the machine.
 bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
-       bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points
+       bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points \
+       bench-partition-sim
 
 bench-help: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli_help.py
@@ -68,3 +69,6 @@ bench-offload-split: $(STAMP)
 
 bench-cut-points: $(STAMP)
 	$(BIN)/python benchmarks/bench_cut_points.py
+
+bench-partition-sim: $(STAMP)
+	$(BIN)/python benchmarks/bench_partition_sim.py

@@ -54,3 +54,15 @@ def test_bad_placements_and_too_many_stages() -> None:
         bottleneck_ms(problem, (0, 0))
     with pytest.raises(InfeasibleError, match="3 stages need 3 nodes"):
         PlacementProblem((1.0, 2.0), bw)
+
+
+def test_simulated_cluster_is_calibrated_and_symmetric() -> None:
+    from edgeplan.planners.partition.simulate import random_cluster, shannon_mbps
+
+    assert float(shannon_mbps(np.array(80.0))) == pytest.approx(5.5)
+    assert float(shannon_mbps(np.array(0.2))) == float(shannon_mbps(np.array(1.0)))  # clipped at 1 m
+    assert float(shannon_mbps(np.array(40.0))) > 5.5 > float(shannon_mbps(np.array(150.0)))
+    bw = np.array(random_cluster(20, seed=4))
+    assert bw.shape == (20, 20) and np.allclose(bw, bw.T) and (np.diag(bw) == 0).all()
+    assert (bw[~np.eye(20, dtype=bool)] > 0).all()
+    assert np.array_equal(bw, np.array(random_cluster(20, seed=4)))
