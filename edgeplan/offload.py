@@ -27,7 +27,7 @@ from edgeplan.planners.offload import (
 )
 
 __all__ = ["COST_SOURCES", "DEFAULT_MOBILE_POWER", "OffloadResult", "OffloadSetup", "offload_costs",
-           "plan_offload", "range_latencies", "run_offload"]
+           "plan_offload", "run_offload"]
 
 #: Where range latencies may come from: ``auto`` = the Store, else the shipped file, else measure now.
 COST_SOURCES = ("auto", "store", "shipped", "measure")
@@ -108,36 +108,10 @@ class OffloadResult:
         }
 
 
-def range_latencies(model: str, threads: int, chain: LayerChain, costs: str = "auto",
-                    home: str | Path | None = None, input_shape: tuple[int, ...] | None = None,
-                    progress: bool = False, command: str = "") -> tuple[Any, str]:
-    """The measured range latencies of ``model`` at ``threads`` threads, and a label saying where they are from.
-
-    ``costs`` is ``store`` (this machine's Store), ``shipped`` (the reference machine's file), ``measure``
-    (measure what the Store lacks, then read it) or ``auto`` (store, else shipped, else measure).
-
-    Returns
-    -------
-    tuple
-        ``(median_ms, label)`` with ``median_ms`` an ``(n, n)`` array.
-
-    Raises
-    ------
-    InvalidInputError
-        When ``costs`` names a source that has no complete table for the model.
-    """
-    sources = ("store", "shipped", "measure") if costs == "auto" else (costs,)
-    problems = []
-    for source in sources:
-        try:
-            return _ranges_from(source, model, threads, chain, home, input_shape, progress, command)
-        except InvalidInputError as e:
-            problems.append(str(e))
-    raise InvalidInputError("; ".join(problems))
-
-
 def _ranges_from(source: str, model: str, threads: int, chain: LayerChain, home: str | Path | None,
                  input_shape: tuple[int, ...] | None, progress: bool, command: str) -> tuple[Any, str]:
+    """Range latencies ``(n, n)`` of ``model`` at ``threads`` from one source (``store``, ``shipped`` or
+    ``measure``) and a label saying where they are from; :class:`InvalidInputError` when it has none."""
     from edgeplan.measure.device import describe_device
     from edgeplan.measure.paths import default_store_path
     from edgeplan.measure.store import Store

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.cut_points import CutPoints
-from edgeplan.ir.metrics import numel
+from edgeplan.ir.ops import OpKind
 from edgeplan.planners.partition.partitions import PartitionProblem
 
 __all__ = ["partition_problem"]
@@ -40,7 +40,7 @@ def partition_problem(cuts: CutPoints, memory_limit_bytes: float,
         ratio is not positive.
     """
     graph = cuts.graph
-    points = [p for p in cuts.points if graph.node(p).kind.value != "input"]
+    points = [p for p in cuts.points if graph.node(p).kind is not OpKind.INPUT]
     if not points or points[-1] != graph.nodes[-1].name:
         raise InvalidInputError(f"graph {graph.name!r}: its last node is not a candidate point (several outputs?); "
                                 "it cannot be cut into a pipeline")
@@ -51,9 +51,9 @@ def partition_problem(cuts: CutPoints, memory_limit_bytes: float,
     position = {node.name: k for k, node in enumerate(graph.nodes)}
     ends = [position[p] for p in points]
     starts = [0, *[e + 1 for e in ends[:-1]]]
-    own = [sum(n.param_bytes + (n.activation_bytes if n.kind.value != "input" else 0)
+    own = [sum(n.param_bytes + (n.activation_bytes if n.kind is not OpKind.INPUT else 0)
                for n in graph.nodes[s : e + 1]) for s, e in zip(starts, ends, strict=True)]
-    received = [sum(numel(n.output_shapes[0]) * n.dtype.size_bytes for n in graph.inputs)]
+    received = [sum(n.activation_bytes for n in graph.inputs)]
     received += [graph.node(p).activation_bytes for p in points[:-1]]
     m = len(points)
     memory = tuple(tuple(float(received[a] + sum(own[a : b + 1])) if a <= b else 0.0 for b in range(m))
