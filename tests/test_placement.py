@@ -66,3 +66,66 @@ def test_simulated_cluster_is_calibrated_and_symmetric() -> None:
     assert bw.shape == (20, 20) and np.allclose(bw, bw.T) and (np.diag(bw) == 0).all()
     assert (bw[~np.eye(20, dtype=bool)] > 0).all()
     assert np.array_equal(bw, np.array(random_cluster(20, seed=4)))
+    for model in ("relay", "pairwise"):
+        other = np.array(random_cluster(20, seed=4, link=model))
+        assert np.allclose(other, other.T) and not np.array_equal(other, bw)
+    # "min": a link is as fast as its slower node, so every node's links to faster nodes are equal
+    fastest = int(np.argmax(bw.max(axis=1)))
+    assert np.isclose(bw[fastest].max(), np.sort(bw[fastest])[-1])
+    with pytest.raises(InvalidInputError, match="link model"):
+        random_cluster(3, seed=0, link="mesh")
+
+
+def _general(rng: np.random.Generator, n: int, k: int) -> PlacementProblem | None:
+    b = rng.uniform(1.0, 50.0, size=(n, n))
+    b = (b + b.T) / 2
+    allowed = rng.random((k, n)) < 0.7
+    allowed[np.arange(k), rng.integers(0, n, size=k)] = True
+    stage_ms = rng.uniform(0.0, 300.0, size=(k, n))
+    transfers = tuple(float(t) for t in rng.lognormal(12, 1.5, size=k - 1))
+    return PlacementProblem(transfers, tuple(map(tuple, b.tolist())), tuple(map(tuple, stage_ms.tolist())),
+                            tuple(tuple(bool(x) for x in row) for row in allowed))
+
+
+def test_compute_and_memory_restrictions_match_brute_force_with_dfs_and_cpsat() -> None:
+    rng = np.random.default_rng(5)
+    checked = 0
+    for _ in range(150):
+        n = int(rng.integers(2, 7))
+        problem = _general(rng, n, int(rng.integers(1, n + 1)))
+        assert problem is not None
+        try:
+            brute = place_brute(problem)
+        except InfeasibleError:
+            with pytest.raises(InfeasibleError):
+                place_exact(problem)
+            continue
+        for budget in (0, 20_000):  # 0: every step goes to CP-SAT
+            exact = place_exact(problem, dfs_budget=budget)
+            assert exact.proven_optimal
+            assert exact.bottleneck_ms == pytest.approx(brute.bottleneck_ms, rel=1e-9)
+            assert all(problem.can_hold(i, v) for i, v in enumerate(exact.nodes))
+        assert matching_bound(problem) <= brute.bottleneck_ms * (1 + 1e-9)
+        checked += 1
+    assert checked > 50
+
+
+def test_exact_at_fifty_nodes_is_proven_and_cpsat_agrees() -> None:
+    from edgeplan.planners.partition.simulate import random_cluster
+
+    rng = np.random.default_rng(2)
+    for seed in range(3):
+        problem = PlacementProblem(tuple(float(t) for t in rng.lognormal(12, 1.5, size=9)),
+                                   random_cluster(50, seed=seed, link="pairwise"))
+        dfs, cpsat = place_exact(problem), place_exact(problem, dfs_budget=0)
+        assert dfs.proven_optimal and cpsat.proven_optimal
+        assert dfs.bottleneck_ms == pytest.approx(cpsat.bottleneck_ms, rel=1e-9)
+        assert dfs.bottleneck_ms >= matching_bound(problem) * (1 - 1e-12)
+
+
+def test_stage_that_fits_nowhere_is_named() -> None:
+    bw = ((0.0, 5.0), (5.0, 0.0))
+    with pytest.raises(InfeasibleError, match="stage 1 fits on no node"):
+        PlacementProblem((10.0,), bw, allowed=((True, True), (False, False)))
+    with pytest.raises(InvalidInputError, match="one row per stage"):
+        PlacementProblem((10.0,), bw, stage_ms=((1.0, 1.0),))
