@@ -1,0 +1,101 @@
+"""``edgeplan partition MODEL``: cut a model into a pipeline over an edge cluster and place it (parthasarathy2022)."""
+
+from __future__ import annotations
+
+import click
+
+from edgeplan.cli.common import Context, emit_json
+
+__all__ = ["partition"]
+
+
+@click.command()
+@click.argument("model")
+@click.option("--nodes", type=click.IntRange(min=1), default=None,
+              help="Number of nodes (required with --simulate; checked against --bandwidth).")
+@click.option("--memory-mb", type=float, default=None,
+              help="Memory of every node, MiB (a --bandwidth JSON file may give one per node).")
+@click.option("--bandwidth", "bandwidth_file", type=click.Path(dir_okay=False), default=None,
+              help='Cluster file: CSV bandwidth matrix (Mbit/s) or JSON {"bandwidth_mbps", "memory_mb", "speed"}.')
+@click.option("--simulate", "simulate_seed", type=int, default=None,
+              help="Simulate the paper's cluster with this seed (nodes within 150 m of a router).")
+@click.option("--link-model", type=click.Choice(["min", "relay", "pairwise"]), default="min", show_default=True,
+              help="How two simulated nodes' capacities make a link.")
+@click.option("--solver", type=click.Choice(["own", "exact", "kpath", "greedy", "random"]), default="own",
+              show_default=True, help="own: edgeplan's planner (compute counted); the rest follow the paper.")
+@click.option("--classes", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Bandwidth classes of the k-path solver.")
+@click.option("--compress", is_flag=True, help="Divide transfers by the ZFP x LZ4 ratio measured on the model.")
+@click.option("--no-compute", is_flag=True, help="Do not measure compute times (the paper's model).")
+@click.option("--threads", type=int, default=1, show_default=True, help="Threads of each stage (compute, --run).")
+@click.option("--time-limit", type=float, default=1.0, show_default=True, help="Search budget of own/exact, s.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of kpath's colourings and of random.")
+@click.option("--run", "do_run", is_flag=True,
+              help="Deploy the plan as a pipeline of Ray actors with the links emulated and measure throughput.")
+@click.option("--run-inputs", type=click.IntRange(min=2), default=10, show_default=True,
+              help="Timed inputs streamed with --run.")
+@click.option("--ray-address", default=None, help="Ray cluster for --run (default: a local Ray).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Save a drawing of the placement on the cluster to this image.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output with every input to re-check it.")
+@click.pass_obj
+def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | None, bandwidth_file: str | None,
+              simulate_seed: int | None, link_model: str, solver: str, classes: int, compress: bool,
+              no_compute: bool, threads: int, time_limit: float, seed: int, do_run: bool, run_inputs: int,
+              ray_address: str | None, plot_path: str | None, as_json: bool) -> None:
+    """Cut MODEL at its candidate points into partitions that fit the nodes and place them to maximise throughput."""
+    from pathlib import Path
+
+    from edgeplan.measure.harness import check_thread_count
+    from edgeplan.partition import load_cluster, plan_partition, simulated_cluster
+    from edgeplan.reports.placement_plot import plan_lines, plot_placement
+
+    check_thread_count(threads)
+    if (bandwidth_file is None) == (simulate_seed is None):
+        raise click.UsageError("give exactly one of --bandwidth FILE or --simulate SEED")
+    if memory_mb is not None and not memory_mb > 0:
+        raise click.BadParameter(f"must be positive, got {memory_mb}", param_hint="--memory-mb")
+    if simulate_seed is not None:
+        if nodes is None or memory_mb is None:
+            raise click.UsageError("--simulate needs --nodes and --memory-mb")
+        cluster = simulated_cluster(nodes, simulate_seed, memory_mb, link_model)
+    else:
+        assert bandwidth_file is not None
+        cluster = load_cluster(bandwidth_file, nodes, memory_mb if memory_mb is not None else 0.0)
+        if memory_mb is None and any(m <= 0 for m in cluster.memory_bytes):
+            raise click.UsageError(f"{bandwidth_file} gives no memory_mb per node: add --memory-mb")
+    result = plan_partition(model, cluster, solver, compress=compress, compute=not no_compute, threads=threads,
+                            classes=classes, seed=seed, time_limit_s=time_limit)
+    run = None
+    if do_run:
+        from edgeplan.frontends.zoo import load_graph
+        from edgeplan.runtimes.pipeline import run_pipeline
+
+        if len(result.runs) < 2:
+            click.echo("the plan has one stage: nothing to pipeline; --run skipped", err=True)
+        else:
+            ratios = None
+            if result.compression is not None:
+                ratios = [result.compression[b] for _, b in result.runs[:-1]]
+            run = run_pipeline(load_graph(model), result.points, result.runs, result.link_mbps,
+                               inputs=run_inputs, threads=threads, address=ray_address, compression=ratios,
+                               nodes=result.nodes, seed=0)
+    if plot_path:
+        plot_placement(result, Path(plot_path))
+    if as_json:
+        data = result.to_dict()
+        if run is not None:
+            data["run"] = run.to_dict()
+        if plot_path:
+            data["figure"] = plot_path
+        emit_json(data)
+        return
+    for line in plan_lines(result):
+        click.echo(line)
+    if run is not None:
+        click.echo(f"  Ray pipeline ({run.inputs} inputs after {run.warmup} warm-up, Ray {run.ray_version}): period "
+                   f"{run.period_mean_ms:.1f} ms mean, {run.period_median_ms:.1f} ms median; predicted "
+                   f"{run.predicted_ms:.1f} ms ({run.bottleneck}): ratio {run.period_ratio:.3f}; throughput "
+                   f"{run.throughput_per_s:.2f}/s; outputs match a local run ({run.max_abs_error:.1e})")
+    if plot_path:
+        click.echo(f"  figure: {plot_path}")

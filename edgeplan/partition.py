@@ -1,0 +1,303 @@
+"""Partitioning a zoo model into a pipeline over an edge cluster, end to end (parthasarathy2022 and beyond).
+
+Assembles the planner's inputs for a model: the candidate points (:mod:`edgeplan.ir.cut_points`), the bytes
+crossing each point (optionally divided by the ZFP x LZ4 ratio measured on the model's own activations), each
+partition's memory (conservative, as the paper), each segment's compute time measured on this machine, and the
+cluster (a bandwidth file, or a simulated cluster as in the paper's §IV). Then one of the solvers:
+
+* ``own`` (default): :func:`~edgeplan.planners.partition.joint.plan_own`, compute time and unequal nodes counted;
+* ``exact``: Alg. 1's partitions, placed with the certified optimum;
+* ``kpath``: the paper: Alg. 1's partitions, placed by bandwidth classes and colour-coding k-paths;
+* ``greedy`` and ``random``: the paper's joint baselines.
+
+Only ``own`` optimises compute; for every solver the result reports each stage's compute time and the
+bottleneck with and without it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgeplan.errors import InvalidInputError
+
+__all__ = ["SOLVERS", "Cluster", "PartitionResult", "load_cluster", "plan_partition", "simulated_cluster"]
+
+SOLVERS = ("own", "exact", "kpath", "greedy", "random")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Bandwidths between nodes (Mbit/s), each node's memory (bytes) and relative speed, and where they came from."""
+
+    bandwidth_mbps: tuple[tuple[float, ...], ...]
+    memory_bytes: tuple[float, ...]
+    speed: tuple[float, ...]
+    source: str
+    positions_m: tuple[tuple[float, float], ...] | None = None
+
+    @property
+    def nodes(self) -> int:
+        """Number of nodes."""
+        return len(self.bandwidth_mbps)
+
+
+def simulated_cluster(nodes: int, seed: int, memory_mb: float, link: str = "min") -> Cluster:
+    """The paper's §IV cluster: ``nodes`` identical devices within 150 m of a router, Shannon-capacity links."""
+    from edgeplan.planners.partition.simulate import cluster_positions, random_cluster
+
+    bw = random_cluster(nodes, seed, link=link)
+    xy = cluster_positions(nodes, seed)
+    return Cluster(bw, (memory_mb * 2**20,) * nodes, (1.0,) * nodes,
+                   f"simulated (seed {seed}, {nodes} nodes within 150 m of a router, Shannon capacity 5.5 Mbit/s "
+                   f"at 80 m, link model {link!r})", xy)
+
+
+def load_cluster(path: str | Path, nodes: int | None, memory_mb: float) -> Cluster:
+    """Read a cluster from a file: a JSON object or a CSV bandwidth matrix.
+
+    JSON: ``{"bandwidth_mbps": [[...], ...], "memory_mb": [...], "speed": [...]}`` (the last two optional; a
+    bare list of lists is a bandwidth matrix). CSV: one row per node, comma-separated Mbit/s (the diagonal is
+    ignored). Memory defaults to ``memory_mb`` for every node, speed to 1.
+
+    Raises
+    ------
+    InvalidInputError
+        When the file cannot be read or parsed, the matrix is not square or not symmetric, a bandwidth is not
+        positive, or the node count differs from ``nodes``.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InvalidInputError(f"cannot read the bandwidth file {p}: {e.strerror}") from e
+    memory: list[float] | None = None
+    speed: list[float] | None = None
+    try:
+        if p.suffix.lower() == ".json":
+            data = json.loads(text)
+            if isinstance(data, dict):
+                matrix = data["bandwidth_mbps"]
+                memory = data.get("memory_mb")
+                speed = data.get("speed")
+            else:
+                matrix = data
+        else:
+            matrix = [[float(x) for x in line.split(",")] for line in text.splitlines() if line.strip()
+                      and not line.lstrip().startswith("#")]
+        bw = tuple(tuple(float(x) for x in row) for row in matrix)
+    except (ValueError, KeyError, TypeError) as e:
+        raise InvalidInputError(f"{p}: not a bandwidth matrix ({e}); give a CSV of Mbit/s, one row per node, or "
+                                'JSON {"bandwidth_mbps": [[...]], "memory_mb": [...], "speed": [...]}') from e
+    n = len(bw)
+    if n < 1 or any(len(row) != n for row in bw):
+        raise InvalidInputError(f"{p}: the bandwidth matrix must be square, got {n} rows of lengths "
+                                f"{sorted({len(r) for r in bw})}")
+    if nodes is not None and nodes != n:
+        raise InvalidInputError(f"{p} describes {n} nodes but --nodes is {nodes}; make them agree")
+    for u in range(n):
+        for v in range(u + 1, n):
+            if not (bw[u][v] > 0 and bw[v][u] > 0):
+                raise InvalidInputError(f"{p}: bandwidth between nodes {u} and {v} must be positive")
+            if abs(bw[u][v] - bw[v][u]) > 1e-9 * max(bw[u][v], bw[v][u]):
+                raise InvalidInputError(f"{p}: the matrix is not symmetric at ({u}, {v}): {bw[u][v]} vs {bw[v][u]}")
+    for name, values in (("memory_mb", memory), ("speed", speed)):
+        if values is not None and (len(values) != n or any(not float(x) > 0 for x in values)):
+            raise InvalidInputError(f"{p}: {name} needs {n} positive numbers (one per node)")
+    mem = tuple(float(x) * 2**20 for x in memory) if memory is not None else (memory_mb * 2**20,) * n
+    spd = tuple(float(x) for x in speed) if speed is not None else (1.0,) * n
+    return Cluster(bw, mem, spd, f"file {p}")
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    """A plan and every input it was computed from."""
+
+    model: str
+    solver: str
+    points: tuple[str, ...]
+    runs: tuple[tuple[int, int], ...]
+    nodes: tuple[int, ...]
+    transfers_raw_bytes: tuple[float, ...]
+    transfers_bytes: tuple[float, ...]
+    compression: tuple[float, ...] | None
+    stage_memory_bytes: tuple[float, ...]
+    stage_compute_ms: tuple[float, ...] | None
+    link_mbps: tuple[float, ...]
+    link_ms: tuple[float, ...]
+    bottleneck_ms: float
+    bottleneck_with_compute_ms: float | None
+    theorem1_bound_ms: float
+    matching_bound_ms: float
+    proven_optimal: bool
+    planning_ms: float
+    cluster: Cluster
+    notes: tuple[str, ...]
+    threads: int
+
+    def stage_nodes(self, graph_nodes: Any) -> list[list[str]]:
+        """Names of the graph nodes of each stage (from ``graph.nodes``)."""
+        position = {n.name: k for k, n in enumerate(graph_nodes)}
+        out, start = [], 0
+        for _, b in self.runs:
+            end = position[self.points[b]]
+            out.append([n.name for n in graph_nodes[start : end + 1]])
+            start = end + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: cut points, partitions, transfers, placement, bandwidths, bottleneck and bounds."""
+        stages = []
+        for i, (a, b) in enumerate(self.runs):
+            stages.append({
+                "stage": i, "node": self.nodes[i], "first_point": self.points[a], "last_point": self.points[b],
+                "point_range": [a, b], "memory_bytes": self.stage_memory_bytes[i],
+                "node_memory_bytes": self.cluster.memory_bytes[self.nodes[i]],
+                "node_speed": self.cluster.speed[self.nodes[i]],
+                "compute_ms": None if self.stage_compute_ms is None else self.stage_compute_ms[i],
+                "sends_bytes": self.transfers_bytes[i] if i < len(self.transfers_bytes) else 0.0,
+                "sends_raw_bytes": self.transfers_raw_bytes[i] if i < len(self.transfers_raw_bytes) else 0.0,
+                "link_mbps": self.link_mbps[i] if i < len(self.link_mbps) else None,
+                "link_ms": self.link_ms[i] if i < len(self.link_ms) else None,
+            })
+        return {
+            "model": self.model, "solver": self.solver,
+            "cut_points": list(self.points),
+            "compression_ratios": None if self.compression is None else list(self.compression),
+            "stages": stages,
+            "bottleneck_ms": self.bottleneck_ms,
+            "bottleneck_with_compute_ms": self.bottleneck_with_compute_ms,
+            "throughput_per_s": 1000.0 / self.bottleneck_ms if self.bottleneck_ms > 0 else None,
+            "lower_bound_ms": {"theorem1": self.theorem1_bound_ms, "matching": self.matching_bound_ms,
+                               "of": "placing these partitions' transfers (compute left out)"},
+            "proven_optimal": self.proven_optimal, "planning_ms": self.planning_ms,
+            "cluster": {"source": self.cluster.source, "bandwidth_mbps": [list(r) for r in self.cluster.bandwidth_mbps],
+                        "memory_bytes": list(self.cluster.memory_bytes), "speed": list(self.cluster.speed)},
+            "compute_threads": self.threads, "notes": list(self.notes),
+        }
+
+
+def plan_partition(model: str, cluster: Cluster, solver: str = "own", *, compress: bool = False,
+                   compute: bool = True, threads: int = 1, classes: int = 5, seed: int = 0,
+                   time_limit_s: float = 1.0) -> PartitionResult:
+    """Partition ``model`` and place it on ``cluster``.
+
+    Parameters
+    ----------
+    model
+        Zoo spec (``torchvision:resnet50``, a file, ...).
+    cluster
+        Bandwidths, memories and speeds of the nodes.
+    solver
+        One of :data:`SOLVERS`.
+    compress
+        Divide each transfer by the ZFP x LZ4 ratio measured on the model's activations (eq. 4).
+    compute
+        Measure each segment's compute time on this machine (at ``threads``); ``own`` optimises it, the other
+        solvers report it.
+    threads
+        Torch threads for the compute measurement.
+    classes
+        Bandwidth classes of ``kpath``.
+    seed
+        Seed of ``kpath``'s colourings and of ``random``.
+    time_limit_s
+        Search budget of ``own`` and ``exact``.
+
+    Raises
+    ------
+    InvalidInputError
+        For an unknown solver or a model that cannot be cut (several outputs).
+    InfeasibleError
+        When the model does not fit the nodes (named with the memory it needs).
+    """
+    from edgeplan.frontends.zoo import load_graph
+    from edgeplan.ir.cut_points import cut_points
+    from edgeplan.planners.partition import (
+        PartitionProblem,
+        PlacementProblem,
+        joint_greedy,
+        joint_random,
+        matching_bound,
+        place_exact,
+        place_kpath,
+        plan_own,
+        shortest_partition_path,
+        theorem1_bound,
+    )
+    from edgeplan.planners.partition.from_graph import partition_problem
+
+    if solver not in SOLVERS:
+        raise InvalidInputError(f"solver {solver!r} is not one of {', '.join(SOLVERS)}")
+    graph = load_graph(model)
+    cuts = cut_points(graph)
+    raw = partition_problem(cuts, max(cluster.memory_bytes))
+    ratios: tuple[float, ...] | None = None
+    problem = raw
+    if compress:
+        from edgeplan.runtimes.compression import measure_compression
+
+        measured = measure_compression(graph, list(raw.points[:-1]))
+        ratios = tuple(measured[p].ratio if p in measured else 1.0 for p in raw.points)
+        problem = partition_problem(cuts, max(cluster.memory_bytes), {p: r for p, r in zip(raw.points, ratios,
+                                                                                           strict=True)})
+    run_ms = None
+    if compute:
+        from edgeplan.runtimes.segment_profile import run_ms_matrix, segment_ms
+
+        run_ms = run_ms_matrix(segment_ms(graph, problem.points, threads=threads))
+    identical = len(set(cluster.memory_bytes)) == 1 and len(set(cluster.speed)) == 1
+    notes: list[str] = []
+    start = time.perf_counter()
+    if solver == "own":
+        plan = plan_own(problem, cluster.bandwidth_mbps, run_ms=run_ms, node_speed=cluster.speed,
+                        node_memory_bytes=cluster.memory_bytes, time_limit_s=time_limit_s)
+        runs, nodes, proven = plan.runs, plan.placement.nodes, plan.proven_optimal
+        notes.append(f"partitioning: {plan.notes[0]} (of {plan.candidates_total} candidates, {plan.candidates_tried} "
+                     "placed exactly; the others' lower bounds could not beat it)")
+    else:
+        paper_memory = min(cluster.memory_bytes)
+        if not identical:
+            notes.append(f"the paper's solvers assume identical nodes: every node taken as the smallest "
+                         f"({paper_memory / 2**20:.0f} MiB), speeds ignored")
+        paper_problem = PartitionProblem(problem.points, problem.transfer_bytes, problem.memory_bytes, paper_memory)
+        if solver in ("greedy", "random"):
+            joint = (joint_greedy(paper_problem, cluster.bandwidth_mbps) if solver == "greedy"
+                     else joint_random(paper_problem, cluster.bandwidth_mbps, seed))
+            runs, nodes, proven = joint.runs, joint.placement.nodes, False
+        else:
+            alg1 = shortest_partition_path(paper_problem)
+            placement_problem = PlacementProblem(alg1.transfers_bytes, cluster.bandwidth_mbps)
+            if solver == "exact":
+                placement = place_exact(placement_problem, time_limit_s=time_limit_s)
+                proven = placement.proven_optimal
+            else:
+                placement = place_kpath(placement_problem, classes=classes, seed=seed)
+                notes.append(f"bandwidth classes: {classes} asked, {placement.classes_used} used")
+                proven = False
+            runs, nodes = alg1.runs, placement.nodes
+        if compute:
+            notes.append("compute time is reported, not optimised (the paper leaves it out)")
+    planning_ms = (time.perf_counter() - start) * 1e3
+    transfers = tuple(problem.transfer_bytes[b] for _, b in runs[:-1])
+    raw_transfers = tuple(raw.transfer_bytes[b] for _, b in runs[:-1])
+    bw = cluster.bandwidth_mbps
+    link_mbps = tuple(bw[nodes[i]][nodes[i + 1]] for i in range(len(transfers)))
+    link_ms = tuple(t * 8.0 / (m * 1e3) for t, m in zip(transfers, link_mbps, strict=True))
+    compute_ms = None if run_ms is None else tuple(run_ms[a][b] / cluster.speed[v] for (a, b), v in
+                                                   zip(runs, nodes, strict=True))
+    bottleneck = max(link_ms, default=0.0)
+    if solver == "own" and compute_ms is not None:
+        bottleneck = max(bottleneck, *compute_ms)
+    bound_problem = PlacementProblem(transfers, bw)
+    return PartitionResult(
+        model=model, solver=solver, points=problem.points,
+        runs=tuple(runs), nodes=tuple(nodes), transfers_raw_bytes=raw_transfers, transfers_bytes=transfers,
+        compression=ratios, stage_memory_bytes=tuple(problem.memory_bytes[a][b] for a, b in runs),
+        stage_compute_ms=compute_ms, link_mbps=link_mbps, link_ms=link_ms, bottleneck_ms=bottleneck,
+        bottleneck_with_compute_ms=None if compute_ms is None else max(bottleneck, *compute_ms),
+        theorem1_bound_ms=theorem1_bound(bound_problem), matching_bound_ms=matching_bound(bound_problem),
+        proven_optimal=proven, planning_ms=planning_ms, cluster=cluster, notes=tuple(notes), threads=threads)
