@@ -41,3 +41,55 @@ def eshratifar2018(ctx: Context, cloud: str, cloud_speedup: float, paper_regime:
         return
     for line in format_report(result):
         click.echo(line)
+
+
+def _ints(text: str, name: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a comma-separated list of integers", param_hint=name) from None
+    if not values or min(values) < 1:
+        raise click.BadParameter(f"{text!r}: give one or more positive integers, e.g. 5,10,50", param_hint=name)
+    return values
+
+
+@reproduce.command("parthasarathy2022")
+@click.option("--models", default=None, help="Comma-separated zoo names (default: the paper's 8 models).")
+@click.option("--memories", default="64,128,256,512", show_default=True, help="Node memories (MB).")
+@click.option("--nodes", default="5,10,15,20,50", show_default=True, help="Cluster sizes.")
+@click.option("--classes", default="2,5,8,11,14,17,20", show_default=True, help="Numbers of bandwidth classes.")
+@click.option("--runs", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Random clusters per configuration.")
+@click.option("--fig10-trials", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Random clusters of Fig. 10 (the most nodes, the least memory, the most classes).")
+@click.option("--link-model", type=click.Choice(["min", "relay", "pairwise"]), default="min", show_default=True,
+              help="How a pair of nodes' bandwidth follows from their distances to the router.")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
+              help="Write Figs. 7-10 as PNG files into this folder.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def parthasarathy2022(models: str | None, memories: str, nodes: str, classes: str, runs: int, fig10_trials: int,
+                      link_model: str, plots_dir: str | None, as_json: bool) -> None:
+    """Edge-cluster pipelines (Figs. 7-10): k-path vs exact, greedy, random and edgeplan's own planner.
+
+    The full grid takes about ten minutes; shrink it with --models, --nodes, --runs and --fig10-trials.
+    """
+    from edgeplan.experiments.parthasarathy2022 import DEFAULT_MODELS, SimulationConfig, format_report, run_simulation
+
+    names = tuple(m.strip() for m in models.split(",") if m.strip()) if models is not None else DEFAULT_MODELS
+    if not names:
+        raise click.BadParameter("give at least one model", param_hint="--models")
+    sizes, mbs, ks = _ints(nodes, "--nodes"), _ints(memories, "--memories"), _ints(classes, "--classes")
+    config = SimulationConfig(models=names, memories_mb=mbs, nodes=sizes, classes=ks, runs=runs,
+                              fig10_trials=fig10_trials, fig10_nodes=max(sizes), fig10_memory_mb=min(mbs),
+                              fig10_classes=max(ks), link=link_model)
+    result = run_simulation(config, progress=not as_json)
+    if plots_dir is not None:
+        from edgeplan.reports.partition_report import plot_partition_figures
+
+        written = plot_partition_figures(result, plots_dir)
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    click.echo(format_report(result))
+    if plots_dir is not None:
+        click.echo("\nfigures: " + ", ".join(str(p) for p in written))
