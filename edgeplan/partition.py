@@ -182,7 +182,7 @@ class PartitionResult:
 
 def plan_partition(model: str, cluster: Cluster, solver: str = "own", *, compress: bool = False,
                    compute: bool = True, threads: int = 1, classes: int = 5, seed: int = 0,
-                   time_limit_s: float = 1.0) -> PartitionResult:
+                   time_limit_s: float = 0.8) -> PartitionResult:
     """Partition ``model`` and place it on ``cluster``.
 
     Parameters

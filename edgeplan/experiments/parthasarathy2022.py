@@ -99,7 +99,7 @@ class SimulationConfig:
     fig10_classes: int = 20
     link: str = "min"
     kpath_trials: int = 30
-    own_time_limit_s: float = 1.0
+    own_time_limit_s: float = 0.8
 
 
 @dataclass(frozen=True)
