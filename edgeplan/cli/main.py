@@ -28,7 +28,16 @@ def cli(ctx: click.Context, home: str | None, debug: bool) -> None:
 
 
 def _register_commands() -> None:
-    from edgeplan.cli import inspect_cmd, measure_cmd, offload_cmd, partition_cmd, ranges_cmd, reproduce_cmd, zoo_cmd
+    from edgeplan.cli import (
+        inspect_cmd,
+        measure_cmd,
+        offload_cmd,
+        partition_cmd,
+        primitives_cmd,
+        ranges_cmd,
+        reproduce_cmd,
+        zoo_cmd,
+    )
 
     cli.add_command(zoo_cmd.zoo)
     cli.add_command(inspect_cmd.inspect)
@@ -36,6 +45,7 @@ def _register_commands() -> None:
     cli.add_command(ranges_cmd.profile_ranges_cmd)
     cli.add_command(offload_cmd.offload)
     cli.add_command(partition_cmd.partition)
+    cli.add_command(primitives_cmd.primitives)
     cli.add_command(reproduce_cmd.reproduce)
 
 
