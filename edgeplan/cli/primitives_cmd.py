@@ -81,7 +81,12 @@ def list_cmd(family: str | None, as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("name", "family", "in", "out", "applies to")
+    table = Table()
+    table.add_column("name", no_wrap=True)
+    table.add_column("family", no_wrap=True)
+    table.add_column("in")
+    table.add_column("out")
+    table.add_column("applies to", overflow="fold")
     for row in rows:
         table.add_row(row["name"], row["family"], row["input_layout"], row["output_layout"], row["rule"])
     Console().print(table)
