@@ -1,0 +1,71 @@
+"""Cost models: how long an operation takes on a platform, predicted instead of measured.
+
+This package holds the convolution-primitive performance models of mulder2020/mulder2021: from a conv layer's shape
+``(c, k, im, f, s)`` they predict the time of every primitive (im2col, Winograd, ...) and of the data-layout
+transformations between them, in one batched pass, for primitive selection.
+
+Modules:
+
+- :mod:`~edgeplan.costmodels.primitive_data`: the timing-table CSV format, its loader and the seeded 80/10/10 split;
+- :mod:`~edgeplan.costmodels.primitive_models`: the estimators Lin, NN1 and NN2 (scikit-learn contract);
+- :mod:`~edgeplan.costmodels.performance_model`: a platform's primitive + transformation model, fit, save, load
+  (JSON and ``.npz``, no pickle);
+- :mod:`~edgeplan.costmodels.evaluation` and :mod:`~edgeplan.costmodels.metrics`: MdRAE per column.
+
+Importing the package does not import torch; the neural estimators import it in ``fit`` and ``predict``.
+
+Usage::
+
+    from edgeplan.costmodels import load_primitive_csv, fit_performance_model, evaluate_performance_model
+    data = load_primitive_csv("intel.csv")
+    model = fit_performance_model(data, "nn2", split_seed=0, params={"threads": 2})
+    print(evaluate_performance_model(model, data, "test").median_primitive_mdrae)
+    times_ns = model.predict_primitives([[64, 64, 56, 3, 1], [128, 256, 28, 1, 1]])
+"""
+
+from __future__ import annotations
+
+from edgeplan.costmodels.evaluation import Evaluation, evaluate_performance_model
+from edgeplan.costmodels.metrics import mdrae, mdrae_per_column, relative_abs_error
+from edgeplan.costmodels.performance_model import (
+    PerformanceModel,
+    fit_performance_model,
+    load_performance_model,
+    save_performance_model,
+)
+from edgeplan.costmodels.primitive_data import (
+    LAYER_FEATURES,
+    TRANSFORM_COLUMNS,
+    TRANSFORM_FEATURES,
+    PrimitiveDataset,
+    Split,
+    TransformDataset,
+    load_primitive_csv,
+    split_indices,
+)
+from edgeplan.costmodels.primitive_models import LinearModel, NN1Model, NN2Model, PrimitiveEstimator, make_estimator
+
+__all__ = [
+    "LAYER_FEATURES",
+    "TRANSFORM_COLUMNS",
+    "TRANSFORM_FEATURES",
+    "Evaluation",
+    "LinearModel",
+    "NN1Model",
+    "NN2Model",
+    "PerformanceModel",
+    "PrimitiveDataset",
+    "PrimitiveEstimator",
+    "Split",
+    "TransformDataset",
+    "evaluate_performance_model",
+    "fit_performance_model",
+    "load_performance_model",
+    "load_primitive_csv",
+    "make_estimator",
+    "mdrae",
+    "mdrae_per_column",
+    "relative_abs_error",
+    "save_performance_model",
+    "split_indices",
+]

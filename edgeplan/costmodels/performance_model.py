@@ -1,0 +1,290 @@
+"""A platform's primitive performance model: one estimator for the primitives and one for the layout transformations.
+
+This is what ``edgeplan primitives fit`` trains and saves and what primitive selection asks: for conv layers
+``(c, k, im, f, s)``, the time of every primitive (NaN where it does not apply) and of every data-layout
+transformation of the layer's input ``(c, im)``, each in one batched pass.
+
+Saved as a folder, without pickle, loadable across library versions:
+
+- ``model.json``: format version, kind, provenance (data file, split seed, sizes, fit times, library versions);
+- ``primitives.json`` / ``primitives.npz``, ``transforms.json`` / ``transforms.npz``: each estimator's settings,
+  scalers, column names and applicability (JSON) and its weights (plain ``.npz`` arrays, read with
+  ``allow_pickle=False``).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from edgeplan.costmodels.primitive_data import (
+    LAYER_FEATURES,
+    TRANSFORM_FEATURES,
+    PrimitiveDataset,
+    split_indices,
+)
+from edgeplan.costmodels.primitive_models import ESTIMATORS, PrimitiveEstimator, ProgressCallback, make_estimator
+from edgeplan.errors import InvalidInputError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "RECIPES",
+    "PerformanceModel",
+    "fit_performance_model",
+    "load_performance_model",
+    "save_performance_model",
+]
+
+FORMAT_VERSION = 1
+FloatArray = npt.NDArray[np.float64]
+
+RECIPES: dict[str, dict[str, Any]] = {
+    "paper": {},
+    "edgeplan": {"log_inputs": True, "pow2_features": True},
+    "edgeplan-nn": {"log_inputs": True, "pow2_features": True, "lr_schedule": "plateau"},
+}
+"""Training recipes on top of each estimator's defaults (which are mulder2020 Table 3).
+
+``paper``: Table 3 as published (inputs standardized, constant learning rate). ``edgeplan`` (the default): the
+inputs are log-transformed before standardizing (c, k, im span three orders of magnitude and times follow power
+laws in them) and the power-of-two factors of ``c, k, im`` are added as inputs (cache-set aliasing; see
+:func:`~edgeplan.costmodels.primitive_models.pow2_valuation`); NN1 and NN2 also halve the learning rate after 60
+epochs without a better validation loss (``edgeplan-nn`` is what ``edgeplan`` means for them).
+"""
+
+
+def recipe_params(recipe: str, kind: str) -> dict[str, Any]:
+    """The estimator settings of ``recipe`` for a model ``kind`` (see :data:`RECIPES`)."""
+    if recipe not in ("paper", "edgeplan"):
+        raise InvalidInputError(f"unknown recipe {recipe!r}; use paper or edgeplan")
+    if recipe == "edgeplan" and kind != "lin":
+        return dict(RECIPES["edgeplan-nn"])
+    return dict(RECIPES[recipe])
+
+
+@dataclass
+class PerformanceModel:
+    """The primitive and the layout-transformation estimators of one platform, fitted together.
+
+    Attributes
+    ----------
+    kind
+        ``lin``, ``nn1`` or ``nn2`` (both estimators are of that family).
+    primitives
+        Fitted on ``c, k, im, f, s``; outputs the primitive columns.
+    transforms
+        Fitted on ``c, im``; outputs the ``X-to-Y`` columns (None when the data had none).
+    info
+        Provenance: data file, split seed, row counts, fit seconds.
+    """
+
+    kind: str
+    primitives: PrimitiveEstimator
+    transforms: PrimitiveEstimator | None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def primitive_names(self) -> tuple[str, ...]:
+        """The primitive columns the model predicts."""
+        return self.primitives.output_names_
+
+    @property
+    def transform_names(self) -> tuple[str, ...]:
+        """The transformation columns the model predicts (empty without a transformation model)."""
+        return self.transforms.output_names_ if self.transforms is not None else ()
+
+    def predict_primitives(self, layers: npt.ArrayLike) -> FloatArray:
+        """Times in ns of every primitive for rows ``(c, k, im, f, s)``; NaN where a primitive does not apply."""
+        return self.primitives.predict(layers)
+
+    def predict_transforms(self, tensors: npt.ArrayLike) -> FloatArray:
+        """Times in ns of every layout transformation for rows ``(c, im)``."""
+        if self.transforms is None:
+            raise InvalidInputError("this performance model was fitted on data without X-to-Y transformation "
+                                    "columns; it cannot predict transformations")
+        return self.transforms.predict(tensors)
+
+    def predict_layers(self, layers: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
+        """Primitive times and the transformation times of each layer's input, for rows ``(c, k, im, f, s)``."""
+        x = np.asarray(layers, dtype=np.float64).reshape(-1, len(LAYER_FEATURES))
+        prims = self.predict_primitives(x)
+        trans = self.predict_transforms(x[:, [0, 2]]) if self.transforms is not None else np.zeros((len(x), 0))
+        return prims, trans
+
+
+def _fit_one(kind: str, x: FloatArray, y: FloatArray, names: tuple[str, ...], features: tuple[str, ...],
+             parts: tuple[FloatArray, FloatArray, FloatArray, FloatArray], params: dict[str, Any],
+             callback: ProgressCallback | None, stage: str) -> PrimitiveEstimator:
+    x_tr, y_tr, x_va, y_va = parts
+    est = make_estimator(kind, **params)
+    if features == TRANSFORM_FEATURES:
+        est.set_params(applicability_by=())
+
+    def report(sub: str, info: Any) -> None:
+        if callback is not None:
+            callback(f"{stage} {sub}", info)
+
+    return est.fit(x_tr, y_tr, feature_names=features, output_names=names, X_val=x_va, Y_val=y_va,
+                   callback=report)
+
+
+def fit_performance_model(dataset: PrimitiveDataset, kind: str = "nn2", *, split_seed: int = 0,
+                          recipe: str = "edgeplan", params: dict[str, Any] | None = None,
+                          transform_params: dict[str, Any] | None = None,
+                          callback: ProgressCallback | None = None) -> PerformanceModel:
+    """Fit a platform's performance model on the training part of ``dataset``, early-stopping on its validation part.
+
+    Parameters
+    ----------
+    dataset
+        A loaded timing table (:func:`~edgeplan.costmodels.primitive_data.load_primitive_csv`).
+    kind
+        ``nn2`` (default), ``nn1`` or ``lin``.
+    split_seed
+        Seed of the 80/10/10 split (:func:`~edgeplan.costmodels.primitive_data.split_indices`); the layout
+        transformations are split the same way over their distinct ``(c, im)``, so no test tensor was seen in
+        training (a split of the rows would put almost every test ``(c, im)`` in the training part too).
+    recipe
+        ``edgeplan`` (default) or ``paper`` (mulder2020 Table 3 as published); see :data:`RECIPES`.
+    params, transform_params
+        Estimator settings on top of the recipe, for the primitive and the transformation model
+        (e.g. ``{"threads": 2}``).
+    callback
+        Progress callback ``callback(stage, EpochInfo)``.
+
+    Returns
+    -------
+    PerformanceModel
+        Both estimators fitted, with provenance in ``info``.
+    """
+    if kind not in ESTIMATORS:
+        raise InvalidInputError(f"unknown model kind {kind!r}; use one of {', '.join(ESTIMATORS)}")
+    if not dataset.primitives:
+        raise InvalidInputError(f"{dataset.source}: no primitive column with any value; nothing to fit")
+    params = {**recipe_params(recipe, kind), **(params or {})}
+    split = split_indices(dataset.features, split_seed)
+    x, y = dataset.features, dataset.primitive_ns
+    started = time.monotonic()
+    prim = _fit_one(kind, x, y, dataset.primitives, LAYER_FEATURES,
+                    (x[split.train], y[split.train], x[split.val], y[split.val]), params, callback, "primitives")
+    prim_s = time.monotonic() - started
+    trans, trans_s, n_tensors = None, 0.0, 0
+    if dataset.transforms:
+        table = dataset.transform_table()
+        n_tensors = len(table)
+        ts = split_indices(table.features, split_seed)
+        tx, ty = table.features, table.times_ns
+        started = time.monotonic()
+        trans = _fit_one(kind, tx, ty, table.names, TRANSFORM_FEATURES,
+                         (tx[ts.train], ty[ts.train], tx[ts.val], ty[ts.val]),
+                         {**params, **(transform_params or {})}, callback, "transforms")
+        trans_s = time.monotonic() - started
+    info = {"data": dataset.source, "split_seed": split_seed, "recipe": recipe, "rows": len(dataset),
+            "train_rows": len(split.train), "val_rows": len(split.val), "test_rows": len(split.test),
+            "transform_tensors": n_tensors, "fit_primitives_s": round(prim_s, 3),
+            "fit_transforms_s": round(trans_s, 3)}
+    return PerformanceModel(kind, prim, trans, info)
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "numpy": np.__version__}
+    try:
+        from importlib.metadata import version
+
+        out["torch"] = version("torch")
+        out["edgeplan"] = version("edgeplan")
+    except Exception:  # noqa: BLE001 - provenance only; a missing distribution is not an error
+        pass
+    return out
+
+
+def _save_estimator(est: PrimitiveEstimator, folder: Path, stem: str) -> None:
+    meta, arrays = est.to_state()
+    (folder / f"{stem}.json").write_text(json.dumps(meta, indent=1))
+    contiguous: dict[str, Any] = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+    np.savez(folder / f"{stem}.npz", **contiguous)
+
+
+def save_performance_model(model: PerformanceModel, directory: str | Path) -> Path:
+    """Write ``model`` to the folder ``directory`` (created if needed) as JSON and ``.npz`` files, no pickle.
+
+    Parameters
+    ----------
+    model
+        A fitted performance model.
+    directory
+        The folder to write.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder.
+    """
+    folder = Path(directory)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _save_estimator(model.primitives, folder, "primitives")
+        if model.transforms is not None:
+            _save_estimator(model.transforms, folder, "transforms")
+        top = {"format": "edgeplan-primitive-performance-model", "format_version": FORMAT_VERSION,
+               "kind": model.kind, "has_transforms": model.transforms is not None, "info": model.info,
+               "versions": _versions()}
+        (folder / "model.json").write_text(json.dumps(top, indent=1))
+    except OSError as e:
+        raise InvalidInputError(f"cannot write the model to {folder}: {e.strerror or e}") from e
+    return folder
+
+
+def _load_estimator(folder: Path, stem: str) -> PrimitiveEstimator:
+    try:
+        meta = json.loads((folder / f"{stem}.json").read_text())
+        with np.load(folder / f"{stem}.npz", allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as e:
+        raise InvalidInputError(f"{folder}: cannot read {stem}.json/{stem}.npz ({e}); fit the model again") from e
+    cls = ESTIMATORS.get(str(meta.get("kind")))
+    if cls is None:
+        raise InvalidInputError(f"{folder}/{stem}.json: unknown model kind {meta.get('kind')!r}")
+    try:
+        return cls.from_state(meta, arrays)
+    except (KeyError, ValueError, TypeError) as e:
+        raise InvalidInputError(f"{folder}/{stem}: malformed saved model ({e}); fit the model again") from e
+
+
+def load_performance_model(directory: str | Path) -> PerformanceModel:
+    """Read a model folder written by :func:`save_performance_model`.
+
+    Parameters
+    ----------
+    directory
+        The model folder.
+
+    Raises
+    ------
+    InvalidInputError
+        The folder is missing, is not a saved performance model, or has a newer format version.
+    """
+    folder = Path(directory)
+    top_path = folder / "model.json"
+    if not top_path.is_file():
+        raise InvalidInputError(f"{folder}: no saved performance model there (no model.json); fit one with "
+                                f"`edgeplan primitives fit --data FILE.csv --out {folder}`")
+    try:
+        top = json.loads(top_path.read_text())
+    except (OSError, ValueError) as e:
+        raise InvalidInputError(f"{top_path}: not readable as JSON ({e})") from e
+    if top.get("format") != "edgeplan-primitive-performance-model":
+        raise InvalidInputError(f"{top_path}: not an edgeplan primitive performance model")
+    if int(top.get("format_version", 0)) > FORMAT_VERSION:
+        raise InvalidInputError(f"{top_path}: format version {top['format_version']} is newer than this edgeplan "
+                                f"reads ({FORMAT_VERSION}); upgrade edgeplan")
+    prim = _load_estimator(folder, "primitives")
+    trans = _load_estimator(folder, "transforms") if top.get("has_transforms") else None
+    return PerformanceModel(str(top["kind"]), prim, trans, dict(top.get("info", {})))
