@@ -13,6 +13,7 @@ from edgeplan.planners.partition import (
     PartitionProblem,
     PlacementProblem,
     bottleneck_ms,
+    joint,
     place_brute,
     place_exact,
     shortest_partition_path,
@@ -184,3 +185,49 @@ def test_own_planner_counts_compute_and_unequal_nodes() -> None:
         plan_own(problem, bw, node_speed=(1.0,))
     with pytest.raises(InfeasibleError, match="at least 10.0 MiB"):
         plan_own(problem, bw, node_memory_bytes=(mib, mib, mib))
+
+
+def test_own_plans_mixed_memory_clusters_with_partitions_every_node_holds() -> None:
+    # one 30 MiB node and four of 10 MiB: partitionings sized for the big node need several big nodes, so the
+    # planner must also try partitionings sized for the smallest node (5 stages of one point)
+    mib, m = 2.0**20, 7
+    memory = tuple(tuple(10 * mib * (b - a + 1) if b >= a else 0.0 for b in range(m)) for a in range(m))
+    problem = PartitionProblem(tuple(f"p{i}" for i in range(m)), (4e6, 1e5, 4e6, 1e5, 4e6, 1e5, 0.0), memory, 30 * mib)
+    bw = tuple(tuple(0.0 if i == j else 10.0 + i + j for j in range(5)) for i in range(5))
+    nodes_mib = [30, 10, 10, 10, 10]
+    plan = plan_own(problem, bw, node_memory_bytes=[x * mib for x in nodes_mib])
+    assert len(plan.runs) == len(plan.placement.nodes) <= 5
+    for (a, b), v in zip(plan.runs, plan.placement.nodes, strict=True):
+        assert memory[a][b] <= nodes_mib[v] * mib
+    pp = PlacementProblem(plan.transfers_bytes, bw)
+    assert plan.bottleneck_ms == pytest.approx(bottleneck_ms(pp, plan.placement.nodes))
+    assert plan.proven_optimal and plan.search_complete
+
+
+def test_time_limits_return_a_valid_unproven_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    problem = PlacementProblem(tuple(float(t) for t in rng.lognormal(12, 1.5, size=19)),
+                               random_cluster(50, seed=3, link="pairwise"))
+    cut = place_exact(problem, time_limit_s=1e-9)  # the clock runs out after the first (untimed) step
+    assert not cut.proven_optimal and len(set(cut.nodes)) == 20
+    assert cut.bottleneck_ms == pytest.approx(bottleneck_ms(problem, cut.nodes))
+    full = place_exact(problem)
+    assert full.proven_optimal and full.bottleneck_ms <= cut.bottleneck_ms * (1 + 1e-12)
+
+    pp = _partition_problem(np.random.default_rng(0), 12, 0.2)
+    bw = random_cluster(12, seed=0, link="pairwise")
+    settled = plan_own(pp, bw, time_limit_s=30.0)
+    assert settled.search_complete and settled.candidates_tried >= 2  # this instance needs several candidates
+
+    class Clock:  # the planner's clock jumps past its budget once it has placed its first candidate
+        calls = 0
+
+        @staticmethod
+        def perf_counter() -> float:
+            Clock.calls += 1
+            return 0.0 if Clock.calls == 1 else 1e6
+
+    monkeypatch.setattr(joint, "time", Clock)
+    hurried = plan_own(pp, bw, time_limit_s=1.0)
+    assert not hurried.search_complete and not hurried.proven_optimal and hurried.candidates_tried == 1
+    assert settled.bottleneck_ms <= hurried.bottleneck_ms * (1 + 1e-12)

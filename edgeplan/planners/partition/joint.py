@@ -44,7 +44,12 @@ __all__ = ["JointPlan", "joint_greedy", "joint_random", "plan_own"]
 
 @dataclass(frozen=True)
 class JointPlan:
-    """Partitions (runs of candidate points), their placement, and how the plan was found."""
+    """Partitions (runs of candidate points), their placement, and how the plan was found.
+
+    For :func:`plan_own`, ``proven_optimal`` means optimal over its candidate partitionings (every candidate
+    placed exactly or pruned by a lower bound, every placement certified), not over all partitionings;
+    ``search_complete`` is false when the time budget stopped the search before every candidate was settled.
+    """
 
     runs: tuple[tuple[int, int], ...]
     transfers_bytes: tuple[float, ...]
@@ -55,6 +60,7 @@ class JointPlan:
     candidates_tried: int = 1
     candidates_total: int = 1
     notes: tuple[str, ...] = field(default_factory=tuple)
+    search_complete: bool = True
 
     @property
     def bottleneck_ms(self) -> float:
@@ -189,19 +195,27 @@ def plan_own(problem: PartitionProblem, bandwidth_mbps: tuple[tuple[float, ...],
         raise InvalidInputError("node speeds and memories must be positive")
     if run_ms is not None and (len(run_ms) != m or any(len(r) != m for r in run_ms)):
         raise InvalidInputError(f"run_ms must be a {m} x {m} matrix (one row and column per candidate point)")
-    largest = PartitionProblem(problem.points, problem.transfer_bytes, problem.memory_bytes, max(memory))
-
     candidates: dict[tuple[tuple[int, int], ...], str] = {}
-    candidates[tuple(shortest_partition_path(largest, "sum").runs)] = "alg1-sum"
     zero = [[0.0] * m for _ in range(m)]
     max_stages = min(n, m)
-    for s, runs in _minmax_by_count(largest, zero, problem.transfer_bytes, max_stages).items():
-        candidates.setdefault(tuple(runs), f"minmax-transfer-{s}")
-    if run_ms is not None:
-        slowest = 1.0 / max(speed)
-        scaled = [[v * slowest for v in row] for row in run_ms]
-        for s, runs in _minmax_by_count(largest, scaled, [0.0] * m, max_stages).items():
-            candidates.setdefault(tuple(runs), f"minmax-compute-{s}")
+    # partitionings that fit the largest node, and (on mixed clusters) ones that fit every node, so that a
+    # cluster of one big and many small nodes always has a candidate its nodes can hold
+    for limit in sorted({max(memory), min(memory)}, reverse=True):
+        sized = PartitionProblem(problem.points, problem.transfer_bytes, problem.memory_bytes, limit)
+        tag = "" if limit == max(memory) else "-smallest-node"
+        try:
+            candidates.setdefault(tuple(shortest_partition_path(sized, "sum").runs), "alg1-sum" + tag)
+        except InfeasibleError:
+            if not tag:
+                raise  # a partition fits no node at all: the error names it and the memory it needs
+            continue  # a partition fits none of the smallest nodes
+        for s, runs in _minmax_by_count(sized, zero, problem.transfer_bytes, max_stages).items():
+            candidates.setdefault(tuple(runs), f"minmax-transfer-{s}{tag}")
+        if run_ms is not None:
+            slowest = 1.0 / max(speed)
+            scaled = [[v * slowest for v in row] for row in run_ms]
+            for s, runs in _minmax_by_count(sized, scaled, [0.0] * m, max_stages).items():
+                candidates.setdefault(tuple(runs), f"minmax-compute-{s}{tag}")
 
     def placement_problem(runs: tuple[tuple[int, int], ...]) -> PlacementProblem | None:
         if len(runs) > n:
@@ -224,17 +238,19 @@ def plan_own(problem: PartitionProblem, bandwidth_mbps: tuple[tuple[float, ...],
                               f"{n} stages; use more nodes or nodes with more memory")
     scored.sort(key=lambda c: c[0])
     best: JointPlan | None = None
-    proven, tried = True, 0
+    proven, complete, tried = True, True, 0
     for bound, origin, cand, pp in scored:
         if best is not None and bound >= best.bottleneck_ms * (1 - 1e-12):
             continue  # cannot beat the best plan so far: its bound is already higher
         left = deadline - time.perf_counter()
         if left <= 0 and best is not None:
-            proven = False
+            proven = complete = False
             break
         try:
             placement = place_exact(pp, time_limit_s=max(left, 0.05))
         except InfeasibleError:
+            if time.perf_counter() >= deadline:
+                proven = complete = False  # cut short by the clock, not shown infeasible
             continue
         tried += 1
         proven = proven and placement.proven_optimal
@@ -246,4 +262,5 @@ def plan_own(problem: PartitionProblem, bandwidth_mbps: tuple[tuple[float, ...],
         raise InfeasibleError("no candidate partitioning could be placed on distinct nodes that hold it")
     lower = min(c[0] for c in scored)
     return JointPlan(best.runs, best.transfers_bytes, best.placement, "own", lower_bound_ms=lower,
-                     proven_optimal=proven, candidates_tried=tried, candidates_total=len(scored), notes=best.notes)
+                     proven_optimal=proven, candidates_tried=tried, candidates_total=len(scored), notes=best.notes,
+                     search_complete=complete)

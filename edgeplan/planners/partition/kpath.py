@@ -199,7 +199,8 @@ def _runs(classes: Sequence[int], level: int) -> list[tuple[int, int]]:
     return sorted(runs, key=lambda r: (-r[1], r[0]))
 
 
-def _match(problem: PlacementProblem, classes: int, trials: int, rng: random.Random) -> tuple[int, ...] | None:
+def _match(problem: PlacementProblem, classes: int, trials: int, rng: random.Random,
+           same_class_only: bool = False) -> tuple[int, ...] | None:
     n, k = problem.nodes, problem.stages
     bw = problem.bandwidth_mbps
     pairs = [(u, v) for u in range(n) for v in range(u + 1, n)]
@@ -207,7 +208,7 @@ def _match(problem: PlacementProblem, classes: int, trials: int, rng: random.Ran
     link_class = classify([bw[u][v] for u, v in pairs], [bw[u][v] for u, v in pairs], classes)
     chosen: list[int | None] = [None] * k
     for level in range(classes - 1, -1, -1):
-        links = [p for p, c in zip(pairs, link_class, strict=True) if c >= level]
+        links = [p for p, c in zip(pairs, link_class, strict=True) if (c == level if same_class_only else c >= level)]
         for first, count in _runs(transfer_class, level):
             if count + 1 > MAX_PATH_NODES:
                 return None
@@ -226,20 +227,24 @@ def _match(problem: PlacementProblem, classes: int, trials: int, rng: random.Ran
     return tuple(v for v in chosen if v is not None)
 
 
-def place_kpath(problem: PlacementProblem, classes: int = 5, trials: int = 30, seed: int = 0) -> KPathPlacement:
+def place_kpath(problem: PlacementProblem, classes: int = 5, trials: int = 30, seed: int = 0, *,
+                same_class_only: bool = False) -> KPathPlacement:
     """The paper's placement (Alg. 3 with Alg. 2), retrying with fewer classes until every run is matched.
 
     Parameters
     ----------
     problem
         Transfers and bandwidths (compute and memory restrictions are not part of the paper's algorithm and are
-        not supported here: use :func:`edgeplan.planners.partition.own.plan_own`).
+        not supported here: use :func:`edgeplan.planners.partition.joint.plan_own`).
     classes
         Number of transfer-size and bandwidth classes (the paper: 2 to 20).
     trials
         Colourings per k-path query.
     seed
         Seed of the colourings.
+    same_class_only
+        Match a run only to links of exactly its class (the other reading of Alg. 3); default: its class or a
+        higher one (see the module docstring).
 
     Raises
     ------
@@ -253,9 +258,10 @@ def place_kpath(problem: PlacementProblem, classes: int = 5, trials: int = 30, s
                                 "'own' planner for compute times or nodes of different memory")
     rng = random.Random(seed)
     for c in range(max(classes, 1), 0, -1):
-        nodes = _match(problem, c, trials, rng)
+        nodes = _match(problem, c, trials, rng, same_class_only)
         if nodes is not None:
-            return KPathPlacement(nodes, bottleneck_ms(problem, nodes), "kpath", classes_asked=classes,
+            method = "kpath-same-class" if same_class_only else "kpath"
+            return KPathPlacement(nodes, bottleneck_ms(problem, nodes), method, classes_asked=classes,
                                   classes_used=c)
     raise InfeasibleError(f"the k-path matching found no path for {problem.stages} stages on {problem.nodes} nodes "
                           f"(colour coding handles at most {MAX_PATH_NODES} nodes per run); use the exact or own "

@@ -8,14 +8,16 @@ nodes of different speed) and which nodes can hold it (``allowed``, for nodes of
 bottleneck then also counts ``stage_ms[i][v_i]``. Throughput is the bottleneck's inverse.
 
 * :func:`theorem1_bound`: the paper's lower bound (the largest transfer on the best link), and
-  :func:`matching_bound`, a tighter one (the ``j``-th largest transfer cannot use a better link than the
-  ``j``-th best, since a chain uses distinct links), both raised to the slowest stage's best compute time.
+  :func:`matching_bound`, a tighter one: the ``j`` largest transfers use ``j`` distinct links, so one of them
+  sits on a link no faster than the ``j``-th best, and the bottleneck is at least the ``j``-th largest transfer
+  over the ``j``-th best link, for every ``j``; both are raised to the slowest stage's best compute time.
 * :func:`place_exact`: the true optimum, certified. Binary search over the candidate bottleneck values (every
   ``transfer / bandwidth`` ratio and compute time); each step asks whether a chain of distinct nodes meets the
   value. A depth-first search answers first, within a budget of extensions; when the budget runs out, CP-SAT
   (OR-Tools) decides. Every "no" is a proof (exhausted search or CP-SAT ``INFEASIBLE``), every "yes" comes with
   its chain, so the result is optimal unless a time limit was given and hit (``proven_optimal`` says which).
-* :func:`place_greedy` and :func:`place_random`: the baselines of §IV.
+* :func:`place_greedy` and :func:`place_random`: placement-only baselines for given partitions (the joint
+  baselines of §IV, which also choose the partitions, are in :mod:`edgeplan.planners.partition.joint`).
 * :func:`place_brute`: every ordered choice of nodes, for tests.
 """
 
@@ -161,6 +163,10 @@ class _BudgetExceeded(Exception):
     pass
 
 
+class _TimeUp(Exception):
+    pass
+
+
 def _candidates_at(problem: PlacementProblem, limit_ms: float) -> tuple[list[list[int]], list[float]]:
     """Nodes that may run each stage within ``limit_ms``, and the bandwidth each transfer needs."""
     nodes = [[v for v in range(problem.nodes) if problem.can_hold(i, v) and problem.compute_ms(i, v) <= limit_ms
@@ -170,8 +176,10 @@ def _candidates_at(problem: PlacementProblem, limit_ms: float) -> tuple[list[lis
     return nodes, need
 
 
-def _chain_dfs(problem: PlacementProblem, limit_ms: float, budget: int | None) -> tuple[int, ...] | None:
-    """A chain of distinct nodes meeting ``limit_ms`` (exact DFS), or ``None``; raises when over ``budget``."""
+def _chain_dfs(problem: PlacementProblem, limit_ms: float, budget: int | None,
+               deadline: float | None = None) -> tuple[int, ...] | None:
+    """A chain of distinct nodes meeting ``limit_ms`` (exact DFS), or ``None``; raises when over ``budget``
+    extensions, or past ``deadline`` (a :func:`time.perf_counter` value, checked every 256 extensions)."""
     n, k = problem.nodes, problem.stages
     allowed, need = _candidates_at(problem, limit_ms)
     ok = [[False] * n for _ in range(k)]
@@ -193,6 +201,8 @@ def _chain_dfs(problem: PlacementProblem, limit_ms: float, budget: int | None) -
         steps += 1
         if budget is not None and steps > budget:
             raise _BudgetExceeded
+        if deadline is not None and steps % 256 == 0 and time.perf_counter() > deadline:
+            raise _TimeUp
         for v in order[u]:
             if bw[u][v] < need[i] * (1 - 1e-12):
                 break  # successors are sorted by bandwidth: no later one is fast enough
@@ -259,7 +269,9 @@ def place_exact(problem: PlacementProblem, time_limit_s: float | None = None,
         The placement problem.
     time_limit_s
         Stop after about this long and return the best chain found (``proven_optimal`` false when a step was
-        left undecided); ``None``: no limit.
+        left undecided); ``None``: no limit. The clock is read inside the search every 256 extensions and CP-SAT
+        gets the time left (at least 10 ms); the first, loosest step, which any chain of allowed nodes answers,
+        is not timed, so a plan is always returned when one exists.
     dfs_budget
         Extensions the depth-first search may make per step before CP-SAT takes over.
 
@@ -279,14 +291,18 @@ def place_exact(problem: PlacementProblem, time_limit_s: float | None = None,
     lo = bisect.bisect_left(candidates, matching_bound(problem) * (1 - 1e-12))
     hi = len(candidates) - 1
 
-    def decide(limit: float) -> tuple[tuple[int, ...] | None, bool]:
+    def decide(limit: float, timed: bool = True) -> tuple[tuple[int, ...] | None, bool]:
+        """A chain within ``limit`` or ``None``, and whether that answer is proven (not cut short by the clock)."""
         try:
-            return _chain_dfs(problem, limit, dfs_budget), True
+            return _chain_dfs(problem, limit, dfs_budget, deadline if timed else None), True
+        except _TimeUp:
+            return None, False
         except _BudgetExceeded:
-            left = None if deadline is None else deadline - time.perf_counter()
+            left = None if deadline is None or not timed else deadline - time.perf_counter()
             return _chain_cpsat(problem, limit, left)
 
-    best, proven = decide(candidates[hi])
+    # the loosest limit first, without the clock: any chain of allowed nodes answers it, so that a plan exists
+    best, proven = decide(candidates[hi], timed=False)
     if best is None:
         if proven:
             raise InfeasibleError("no chain of distinct nodes can hold the stages (memory); give the nodes more "
