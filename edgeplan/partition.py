@@ -17,16 +17,24 @@ bottleneck with and without it.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgeplan.errors import InvalidInputError
 
-__all__ = ["SOLVERS", "Cluster", "PartitionResult", "load_cluster", "plan_partition", "simulated_cluster"]
+if TYPE_CHECKING:
+    from edgeplan.planners.partition.joint import JointPlan
+
+__all__ = ["OPTIMAL_OVER", "SOLVERS", "Cluster", "PartitionResult", "load_cluster", "own_search_note", "plan_partition",
+           "simulated_cluster"]
 
 SOLVERS = ("own", "exact", "kpath", "greedy", "random")
+
+#: What each solver's ``proven_optimal`` is optimal over (the others prove nothing).
+OPTIMAL_OVER = {"own": "candidate partitionings", "exact": "placements of these partitions"}
 
 
 @dataclass(frozen=True)
@@ -56,42 +64,74 @@ def simulated_cluster(nodes: int, seed: int, memory_mb: float, link: str = "min"
                    f"at 80 m, link model {link!r})", xy)
 
 
-def load_cluster(path: str | Path, nodes: int | None, memory_mb: float) -> Cluster:
-    """Read a cluster from a file: a JSON object or a CSV bandwidth matrix.
+_JSON_KEYS = ("bandwidth_mbps", "memory_mb", "speed")
+_FORMAT_HINT = ('give a CSV of Mbit/s, one row per node, or JSON {"bandwidth_mbps": [[...], ...], "memory_mb": '
+                '[...] or one number, "speed": [...] or one number}')
 
-    JSON: ``{"bandwidth_mbps": [[...], ...], "memory_mb": [...], "speed": [...]}`` (the last two optional; a
-    bare list of lists is a bandwidth matrix). CSV: one row per node, comma-separated Mbit/s (the diagonal is
-    ignored). Memory defaults to ``memory_mb`` for every node, speed to 1.
 
-    Raises
-    ------
-    InvalidInputError
-        When the file cannot be read or parsed, the matrix is not square or not symmetric, a bandwidth is not
-        positive, or the node count differs from ``nodes``.
-    """
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise InvalidInputError(f"cannot read the bandwidth file {p}: {e.strerror}") from e
-    memory: list[float] | None = None
-    speed: list[float] | None = None
-    try:
-        if p.suffix.lower() == ".json":
-            data = json.loads(text)
-            if isinstance(data, dict):
-                matrix = data["bandwidth_mbps"]
-                memory = data.get("memory_mb")
-                speed = data.get("speed")
-            else:
-                matrix = data
-        else:
-            matrix = [[float(x) for x in line.split(",")] for line in text.splitlines() if line.strip()
-                      and not line.lstrip().startswith("#")]
-        bw = tuple(tuple(float(x) for x in row) for row in matrix)
-    except (ValueError, KeyError, TypeError) as e:
-        raise InvalidInputError(f"{p}: not a bandwidth matrix ({e}); give a CSV of Mbit/s, one row per node, or "
-                                'JSON {"bandwidth_mbps": [[...]], "memory_mb": [...], "speed": [...]}') from e
+def _number(value: Any, what: str) -> float:
+    """``value`` as a finite float; JSON numbers only (not strings, booleans or null)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"{what} must be a finite number, got {json.dumps(value)}")
+    return float(value)
+
+
+def _per_node(value: Any, name: str, n: int) -> tuple[float, ...]:
+    """A JSON ``memory_mb`` or ``speed``: one positive number per node, or one number for every node."""
+    if not isinstance(value, list):
+        x = _number(value, name)
+        if not x > 0:
+            raise InvalidInputError(f"{name} must be positive, got {x:g}")
+        return (x,) * n
+    if len(value) != n:
+        raise InvalidInputError(f"{name} has {len(value)} entries for {n} nodes; give one per node or one number "
+                                "for all")
+    out = tuple(_number(x, f"{name}[{k}]") for k, x in enumerate(value))
+    bad = next((k for k, x in enumerate(out) if not x > 0), None)
+    if bad is not None:
+        raise InvalidInputError(f"{name}[{bad}] must be positive, got {out[bad]:g}")
+    return out
+
+
+def _parse_json(text: str) -> tuple[tuple[tuple[float, ...], ...], Any, Any]:
+    """Bandwidth matrix and the raw ``memory_mb`` and ``speed`` (``None`` when absent) of a JSON cluster."""
+    data = json.loads(text)
+    memory = speed = None
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - set(_JSON_KEYS))
+        if unknown:
+            raise InvalidInputError(f"unknown key(s) {', '.join(map(repr, unknown))}; the keys are "
+                                    f"{', '.join(_JSON_KEYS)}")
+        if "bandwidth_mbps" not in data:
+            raise InvalidInputError("no 'bandwidth_mbps' key")
+        matrix, memory, speed = data["bandwidth_mbps"], data.get("memory_mb"), data.get("speed")
+    else:
+        matrix = data
+    if not isinstance(matrix, list) or not all(isinstance(row, list) for row in matrix):
+        raise InvalidInputError("bandwidth_mbps must be a list of rows, each a list of Mbit/s")
+    bw = tuple(tuple(_number(x, f"bandwidth_mbps[{u}][{v}]") for v, x in enumerate(row))
+               for u, row in enumerate(matrix))
+    return bw, memory, speed
+
+
+def _parse_csv(text: str) -> tuple[tuple[float, ...], ...]:
+    rows = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    out = []
+    for u, line in enumerate(rows):
+        row = []
+        for v, cell in enumerate(line.split(",")):
+            try:
+                x = float(cell)
+            except ValueError:
+                raise InvalidInputError(f"row {u}, column {v}: {cell.strip()!r} is not a number") from None
+            if not math.isfinite(x):
+                raise InvalidInputError(f"row {u}, column {v}: {cell.strip()!r} is not a finite number")
+            row.append(x)
+        out.append(tuple(row))
+    return tuple(out)
+
+
+def _check_matrix(bw: tuple[tuple[float, ...], ...], p: Path, nodes: int | None) -> None:
     n = len(bw)
     if n < 1 or any(len(row) != n for row in bw):
         raise InvalidInputError(f"{p}: the bandwidth matrix must be square, got {n} rows of lengths "
@@ -104,17 +144,82 @@ def load_cluster(path: str | Path, nodes: int | None, memory_mb: float) -> Clust
                 raise InvalidInputError(f"{p}: bandwidth between nodes {u} and {v} must be positive")
             if abs(bw[u][v] - bw[v][u]) > 1e-9 * max(bw[u][v], bw[v][u]):
                 raise InvalidInputError(f"{p}: the matrix is not symmetric at ({u}, {v}): {bw[u][v]} vs {bw[v][u]}")
-    for name, values in (("memory_mb", memory), ("speed", speed)):
-        if values is not None and (len(values) != n or any(not float(x) > 0 for x in values)):
-            raise InvalidInputError(f"{p}: {name} needs {n} positive numbers (one per node)")
-    mem = tuple(float(x) * 2**20 for x in memory) if memory is not None else (memory_mb * 2**20,) * n
-    spd = tuple(float(x) for x in speed) if speed is not None else (1.0,) * n
-    return Cluster(bw, mem, spd, f"file {p}")
+
+
+def load_cluster(path: str | Path, nodes: int | None, memory_mb: float | None = None) -> Cluster:
+    """Read a cluster from a file: a JSON object or a CSV bandwidth matrix.
+
+    JSON (by the ``.json`` suffix): ``{"bandwidth_mbps": [[...], ...], "memory_mb": [...], "speed": [...]}``;
+    ``memory_mb`` and ``speed`` are optional, each a list with one positive number per node or one number for
+    every node; a bare list of lists is a bandwidth matrix. Any other file is CSV: one row per node,
+    comma-separated Mbit/s (the diagonal is ignored; ``#`` starts a comment line). Speed defaults to 1.
+
+    Parameters
+    ----------
+    path
+        The file (UTF-8 text).
+    nodes
+        Expected number of nodes (CLI ``--nodes``), or ``None``.
+    memory_mb
+        Memory of every node in MiB (CLI ``--memory-mb``): needed when the file gives none; when both give it
+        they must agree (there is no silent precedence).
+
+    Raises
+    ------
+    InvalidInputError
+        When the file cannot be read or parsed, a value is not a number, the matrix is not square or not
+        symmetric, a bandwidth, memory or speed is not positive, the node count differs from ``nodes``, the memory
+        is given nowhere, or the file's memory disagrees with ``memory_mb``.
+    """
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise InvalidInputError(f"cannot read the bandwidth file {p}: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise InvalidInputError(f"{p} is not UTF-8 text (byte {e.start}); give a CSV or JSON text file") from e
+    memory: Any = None
+    speed: Any = None
+    try:
+        if p.suffix.lower() == ".json":
+            bw, memory, speed = _parse_json(text)
+        else:
+            bw = _parse_csv(text)
+    except json.JSONDecodeError as e:
+        raise InvalidInputError(f"{p}: not valid JSON ({e}); {_FORMAT_HINT}") from e
+    except InvalidInputError as e:
+        raise InvalidInputError(f"{p}: {e}; {_FORMAT_HINT}") from e
+    _check_matrix(bw, p, nodes)
+    n = len(bw)
+    try:
+        mem_mb = None if memory is None else _per_node(memory, "memory_mb", n)
+        spd = (1.0,) * n if speed is None else _per_node(speed, "speed", n)
+    except InvalidInputError as e:
+        raise InvalidInputError(f"{p}: {e}") from e
+    if memory_mb is not None and not (math.isfinite(memory_mb) and memory_mb > 0):
+        raise InvalidInputError(f"--memory-mb must be a positive number, got {memory_mb}")
+    if mem_mb is None:
+        if memory_mb is None:
+            raise InvalidInputError(f"{p} gives no memory_mb: add --memory-mb, or memory_mb to the JSON file")
+        mem_mb = (memory_mb,) * n
+    elif memory_mb is not None and any(abs(m - memory_mb) > 1e-9 * memory_mb for m in mem_mb):
+        shown = ", ".join(f"{m:g}" for m in mem_mb)
+        raise InvalidInputError(f"{p} gives memory_mb [{shown}] but --memory-mb is {memory_mb:g}; leave out "
+                                "--memory-mb or make it agree with the file")
+    return Cluster(bw, tuple(m * 2**20 for m in mem_mb), spd, f"file {p}")
 
 
 @dataclass(frozen=True)
 class PartitionResult:
-    """A plan and every input it was computed from."""
+    """A plan and every input it was computed from.
+
+    ``proven_optimal`` is scoped by :attr:`optimal_over`: for ``own`` it means optimal over the planner's candidate
+    partitionings (not over every partitioning), for ``exact`` the optimal placement of Alg. 1's partitions; the
+    heuristics never claim it. ``search_complete`` is false when the time budget stopped the search of ``own``
+    (some candidates neither placed nor pruned) or of ``exact`` (a step left undecided); the heuristics always
+    finish. ``candidates_tried`` and ``candidates_total`` (``own`` only) count the candidate partitionings placed
+    exactly and those there were.
+    """
 
     model: str
     solver: str
@@ -137,6 +242,28 @@ class PartitionResult:
     cluster: Cluster
     notes: tuple[str, ...]
     threads: int
+    search_complete: bool = True
+    candidates_tried: int | None = None
+    candidates_total: int | None = None
+
+    @property
+    def optimal_over(self) -> str | None:
+        """What ``proven_optimal`` is optimal over, for this solver (``None``: the solver proves nothing)."""
+        return OPTIMAL_OVER.get(self.solver)
+
+    @property
+    def period_ms(self) -> float:
+        """The pipeline's period: the slowest link or stage, compute counted whenever it was measured."""
+        return self.bottleneck_ms if self.bottleneck_with_compute_ms is None else self.bottleneck_with_compute_ms
+
+    def bottleneck_parts(self) -> tuple[tuple[str, int], ...]:
+        """The links (``("link", i)``: stage ``i`` to ``i + 1``) and stages (``("stage", i)``, its compute) that
+        take :attr:`period_ms`, ties included."""
+        worst = self.period_ms
+        parts = [("link", i) for i, ms in enumerate(self.link_ms) if ms >= worst * (1 - 1e-12)]
+        if self.stage_compute_ms is not None:
+            parts += [("stage", i) for i, ms in enumerate(self.stage_compute_ms) if ms >= worst * (1 - 1e-12)]
+        return tuple(parts)
 
     def stage_nodes(self, graph_nodes: Any) -> list[list[str]]:
         """Names of the graph nodes of each stage (from ``graph.nodes``)."""
@@ -173,11 +300,33 @@ class PartitionResult:
             "throughput_per_s": 1000.0 / self.bottleneck_ms if self.bottleneck_ms > 0 else None,
             "lower_bound_ms": {"theorem1": self.theorem1_bound_ms, "matching": self.matching_bound_ms,
                                "of": "placing these partitions' transfers (compute left out)"},
-            "proven_optimal": self.proven_optimal, "planning_ms": self.planning_ms,
+            "bottleneck_at": [{"kind": kind, "index": i} for kind, i in self.bottleneck_parts()],
+            "proven_optimal": self.proven_optimal, "optimal_over": self.optimal_over,
+            "search_complete": self.search_complete,
+            "candidates": None if self.candidates_total is None else {"placed": self.candidates_tried,
+                                                                       "total": self.candidates_total},
+            "planning_ms": self.planning_ms,
             "cluster": {"source": self.cluster.source, "bandwidth_mbps": [list(r) for r in self.cluster.bandwidth_mbps],
                         "memory_bytes": list(self.cluster.memory_bytes), "speed": list(self.cluster.speed)},
             "compute_threads": self.threads, "notes": list(self.notes),
         }
+
+
+def own_search_note(plan: JointPlan, time_limit_s: float) -> str:
+    """How the own planner's search over its candidate partitionings ended, in one sentence."""
+    tried, total = plan.candidates_tried, plan.candidates_total
+    origin = plan.notes[0] if plan.notes else plan.method
+    head = f"partitioning: {origin} (of {total} candidates, {tried} placed exactly"
+    if not plan.search_complete:
+        return (f"{head}; the time budget ({time_limit_s:g} s) stopped the search there and the rest were not tried: "
+                "the best plan found, not proven optimal; raise the time limit to finish the search)")
+    if not plan.proven_optimal:
+        return (f"{head}; every candidate was placed or pruned, but the time budget ({time_limit_s:g} s) left a "
+                "placement unproven: raise the time limit for a proof)")
+    if tried == total:
+        return f"{head}: every candidate placed and the best kept, optimal over these candidates)"
+    return (f"{head}; the others were pruned (their lower bounds could not beat it) or could not be placed: "
+            "optimal over these candidates)")
 
 
 def plan_partition(model: str, cluster: Cluster, solver: str = "own", *, compress: bool = False,
@@ -251,13 +400,15 @@ def plan_partition(model: str, cluster: Cluster, solver: str = "own", *, compres
         run_ms = run_ms_matrix(segment_ms(graph, problem.points, threads=threads))
     identical = len(set(cluster.memory_bytes)) == 1 and len(set(cluster.speed)) == 1
     notes: list[str] = []
+    complete: bool = True
+    candidates: tuple[int | None, int | None] = (None, None)  # the heuristics always finish; only own has candidates
     start = time.perf_counter()
     if solver == "own":
         plan = plan_own(problem, cluster.bandwidth_mbps, run_ms=run_ms, node_speed=cluster.speed,
                         node_memory_bytes=cluster.memory_bytes, time_limit_s=time_limit_s)
         runs, nodes, proven = plan.runs, plan.placement.nodes, plan.proven_optimal
-        notes.append(f"partitioning: {plan.notes[0]} (of {plan.candidates_total} candidates, {plan.candidates_tried} "
-                     "placed exactly; the others' lower bounds could not beat it)")
+        complete, candidates = plan.search_complete, (plan.candidates_tried, plan.candidates_total)
+        notes.append(own_search_note(plan, time_limit_s))
     else:
         paper_memory = min(cluster.memory_bytes)
         if not identical:
@@ -273,7 +424,10 @@ def plan_partition(model: str, cluster: Cluster, solver: str = "own", *, compres
             placement_problem = PlacementProblem(alg1.transfers_bytes, cluster.bandwidth_mbps)
             if solver == "exact":
                 placement = place_exact(placement_problem, time_limit_s=time_limit_s)
-                proven = placement.proven_optimal
+                proven = complete = placement.proven_optimal
+                if not complete:
+                    notes.append(f"the time budget ({time_limit_s:g} s) stopped the exact search: the placement is "
+                                 "the best found, not proven optimal; raise the time limit for a proof")
             else:
                 placement = place_kpath(placement_problem, classes=classes, seed=seed)
                 notes.append(f"bandwidth classes: {classes} asked, {placement.classes_used} used")
@@ -300,4 +454,5 @@ def plan_partition(model: str, cluster: Cluster, solver: str = "own", *, compres
         stage_compute_ms=compute_ms, link_mbps=link_mbps, link_ms=link_ms, bottleneck_ms=bottleneck,
         bottleneck_with_compute_ms=None if compute_ms is None else max(bottleneck, *compute_ms),
         theorem1_bound_ms=theorem1_bound(bound_problem), matching_bound_ms=matching_bound(bound_problem),
-        proven_optimal=proven, planning_ms=planning_ms, cluster=cluster, notes=tuple(notes), threads=threads)
+        proven_optimal=proven, planning_ms=planning_ms, cluster=cluster, notes=tuple(notes), threads=threads,
+        search_complete=complete, candidates_tried=candidates[0], candidates_total=candidates[1])

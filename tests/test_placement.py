@@ -57,7 +57,7 @@ def test_bad_placements_and_too_many_stages() -> None:
 
 
 def test_simulated_cluster_is_calibrated_and_symmetric() -> None:
-    from edgeplan.planners.partition.simulate import random_cluster, shannon_mbps
+    from edgeplan.planners.partition.simulate import cluster_positions, random_cluster, shannon_mbps
 
     assert float(shannon_mbps(np.array(80.0))) == pytest.approx(5.5)
     assert float(shannon_mbps(np.array(0.2))) == float(shannon_mbps(np.array(1.0)))  # clipped at 1 m
@@ -69,9 +69,22 @@ def test_simulated_cluster_is_calibrated_and_symmetric() -> None:
     for model in ("relay", "pairwise"):
         other = np.array(random_cluster(20, seed=4, link=model))
         assert np.allclose(other, other.T) and not np.array_equal(other, bw)
-    # "min": a link is as fast as its slower node, so every node's links to faster nodes are equal
-    fastest = int(np.argmax(bw.max(axis=1)))
-    assert np.isclose(bw[fastest].max(), np.sort(bw[fastest])[-1])
+    # each link model from the nodes' positions (same seed) and the capacity function, computed independently
+    xy = np.array(cluster_positions(20, seed=4))
+    cap = shannon_mbps(np.hypot(xy[:, 0], xy[:, 1]))  # each node's capacity to the router
+    off = ~np.eye(20, dtype=bool)
+    u, v = np.nonzero(off)
+    # "min": a link is as fast as the slower of its two nodes
+    assert np.allclose(bw[u, v], np.minimum(cap[u], cap[v]), rtol=1e-12)
+    # so a node's links to every faster node are equal (its own capacity), and the fastest node's links are the
+    # other nodes' capacities
+    slowest, fastest = int(np.argmin(cap)), int(np.argmax(cap))
+    assert np.allclose(bw[slowest][off[slowest]], cap[slowest], rtol=1e-12)
+    assert np.allclose(bw[fastest][off[fastest]], cap[off[fastest]], rtol=1e-12)
+    relay = np.array(random_cluster(20, seed=4, link="relay"))
+    assert np.allclose(relay[u, v], cap[u] * cap[v] / (cap[u] + cap[v]), rtol=1e-12)
+    pairwise = np.array(random_cluster(20, seed=4, link="pairwise"))
+    assert np.allclose(pairwise[u, v], shannon_mbps(np.hypot(*(xy[u] - xy[v]).T)), rtol=1e-12)
     with pytest.raises(InvalidInputError, match="link model"):
         random_cluster(3, seed=0, link="mesh")
 

@@ -13,8 +13,8 @@ __all__ = ["partition"]
 @click.argument("model")
 @click.option("--nodes", type=click.IntRange(min=1), default=None,
               help="Number of nodes (required with --simulate; checked against --bandwidth).")
-@click.option("--memory-mb", type=float, default=None,
-              help="Memory of every node, MiB (a --bandwidth JSON file may give one per node).")
+@click.option("--memory-mb", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Memory of every node, MiB (a --bandwidth JSON file may give it instead; both: they must agree).")
 @click.option("--bandwidth", "bandwidth_file", type=click.Path(dir_okay=False), default=None,
               help='Cluster file: CSV bandwidth matrix (Mbit/s) or JSON {"bandwidth_mbps", "memory_mb", "speed"}.')
 @click.option("--simulate", "simulate_seed", type=int, default=None,
@@ -28,8 +28,8 @@ __all__ = ["partition"]
 @click.option("--compress", is_flag=True, help="Divide transfers by the ZFP x LZ4 ratio measured on the model.")
 @click.option("--no-compute", is_flag=True, help="Do not measure compute times (the paper's model).")
 @click.option("--threads", type=int, default=1, show_default=True, help="Threads of each stage (compute, --run).")
-@click.option("--time-limit", type=float, default=0.8, show_default=True,
-              help="Search budget of own/exact, s (0.8 keeps planning under 1 s).")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=0.8, show_default=True,
+              help="Search budget of own/exact, s, > 0 (0.8 keeps planning under 1 s).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of kpath's colourings and of random.")
 @click.option("--run", "do_run", is_flag=True,
               help="Deploy the plan as a pipeline of Ray actors with the links emulated and measure throughput.")
@@ -45,6 +45,7 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
               no_compute: bool, threads: int, time_limit: float, seed: int, do_run: bool, run_inputs: int,
               ray_address: str | None, plot_path: str | None, as_json: bool) -> None:
     """Cut MODEL at its candidate points into partitions that fit the nodes and place them to maximise throughput."""
+    import math
     from pathlib import Path
 
     from edgeplan.measure.harness import check_thread_count
@@ -52,19 +53,22 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
     from edgeplan.reports.placement_plot import plan_lines, plot_placement
 
     check_thread_count(threads)
+    if plot_path and not Path(plot_path).parent.is_dir():  # before planning (and --run), not after
+        raise click.BadParameter(f"{Path(plot_path).parent} is not an existing folder; create it or pick another path",
+                                 param_hint="--plot")
     if (bandwidth_file is None) == (simulate_seed is None):
         raise click.UsageError("give exactly one of --bandwidth FILE or --simulate SEED")
-    if memory_mb is not None and not memory_mb > 0:
-        raise click.BadParameter(f"must be positive, got {memory_mb}", param_hint="--memory-mb")
+    if memory_mb is not None and not math.isfinite(memory_mb):  # FloatRange lets nan and inf through
+        raise click.BadParameter(f"must be a finite number of MiB, got {memory_mb}", param_hint="--memory-mb")
+    if math.isnan(time_limit):
+        raise click.BadParameter("must be a number of seconds > 0, got nan", param_hint="--time-limit")
     if simulate_seed is not None:
         if nodes is None or memory_mb is None:
             raise click.UsageError("--simulate needs --nodes and --memory-mb")
         cluster = simulated_cluster(nodes, simulate_seed, memory_mb, link_model)
     else:
         assert bandwidth_file is not None
-        cluster = load_cluster(bandwidth_file, nodes, memory_mb if memory_mb is not None else 0.0)
-        if memory_mb is None and any(m <= 0 for m in cluster.memory_bytes):
-            raise click.UsageError(f"{bandwidth_file} gives no memory_mb per node: add --memory-mb")
+        cluster = load_cluster(bandwidth_file, nodes, memory_mb)  # names a missing or disagreeing memory
     result = plan_partition(model, cluster, solver, compress=compress, compute=not no_compute, threads=threads,
                             classes=classes, seed=seed, time_limit_s=time_limit)
     run = None

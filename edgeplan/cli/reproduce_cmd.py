@@ -65,7 +65,7 @@ def _ints(text: str, name: str) -> tuple[int, ...]:
 @click.option("--link-model", type=click.Choice(["min", "relay", "pairwise"]), default="min", show_default=True,
               help="How a pair of nodes' bandwidth follows from their distances to the router.")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
-              help="Write Figs. 7-10 as PNG files into this folder.")
+              help="Write Figs. 7-10 as PNG files into this folder (created, and checked, before simulating).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def parthasarathy2022(models: str | None, memories: str, nodes: str, classes: str, runs: int, fig10_trials: int,
                       link_model: str, plots_dir: str | None, as_json: bool) -> None:
@@ -82,10 +82,12 @@ def parthasarathy2022(models: str | None, memories: str, nodes: str, classes: st
     config = SimulationConfig(models=names, memories_mb=mbs, nodes=sizes, classes=ks, runs=runs,
                               fig10_trials=fig10_trials, fig10_nodes=max(sizes), fig10_memory_mb=min(mbs),
                               fig10_classes=max(ks), link=link_model)
+    if plots_dir is not None:  # a folder that cannot be written is named now, not after the simulation
+        from edgeplan.reports.partition_report import figure_folder, plot_partition_figures
+
+        figure_folder(plots_dir)
     result = run_simulation(config, progress=not as_json)
     if plots_dir is not None:
-        from edgeplan.reports.partition_report import plot_partition_figures
-
         written = plot_partition_figures(result, plots_dir)
     if as_json:
         emit_json(result.to_dict())

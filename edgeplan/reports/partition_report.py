@@ -13,15 +13,17 @@ matplotlib (Agg) is imported lazily.
 from __future__ import annotations
 
 import math
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgeplan.errors import InvalidInputError
 from edgeplan.experiments.parthasarathy2022 import PAPER, fig8_rows, fig9_rows
 
 if TYPE_CHECKING:
     from edgeplan.experiments.parthasarathy2022 import CellResult, SimulationResult
 
-__all__ = ["plot_partition_figures"]
+__all__ = ["figure_folder", "plot_partition_figures"]
 
 
 def _short(model: str) -> str:
@@ -132,10 +134,35 @@ def _fig10(plt: Any, result: SimulationResult, path: Path) -> Path:
 
 
 def _save(plt: Any, fig: Any, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+    except OSError as e:
+        raise InvalidInputError(f"cannot write the figure {path}: {e.strerror or e}; give a writable folder") from e
+    finally:
+        plt.close(fig)
     return path
+
+
+def figure_folder(out_dir: str | Path) -> Path:
+    """Create ``out_dir`` (and its parents) if missing and check that figures can be written there.
+
+    Call it before a long simulation, so that a bad folder is named at once rather than after the run.
+
+    Raises
+    ------
+    InvalidInputError
+        When the folder cannot be created (a parent is a file, no permission) or is not writable.
+    """
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as e:
+        raise InvalidInputError(f"cannot write figures into the folder {out}: {e.strerror or e}; give a folder that "
+                                "can be created and written") from e
+    return out
 
 
 def plot_partition_figures(result: SimulationResult, out_dir: str | Path) -> list[Path]:
@@ -152,13 +179,17 @@ def plot_partition_figures(result: SimulationResult, out_dir: str | Path) -> lis
     -------
     list of Path
         The files written, in figure order.
+
+    Raises
+    ------
+    InvalidInputError
+        When ``out_dir`` cannot be created or a figure cannot be written there.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = figure_folder(out_dir)
     return [_fig7(plt, result, out / "fig7_heatmaps.png"), _fig8(plt, result, out / "fig8_random.png"),
             _fig9(plt, result, out / "fig9_greedy.png"), _fig10(plt, result, out / "fig10_bound.png")]

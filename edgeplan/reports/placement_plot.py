@@ -8,11 +8,43 @@ from pathlib import Path
 from edgeplan.errors import InvalidInputError
 from edgeplan.partition import PartitionResult
 
-__all__ = ["plan_lines", "plot_placement"]
+__all__ = ["BOTTLENECK", "LINK", "STAGE", "placement_colours", "plan_lines", "plot_placement"]
+
+#: Colours of the drawing: the parts that set the period, the other links, the other stages.
+BOTTLENECK, LINK, STAGE = "tab:red", "tab:blue", "tab:orange"
 
 
 def _mib(x: float) -> str:
     return f"{x / 2**20:.1f} MiB"
+
+
+def _optimality(r: PartitionResult) -> str:
+    """What the solver proved, scoped: never more than optimal over what it searched."""
+    if r.solver == "own":
+        total = r.candidates_total
+        if not r.search_complete:
+            return (f" (best found within the time budget: search stopped after {r.candidates_tried} of {total} "
+                    "candidate partitionings)")
+        if r.proven_optimal:
+            return f" (optimal over its {total} candidate partitionings)"
+        return " (best found within the time budget: a placement was left unproven)"
+    if r.solver == "exact":
+        if r.proven_optimal:
+            return " (optimal placement of these partitions)"
+        return " (best placement found within the time budget, not proven optimal)"
+    return ""
+
+
+def _bottleneck_line(r: PartitionResult) -> str:
+    parts = []
+    for kind, i in r.bottleneck_parts():
+        if kind == "link":
+            parts.append(f"the link from stage {i} to {i + 1} (node {r.nodes[i]} to {r.nodes[i + 1]}, "
+                         f"{r.link_ms[i]:.1f} ms)")
+        else:
+            assert r.stage_compute_ms is not None
+            parts.append(f"stage {i}'s compute on node {r.nodes[i]} ({r.stage_compute_ms[i]:.1f} ms)")
+    return "  slowest: " + ", ".join(parts) if parts else "  slowest: nothing (one stage, compute not measured)"
 
 
 def plan_lines(result: PartitionResult) -> list[str]:
@@ -25,7 +57,7 @@ def plan_lines(result: PartitionResult) -> list[str]:
              + (f" ({1000 / r.bottleneck_ms:.2f} inferences/s)" if r.bottleneck_ms > 0 else "")
              + ("" if r.bottleneck_with_compute_ms is None or r.solver == "own"
                 else f", {r.bottleneck_with_compute_ms:.1f} ms with compute")
-             + f"; planned in {r.planning_ms:.0f} ms" + (" (proven optimal)" if r.proven_optimal else "")]
+             + f"; planned in {r.planning_ms:.0f} ms" + _optimality(r)]
     header = (f"  {'stage':>5} {'node':>5}  {'points':<44} {'memory':>10} {'compute':>9} {'sends':>10} "
               f"{'link':>11} {'transfer':>10}")
     lines.append(header)
@@ -46,6 +78,7 @@ def plan_lines(result: PartitionResult) -> list[str]:
     for i, ms in enumerate(r.link_ms):
         chain += f" --{ms:.0f} ms--> [{r.nodes[i + 1]}]"
     lines.append("  pipeline: " + chain)
+    lines.append(_bottleneck_line(r))
     lines.append(f"  lower bounds for these transfers: Theorem 1 {r.theorem1_bound_ms:.1f} ms, matching "
                  f"{r.matching_bound_ms:.1f} ms")
     if r.compression is not None:
@@ -54,6 +87,16 @@ def plan_lines(result: PartitionResult) -> list[str]:
             lines.append(f"  ZFP x LZ4 ratios at the cuts: {', '.join(f'{x:.2f}' for x in used)}")
     lines.extend(f"  note: {note}" for note in r.notes)
     return lines
+
+
+def placement_colours(result: PartitionResult) -> tuple[list[str], list[str]]:
+    """Colour of each link and each stage in :func:`plot_placement`: :data:`BOTTLENECK` for the parts that take
+    the pipeline's period (a link, or a stage when its compute is the slowest), :data:`LINK` / :data:`STAGE` for
+    the rest."""
+    slow = set(result.bottleneck_parts())
+    links = [BOTTLENECK if ("link", i) in slow else LINK for i in range(len(result.link_ms))]
+    stages = [BOTTLENECK if ("stage", i) in slow else STAGE for i in range(len(result.nodes))]
+    return links, stages
 
 
 def plot_placement(result: PartitionResult, path: Path) -> Path:
@@ -75,20 +118,23 @@ def plot_placement(result: PartitionResult, path: Path) -> Path:
     if router:
         ax.scatter([0], [0], marker="^", s=90, c="k", zorder=2, label="router")
     chosen = result.nodes
-    worst = max(result.link_ms, default=0.0)
+    link_colours, stage_colours = placement_colours(result)
     for i, ms in enumerate(result.link_ms):
         (x0, y0), (x1, y1) = xy[chosen[i]], xy[chosen[i + 1]]
-        colour = "tab:red" if ms == worst else "tab:blue"
+        colour = link_colours[i]
         ax.annotate("", xy=(x1, y1), xytext=(x0, y0),
                     arrowprops={"arrowstyle": "->", "color": colour, "lw": 2}, zorder=3)
         ax.text((x0 + x1) / 2, (y0 + y1) / 2, f"{ms:.0f} ms", fontsize=8, color=colour, zorder=4)
-    ax.scatter([xy[v][0] for v in chosen], [xy[v][1] for v in chosen], s=80, c="tab:orange", zorder=5,
-               label="stage")
+    for colour, label in ((STAGE, "stage"), (BOTTLENECK, "bottleneck stage (compute)")):
+        at = [v for v, c in zip(chosen, stage_colours, strict=True) if c == colour]
+        if at:
+            ax.scatter([xy[v][0] for v in at], [xy[v][1] for v in at], s=80, c=colour, zorder=5, label=label)
     for i, v in enumerate(chosen):
-        ax.text(xy[v][0], xy[v][1], f" {i}", fontsize=10, weight="bold", zorder=6)
+        compute = "" if result.stage_compute_ms is None else f" ({result.stage_compute_ms[i]:.0f} ms)"
+        ax.text(xy[v][0], xy[v][1], f" {i}{compute}", fontsize=10, weight="bold", color=stage_colours[i], zorder=6)
     ax.set_aspect("equal")
-    ax.set_title(f"{result.model}: {len(chosen)} stages, bottleneck {result.bottleneck_ms:.0f} ms "
-                 f"({result.solver})", fontsize=10)
+    ax.set_title(f"{result.model}: {len(chosen)} stages, bottleneck {result.period_ms:.0f} ms "
+                 f"({result.solver}; red: the slowest link or stage)", fontsize=10)
     if router:
         ax.set_xlabel("m")
     ax.legend(loc="upper right", fontsize=8)
