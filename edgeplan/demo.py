@@ -1,7 +1,8 @@
 """``make demo``: a short tour on models built locally (nothing is downloaded).
 
-Shows the zoo, a summary of several models' work, the per-layer table of one model, and real end-to-end
-latency measurements on this machine (stored in the Store under ``$EDGEPLAN_HOME``).
+Shows the zoo, a summary of several models' work, the per-layer table of one model, real end-to-end
+latency measurements on this machine (stored in the Store under ``$EDGEPLAN_HOME``), offloading plans and a real
+split run, a pipeline plan over a simulated edge cluster, and a family of convolution primitives.
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ def main() -> int:
     # offloading (eshratifar2018) on the shipped layer-range measurements: a plan, then a real split execution
     _run("offload", "paper:overfeat", "--network", "wifi", "--cloud-speedup", "11.25", "--costs", "shipped")
     _run("offload", "paper:chair", "--network", "wifi", "--costs", "shipped", "--run", "--repeats", "3")
+    # edge-cluster pipelines (parthasarathy2022): ResNet-50 over 50 simulated 64 MB nodes, the paper's
+    # transfer-only model (no compute measured), edgeplan's planner
+    _run("partition", "torchvision:resnet50", "--nodes", "50", "--memory-mb", "64", "--simulate", "0", "--no-compute")
+    # the convolution primitive library (mulder2020): the Winograd 3x3 family
+    _run("primitives", "list", "--family", "wino3")
     _run("reproduce", "eshratifar2018", "--costs", "shipped", "--paper-regime")
     return 0
 
