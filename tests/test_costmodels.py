@@ -14,11 +14,13 @@ from click.testing import CliRunner
 
 from edgeplan.cli.common import Context
 from edgeplan.cli.costmodel_cmd import evaluate, fit
+from edgeplan.cli.main import main
 from edgeplan.costmodels import (
     TRANSFORM_COLUMNS,
     LinearModel,
     NN1Model,
     NN2Model,
+    SplitSeedWarning,
     evaluate_performance_model,
     fit_performance_model,
     load_performance_model,
@@ -28,6 +30,7 @@ from edgeplan.costmodels import (
     save_performance_model,
     split_indices,
 )
+from edgeplan.costmodels import performance_model as pm_module
 from edgeplan.costmodels.primitive_models import pow2_valuation
 from edgeplan.errors import InvalidInputError, NotFittedError
 
@@ -107,6 +110,9 @@ def test_split_is_deterministic_disjoint_and_80_10_10() -> None:
     perm = np.random.default_rng(0).permutation(1000)
     shuffled = split_indices(x[perm], 3)
     assert {tuple(r) for r in x[perm][shuffled.test]} == {tuple(r) for r in x[a.test]}
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InvalidInputError, match="non-negative integer"):
+            split_indices(x, bad)  # type: ignore[arg-type]
 
 
 # -- metric and masked loss -----------------------------------------------------------------------------------------
@@ -133,7 +139,77 @@ def test_masked_loss_ignores_undefined_outputs_and_their_gradients() -> None:
     assert pred.grad is not None and torch.isfinite(pred.grad).all()
     assert (pred.grad[~mask] == 0).all() and pred.grad[0, 0] != 0
     per_net = masked_mse_per_net(pred.detach(), target, mask, 3)  # three one-output nets
-    assert per_net.tolist() == pytest.approx([0.125, 0.0, 0.0])
+    assert per_net[0].item() == pytest.approx(0.125) and per_net[2].item() == 0.0
+    assert math.isnan(per_net[1].item())  # no defined cell: no loss, not a loss of 0
+
+
+def _toy_training(n_val_cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inputs, training targets (two nets, target t) and validation targets (0.5 t and 0.8 t, or NaN)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 2))
+    t = (x @ np.array([1.0, -2.0]))[:, None] + 3.0
+    yv = np.hstack([0.5 * t, 0.8 * t])
+    yv[:, n_val_cols:] = np.nan
+    return x, np.hstack([t, t]), yv
+
+
+def test_early_stopping_restores_each_nets_best_epoch() -> None:
+    torch = pytest.importorskip("torch")
+    from edgeplan.costmodels._mlp import (
+        StackedMLP,
+        TrainConfig,
+        masked_mse_per_net,
+        torch_threads,
+        train_masked,
+    )
+
+    x, y, yv = _toy_training(2)  # validation targets differ from training ones: each net's best epoch is interior
+    net = StackedMLP(2, (2, 8, 1), seed=0)
+    xv, tv = torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(yv, dtype=torch.float32)
+    val_losses, snapshots = [], []
+
+    def record(info: object) -> None:  # after each epoch: the net's per-net validation loss and weights
+        with torch.no_grad():
+            val_losses.append(masked_mse_per_net(net(xv), tv, ~torch.isnan(tv), 2).tolist())
+        snapshots.append([p.detach().clone() for p in net.parameters()])
+
+    patience = 10
+    with torch_threads(1):
+        log = train_masked(net, x, y, x, yv, TrainConfig(lr=0.01, batch_size=16, max_epochs=300,
+                                                         patience=patience), record)
+    best = np.asarray(val_losses).argmin(axis=0)  # first minimum, 0-based
+    assert log.stopped_by == "early_stopping" and log.on_validation == (True, True)
+    assert list(log.best_epochs) == [int(b) + 1 for b in best]
+    assert 1 < min(log.best_epochs) < max(log.best_epochs) < log.epochs == max(log.best_epochs) + patience
+    for g in range(2):
+        for p, kept in zip(net.parameters(), snapshots[best[g]], strict=True):
+            assert torch.equal(p[g], kept[g])  # net g holds exactly its best epoch's weights
+        assert log.best_val_losses[g] == pytest.approx(val_losses[best[g]][g])
+
+
+def test_a_net_without_validation_cells_stops_on_its_training_loss() -> None:
+    torch = pytest.importorskip("torch")
+    from edgeplan.costmodels._mlp import (
+        StackedMLP,
+        TrainConfig,
+        masked_mse_per_net,
+        torch_threads,
+        train_masked,
+    )
+
+    x, y, yv = _toy_training(1)  # net 1 has no validation cell at all
+    net = StackedMLP(2, (2, 8, 1), seed=0)
+    xt, yt = torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.float32)
+    with torch.no_grad():
+        initial = masked_mse_per_net(net(xt), yt, torch.ones_like(yt, dtype=torch.bool), 2)[1].item()
+    with torch_threads(1):
+        log = train_masked(net, x, y, x, yv, TrainConfig(lr=0.01, batch_size=16, max_epochs=120, patience=10))
+    assert log.on_validation == (True, False)
+    # before the fix the net "improved" on a loss of 0 at epoch 1 and kept its epoch-1 weights
+    assert log.best_epochs[1] > 20 and log.best_epochs[1] >= log.best_epochs[0]
+    with torch.no_grad():
+        final = masked_mse_per_net(net(xt), yt, torch.ones_like(yt, dtype=torch.bool), 2)[1].item()
+    assert final == pytest.approx(log.best_val_losses[1], rel=1e-5) and final < 0.05 * initial
 
 
 # -- estimators -----------------------------------------------------------------------------------------------------
@@ -168,6 +244,38 @@ def test_estimator_contract() -> None:
     assert pow2_valuation(np.array([[64.0, 3.0, 2048.0, 96.0]])).tolist() == [[6.0, 0.0, 10.0, 5.0]]
 
 
+@pytest.mark.parametrize("kind", ["lin", "nn1", "nn2"])
+def test_nan_exactly_where_a_primitives_f_s_was_never_defined(tmp_path: Path, kind: str) -> None:
+    x, y = synthetic_rows(150)  # 'wino' is defined only for f = 3, s = 1
+    data = load_primitive_csv(write_csv(tmp_path / "d.csv", x, y, ["p0", "p1", "wino"]))
+    model = fit_performance_model(data, kind, params={} if kind == "lin" else {**FAST, "max_epochs": 3})
+    layers = [[64, 64, 28, 3, 1], [64, 64, 28, 3, 2], [64, 64, 28, 1, 1], [64, 64, 28, 7, 1], [64, 64, 28, 3, 3]]
+    defined = ~np.isnan(model.predict_primitives(layers))
+    assert defined.tolist() == [[True, True, True],  # (3, 1): all three were measured there
+                                [True, True, False],  # (3, 2): seen in training, but never with wino
+                                [True, True, False],  # (1, 1): likewise
+                                [False, False, False],  # (7, 1) and (3, 3): never in training, nothing applies
+                                [False, False, False]]
+
+
+def test_unpredicted_measured_cells_count_as_errors_and_give_valid_json(tmp_path: Path) -> None:
+    x, y = synthetic_rows(200)
+    a = load_primitive_csv(write_csv(tmp_path / "a.csv", x, y, ["p0", "p1", "wino"]))
+    model = fit_performance_model(a, "lin")
+    y_b = y.copy()
+    y_b[:, 2] = 2 * x[:, 1] * x[:, 0] * x[:, 2] ** 2  # 'wino' measured on every layer of table b
+    b = load_primitive_csv(write_csv(tmp_path / "b.csv", x, y_b, ["p0", "p1", "wino"]))
+    result = evaluate_performance_model(model, b, "test")
+    test_rows = split_indices(b.features, 0).test
+    not_f3s1 = int(((x[test_rows, 3] != 3) | (x[test_rows, 4] != 1)).sum())
+    assert result.primitive_cells == {"p0": 20, "p1": 20, "wino": 20}
+    assert result.primitive_unpredicted == {"p0": 0, "p1": 0, "wino": not_f3s1} and not_f3s1 > 10
+    assert result.primitive_mdrae["wino"] == math.inf  # most measured cells have no prediction
+    d = result.to_dict()
+    assert d["primitive_mdrae"]["wino"] is None and d["primitive_cells"]["wino"] == 20
+    json.dumps(d, allow_nan=False)  # no NaN or Infinity: strict JSON
+
+
 # -- save / load ------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["lin", "nn1", "nn2"])
@@ -193,6 +301,29 @@ def test_save_load_round_trip_without_pickle(tmp_path: Path, kind: str) -> None:
             json.loads(f.read_text())
 
 
+def _saved_lin_model(tmp_path: Path) -> tuple[Path, Path]:
+    x, y = synthetic_rows(100)
+    csv = write_csv(tmp_path / "d.csv", x, y, ["p0", "p1", "wino"])
+    return save_performance_model(fit_performance_model(load_primitive_csv(csv), "lin"), tmp_path / "m"), csv
+
+
+@pytest.mark.parametrize(("file", "content", "message"), [
+    ("primitives.npz", b"not a zip archive", "primitives.npz: cannot read the saved weights"),
+    ("transforms.npz", b"PK\x03\x04truncated", "transforms.npz: cannot read the saved weights"),
+    ("model.json", b"[1, 2]", "model.json: holds a JSON list, not an object"),
+    ("model.json", b"{not json", "model.json: cannot read it as JSON"),
+    ("primitives.json", b'"text"', "primitives.json: holds a JSON str"),
+    ("primitives.json", b'{"kind": "lin"}', "malformed saved model (KeyError"),
+    ("primitives.json", b'{"kind": "lin", "params": 3}', "malformed saved model"),
+])
+def test_load_rejects_a_damaged_model_folder(tmp_path: Path, file: str, content: bytes, message: str) -> None:
+    folder, _ = _saved_lin_model(tmp_path)
+    (folder / file).write_bytes(content)
+    with pytest.raises(InvalidInputError, match=re.escape(message)) as caught:
+        load_performance_model(folder)
+    assert "again" in str(caught.value) or "not an" in str(caught.value)
+
+
 def test_load_errors(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="no saved performance model"):
         load_performance_model(tmp_path / "nothing")
@@ -211,6 +342,57 @@ def test_evaluate_on_shared_columns_of_another_table(tmp_path: Path) -> None:
     assert set(other.primitive_mdrae) == {"p0", "p1"} and other.only_in_model == ("wino",)
     assert own.rows == other.rows == 20 and set(own.primitive_mdrae) == {"p0", "p1", "wino"}
     assert not math.isnan(other.median_primitive_mdrae) and not math.isnan(own.median_transform_mdrae)
+
+
+def test_transform_test_tensors_never_appear_in_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    x, y = synthetic_rows(300)  # 30 distinct (c, im), each on about 10 layers
+    data = load_primitive_csv(write_csv(tmp_path / "d.csv", x, y, ["p0", "p1", "wino"]))
+    fitted_on: dict[str, set[tuple[float, ...]]] = {}
+    original = pm_module._fit_one
+
+    def spy(kind, x_all, y_all, names, features, parts, *rest):  # type: ignore[no-untyped-def]
+        if features == ("c", "im"):
+            fitted_on["train"] = {tuple(r) for r in parts[0]}
+            fitted_on["val"] = {tuple(r) for r in parts[2]}
+        return original(kind, x_all, y_all, names, features, parts, *rest)
+
+    monkeypatch.setattr(pm_module, "_fit_one", spy)
+    model = fit_performance_model(data, "lin", split_seed=3)
+    scored: list[tuple[float, ...]] = []
+    predict = model.transforms.predict  # type: ignore[union-attr]
+
+    def record(tensors):  # type: ignore[no-untyped-def]
+        scored.extend(tuple(r) for r in np.asarray(tensors))
+        return predict(tensors)
+
+    monkeypatch.setattr(model.transforms, "predict", record)
+    result = evaluate_performance_model(model, data, "test")  # the model's split seed, 3
+    assert result.split_seed == 3 and len(scored) == result.transform_tensors == 3
+    assert not set(scored) & (fitted_on["train"] | fitted_on["val"])
+    assert len(fitted_on["train"]) == 24  # 80 % of the 30 distinct (c, im); the layers' 80 % would cover all 30
+    scored.clear()
+    with pytest.warns(SplitSeedWarning, match="seed 0 differs from the seed 3"):
+        evaluate_performance_model(model, data, "test", 0)
+    assert set(scored) & fitted_on["train"]  # what the warning is about: another seed scores training tensors
+
+
+def few_tensors_csv(path: Path) -> Path:
+    """40 layers, but only 4 distinct (c, im): the transformation split has no validation tensor."""
+    x, y = synthetic_rows(40)
+    x[:, 0], x[:, 2] = 16, np.tile([7, 14, 28, 56], 10)
+    return write_csv(path, x, y, ["p0", "p1", "wino"])
+
+
+def test_too_small_a_table_is_refused_before_training(tmp_path: Path) -> None:
+    data = load_primitive_csv(few_tensors_csv(tmp_path / "d.csv"))
+    calls: list[str] = []
+    with pytest.raises(InvalidInputError, match=re.escape("only 4 distinct (c, im) tensor(s)")):
+        fit_performance_model(data, "nn2", params=FAST, callback=lambda stage, info: calls.append(stage))
+    assert calls == []  # refused up front, not after the primitive model trained
+    assert fit_performance_model(data, "lin").transforms is not None  # least squares needs no validation part
+    few = load_primitive_csv(write_csv(tmp_path / "few.csv", *synthetic_rows(9), ["p0", "p1", "wino"]))
+    with pytest.raises(InvalidInputError, match="no validation layer"):
+        fit_performance_model(few, "nn1", params=FAST)
 
 
 # -- CLI --------------------------------------------------------------------------------------------------------------
@@ -250,6 +432,53 @@ def test_cli_bad_input(tmp_path: Path, case: str) -> None:
     assert code != 0 and isinstance(exc, InvalidInputError) and args[2] in str(exc)
 
 
+def run_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["primitives", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_evaluate_uses_the_fitted_split_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder, csv = _saved_lin_model(tmp_path)
+    code, _, _ = run_main(capsys, "fit", "--data", str(csv), "--out", str(folder), "--model", "lin",
+                          "--split-seed", "5", "--json")
+    assert code == 0
+    code, out, err = run_main(capsys, "evaluate", "--model", str(folder), "--data", str(csv), "--json")
+    data = json.loads(out, parse_constant=lambda c: pytest.fail(f"invalid JSON constant {c}"))
+    assert code == 0 and err == "" and data["split_seed"] == data["fitted_split_seed"] == 5
+    assert data["primitive_cells"]["p0"] == data["rows"] == 10
+    code, out, err = run_main(capsys, "evaluate", "--model", str(folder), "--data", str(csv), "--split-seed", "0")
+    assert code == 0 and err.startswith("warning: split seed 0 differs from the seed 5") and "test cells" in out
+
+
+@pytest.mark.parametrize("case", ["fit_negative_seed", "evaluate_negative_seed", "damaged_npz", "model_json_list",
+                                  "too_few_tensors", "missing_data"])
+def test_cli_errors_are_one_line_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   case: str) -> None:
+    folder, csv = _saved_lin_model(tmp_path)
+    small = few_tensors_csv(tmp_path / "small.csv")
+    if case == "damaged_npz":
+        (folder / "primitives.npz").write_bytes(b"garbage")
+    if case == "model_json_list":
+        (folder / "model.json").write_text("[]")
+    evaluate_args = ("evaluate", "--model", str(folder), "--data", str(csv))
+    args, expected = {
+        "fit_negative_seed": (("fit", "--data", str(csv), "--out", str(tmp_path / "n"), "--split-seed", "-1"),
+                              "Invalid value for '--split-seed'"),
+        "evaluate_negative_seed": ((*evaluate_args, "--split-seed", "-1"), "Invalid value for '--split-seed'"),
+        "damaged_npz": (evaluate_args, "error: " + str(folder / "primitives.npz")),
+        "model_json_list": (evaluate_args, "not an object; the model folder is damaged, fit the model again"),
+        "too_few_tensors": (("fit", "--data", str(small), "--out", str(tmp_path / "n"), "--model", "nn2",
+                             "--threads", "1", "--json"), "only 4 distinct (c, im) tensor(s)"),
+        "missing_data": (("fit", "--data", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "n")),
+                         "no such file"),
+    }[case]
+    code, out, err = run_main(capsys, *args)
+    assert code != 0 and expected in err and "Traceback" not in out + err
+    if "Invalid value" not in expected:  # edgeplan errors: exactly one line
+        assert err.startswith("error: ") and err.count("\n") == 1
+
+
 @pytest.mark.skipif(not (DATA / "intel.csv").is_file(), reason="mulder2021 data not present")
 def test_cli_on_an_intel_subset(tmp_path: Path) -> None:
     lines = (DATA / "intel.csv").read_text().splitlines()
@@ -262,3 +491,25 @@ def test_cli_on_an_intel_subset(tmp_path: Path) -> None:
     assert code == 0, (text, exc)
     result = json.loads(text)
     assert "winograd-2-3-vec-8" in result["only_in_model"] and result["median_primitive_mdrae"] > 0
+    # on the subset's own test part: the printed figures are a recomputation with metrics.mdrae, and Lin beats
+    # predicting each primitive's training median
+    code, text, exc = invoke(evaluate, ["--model", str(out), "--data", str(subset), "--json"])
+    assert code == 0, (text, exc)
+    own = json.loads(text)
+    data, model = load_primitive_csv(subset), load_performance_model(out)
+    split = split_indices(data.features, 0)
+    truth = data.primitive_ns[split.test]
+    pred = model.predict_primitives(data.features[split.test])
+    constant = np.nanmedian(data.primitive_ns[split.train], axis=0)
+    lin, const = [], []
+    for j, name in enumerate(data.primitives):
+        cells = int((~np.isnan(truth[:, j])).sum())
+        assert own["primitive_cells"][name] == cells
+        if cells == 0:
+            assert own["primitive_mdrae"][name] is None
+            continue
+        assert own["primitive_mdrae"][name] == pytest.approx(mdrae(truth[:, j], pred[:, j]), rel=1e-12)
+        lin.append(own["primitive_mdrae"][name])
+        const.append(mdrae(truth[:, j], np.full(len(truth), constant[j])))
+    assert len(lin) > 50 and own["median_primitive_mdrae"] == pytest.approx(float(np.median(lin)))
+    assert np.median(lin) < 0.5 * np.median(const)

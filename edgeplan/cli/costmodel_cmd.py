@@ -2,19 +2,24 @@
 
 ``fit`` trains Lin, NN1 or NN2 (and the matching layout-transformation model) on the training part of a timing
 table in the mulder2021 CSV format, early-stopping on the validation part, and saves it to a folder.
-``evaluate`` prints the MdRAE per primitive and per transformation on a part of a table, which may come from
-another platform (only shared columns are scored).
+``evaluate`` prints the MdRAE per primitive and per transformation on a part of a table, split with the seed the
+model was fitted with unless ``--split-seed`` says otherwise; the table may come from another platform (only
+shared columns are scored).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from edgeplan.cli.common import Context, emit_json
+
+if TYPE_CHECKING:
+    from edgeplan.costmodels.evaluation import Evaluation
 
 __all__ = ["evaluate", "fit"]
 
@@ -52,12 +57,13 @@ def _epoch_bar(enabled: bool) -> Iterator[Callable[[str, Any], None]]:
               help="Folder to write the fitted model to (JSON + .npz, no pickle).")
 @click.option("--model", "kind", type=click.Choice(["nn2", "nn1", "lin"]), default="nn2", show_default=True,
               help="NN2: one network for all primitives; NN1: one per primitive; lin: linear regression.")
-@click.option("--split-seed", type=int, default=0, show_default=True, help="Seed of the 80/10/10 split.")
+@click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the 80/10/10 split (recorded in the model; evaluate uses it by default).")
 @click.option("--threads", type=int, default=2, show_default=True, help="Torch intra-op threads for training.")
 @click.option("--recipe", type=click.Choice(["edgeplan", "paper"]), default="edgeplan", show_default=True,
-              help="paper: mulder2020 Table 3 as published; edgeplan: log inputs, power-of-two features and a "
-                   "learning-rate schedule (see edgeplan.costmodels.performance_model.RECIPES; it lowers the "
-                   "validation loss on the Intel table; its test MdRAE is not measured yet).")
+              help="paper: mulder2020 Table 3 as published. edgeplan: not the paper's recipe; it logs the inputs, "
+                   "adds their power-of-two factors as inputs and, for nn1/nn2, halves the learning rate when the "
+                   "validation loss stalls (see edgeplan.costmodels.performance_model.RECIPES).")
 @click.option("--max-epochs", type=click.IntRange(min=1), default=None,
               help="Upper bound on training epochs (default: the model's).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -91,7 +97,30 @@ def fit(ctx: Context, data_path: str, out_dir: str, kind: str, split_seed: int, 
 
 
 def _pct(v: float) -> str:
-    return "-" if v != v else f"{100 * v:.2f} %"
+    if v != v:
+        return "-"
+    return "no prediction" if v == float("inf") else f"{100 * v:.2f} %"
+
+
+def _print_table(result: Evaluation, title: str) -> None:
+    """MdRAE, scored cells and cells without a prediction, per column, then the medians."""
+    from rich.table import Table
+
+    from edgeplan.reports.tables import print_table
+
+    table = Table(title=title)
+    table.add_column("column")
+    table.add_column("MdRAE", justify="right")
+    table.add_column(f"{result.part} cells", justify="right")
+    table.add_column("unpredicted", justify="right")
+    for scores, cells, missing in ((result.primitive_mdrae, result.primitive_cells, result.primitive_unpredicted),
+                                   (result.transform_mdrae, result.transform_cells, result.transform_unpredicted)):
+        for name, v in scores.items():
+            table.add_row(name, _pct(v), str(cells.get(name, "-")), str(missing.get(name, "-")))
+        table.add_section()
+    table.add_row("median over primitives", _pct(result.median_primitive_mdrae), "", "")
+    table.add_row("median over transformations (X-to-X left out)", _pct(result.median_transform_mdrae), "", "")
+    print_table(table)
 
 
 @click.command("evaluate")
@@ -101,38 +130,28 @@ def _pct(v: float) -> str:
               help="Timing table to score on (this platform's or another's: shared columns are scored).")
 @click.option("--split", "part", type=click.Choice(["test", "all"]), default="test", show_default=True,
               help="Score on the test part of the split, or on every row.")
-@click.option("--split-seed", type=int, default=0, show_default=True,
-              help="Seed of the 80/10/10 split (use the one the model was fitted with).")
+@click.option("--split-seed", type=click.IntRange(min=0), default=None,
+              help="Seed of the 80/10/10 split (default: the one the model was fitted with; another one on the "
+                   "model's own data file scores layers it was trained on, and gives a warning).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def evaluate(ctx: Context, model_dir: str, data_path: str, part: str, split_seed: int, as_json: bool) -> None:
+def evaluate(ctx: Context, model_dir: str, data_path: str, part: str, split_seed: int | None, as_json: bool) -> None:
     """Print the MdRAE of a fitted model per primitive and per layout transformation, and their medians."""
     from edgeplan.costmodels import evaluate_performance_model, load_performance_model, load_primitive_csv
 
     model = load_performance_model(model_dir)
     data = load_primitive_csv(data_path)
-    result = evaluate_performance_model(model, data, part, split_seed)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = evaluate_performance_model(model, data, part, split_seed)
+    for w in caught:
+        click.echo(f"warning: {w.message}", err=True)
     if as_json:
-        emit_json({"model": model_dir, "kind": model.kind, "data": data_path, "split_seed": split_seed,
-                   **result.to_dict()})
+        emit_json({"model": model_dir, "kind": model.kind, "data": data_path,
+                   "fitted_split_seed": model.info.get("split_seed"), **result.to_dict()})
         return
-    from rich.table import Table
-
-    from edgeplan.reports.tables import print_table
-
-    table = Table(title=f"{model.kind} model {model_dir} on {data_path} ({part} part: {result.rows} layers, "
-                        f"{result.transform_tensors} tensors; split seed {split_seed})")
-    table.add_column("column")
-    table.add_column("MdRAE", justify="right")
-    for name, v in result.primitive_mdrae.items():
-        table.add_row(name, _pct(v))
-    table.add_section()
-    for name, v in result.transform_mdrae.items():
-        table.add_row(name, _pct(v))
-    table.add_section()
-    table.add_row("median over primitives", _pct(result.median_primitive_mdrae))
-    table.add_row("median over transformations (X-to-X left out)", _pct(result.median_transform_mdrae))
-    print_table(table)
+    _print_table(result, f"{model.kind} model {model_dir} on {data_path} ({part} part: {result.rows} layers, "
+                         f"{result.transform_tensors} tensors; split seed {result.split_seed})")
     if result.only_in_model or result.only_in_data:
         click.echo(f"not scored: {len(result.only_in_model)} column(s) only in the model "
                    f"{list(result.only_in_model)[:6]}, {len(result.only_in_data)} only in the data "

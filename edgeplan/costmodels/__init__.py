@@ -19,13 +19,13 @@ Usage::
     from edgeplan.costmodels import load_primitive_csv, fit_performance_model, evaluate_performance_model
     data = load_primitive_csv("intel.csv")
     model = fit_performance_model(data, "nn2", split_seed=0, params={"threads": 2})
-    print(evaluate_performance_model(model, data, "test").median_primitive_mdrae)
+    print(evaluate_performance_model(model, data, "test").median_primitive_mdrae)  # split as in fitting
     times_ns = model.predict_primitives([[64, 64, 56, 3, 1], [128, 256, 28, 1, 1]])
 """
 
 from __future__ import annotations
 
-from edgeplan.costmodels.evaluation import Evaluation, evaluate_performance_model
+from edgeplan.costmodels.evaluation import Evaluation, SplitSeedWarning, evaluate_performance_model
 from edgeplan.costmodels.metrics import mdrae, mdrae_per_column, relative_abs_error
 from edgeplan.costmodels.performance_model import (
     PerformanceModel,
@@ -57,6 +57,7 @@ __all__ = [
     "PrimitiveDataset",
     "PrimitiveEstimator",
     "Split",
+    "SplitSeedWarning",
     "TransformDataset",
     "evaluate_performance_model",
     "fit_performance_model",

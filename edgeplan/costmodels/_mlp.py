@@ -5,9 +5,17 @@ Only the estimators in :mod:`edgeplan.costmodels.primitive_models` import this m
 
 A :class:`StackedMLP` holds ``G`` independent fully-connected ReLU networks of the same widths and runs them in one
 batched matrix product per layer. NN2 is ``G = 1`` with ``n`` outputs; NN1 is ``G`` one-output networks (one per
-primitive), trained together: Adam updates each parameter from its own gradient, and net ``g``'s gradient comes
-from its own loss term only, so training them stacked is training them one by one (with weight decay 0, as Table 3
-has for NN1), only faster.
+primitive), trained together. Adam updates each parameter element-wise from its own gradient, and net ``g``'s
+gradient comes from its own loss term only, so **with the constant learning rate** (the paper's; the cosine
+schedule too, as it depends on the epoch only) each net follows the same procedure as if it were trained alone:
+same initialisation rule, same mini-batch order, its own early stopping and best weights. Nets that stopped keep
+training until the last net of the group stops, but their saved best weights are what they return, so that does
+not change them. It is the same procedure, not bit-for-bit the same numbers (a stacked group draws its
+initial weights from one generator, and batched products round differently).
+
+That equivalence does **not** hold with the ``plateau`` schedule (the ``edgeplan`` recipe's): the group shares
+one learning rate, halved when the *sum* of the group's stopping losses stops improving, so a net's learning-rate
+halvings depend on the other nets of its group. Nor with ``time_limit_s``, which cuts the whole group at once.
 """
 
 from __future__ import annotations
@@ -24,8 +32,8 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
-__all__ = ["EpochInfo", "StackedMLP", "TrainConfig", "TrainLog", "masked_mse_per_net", "predict_numpy",
-           "torch_threads", "train_masked"]
+__all__ = ["EpochInfo", "StackedMLP", "TrainConfig", "TrainLog", "masked_mse_per_net", "masked_sse_per_net",
+           "predict_numpy", "torch_threads", "train_masked"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -119,28 +127,47 @@ def masked_mse_per_net(pred: torch.Tensor, target: torch.Tensor, mask: torch.Ten
     Returns
     -------
     torch.Tensor
-        ``(n_nets,)`` losses; a net with no defined output in the batch gets 0.
+        ``(n_nets,)`` losses; NaN for a net with no defined output (it has no loss, not a loss of 0). Sum it with
+        :func:`torch.nansum` or use :func:`masked_sse_per_net` for a training objective.
+    """
+    sq, count = masked_sse_per_net(pred, target, mask, n_nets)
+    return torch.where(count > 0, sq / count.clamp(min=1.0), torch.full_like(sq, math.nan))
+
+
+def masked_sse_per_net(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, n_nets: int
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sum of squared errors of each net over its defined outputs, and how many outputs were defined.
+
+    Same arguments as :func:`masked_mse_per_net`. Returns two ``(n_nets,)`` tensors: the sums (0, with zero
+    gradient, for a net with no defined output) and the counts (as floats).
     """
     diff = torch.where(mask, pred - torch.where(mask, target, torch.zeros_like(target)), torch.zeros_like(pred))
-    sq = (diff * diff).reshape(pred.shape[0], n_nets, -1).sum(dim=(0, 2))
-    count = mask.reshape(pred.shape[0], n_nets, -1).sum(dim=(0, 2)).to(pred.dtype)
-    return sq / count.clamp(min=1.0)
+    per_net = pred.shape[1] // n_nets
+    sq = (diff * diff).reshape(pred.shape[0], n_nets, per_net).sum(dim=(0, 2))
+    count = mask.reshape(pred.shape[0], n_nets, per_net).sum(dim=(0, 2)).to(pred.dtype)
+    return sq, count
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """How to train (mulder2020 Table 3 plus what edgeplan adds; see the estimators for the defaults).
 
-    ``lr_schedule``: ``"constant"`` (the paper), ``"plateau"`` (halve the rate when the validation loss has not
-    improved for ``plateau_patience`` epochs, down to ``min_lr``) or ``"cosine"`` (from ``lr`` to ``min_lr`` over
-    ``max_epochs``). Early stopping ends training when no net's validation loss improved for ``patience`` epochs;
-    every net keeps its best-validation weights.
+    ``lr_schedule``: ``"constant"`` (the paper), ``"plateau"`` (halve the rate when the sum of the nets' stopping
+    losses has not improved for ``plateau_patience`` epochs, down to ``min_lr``) or ``"cosine"`` (from ``lr`` to
+    ``min_lr`` over ``max_epochs``).
+
+    Early stopping ends training when no net's stopping loss (its validation loss; see :func:`train_masked` for a
+    net without validation cells) improved for ``patience`` **epochs**; every net keeps the weights of its best
+    epoch. This counts epochs, where mulder2020 Table 3 says "did not improve for 250 *iterations*": if an
+    iteration there means a mini-batch step, 250 epochs is a longer wait (on the Intel table, about 3 700
+    training layers in batches of 1024, an epoch is 4 steps, so about 4x longer). edgeplan keeps epochs and says
+    so. ``max_epochs`` is an edgeplan bound on the run time; the paper has none.
     """
 
     lr: float = 1e-3
     weight_decay: float = 0.0
     batch_size: int = 1024
-    max_epochs: int = 2000
+    max_epochs: int = 3000
     patience: int = 250
     lr_schedule: str = "constant"
     plateau_patience: int = 60
@@ -151,7 +178,11 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class EpochInfo:
-    """What a progress callback sees after each epoch."""
+    """What a progress callback sees after each epoch.
+
+    ``val_loss`` and ``best_val_loss`` are sums over the nets of their stopping losses (the training loss for a
+    net without validation cells; see :func:`train_masked`).
+    """
 
     epoch: int
     max_epochs: int
@@ -163,13 +194,32 @@ class EpochInfo:
 
 @dataclass(frozen=True)
 class TrainLog:
-    """How training went: epochs run, each net's best epoch and validation loss, wall time."""
+    """How training went.
+
+    Attributes
+    ----------
+    epochs
+        Epochs run.
+    best_epochs
+        Per net, the epoch whose weights it kept (0: it never had a finite stopping loss and kept its initial
+        weights; only a net without any defined training cell).
+    best_val_losses
+        Per net, its best stopping loss: the validation loss, or the training loss where ``on_validation`` is False.
+    on_validation
+        Per net, True when it early-stopped on validation cells, False when it had none and stopped on its
+        training loss.
+    stopped_by
+        ``early_stopping``, ``max_epochs`` or ``time_limit``.
+    elapsed_s
+        Wall time.
+    """
 
     epochs: int
     best_epochs: tuple[int, ...]
     best_val_losses: tuple[float, ...]
     stopped_by: str
     elapsed_s: float
+    on_validation: tuple[bool, ...] = ()
 
 
 def _tensors(x: FloatArray, y: FloatArray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -186,14 +236,46 @@ def _lr_at(config: TrainConfig, epoch: int, current: float) -> float:
     return current
 
 
+def _has_cells(mask: torch.Tensor, n_nets: int) -> torch.Tensor:
+    """``(n_nets,)``: True for a net with at least one defined cell in ``mask``."""
+    return mask.reshape(mask.shape[0], n_nets, mask.shape[1] // n_nets).any(dim=2).any(dim=0)
+
+
+def _train_epoch(net: StackedMLP, data: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+                 opt: torch.optim.Optimizer, batch_size: int, gen: torch.Generator) -> float:
+    """One pass over the shuffled training rows; returns the mean over mini-batches of the summed per-net MSE."""
+    xt, yt, mt = data
+    net.train()
+    perm = torch.randperm(xt.shape[0], generator=gen)
+    total, batches = 0.0, 0
+    for start in range(0, xt.shape[0], batch_size):
+        idx = perm[start:start + batch_size]
+        sq, count = masked_sse_per_net(net(xt[idx]), yt[idx], mt[idx], net.n_nets)
+        loss = (sq / count.clamp(min=1.0)).sum()  # a net with no cell in this batch adds 0 and no gradient
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        total += float(loss.detach())
+        batches += 1
+    return total / max(batches, 1)
+
+
 def train_masked(net: StackedMLP, x: FloatArray, y: FloatArray, x_val: FloatArray, y_val: FloatArray,
                  config: TrainConfig, callback: Callable[[EpochInfo], None] | None = None) -> TrainLog:
-    """Train ``net`` with Adam on the masked MSE, early-stopping each net on its validation loss.
+    """Train ``net`` with Adam on the masked MSE, early-stopping each net on its own stopping loss.
+
+    A net's stopping loss after an epoch is its masked MSE on the validation part. A net with **no defined
+    validation cell** (say an NN1 primitive whose few layers all fell in the training part) has no validation
+    loss; it is not given one of 0. It early-stops on its masked MSE over the whole training part, computed after
+    the epoch in evaluation mode, and keeps the weights of its epoch with the lowest training loss
+    (``TrainLog.on_validation`` marks it). Training ends when no net's stopping loss improved for
+    ``config.patience`` epochs (epochs, not mini-batch steps: see :class:`TrainConfig`), or at ``max_epochs``
+    or ``time_limit_s``.
 
     Parameters
     ----------
     net
-        The networks (modified in place; on return each holds its best-validation weights).
+        The networks (modified in place; on return each holds the weights of its best epoch).
     x, y
         Standardized training inputs ``(n, d)`` and targets ``(n, G * m)``, NaN where undefined.
     x_val, y_val
@@ -207,6 +289,7 @@ def train_masked(net: StackedMLP, x: FloatArray, y: FloatArray, x_val: FloatArra
     g = net.n_nets
     xt, yt, mt = _tensors(x, y)
     xv, yv, mv = _tensors(x_val, y_val)
+    on_val = _has_cells(mv, g)
     opt = torch.optim.Adam(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     gen = torch.Generator().manual_seed(config.seed)
     best = torch.full((g,), math.inf)
@@ -214,41 +297,33 @@ def train_masked(net: StackedMLP, x: FloatArray, y: FloatArray, x_val: FloatArra
     best_state = [p.detach().clone() for p in net.parameters()]
     lr, since_improved_total, best_total = config.lr, 0, math.inf
     stopped_by, epoch = "max_epochs", 0
-    n = xt.shape[0]
     for epoch in range(1, config.max_epochs + 1):
         lr = _lr_at(config, epoch - 1, lr)
         for group in opt.param_groups:
             group["lr"] = lr
-        net.train()
-        perm = torch.randperm(n, generator=gen)
-        total, batches = 0.0, 0
-        for start in range(0, n, config.batch_size):
-            idx = perm[start:start + config.batch_size]
-            loss = masked_mse_per_net(net(xt[idx]), yt[idx], mt[idx], g).sum()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            total += float(loss.detach())
-            batches += 1
+        train_loss = _train_epoch(net, (xt, yt, mt), opt, config.batch_size, gen)
         net.eval()
         with torch.no_grad():
-            val = masked_mse_per_net(net(xv), yv, mv, g)
-        improved = val < best
+            stop = masked_mse_per_net(net(xv), yv, mv, g)
+            if not bool(on_val.all()):
+                stop = torch.where(on_val, stop, masked_mse_per_net(net(xt), yt, mt, g))
+        improved = stop < best  # False for NaN: a net without any cell never improves
         if bool(improved.any()):
-            best = torch.where(improved, val, best)
+            best = torch.where(improved, stop, best)
             best_epoch[improved] = epoch
             with torch.no_grad():
                 for keep, p in zip(best_state, net.parameters(), strict=True):
                     keep[improved] = p.detach()[improved]
-        val_total = float(val.sum())
-        if val_total < best_total:
-            best_total, since_improved_total = val_total, 0
+        stop_total = float(torch.nansum(stop))
+        if stop_total < best_total:
+            best_total, since_improved_total = stop_total, 0
         else:
             since_improved_total += 1
         if config.lr_schedule == "plateau" and since_improved_total >= config.plateau_patience:
             lr, since_improved_total = max(lr * 0.5, config.min_lr), 0
         if callback is not None:
-            callback(EpochInfo(epoch, config.max_epochs, total / max(batches, 1), val_total, float(best.sum()), lr))
+            best_sum = float(best[torch.isfinite(best)].sum())
+            callback(EpochInfo(epoch, config.max_epochs, train_loss, stop_total, best_sum, lr))
         if int((epoch - best_epoch).min()) >= config.patience:
             stopped_by = "early_stopping"
             break
@@ -260,7 +335,7 @@ def train_masked(net: StackedMLP, x: FloatArray, y: FloatArray, x_val: FloatArra
             p.copy_(keep)
     net.eval()
     return TrainLog(epoch, tuple(int(e) for e in best_epoch), tuple(float(v) for v in best),
-                    stopped_by, time.monotonic() - started)
+                    stopped_by, time.monotonic() - started, tuple(bool(v) for v in on_val))
 
 
 def predict_numpy(net: StackedMLP, x: FloatArray) -> FloatArray:

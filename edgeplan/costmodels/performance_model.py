@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import platform
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,11 +53,12 @@ RECIPES: dict[str, dict[str, Any]] = {
 }
 """Training recipes on top of each estimator's defaults (which are mulder2020 Table 3).
 
-``paper``: Table 3 as published (inputs standardized, constant learning rate). ``edgeplan`` (the default): the
-inputs are log-transformed before standardizing (c, k, im span three orders of magnitude and times follow power
-laws in them) and the power-of-two factors of ``c, k, im`` are added as inputs (cache-set aliasing; see
-:func:`~edgeplan.costmodels.primitive_models.pow2_valuation`); NN1 and NN2 also halve the learning rate after 60
-epochs without a better validation loss (``edgeplan-nn`` is what ``edgeplan`` means for them).
+``paper``: Table 3 as published (inputs standardized, constant learning rate). ``edgeplan`` (the default; not
+the paper's recipe): the inputs are log-transformed before standardizing (c, k, im span three orders of magnitude
+and times follow power laws in them) and the power-of-two factors of ``c, k, im`` are added as inputs (cache-set
+aliasing; see :func:`~edgeplan.costmodels.primitive_models.pow2_valuation`); NN1 and NN2 also halve the learning
+rate after 60 epochs without a better validation loss (``edgeplan-nn`` is what ``edgeplan`` means for them; NN1's
+nets of one stacked group share those halvings). No recorded run compares the two recipes yet.
 """
 
 
@@ -135,6 +137,28 @@ def _fit_one(kind: str, x: FloatArray, y: FloatArray, names: tuple[str, ...], fe
                    callback=report)
 
 
+def _check_enough_for_early_stopping(dataset: PrimitiveDataset, kind: str, split_seed: int, n_val: int) -> None:
+    """Refuse, before any training, a table whose split leaves NN1/NN2 no validation layer or tensor.
+
+    The layout transformations are split over the distinct ``(c, im)``: fewer than 10 leave no validation tensor
+    (the validation part is 10 %, rounded down). This is an error, not a skipped transformation model, because
+    primitive selection needs the transformation times.
+    """
+    if kind == "lin":  # least squares: no early stopping, no validation part needed
+        return
+    if n_val == 0:
+        raise InvalidInputError(f"{dataset.source}: {len(dataset)} layer(s) leave no validation layer in the 80/10/10 "
+                                f"split, and {kind} early-stops on it; profile at least 10 layers, or fit "
+                                f"--model lin")
+    if dataset.transforms:
+        table = dataset.transform_table()
+        if len(split_indices(table.features, split_seed).val) == 0:
+            raise InvalidInputError(f"{dataset.source}: only {len(table)} distinct (c, im) tensor(s); the 80/10/10 "
+                                    f"split of the layout transformations (over distinct (c, im)) leaves no "
+                                    f"validation tensor for the {kind} transformation model's early stopping; "
+                                    f"profile at least 10 distinct (c, im), or fit --model lin")
+
+
 def fit_performance_model(dataset: PrimitiveDataset, kind: str = "nn2", *, split_seed: int = 0,
                           recipe: str = "edgeplan", params: dict[str, Any] | None = None,
                           transform_params: dict[str, Any] | None = None,
@@ -163,6 +187,12 @@ def fit_performance_model(dataset: PrimitiveDataset, kind: str = "nn2", *, split
     -------
     PerformanceModel
         Both estimators fitted, with provenance in ``info``.
+
+    Raises
+    ------
+    InvalidInputError
+        Before any training: an unknown kind, no primitive column, a negative seed, or (NN1, NN2) fewer than 10
+        layers or 10 distinct ``(c, im)``, which leaves no validation part to early-stop on.
     """
     if kind not in ESTIMATORS:
         raise InvalidInputError(f"unknown model kind {kind!r}; use one of {', '.join(ESTIMATORS)}")
@@ -170,6 +200,7 @@ def fit_performance_model(dataset: PrimitiveDataset, kind: str = "nn2", *, split
         raise InvalidInputError(f"{dataset.source}: no primitive column with any value; nothing to fit")
     params = {**recipe_params(recipe, kind), **(params or {})}
     split = split_indices(dataset.features, split_seed)
+    _check_enough_for_early_stopping(dataset, kind, split_seed, len(split.val))
     x, y = dataset.features, dataset.primitive_ns
     started = time.monotonic()
     prim = _fit_one(kind, x, y, dataset.primitives, LAYER_FEATURES,
@@ -242,20 +273,40 @@ def save_performance_model(model: PerformanceModel, directory: str | Path) -> Pa
     return folder
 
 
-def _load_estimator(folder: Path, stem: str) -> PrimitiveEstimator:
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; a missing, unreadable or non-object file is an :class:`InvalidInputError`."""
     try:
-        meta = json.loads((folder / f"{stem}.json").read_text())
-        with np.load(folder / f"{stem}.npz", allow_pickle=False) as npz:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:  # ValueError: bad JSON or bad UTF-8
+        raise InvalidInputError(f"{path}: cannot read it as JSON ({e}); the model folder is damaged, fit the model "
+                                f"again") from e
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{path}: holds a JSON {type(data).__name__}, not an object; the model folder is "
+                                f"damaged, fit the model again")
+    return data
+
+
+def _load_estimator(folder: Path, stem: str) -> PrimitiveEstimator:
+    meta = _read_json_object(folder / f"{stem}.json")
+    npz_path = folder / f"{stem}.npz"
+    try:
+        loaded = np.load(npz_path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):  # a plain .npy gives an array, not an archive
+            raise ValueError("a single array, not an .npz archive")
+        with loaded as npz:
             arrays = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as e:
-        raise InvalidInputError(f"{folder}: cannot read {stem}.json/{stem}.npz ({e}); fit the model again") from e
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
+        raise InvalidInputError(f"{npz_path}: cannot read the saved weights ({type(e).__name__}: {e}); the model "
+                                f"folder is damaged, fit the model again") from e
     cls = ESTIMATORS.get(str(meta.get("kind")))
     if cls is None:
-        raise InvalidInputError(f"{folder}/{stem}.json: unknown model kind {meta.get('kind')!r}")
+        raise InvalidInputError(f"{folder / (stem + '.json')}: unknown model kind {meta.get('kind')!r}; fit the "
+                                f"model again")
     try:
         return cls.from_state(meta, arrays)
-    except (KeyError, ValueError, TypeError) as e:
-        raise InvalidInputError(f"{folder}/{stem}: malformed saved model ({e}); fit the model again") from e
+    except (KeyError, ValueError, TypeError, AttributeError, IndexError) as e:
+        raise InvalidInputError(f"{folder / stem}.json/.npz: malformed saved model ({type(e).__name__}: {e}); fit "
+                                f"the model again") from e
 
 
 def load_performance_model(directory: str | Path) -> PerformanceModel:
@@ -269,22 +320,28 @@ def load_performance_model(directory: str | Path) -> PerformanceModel:
     Raises
     ------
     InvalidInputError
-        The folder is missing, is not a saved performance model, or has a newer format version.
+        The folder is missing, is not a saved performance model, has a newer format version, or one of its files
+        is damaged (not JSON, not an object, not an ``.npz`` archive, missing entries); the message names the file.
     """
     folder = Path(directory)
     top_path = folder / "model.json"
     if not top_path.is_file():
         raise InvalidInputError(f"{folder}: no saved performance model there (no model.json); fit one with "
                                 f"`edgeplan primitives fit --data FILE.csv --out {folder}`")
-    try:
-        top = json.loads(top_path.read_text())
-    except (OSError, ValueError) as e:
-        raise InvalidInputError(f"{top_path}: not readable as JSON ({e})") from e
+    top = _read_json_object(top_path)
     if top.get("format") != "edgeplan-primitive-performance-model":
         raise InvalidInputError(f"{top_path}: not an edgeplan primitive performance model")
-    if int(top.get("format_version", 0)) > FORMAT_VERSION:
-        raise InvalidInputError(f"{top_path}: format version {top['format_version']} is newer than this edgeplan "
-                                f"reads ({FORMAT_VERSION}); upgrade edgeplan")
+    version = top.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise InvalidInputError(f"{top_path}: format_version {version!r} is not an integer; the model folder is "
+                                f"damaged, fit the model again")
+    if version > FORMAT_VERSION:
+        raise InvalidInputError(f"{top_path}: format version {version} is newer than this edgeplan reads "
+                                f"({FORMAT_VERSION}); upgrade edgeplan")
+    kind, info = top.get("kind"), top.get("info", {})
+    if kind not in ESTIMATORS or not isinstance(info, dict):
+        raise InvalidInputError(f"{top_path}: kind {kind!r} or info is not what `edgeplan primitives fit` writes; "
+                                f"the model folder is damaged, fit the model again")
     prim = _load_estimator(folder, "primitives")
     trans = _load_estimator(folder, "transforms") if top.get("has_transforms") else None
-    return PerformanceModel(str(top["kind"]), prim, trans, dict(top.get("info", {})))
+    return PerformanceModel(str(kind), prim, trans, dict(info))

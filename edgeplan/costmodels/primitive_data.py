@@ -172,7 +172,7 @@ def split_indices(features: FloatArray, seed: int = 0,
         ``(n, d)`` array; rows are ordered by their values (lexicographically) before the seeded shuffle, so the
         split of a layer does not depend on where the file lists it.
     seed
-        The split seed (``--split-seed``).
+        The split seed (``--split-seed``), a non-negative integer.
     fractions
         Training and validation fractions (the test part takes the rest); sizes are rounded down, and the test
         part gets what is left.
@@ -181,7 +181,14 @@ def split_indices(features: FloatArray, seed: int = 0,
     -------
     Split
         Disjoint index arrays covering every row; each part sorted.
+
+    Raises
+    ------
+    InvalidInputError
+        ``seed`` is not a non-negative integer, or ``fractions`` do not sum to 1.
     """
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise InvalidInputError(f"split seed {seed!r}: use a non-negative integer (0, 1, 2, ...)")
     n = int(features.shape[0])
     if not math.isclose(sum(fractions), 1.0) or min(fractions) < 0:
         raise InvalidInputError(f"split fractions {fractions} must be non-negative and sum to 1")

@@ -14,9 +14,16 @@ gradient. Two edgeplan options, off in the estimators' defaults (which are the p
 - :class:`LinearModel` (Lin): least squares of each standardized log-time on the standardized inputs, per output,
   over its defined rows.
 - :class:`NN1Model`: one ``5 x 16 x 64 x 64 x 16 x 1`` ReLU network per output, each trained on its defined rows
-  (Adam, lr 0.003, no weight decay, batch 1024, early stopping after 250 epochs without improvement).
+  (Adam, lr 0.003, no weight decay, batch 1024, early stopping).
 - :class:`NN2Model`: one ``5 x 128 x 512 x 512 x 128 x n`` network for all outputs, masked MSE (Adam, lr 0.001,
-  weight decay 1e-5, batch 1024, early stopping after 250 epochs without improvement).
+  weight decay 1e-5, batch 1024, early stopping).
+
+**Early stopping: epochs, not the paper's iterations.** Table 3 stops "when the validation performance did not
+improve for 250 iterations". edgeplan's ``patience=250`` counts *epochs* (full passes over the training rows). If
+the paper's iterations are mini-batch steps, edgeplan waits longer: with about 3 700 Intel training layers and
+batches of 1024 an epoch is 4 steps, so 250 epochs are about 1 000 steps. ``max_epochs=3000`` is an edgeplan bound
+on the run time, not in the paper. A net with no defined validation cell early-stops on its training loss (see
+:func:`edgeplan.costmodels._mlp.train_masked`).
 
 **Applicability.** ``predict`` returns NaN where an output does not apply. Which outputs apply is learnt from the
 training data's pattern of defined cells, keyed by the features named in ``applicability_by`` (default ``("f",
@@ -466,6 +473,7 @@ class _TorchModel(PrimitiveEstimator):
         self.n_epochs_ = tuple(log.epochs for log in logs)
         self.best_epochs_ = tuple(e for log in logs for e in log.best_epochs)
         self.stopped_by_ = tuple(log.stopped_by for log in logs)
+        self.on_validation_ = tuple(v for log in logs for v in log.on_validation)
         self.fit_time_s_ = float(sum(log.elapsed_s for log in logs))
 
     def _predict_normalized(self, x: FloatArray) -> FloatArray:
@@ -485,7 +493,8 @@ class _TorchModel(PrimitiveEstimator):
                 arrays[f"net{gi}.{name}"] = a
             nets.append({"outputs": cols, "n_nets": net.n_nets, "widths": list(net.widths)})
         meta = {"nets": nets, "n_epochs": list(self.n_epochs_), "best_epochs": list(self.best_epochs_),
-                "stopped_by": list(self.stopped_by_), "fit_time_s": self.fit_time_s_}
+                "stopped_by": list(self.stopped_by_), "on_validation": list(self.on_validation_),
+                "fit_time_s": self.fit_time_s_}
         return meta, arrays
 
     def _load_model_state(self, meta: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]) -> None:
@@ -500,6 +509,7 @@ class _TorchModel(PrimitiveEstimator):
         self.n_epochs_ = tuple(meta.get("n_epochs", ()))
         self.best_epochs_ = tuple(meta.get("best_epochs", ()))
         self.stopped_by_ = tuple(meta.get("stopped_by", ()))
+        self.on_validation_ = tuple(bool(v) for v in meta.get("on_validation", ()))
         self.fit_time_s_ = float(meta.get("fit_time_s", 0.0))
 
     groups_: list[list[int]]
@@ -507,14 +517,18 @@ class _TorchModel(PrimitiveEstimator):
     n_epochs_: tuple[int, ...]
     best_epochs_: tuple[int, ...]
     stopped_by_: tuple[str, ...]
+    on_validation_: tuple[bool, ...]
     fit_time_s_: float
 
 
 class NN1Model(_TorchModel):
     """NN1: one ``d x 16 x 64 x 64 x 16 x 1`` ReLU network per output, each on its own defined rows.
 
-    Outputs defined on exactly the same training rows are trained side by side as one stacked network (the same
-    as training them one by one; see :mod:`edgeplan.costmodels._mlp`), each with its own early stopping.
+    Outputs defined on exactly the same training rows are trained side by side as one stacked network, each with
+    its own early stopping and best weights. With ``lr_schedule="constant"`` (the paper's) that is the same
+    procedure as training them one by one; with ``"plateau"`` (the ``edgeplan`` recipe) it is not: the nets of a
+    group share one learning rate, halved when their summed validation loss stalls (see
+    :mod:`edgeplan.costmodels._mlp`).
 
     Parameters
     ----------
@@ -523,7 +537,8 @@ class NN1Model(_TorchModel):
     lr, weight_decay, batch_size
         Adam settings (Table 3: 0.003, 0, 1024).
     max_epochs, patience
-        Upper bound on epochs; early stopping after ``patience`` epochs without a better validation loss (250).
+        Upper bound on epochs (3000; an edgeplan bound, not in the paper); early stopping after ``patience``
+        **epochs** without a better validation loss (250; Table 3 says 250 iterations, see the module docstring).
     lr_schedule, min_lr
         ``"constant"`` (the paper), ``"plateau"`` or ``"cosine"`` (see :class:`edgeplan.costmodels._mlp.TrainConfig`).
     log_inputs
@@ -577,7 +592,8 @@ class NN2Model(_TorchModel):
     lr, weight_decay, batch_size
         Adam settings (Table 3: 0.001, 1e-5, 1024).
     max_epochs, patience
-        Upper bound on epochs; early stopping after ``patience`` epochs without a better validation loss (250).
+        Upper bound on epochs (3000; an edgeplan bound, not in the paper); early stopping after ``patience``
+        **epochs** without a better validation loss (250; Table 3 says 250 iterations, see the module docstring).
     lr_schedule, min_lr
         ``"constant"`` (the paper), ``"plateau"`` or ``"cosine"``.
     log_inputs

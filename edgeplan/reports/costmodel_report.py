@@ -1,7 +1,8 @@
 """Accuracy figures of the primitive performance models, like mulder2020 Figs. 4-6.
 
 One PNG per platform: MdRAE bars per primitive (top) and per layout transformation (bottom), one bar colour per
-model (Lin, NN1, NN2), on a log axis since Lin is an order of magnitude worse.
+model (Lin, NN1, NN2), on a log axis since Lin is an order of magnitude worse. An infinite MdRAE (the model gave
+no prediction for most measured cells) cannot be a bar: it is drawn as an ``x`` at the top of the axis.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def plot_mdrae_bars(results: Mapping[str, Evaluation], path: str | Path, title: 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.transforms import blended_transform_factory
 
     if not results:
         raise ValueError("no evaluation to plot")
@@ -74,7 +76,12 @@ def plot_mdrae_bars(results: Mapping[str, Evaluation], path: str | Path, title: 
         for i, m in enumerate(models):
             values = [100 * getattr(results[m], attr).get(n, math.nan) for n in names]
             xs = [k + (i - (len(models) - 1) / 2) * width for k in range(len(names))]
-            axis.bar(xs, values, width=width, color=_COLOURS.get(m, None), label=m.upper())
+            axis.bar(xs, [v if math.isfinite(v) else math.nan for v in values], width=width,
+                     color=_COLOURS.get(m, None), label=m.upper())
+            unpredicted = [x for x, v in zip(xs, values, strict=True) if v == math.inf]
+            if unpredicted:
+                axis.scatter(unpredicted, [0.97] * len(unpredicted), marker="x", color=_COLOURS.get(m, "black"),
+                             transform=blended_transform_factory(axis.transData, axis.transAxes))
         axis.set_xticks(range(len(names)))
         axis.set_xticklabels(names, rotation=90, fontsize=6 if axis is ax_p else 8)
         axis.set_yscale("log")
@@ -83,7 +90,8 @@ def plot_mdrae_bars(results: Mapping[str, Evaluation], path: str | Path, title: 
         axis.grid(axis="y", which="both", alpha=0.3)
         axis.set_xlim(-0.6, len(names) - 0.4)
     ax_p.legend(fontsize=8, ncol=len(models), loc="upper left")
-    ax_p.set_title(f"{title}: primitives (dotted: 2 % target)" if title else "primitives (dotted: 2 %)", fontsize=9)
+    ax_p.set_title(f"{title}: primitives (dotted: 2 % target; x: no prediction)" if title
+                  else "primitives (dotted: 2 %; x: no prediction)", fontsize=9)
     ax_t.set_title("layout transformations (dotted: 1 % target)", fontsize=9)
     fig.tight_layout()
     out = Path(path)
