@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
+import functools
+import hashlib
 import importlib.machinery
+import itertools
 import json
+import math
 import sys
 import types
 from pathlib import Path
@@ -15,9 +20,11 @@ from click.testing import CliRunner
 
 from edgeplan.cli.common import Context
 from edgeplan.cli.primitives_cmd import primitives
+from edgeplan.costmodels.primitive_data import load_primitive_csv
 from edgeplan.errors import InvalidInputError, StoreError
 from edgeplan.measure.device import describe_device
-from edgeplan.measure.store import Store
+from edgeplan.measure.harness import Timing
+from edgeplan.measure.store import MeasurementRecord, Store
 from edgeplan.primitives import ConvSpec, applicable, primitive_names
 from edgeplan.primitives import campaign as pc
 
@@ -69,6 +76,27 @@ def test_selection_is_seeded_capped_and_a_sample() -> None:
     assert set(pc.select_configs(space, work_cap=1e7, seed=3, max_configs=10, with_fft=False)) <= set(chosen)
     with pytest.raises(InvalidInputError, match="work cap"):
         pc.select_configs(space, work_cap=0, seed=0)
+
+
+def test_main_campaign_identity_is_frozen() -> None:
+    # The reference campaign is resumed and exported by name: its name, parameters (primitives and timing
+    # included) and measurement order must not change, or `profile` refuses to resume the Store's campaign.
+    plan = pc.primitive_campaign("dev")
+    assert plan.name == "primitives|zoo-cap3e+08-seed0|torch|1t|dev" and len(plan.configs) == 3872
+    frozen = json.dumps([plan.params, [[s.c, s.k, s.im, s.f, s.s] for s in plan.configs]], sort_keys=True)
+    assert hashlib.sha256(frozen.encode()).hexdigest() == (
+        "f0f9e44b5880f1a70c191aa424e2b4240daaf6a534492d87b81bca6e2b2a8631")
+
+
+def test_cap_coverage_counts_the_triplets_kept_per_f_and_s() -> None:
+    # (3, 8, 5): work c k f^2 out^2 = 600 (f 1, s 1), 5400 (f 3, s 1), 15000 (f 5, s 1); (4, 4, 2) admits f = 1 only
+    rows = {(r.f, r.s): r for r in pc.cap_coverage([(3, 8, 5), (4, 4, 2)], work_cap=5400, with_fft=False)}
+    assert list(rows) == [(f, s) for f in pc.KERNEL_SIZES for s in pc.STRIDES]
+    assert (rows[1, 1].triplets, rows[1, 1].kept) == (2, 2)
+    assert (rows[3, 1].triplets, rows[3, 1].kept, rows[3, 1].max_work) == (1, 1, 5400)
+    assert (rows[5, 1].triplets, rows[5, 1].kept, rows[5, 1].max_work) == (1, 0, 15000)
+    assert rows[11, 1].triplets == 0 and math.isnan(rows[11, 1].fraction_kept)
+    assert rows[11, 1].to_dict()["fraction_kept"] is None and rows[5, 1].to_dict()["dropped"] == 1
 
 
 def test_work_units_counts_the_fft_primitive_where_it_applies() -> None:
@@ -148,21 +176,72 @@ def test_export_is_the_mulder_csv_in_ns(tmp_path: Path) -> None:
     assert provenance["devices"][0]["descriptor"]["threads"] == 1 and provenance["versions"][0]["torch"]
 
 
-def test_over_cap_is_distinct_from_not_applicable(tmp_path: Path) -> None:
+def _faked_time(monkeypatch: pytest.MonkeyPatch, over: set[str], failing: set[str]) -> None:
+    """Make the primitives and transformations in ``over`` come out over cap, those in ``failing`` raise."""
+    real_time = pc._time
+
+    def fake(fn: functools.partial[object], plan: pc.TimingPlan) -> tuple[Timing, bool, int]:
+        owner = getattr(fn.func, "__self__", None)
+        name = owner.name if owner is not None else f"{fn.args[1]}-to-{fn.args[2]}"
+        if name in failing:
+            raise RuntimeError(f"{name} failed")
+        if name in over:
+            return Timing.from_samples([9.0], "time_cap"), True, 0
+        return real_time(fn, plan)
+
+    monkeypatch.setattr(pc, "_time", fake)
+
+
+def test_over_cap_is_distinct_from_not_applicable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     device = describe_device("torch", 1)
-    plan = pc.primitive_campaign(device.key, configs=CONFIGS[:1], primitives=["direct-sum2d"],
-                                 timing=pc.TimingPlan(call_cap_ms=1e-6))
+    names = ["direct-sum2d", "im2col-scan-ab-ki", "conv-1x1-gemm-ab-ik"]  # conv-1x1 does not apply to f = 3
+    plan = pc.primitive_campaign(device.key, configs=CONFIGS[:1], primitives=names, timing=FAST)
+    _faked_time(monkeypatch, over={"direct-sum2d", "chw-to-hwc"}, failing={"im2col-scan-ab-ki"})
     with Store.open(tmp_path / "s.sqlite") as store:
         report = pc.profile_primitives(store, plan, device)
-        assert len(report.over_cap) == 10 and report.configs_done_now == 1
-        rows = store.measurements(campaign=plan.name)
-        assert all(r.extra["status"] == "over_cap" and r.repeats == 1 and r.stopped_by == "time_cap" for r in rows)
+        assert sorted(report.over_cap) == ["c4-im6|chw-to-hwc", "c4-k4-im6-f3-s1|direct-sum2d"]
+        assert report.configs_done_now == 0 and report.configs_not_exportable == 0 and len(report.failed) == 1
         campaign = pc.find_campaign(store)
         left_out = pc.export_dataset(store, campaign, tmp_path / "a.csv", provenance=False)
         assert left_out.rows == 0 and left_out.incomplete == 1 and left_out.provenance_path is None
+        assert left_out.not_measured_path is None and not (tmp_path / "a.not_measured.csv").exists()
         kept = pc.export_dataset(store, campaign, tmp_path / "b.csv", include_incomplete=True)
-        assert kept.rows == 1 and kept.over_cap_cells == 1
-    assert (tmp_path / "b.csv").read_text().splitlines()[1] == "4,4,6,3,1" + "," * 10
+        assert (kept.rows, kept.over_cap_cells, kept.missing_cells, kept.not_exportable) == (1, 2, 1, 0)
+    header, row = (line.split(",") for line in (tmp_path / "b.csv").read_text().splitlines())
+    cells = dict(zip(header, row, strict=True))
+    empty = {column for column, value in cells.items() if value == ""}
+    assert empty == {"chw-to-hwc", "direct-sum2d", "im2col-scan-ab-ki", "conv-1x1-gemm-ab-ik"}  # the format's way
+    assert kept.not_measured_path == tmp_path / "b.not_measured.csv"
+    with kept.not_measured_path.open() as handle:
+        listed = {(r["column"], r["reason"]) for r in csv.DictReader(handle)
+                  if (r["c"], r["k"], r["im"], r["f"], r["s"]) == ("4", "4", "6", "3", "1")}
+    # the sidecar tells over cap from missing; the not-applicable conv-1x1 cell is not in it
+    assert listed == {("chw-to-hwc", "over_cap"), ("direct-sum2d", "over_cap"), ("im2col-scan-ab-ki", "missing")}
+    provenance = json.loads((tmp_path / "b.provenance.json").read_text())
+    assert provenance["not_measured"] == {**provenance["not_measured"], "csv": "b.not_measured.csv",
+                                          "over_cap_cells": 2, "missing_cells": 1}
+    assert "b.not_measured.csv" in provenance["cell"] and provenance["incomplete_included"] is True
+
+
+def test_measured_but_not_exportable_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = str(tmp_path / "s.sqlite")
+    args = ("profile", "--store", store, "--config", "4,4,6,3,1", "--config", "3,5,7,1,2",
+            "--primitive", "direct-sum2d", "--primitive", "conv-1x1-gemm-ab-ik", "--target-ms", "0.5")
+    _faked_time(monkeypatch, over={"conv-1x1-gemm-ab-ik"}, failing=set())  # applies to (3, 5, 7, 1, 2) only
+    result = _invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert "measured but not exportable: 1 configurations" in result.output and "exportable: 1" in result.output
+    report = json.loads(_invoke(*args, "--json").output)  # resumed: nothing left, the count stays
+    assert report["remaining"] == 0 and report["configs_not_exportable"] == 1 and report["configs_exportable"] == 1
+    result = _invoke("export", "--store", store, "--out", str(tmp_path / "d.csv"))
+    assert result.exit_code == 0, result.output
+    assert "wrote 1 configurations" in result.output and "1 of them measured but not exportable" in result.output
+    (tmp_path / "d.not_measured.csv").write_text("stale\n")
+    data = json.loads(_invoke("export", "--store", store, "--out", str(tmp_path / "d.csv"), "--json").output)
+    assert data["not_exportable"] == 1 and data["not_measured"] is None
+    assert not (tmp_path / "d.not_measured.csv").exists()  # a stale sidecar is not left beside a complete export
+    result = _invoke("export", "--store", store, "--out", str(tmp_path / "d.csv"), "--include-incomplete")
+    assert "1 over-cap and 0 missing cells listed in d.not_measured.csv" in result.output
 
 
 def test_remeasure_subset_is_a_separate_campaign(tmp_path: Path) -> None:
@@ -179,7 +258,146 @@ def test_remeasure_subset_is_a_separate_campaign(tmp_path: Path) -> None:
         report = pc.profile_primitives(store, subset, device)
         assert report.configs_done_now == 1
         assert pc.remeasure_campaign(store, plan, 1, seed=0).configs == subset.configs
-        assert pc.find_campaign(store).name == plan.name  # the subset is not a main campaign
+        main = pc.find_campaign(store)
+        assert main.name == plan.name  # the subset is not a main campaign
+        again = pc.find_remeasure(store, main)
+        floor = pc.noise_floor(pc.campaign_dataset(store, main), pc.campaign_dataset(store, again))
+    assert (floor.shared_configs, floor.reference_configs, floor.again_configs) == (1, 2, 1)
+    assert [c.cells for c in floor.primitives] == [1] and floor.median_primitive_mdrae >= 0
+    assert floor.transform_tensors == 1 and len(floor.transforms) == 9
+    result = _invoke("noise", "--store", str(tmp_path / "s.sqlite"), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["shared_configs"] == 1
+
+
+# ---------------------------------------------------------------------------------------------- above the cap
+
+
+def test_above_cap_sample_is_stratified_seeded_and_above_the_cap() -> None:
+    space = pc.config_space(pc.load_triplets())
+    options = pc.AboveCapOptions(n=20, bins=4, seed=1, work_cap=1e8, max_work=1e10)
+    chosen = pc.sample_above_cap(space, options)
+    works = [pc.work_units(s) for s in chosen]
+    assert len(chosen) == 20 and all(1e8 < w <= 1e10 for w in works)
+    edges = [1e8 * 10 ** (0.5 * i) for i in range(5)]  # four bins of half a decade
+    assert [sum(lo < w <= hi for w in works) for lo, hi in itertools.pairwise(edges)] == [5, 5, 5, 5]
+    assert chosen == pc.sample_above_cap(space, options)
+    assert chosen != pc.sample_above_cap(space, pc.AboveCapOptions(n=20, bins=4, seed=2, work_cap=1e8))
+    thin = pc.sample_above_cap(pc.config_space([(1024, 1024, 14)]), pc.AboveCapOptions(n=50, bins=2))
+    assert len(thin) == sum(3e8 < pc.work_units(s) <= 1e10 for s in pc.config_space([(1024, 1024, 14)]))
+    with pytest.raises(InvalidInputError, match="max_work"):
+        pc.AboveCapOptions(n=5, work_cap=1e10, max_work=1e9)
+
+
+def test_above_cap_campaign_is_separate_and_resumes_its_layers(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def layers() -> list[tuple[int, int, int, int, int]]:
+        calls.append(1)
+        return [(1024, 1024, 14, 3, 1), (64, 64, 56, 3, 1)]  # work 1.8e9 (above the cap) and 1.2e8 (below)
+
+    options = pc.AboveCapOptions(n=6, bins=3)
+    plan = pc.above_cap_campaign("dev", options, real_layers=layers, primitives=["im2col-scan-ab-ki"])
+    main = pc.primitive_campaign("dev", primitives=["im2col-scan-ab-ki"])
+    assert plan.name.startswith("primitives|abovecap-") and plan.name != main.name
+    assert ConvSpec(1024, 1024, 14, 3, 1) in plan.configs and ConvSpec(64, 64, 56, 3, 1) not in plan.configs
+    assert len(plan.configs) == 7 and not set(plan.configs) & set(main.configs)
+    assert plan.params["above_cap"]["real_layers"] == [[1024, 1024, 14, 3, 1]] and plan.timing.call_cap_ms == 1000
+    with Store.open(tmp_path / "s.sqlite") as store:
+        store.campaign(plan.name, params=plan.params)
+        store.campaign(main.name, params=main.params)
+        again = pc.above_cap_campaign("dev", options, real_layers=layers, store=store,
+                                      primitives=["im2col-scan-ab-ki"])
+        assert again == plan and len(calls) == 1  # resumed from the Store, the layers not loaded again
+        assert pc.find_campaign(store).name == main.name  # the above-cap campaign is not a main campaign
+
+
+def _record(kind: str, subject: str, latency_ms: float, config: dict[str, int]) -> MeasurementRecord:
+    values: dict[str, object] = {f.name: 0 for f in dataclasses.fields(MeasurementRecord)}
+    values.update(kind=kind, subject=subject, latency_ms=latency_ms, extra={"config": config, "status": "measured"})
+    return MeasurementRecord(**values)  # type: ignore[arg-type]
+
+
+def test_estimated_duration_from_reference_rates() -> None:
+    spec = ConvSpec(4, 4, 6, 3, 1)  # 4 * 4 * 9 * 36 = 5184 MACs; c im^2 = 144
+    timing = pc.TimingPlan(target_ms=20, min_repeats=3, max_repeats=50, call_cap_ms=500)
+    plan = pc.CampaignPlan("p", (spec,), ("direct-sum2d",), timing, {}, 1)
+    config = {"c": 4, "k": 4, "im": 6, "f": 3, "s": 1}
+    reference = [_record(pc.PRIMITIVE_KIND, "direct-sum2d", 1000.0, config)]  # same layer: first run 1 s, over cap
+    assert pc.estimate_duration_s(plan, reference) is None  # no rate for the transformations
+    reference += [_record(pc.TRANSFORM_KIND, t, 100.0, config) for t in pc.TRANSFORM_COLUMNS]
+    # 1 s (one run, over cap) + 9 x 100 ms x (1 first run + 3 timed runs)
+    assert pc.estimate_duration_s(plan, reference) == pytest.approx(1.0 + 9 * 0.4)
+
+
+def test_above_cap_dry_run_prints_size_and_estimate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pc, "extract_layers", lambda: ({(1024, 1024, 14, 3, 1): ("m",)}, ("m:odd",)))
+    args = ("profile", "--store", str(tmp_path / "s.sqlite"), "--above-cap", "16", "--primitive", "kn2row",
+            "--dry-run")
+    data = json.loads(_invoke(*args, "--json").output)
+    assert data["campaign"].startswith("primitives|abovecap-n16-b8-") and data["configs"] == 16 + 1
+    assert data["estimated_s"] is None and data["skipped_layers"] == ["m:odd"]
+    assert data["params"]["timing"]["call_cap_ms"] == 1000 and data["params"]["timing"]["max_repeats"] == 5
+    text = _invoke(*args).output
+    assert "16 configurations sampled in 8 log-work bins" in text and "+ 1 real layers" in text
+    assert "no time estimate" in text and "1 conv layers with a non-square" in text
+    wrong = _invoke(*args, "--config", "4,4,6,3,1")
+    assert isinstance(wrong.exception, InvalidInputError) and "campaign of its own" in str(wrong.exception)
+    measured = _invoke("profile", "--store", str(tmp_path / "s.sqlite"), "--config", "4,4,6,3,1", "--primitive",
+                       "kn2row", "--target-ms", "0.5")  # the Store's only main campaign gives the rates
+    assert measured.exit_code == 0, measured.output
+    data = json.loads(_invoke(*args, "--json").output)
+    assert data["estimated_s"] > 0 and data["rates_from"].startswith("primitives|custom-")
+    assert "estimated time about" in _invoke(*args).output
+
+
+# ---------------------------------------------------------------------------------------------- noise floor
+
+_NOISE_HEADER = "c,k,im,f,s,chw-to-hwc,hwc-to-hwc,chw-to-hcw,p1,p2"
+# Shared layers (1,2,8,3,1) and (1,2,8,1,1), one (c, im) = (1, 8). p1: RAE 0.1 and 0.15 -> 0.125; p2: one paired
+# cell, RAE 0.5, one unpaired; chw-to-hwc and chw-to-hcw: RAE 0.2; hwc-to-hwc (identity, left out of the median) 2.
+_RUN_A = (_NOISE_HEADER, "1,2,8,3,1,100,10,50,100,1000", "1,2,8,1,1,100,10,50,200,300", "4,2,8,3,1,400,20,80,400,2000")
+_RUN_B = (_NOISE_HEADER + ",p3", "1,2,8,1,1,120,30,60,230,,", "1,2,8,3,1,120,30,60,90,1500,", "9,9,9,1,1,1,1,1,1,,7")
+
+
+def _csv(path: Path, lines: tuple[str, ...]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_noise_floor_of_two_runs_in_closed_form(tmp_path: Path) -> None:
+    a, b = _csv(tmp_path / "a.csv", _RUN_A), _csv(tmp_path / "b.csv", _RUN_B)
+    floor = pc.noise_floor(load_primitive_csv(a), load_primitive_csv(b))
+    assert (floor.shared_configs, floor.reference_configs, floor.again_configs) == (2, 3, 3)
+    prims = {c.column: c for c in floor.primitives}
+    assert prims["p1"].mdrae == pytest.approx(0.125) and prims["p1"].cells == 2 and prims["p1"].unpaired == 0
+    assert prims["p2"].mdrae == pytest.approx(0.5) and (prims["p2"].cells, prims["p2"].unpaired) == (1, 1)
+    moves = {c.column: c.mdrae for c in floor.transforms}
+    assert floor.transform_tensors == 1 and moves == pytest.approx({"chw-to-hwc": 0.2, "hwc-to-hwc": 2.0,
+                                                                    "chw-to-hcw": 0.2})
+    assert floor.median_primitive_mdrae == pytest.approx(0.3125)
+    assert floor.median_transform_mdrae == pytest.approx(0.2)  # the identity transformation is left out
+    assert floor.only_in_reference == () and floor.only_in_again == ("p3",)
+    assert pc.noise_floor(load_primitive_csv(a), load_primitive_csv(a)).median_primitive_mdrae == 0
+
+
+def test_noise_floor_refuses_disjoint_or_repeated_layers(tmp_path: Path) -> None:
+    a = load_primitive_csv(_csv(tmp_path / "a.csv", _RUN_A[:2]))
+    with pytest.raises(InvalidInputError, match="no configuration"):
+        pc.noise_floor(a, load_primitive_csv(_csv(tmp_path / "b.csv", (_RUN_A[0], _RUN_A[3]))))
+    with pytest.raises(InvalidInputError, match="twice"):
+        pc.noise_floor(a, load_primitive_csv(_csv(tmp_path / "c.csv", (*_RUN_A[:2], _RUN_A[1]))))
+
+
+def test_noise_command_text_and_json(tmp_path: Path) -> None:
+    a, b = str(_csv(tmp_path / "a.csv", _RUN_A)), str(_csv(tmp_path / "b.csv", _RUN_B))
+    result = _invoke("noise", a, b)
+    assert result.exit_code == 0, result.output
+    assert "2 shared configurations" in result.output and "median over 2 primitives: 31.25 %" in result.output
+    assert "1.5 x = 46.88 %" in result.output and "only in the other run (not compared): p3" in result.output
+    data = json.loads(_invoke("noise", a, b, "--json").output)
+    assert data["median_primitive_mdrae"] == pytest.approx(0.3125) and data["median_transform_mdrae"] == 0.2
+    assert data["primitives"][1] == {"column": "p2", "cells": 1, "unpaired": 1, "mdrae": 0.5}
 
 
 # ---------------------------------------------------------------------------------------------- command line
@@ -204,8 +422,12 @@ def test_profile_and_export_through_the_cli(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["configs_done_now"] == 1 and report["rows_now"] == 2 + 9 and report["remaining"] == 0
-    dry = json.loads(_invoke("profile", "--store", store, "--dry-run", "--json").output)
+    dry = json.loads(_invoke("profile", "--store", store, "--dry-run", "--coverage", "--json").output)
     assert dry["space_size"] == 5457 and 3000 <= dry["configs"] < dry["space_size"]
+    assert sum(r["kept"] for r in dry["coverage"]) == dry["configs"]  # the coverage table is the selection
+    assert sum(r["triplets"] for r in dry["coverage"]) == dry["space_size"] and len(dry["coverage"]) == 15
+    text = _invoke("profile", "--store", store, "--dry-run", "--coverage").output
+    assert "NOT in the dataset" in text and " 11  1       279" in text
     result = _invoke("export", "--store", store, "--out", str(tmp_path / "d.csv"), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["rows"] == 1
@@ -219,6 +441,9 @@ def test_profile_and_export_through_the_cli(tmp_path: Path) -> None:
         (("list", "--family", "nope"), InvalidInputError, "unknown primitive family"),
         (("export", "--out", "x.csv"), StoreError, "no Store at"),
         (("profile", "--config", "4,4,6,3,1", "--work-cap", "5", "--dry-run"), InvalidInputError, "--config"),
+        (("profile", "--coverage"), InvalidInputError, "--dry-run"),
+        (("noise", "a.csv"), InvalidInputError, "two exported CSV"),
+        (("noise", "--store", "none.sqlite"), StoreError, "no Store at"),
     ],
 )
 def test_bad_input_errors(tmp_path: Path, args: tuple[str, ...], error: type[Exception], message: str) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +18,8 @@ import click
 from edgeplan.cli.common import Context, emit_json
 
 if TYPE_CHECKING:
-    from edgeplan.primitives.campaign import ProfileReport
+    from edgeplan.measure.store import Store
+    from edgeplan.primitives.campaign import CapCoverage, NoiseFloor, ProfileReport
 
 __all__ = ["primitives"]
 
@@ -161,27 +164,52 @@ def _parse_configs(_ctx: click.Context, _param: click.Parameter, values: tuple[s
               help="Re-measure N configurations complete in the main campaign, as a separate campaign.")
 @click.option("--subset-seed", type=int, default=1, show_default=True, help="Seed of the re-measured subset.")
 @click.option("--dry-run", is_flag=True, help="Show the configuration space and the campaign; measure nothing.")
+@click.option("--coverage", is_flag=True,
+              help="With --dry-run: per (f, s), how many zoo triplets the work cap keeps (the rest is not measured).")
+@click.option("--above-cap", type=click.IntRange(min=1), default=None, metavar="N",
+              help="A separate campaign (never the main one): N configurations above the work cap, stratified by "
+                   "log work, plus the zoo's real layers above it; a 1 s per-call cap and 2-5 repeats unless "
+                   "--call-cap-ms / --target-ms are given. Loads the zoo's models (about a minute) when new.")
+@click.option("--above-cap-bins", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Log-work bins of the --above-cap sample.")
+@click.option("--above-cap-max-work", type=float, default=1e10, show_default=True,
+              help="Largest work of the --above-cap sample (it bounds the first, unrepeated run of a call).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | None, work_cap: float | None,
                 seed: int, max_configs: int | None, configs: tuple[Any, ...], names: tuple[str, ...],
                 target_ms: float, call_cap_ms: float, remeasure_subset: int | None, subset_seed: int,
-                dry_run: bool, as_json: bool) -> None:
-    """Measure every applicable primitive on the configuration space of mulder2020 §3.2.1 (one thread)."""
+                dry_run: bool, coverage: bool, above_cap: int | None, above_cap_bins: int, above_cap_max_work: float,
+                as_json: bool) -> None:
+    """Measure every applicable primitive on the configuration space of mulder2020 §3.2.1 (one thread).
+
+    Configurations above the work cap are not measured (see --dry-run --coverage).
+    """
     from edgeplan.errors import InvalidInputError
     from edgeplan.measure.device import describe_device
     from edgeplan.measure.paths import default_store_path
     from edgeplan.measure.store import Store
     from edgeplan.primitives.campaign import (
         DEFAULT_WORK_CAP,
+        AboveCapOptions,
         TimingPlan,
+        above_cap_campaign,
+        cap_coverage,
+        estimate_duration_s,
+        load_triplets,
         primitive_campaign,
         profile_primitives,
         remeasure_campaign,
     )
 
-    if configs and (work_cap is not None or max_configs is not None):
-        raise InvalidInputError("--work-cap and --max-configs select from the zoo space; drop them with --config")
+    if configs and (work_cap is not None or max_configs is not None or coverage):
+        raise InvalidInputError("--work-cap, --max-configs and --coverage are about the zoo space; drop them "
+                                "with --config")
+    if coverage and not dry_run:
+        raise InvalidInputError("--coverage describes the selection without measuring; add --dry-run")
+    if above_cap is not None and (configs or max_configs is not None or remeasure_subset is not None):
+        raise InvalidInputError("--above-cap is a campaign of its own; drop --config, --max-configs and "
+                                "--remeasure-subset")
     command = _context(ctx).command
     device = describe_device("torch", 1)
     cap = DEFAULT_WORK_CAP if work_cap is None else work_cap
@@ -191,14 +219,32 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
     with Store.open(store_path or default_store_path(_context(ctx).home)) as store:
         if remeasure_subset is not None:
             plan = remeasure_campaign(store, plan, remeasure_subset, subset_seed)
+        main = plan
+        skipped: list[str] = []
+        if above_cap is not None:
+            options = AboveCapOptions(above_cap, above_cap_bins, seed, cap, above_cap_max_work, TimingPlan(
+                target_ms=target_ms, min_repeats=2, max_repeats=5,
+                call_cap_ms=call_cap_ms if _given(ctx, "call_cap_ms") else 1000.0))
+            plan = above_cap_campaign(device.key, options, real_layers=_real_layers(skipped), store=store,
+                                      primitives=names or None)
         summary = {"store": str(store.path), "campaign": plan.name, "space_size": plan.space_size,
                    "configs": len(plan.configs), "primitives": len(plan.primitives)}
         if dry_run:
+            rows = cap_coverage(load_triplets(), cap, with_fft="fft" in plan.primitives) if coverage else ()
+            extra: dict[str, Any] = {"coverage": [r.to_dict() for r in rows]} if coverage else {}
+            if above_cap is not None:
+                source = _rates_source(store, main.name)
+                estimate = estimate_duration_s(plan, store.measurements(campaign=source))
+                extra.update(estimated_s=estimate, rates_from=source, skipped_layers=skipped)
             if as_json:
-                emit_json({**summary, "params": dict(plan.params)})
-            else:
-                click.echo(f"campaign {plan.name}\n  {plan.space_size} configurations in the space, "
-                           f"{len(plan.configs)} selected, {len(plan.primitives)} primitives; store {store.path}")
+                emit_json({**summary, "params": dict(plan.params), **extra})
+                return
+            click.echo(f"campaign {plan.name}\n  {plan.space_size} configurations in the space, "
+                       f"{len(plan.configs)} selected, {len(plan.primitives)} primitives; store {store.path}")
+            if above_cap is not None:
+                _echo_above_cap(plan.params["above_cap"], extra)
+            if coverage:
+                _echo_coverage(rows, cap)
             return
         report = profile_primitives(store, plan, device, budget_s=budget_s, progress=not as_json, command=command)
     if as_json:
@@ -207,10 +253,68 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
     _echo_report(report)
 
 
+def _given(ctx: click.Context, name: str) -> bool:
+    """Whether the option ``name`` was given (not its default)."""
+    return ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+
+
+def _rates_source(store: Store, main: str) -> str:
+    """The campaign whose rates estimate the above-cap campaign's time: ``main``, else the Store's only main one."""
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.primitives.campaign import find_campaign
+
+    if any(c.name == main for c in store.campaigns()):
+        return main
+    try:
+        return find_campaign(store).name
+    except InvalidInputError:
+        return main
+
+
+def _real_layers(skipped: list[str]) -> Callable[[], Iterable[tuple[int, int, int, int, int]]]:
+    """The zoo's real square conv layers, loaded when called; the layers that are not square go to ``skipped``."""
+    def load() -> Iterable[tuple[int, int, int, int, int]]:
+        from edgeplan.primitives.campaign import extract_layers
+
+        layers, odd = extract_layers()
+        skipped.extend(odd)
+        return layers
+
+    return load
+
+
+def _echo_above_cap(above: dict[str, Any], extra: dict[str, Any]) -> None:
+    click.echo(f"  above-cap campaign: {above['sampled']} configurations sampled in {above['bins']} log-work bins "
+               f"over ({above['work_cap']:g}, {above['max_work']:g}] + {len(above['real_layers'])} real layers of "
+               "the zoo above the cap")
+    if extra["skipped_layers"]:
+        click.echo(f"  {len(extra['skipped_layers'])} conv layers with a non-square kernel or stride are no "
+                   f"configuration, skipped: {', '.join(extra['skipped_layers'][:3])}"
+                   + (" ..." if len(extra["skipped_layers"]) > 3 else ""))
+    estimate = extra["estimated_s"]
+    click.echo(f"  estimated time about {estimate / 3600:.1f} h (rough: the 90th-percentile rates of "
+               f"{extra['rates_from']})" if estimate is not None else
+               f"  no time estimate: {extra['rates_from']} has no rate for some primitive; measure it first")
+
+
+def _echo_coverage(rows: tuple[CapCoverage, ...], cap: float) -> None:
+    kept, total = sum(r.kept for r in rows), sum(r.triplets for r in rows)
+    click.echo(f"  coverage at work cap {cap:g}: {kept} of {total} configurations kept; the other {total - kept} "
+               "are NOT in the dataset (nothing is sampled above the cap: predictions there extrapolate)")
+    click.echo(f"  {'f':>3} {'s':>2} {'triplets':>9} {'kept':>6} {'kept %':>7} {'largest work':>13}")
+    for r in rows:
+        share = f"{100 * r.fraction_kept:.0f} %" if r.triplets else "-"
+        click.echo(f"  {r.f:>3} {r.s:>2} {r.triplets:>9} {r.kept:>6} {share:>7} {r.max_work:>13.2g}")
+
+
 def _echo_report(report: ProfileReport) -> None:
     click.echo(f"campaign {report.campaign}")
     click.echo(f"  {report.configs_done_now} configurations measured now ({report.rows_now} rows), "
                f"{report.configs_done_before} before, {report.remaining} left, in {report.elapsed_s:.0f} s")
+    if report.configs_not_exportable:
+        click.echo(f"  measured but not exportable: {report.configs_not_exportable} configurations (a cell over the "
+                   f"per-call cap; `export` leaves them out, `export --include-incomplete` writes them and lists "
+                   f"the cells in OUT.not_measured.csv); exportable: {report.configs_exportable}")
     left_s = report.estimated_remaining_s
     if report.configs_per_hour is not None and left_s is not None:
         rest = f"; the {report.remaining} left take about {left_s / 3600.0:.1f} h at this rate" if left_s else ""
@@ -229,7 +333,8 @@ def _echo_report(report: ProfileReport) -> None:
 @click.option("--campaign", "campaign_name", default=None,
               help="The campaign to export (default: the only main primitive campaign in the Store).")
 @click.option("--include-incomplete", is_flag=True,
-              help="Also write configurations with a primitive missing or over cap (those cells empty).")
+              help="Also write configurations with a cell missing or over cap (those cells empty, and listed with "
+                   "their reason in OUT.not_measured.csv).")
 @click.option("--no-provenance", is_flag=True, help="Do not write OUT.provenance.json beside the CSV.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
@@ -255,4 +360,72 @@ def export_cmd(ctx: click.Context, out_path: str, store_path: str | None, campai
                + (f" (+ {summary.provenance_path.name})" if summary.provenance_path else ""))
     if summary.incomplete:
         verb = "written with empty cells" if include_incomplete else "left out (--include-incomplete writes them)"
-        click.echo(f"  {summary.incomplete} incomplete configurations {verb}")
+        click.echo(f"  {summary.incomplete} incomplete configurations {verb}, {summary.not_exportable} of them "
+                   "measured but not exportable (a cell over the per-call cap)")
+    if summary.not_measured_path is not None:
+        click.echo(f"  {summary.over_cap_cells} over-cap and {summary.missing_cells} missing cells listed in "
+                   f"{summary.not_measured_path.name} (an empty cell not listed there does not apply)")
+
+
+@primitives.command("noise")
+@click.argument("csv_files", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
+              help="Compare two campaigns of this Store instead of two CSV files.")
+@click.option("--campaign", "campaign_name", default=None,
+              help="With --store: the reference campaign (default: the only main primitive campaign).")
+@click.option("--against", "against_name", default=None,
+              help="With --store: the other campaign (default: the re-measured subset of the reference).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def noise_cmd(csv_files: tuple[str, ...], store_path: str | None, campaign_name: str | None,
+              against_name: str | None, as_json: bool) -> None:
+    """The dataset's noise floor: how much two runs differ on their shared configurations.
+
+    Give two exported CSVs (REFERENCE AGAIN, e.g. the main export and the --remeasure-subset export), or --store.
+    Per column: the MdRAE |b - a| / a between the runs (the cost models' MdRAE), then its median over the
+    primitives and over the non-identity transformations.
+    """
+    from edgeplan.errors import InvalidInputError, StoreError
+    from edgeplan.measure.store import Store
+    from edgeplan.primitives.campaign import campaign_dataset, find_campaign, find_remeasure, noise_floor
+
+    if store_path is None:
+        if len(csv_files) != 2 or campaign_name or against_name:
+            raise InvalidInputError("give two exported CSV files (REFERENCE AGAIN), or --store FILE with "
+                                    "optional --campaign and --against")
+        from edgeplan.costmodels.primitive_data import load_primitive_csv
+
+        result = noise_floor(load_primitive_csv(csv_files[0]), load_primitive_csv(csv_files[1]))
+    else:
+        if csv_files:
+            raise InvalidInputError("give either two CSV files or --store, not both")
+        if not Path(store_path).is_file():
+            raise StoreError(f"no Store at {store_path}; pass the Store the campaigns were measured into")
+        with Store.open(store_path) as store:
+            reference = find_campaign(store, campaign_name)
+            against = (find_campaign(store, against_name) if against_name is not None
+                       else find_remeasure(store, reference))
+            result = noise_floor(campaign_dataset(store, reference), campaign_dataset(store, against))
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    _echo_noise(result)
+
+
+def _percent(value: float) -> str:
+    return "-" if math.isnan(value) else f"{100 * value:.2f} %"
+
+
+def _echo_noise(result: NoiseFloor) -> None:
+    click.echo(f"noise floor: {result.again} against {result.reference}")
+    click.echo(f"  {result.shared_configs} shared configurations (of {result.reference_configs} and "
+               f"{result.again_configs}); transformations on {result.transform_tensors} distinct (c, im)")
+    click.echo(f"  {'column':<36} {'cells':>6} {'unpaired':>8} {'MdRAE':>9}")
+    for column in (*result.primitives, *result.transforms):
+        click.echo(f"  {column.column:<36} {column.cells:>6} {column.unpaired:>8} {_percent(column.mdrae):>9}")
+    med_p = result.median_primitive_mdrae
+    bound = "" if math.isnan(med_p) else f"; 1.5 x = {_percent(1.5 * med_p)}"
+    click.echo(f"  median over {len(result.primitives)} primitives: {_percent(med_p)}{bound}")
+    click.echo(f"  median over the non-identity transformations: {_percent(result.median_transform_mdrae)}")
+    for side, columns in (("reference", result.only_in_reference), ("other run", result.only_in_again)):
+        if columns:
+            click.echo(f"  only in the {side} (not compared): {', '.join(columns)}")

@@ -18,6 +18,23 @@ Configuration space
    of the machine does not correlate with the configuration) and optionally truncated to ``max_configs`` (a
    uniform random sample). A campaign stopped by its time budget has likewise measured a uniform random sample.
 
+Coverage: what the dataset does not hold
+----------------------------------------
+**Configurations above the work cap are not in the dataset: nothing is sampled above it.** At the default cap
+3e8, 3872 of the 5457 configurations of the space are kept; 1585 (work 3.0e8 to 9.9e10) are not measured at all.
+The cut is far from uniform over ``(f, s)`` (:func:`cap_coverage`; ``edgeplan primitives profile --dry-run
+--coverage`` prints it): of the zoo triplets with ``f <= im``, 91 % / 100 % / 100 % are kept for ``f = 1`` at
+``s = 1 / 2 / 4``, 69 / 94 / 99 % for ``f = 3``, 41 / 79 / 95 % for ``f = 5``, 19 / 59 / 90 % for ``f = 7`` and
+8 / 27 / 61 % for ``f = 11``; what is dropped is the large-channel, large-input end of each ``(f, s)``. A cost
+model fitted on this data therefore **extrapolates** on large layers (big ``c k``, big ``im``, ``f >= 5`` at
+stride 1): its test-split MdRAE says nothing about them. This touches real layers: of the 440 distinct square
+``(c, k, im, f, s)`` conv layers of the 25 architectures (all in the space), 51 are above the cap (28 with
+``f = 1``, mostly where the FFT term dominates; 16 with ``f = 3, s = 1``; 7 with ``f = 3, s = 2``), among them 7 of
+VGG-11's 8 conv layers and most of ResNeXt's (whose grouped layers the dataset counts dense), and a planner's
+costs for them are extrapolated. The separate, optional above-cap campaign (:func:`above_cap_campaign`) measures
+a stratified sample above the cap and those real layers, to check that extrapolation; it never changes the main
+campaign.
+
 Measurement (:class:`TimingPlan`)
 ---------------------------------
 Per configuration, inputs (one per layout) and weights are allocated once from a seeded generator; the
@@ -34,7 +51,16 @@ configurations fit in a few hours on one core; the noise this leaves is measured
 (about a microsecond). Everything runs with one intra-op thread.
 
 Export (:func:`export_dataset`): the mulder2021 CSV format (``c,k,im,f,s``, the nine ``X-to-Y`` columns, one
-column per primitive; nanoseconds; empty = not applicable) plus a provenance JSON beside it.
+column per primitive; nanoseconds; empty = not applicable) plus a provenance JSON beside it. Only configurations
+whose every cell is measured are written by default; a configuration with a cell over the per-call cap counts as
+done for the campaign (it is not measured again) but is *measured and not exportable*, reported as such by
+:func:`profile_primitives` and the export. With ``include_incomplete`` those rows are written too, their missing
+and over-cap cells empty as the format demands, and every such cell is listed with its reason (``over_cap`` or
+``missing``) in ``OUT.not_measured.csv``, so that an empty cell that applies is never mistaken for "not
+applicable".
+
+Noise floor (:func:`noise_floor`): the between-run MdRAE of two exports (or campaigns) on their shared
+configurations, per column, with the same MdRAE as the cost models (:mod:`edgeplan.costmodels.metrics`).
 """
 
 from __future__ import annotations
@@ -45,6 +71,7 @@ import json
 import math
 import os
 import random
+import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -62,30 +89,48 @@ from edgeplan.measure.store import Campaign, MeasurementRecord, Store
 from edgeplan.primitives.spec import LAYOUTS, ConvSpec
 
 if TYPE_CHECKING:
+    from edgeplan.costmodels.primitive_data import PrimitiveDataset
     from edgeplan.primitives.base import Primitive
 
 __all__ = [
     "ARCHITECTURES",
+    "DEFAULT_ABOVE_CAP_MAX_WORK",
     "DEFAULT_WORK_CAP",
     "KERNEL_SIZES",
+    "MISSING",
+    "NOT_MEASURED_COLUMNS",
+    "OVER_CAP",
     "PRIMITIVE_KIND",
     "STRIDES",
     "TRANSFORM_COLUMNS",
     "TRANSFORM_KIND",
+    "AboveCapOptions",
     "CampaignPlan",
+    "CapCoverage",
+    "ColumnNoise",
     "DatasetTable",
     "ExportSummary",
+    "NoiseFloor",
+    "NotMeasured",
     "ProfileReport",
     "TimingPlan",
+    "above_cap_campaign",
+    "campaign_dataset",
+    "cap_coverage",
     "config_space",
     "dataset_table",
+    "estimate_duration_s",
     "export_dataset",
+    "extract_layers",
     "extract_triplets",
     "find_campaign",
+    "find_remeasure",
     "load_triplets",
+    "noise_floor",
     "primitive_campaign",
     "profile_primitives",
     "remeasure_campaign",
+    "sample_above_cap",
     "select_configs",
     "work_units",
     "write_triplets",
@@ -233,6 +278,65 @@ def select_configs(space: Sequence[ConvSpec], *, work_cap: float, seed: int, max
     return tuple(order if max_configs is None else order[:max_configs])
 
 
+@dataclass(frozen=True)
+class CapCoverage:
+    """How much of one ``(f, s)`` of the space the work cap keeps (one row of :func:`cap_coverage`).
+
+    Attributes
+    ----------
+    f, s
+        Kernel size and stride.
+    triplets
+        Triplets with ``f <= im`` (the configurations of the space at this ``(f, s)``).
+    kept
+        Those whose work is at most the cap (in the dataset); the others are not measured at all.
+    max_work
+        Largest work at this ``(f, s)``, kept or not (how far a model extrapolates on the zoo's layers).
+    """
+
+    f: int
+    s: int
+    triplets: int
+    kept: int
+    max_work: float
+
+    @property
+    def fraction_kept(self) -> float:
+        """``kept / triplets`` (NaN when no triplet admits this ``f``)."""
+        return self.kept / self.triplets if self.triplets else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as a JSON-serialisable dict."""
+        return {"f": self.f, "s": self.s, "triplets": self.triplets, "kept": self.kept,
+                "dropped": self.triplets - self.kept, "fraction_kept": self.fraction_kept if self.triplets else None,
+                "max_work": self.max_work}
+
+
+def cap_coverage(triplets: Iterable[Triplet], work_cap: float = DEFAULT_WORK_CAP, *,
+                 with_fft: bool = True) -> tuple[CapCoverage, ...]:
+    """Per ``(f, s)`` of :data:`KERNEL_SIZES` x :data:`STRIDES`: how many triplets survive the work cap.
+
+    Parameters
+    ----------
+    triplets
+        The ``(c, k, im)`` triplets (the shipped zoo triplets for the main campaign).
+    work_cap, with_fft
+        The sampling rule of :func:`select_configs`.
+
+    Returns
+    -------
+    tuple of CapCoverage
+        One row per ``(f, s)``, in ``(f, s)`` order.
+    """
+    if not work_cap > 0:
+        raise InvalidInputError(f"the work cap must be positive, got {work_cap}")
+    rows: dict[tuple[int, int], list[float]] = {(f, s): [] for f in KERNEL_SIZES for s in STRIDES}
+    for spec in config_space(triplets):
+        rows[(spec.f, spec.s)].append(work_units(spec, with_fft))
+    return tuple(CapCoverage(f, s, len(works), sum(w <= work_cap for w in works), max(works, default=0.0))
+                 for (f, s), works in rows.items())
+
+
 # ---------------------------------------------------------------------------------------------- campaign plans
 
 
@@ -310,13 +414,8 @@ def primitive_campaign(device_key: str, *, configs: Sequence[ConvSpec] | None = 
     InvalidInputError
         On an unknown primitive name, an explicit padding or an empty selection.
     """
-    from edgeplan.primitives.registry import get_primitive, primitive_names
-
     timing = timing or TimingPlan()
-    wanted = None if primitives is None else {get_primitive(p).name for p in primitives}
-    names = tuple(n for n in primitive_names() if wanted is None or n in wanted)  # registry order
-    if not names:
-        raise InvalidInputError("no primitive to measure; name at least one (edgeplan primitives list)")
+    names = _primitive_names(primitives)
     params: dict[str, Any] = {"threads": threads, "seed": seed, "timing": asdict(timing), "primitives": list(names)}
     if configs is not None:
         padded = [s.describe() for s in configs if s.padding is not None]
@@ -342,6 +441,17 @@ def primitive_campaign(device_key: str, *, configs: Sequence[ConvSpec] | None = 
         tag += f"-p{_digest(list(names))}"
     name = f"{_NAME_PREFIX}{tag}-seed{seed}|torch|{threads}t|{device_key}"
     return CampaignPlan(name, chosen, names, timing, params, len(space))
+
+
+def _primitive_names(primitives: Sequence[str] | None) -> tuple[str, ...]:
+    """The primitives to measure, in registry order (all when ``None``)."""
+    from edgeplan.primitives.registry import get_primitive, primitive_names
+
+    wanted = None if primitives is None else {get_primitive(p).name for p in primitives}
+    names = tuple(n for n in primitive_names() if wanted is None or n in wanted)  # registry order
+    if not names:
+        raise InvalidInputError("no primitive to measure; name at least one (edgeplan primitives list)")
+    return names
 
 
 def remeasure_campaign(store: Store, main: CampaignPlan, n: int, seed: int) -> CampaignPlan:
@@ -377,12 +487,197 @@ def remeasure_campaign(store: Store, main: CampaignPlan, n: int, seed: int) -> C
     return CampaignPlan(name, chosen, main.primitives, main.timing, params, len(main.configs))
 
 
+# ---------------------------------------------------------------------------------------------- above the cap
+
+
+#: Default largest work of the above-cap sample (about 33x the default cap; every real layer of the zoo is below).
+DEFAULT_ABOVE_CAP_MAX_WORK = 1e10
+
+Shape = tuple[int, int, int, int, int]
+
+
+@dataclass(frozen=True)
+class AboveCapOptions:
+    """What the optional above-cap campaign (:func:`above_cap_campaign`) samples, and how it times.
+
+    Parameters
+    ----------
+    n
+        Configurations sampled above the cap (the real layers come on top).
+    bins
+        Log-work bins between ``work_cap`` and ``max_work``; each gets ``n // bins`` (the first ``n % bins`` one
+        more), or all it has when it has fewer.
+    seed
+        Seed of the sample and of the measurement order.
+    work_cap
+        The main campaign's cap: only configurations above it are candidates.
+    max_work
+        The largest work sampled. The per-call cap stops repeats, not the first run, so this bounds the time of a
+        first run.
+    timing
+        Default: a 1 s per-call cap and 2 to 5 timed runs (the main campaign: 2 s, 3 to 50).
+    """
+
+    n: int
+    bins: int = 8
+    seed: int = 0
+    work_cap: float = DEFAULT_WORK_CAP
+    max_work: float = DEFAULT_ABOVE_CAP_MAX_WORK
+    timing: TimingPlan = field(default_factory=lambda: TimingPlan(min_repeats=2, max_repeats=5, call_cap_ms=1000.0))
+
+    def __post_init__(self) -> None:
+        if self.n < 1 or self.bins < 1 or not 0 < self.work_cap < self.max_work:
+            raise InvalidInputError(f"the above-cap sample needs n >= 1, bins >= 1 and 0 < work_cap < max_work, "
+                                    f"got {self}")
+
+
+def extract_layers(models: Sequence[str] = ARCHITECTURES) -> tuple[dict[Shape, tuple[str, ...]], tuple[str, ...]]:
+    """The distinct square ``(c, k, im, f, s)`` conv layers of ``models`` (groups and padding ignored).
+
+    Returns
+    -------
+    tuple
+        ``(layers, skipped)``: ``(c, k, im, f, s) -> models``, sorted; and ``model:node`` of each conv layer with a
+        non-square kernel or stride, which no configuration can describe.
+    """
+    from edgeplan.frontends.zoo import load_graph
+    from edgeplan.ir.ops import ConvAttrs, OpKind
+
+    found: dict[Shape, list[str]] = {}
+    skipped: list[str] = []
+    for model in dict.fromkeys(models):
+        for node in load_graph(model).nodes:
+            if node.kind is not OpKind.CONV2D or not isinstance(node.attrs, ConvAttrs):
+                continue
+            (fh, fw), (sh, sw) = node.attrs.kernel, node.attrs.stride
+            *_, h, w = node.input_shapes[0]
+            if fh != fw or sh != sw or h != w:
+                skipped.append(f"{model}:{node.name}")
+                continue
+            users = found.setdefault((node.attrs.in_channels, node.attrs.out_channels, int(h), fh, sh), [])
+            if model not in users:
+                users.append(model)
+    return {s: tuple(found[s]) for s in sorted(found)}, tuple(skipped)
+
+
+def sample_above_cap(space: Sequence[ConvSpec], options: AboveCapOptions, *,
+                     with_fft: bool = True) -> tuple[ConvSpec, ...]:
+    """A seeded sample of the configurations of ``space`` with work in ``(work_cap, max_work]``, stratified by
+    log-work bins (:class:`AboveCapOptions`), sorted by shape."""
+    low, high = math.log(options.work_cap), math.log(options.max_work)
+    strata: list[list[ConvSpec]] = [[] for _ in range(options.bins)]
+    for spec in sorted(space, key=_shape):
+        work = work_units(spec, with_fft)
+        if options.work_cap < work <= options.max_work:
+            strata[min(options.bins - 1, int((math.log(work) - low) / (high - low) * options.bins))].append(spec)
+    chosen: list[ConvSpec] = []
+    for i, members in enumerate(strata):
+        wanted = options.n // options.bins + (i < options.n % options.bins)
+        chosen += random.Random(f"{options.seed}|{i}").sample(members, min(wanted, len(members)))
+    return tuple(sorted(chosen, key=_shape))
+
+
+def above_cap_campaign(device_key: str, options: AboveCapOptions, *,
+                       real_layers: Callable[[], Iterable[Shape]] | None = None, store: Store | None = None,
+                       primitives: Sequence[str] | None = None, threads: int = 1) -> CampaignPlan:
+    """The optional above-cap campaign: a stratified sample above the work cap plus the real layers above it.
+
+    A campaign of its own (name ``primitives|abovecap-...``), never the main one: the main campaign, its
+    selection and its export do not change. Its configurations are stored with it; resuming one already in
+    ``store`` reuses them (``real_layers`` is not called).
+
+    Parameters
+    ----------
+    device_key
+        Key of the device (part of the name).
+    options
+        The sample and the timing.
+    real_layers
+        Gives the real ``(c, k, im, f, s)`` layers (e.g. from :func:`extract_layers`); those above the cap are
+        added whatever their work (those below are in the main campaign). ``None``: none.
+    store
+        Where a started campaign of the same name is looked up.
+    primitives, threads
+        As in :func:`primitive_campaign`.
+
+    Raises
+    ------
+    InvalidInputError
+        On an unknown primitive or an empty selection.
+    """
+    names = _primitive_names(primitives)
+    with_fft = "fft" in names
+    triplets = load_triplets()
+    space = config_space(triplets)
+    tag = (f"abovecap-n{options.n}-b{options.bins}-cap{options.work_cap:g}-max{options.max_work:g}-"
+           f"seed{options.seed}" + (f"-p{_digest(list(names))}" if primitives is not None else ""))
+    name = f"{_NAME_PREFIX}{tag}|torch|{threads}t|{device_key}"
+    started = {c.name: c for c in store.campaigns()}.get(name) if store is not None else None
+    if started is not None:  # its sample and layers as stored; the Store checks the rest of the parameters
+        configs = tuple(ConvSpec(*shape) for shape in started.params["configs"])
+        above = dict(started.params["above_cap"])
+    else:
+        sampled = sample_above_cap(space, options, with_fft=with_fft)
+        real = sorted({tuple(s) for s in (real_layers() if real_layers is not None else ())
+                       if work_units(ConvSpec(*s), with_fft) > options.work_cap})
+        configs = tuple(dict.fromkeys((*sampled, *(ConvSpec(*s) for s in real))))
+        above = {"n": options.n, "bins": options.bins, "work_cap": options.work_cap, "max_work": options.max_work,
+                 "triplets_sha256": _digest(sorted(triplets)), "sampled": len(sampled),
+                 "real_layers": [list(s) for s in real]}
+    if not configs:
+        raise InvalidInputError(f"no configuration has work in ({options.work_cap:g}, {options.max_work:g}]; "
+                                "raise the largest work")
+    params = {"threads": threads, "seed": options.seed, "timing": asdict(options.timing), "primitives": list(names),
+              "configs": [_shape(s) for s in configs], "above_cap": above}
+    order = tuple(random.Random(options.seed).sample(configs, len(configs)))
+    return CampaignPlan(name, order, names, options.timing, params, len(space))
+
+
+def estimate_duration_s(plan: CampaignPlan, reference: Sequence[MeasurementRecord],
+                        quantile: float = 0.9) -> float | None:
+    """A rough time for ``plan`` from the rates of another campaign (e.g. the main one), or ``None``.
+
+    Each primitive's first run is predicted as its ``quantile`` of time per dense MAC in ``reference`` times the
+    configuration's MACs (the FFT primitive scales differently: its estimate is rougher); over ``call_cap_ms``
+    that is all, else it is followed by the warm-up and the timed runs of :class:`TimingPlan`. Transformations
+    scale with ``c im^2``. ``None`` when ``reference`` has no rate for a primitive of ``plan``.
+    """
+    rates: dict[str, list[float]] = {}
+    for rec in reference:
+        if rec.extra.get("status") not in ("measured", OVER_CAP):  # an over-cap row holds its first run
+            continue
+        config = rec.extra["config"]
+        size = (work_units(ConvSpec(*(int(config[n]) for n in SHAPE_COLUMNS)), with_fft=False)
+                if rec.kind == PRIMITIVE_KIND else float(config["c"]) * float(config["im"]) ** 2)
+        rates.setdefault(rec.subject, []).append(rec.latency_ms / size)
+    quantiles = {name: sorted(r)[min(len(r) - 1, int(quantile * len(r)))] for name, r in rates.items()}
+    total_ms, tensors = 0.0, set()
+    for spec in plan.configs:
+        cells = [(p.name, work_units(spec, with_fft=False)) for p in _resolve(plan.primitives) if p.applies(spec)]
+        if (spec.c, spec.im) not in tensors:
+            tensors.add((spec.c, spec.im))
+            cells += [(t, float(spec.c * spec.im * spec.im)) for t in TRANSFORM_COLUMNS]
+        for name, size in cells:
+            if name not in quantiles:
+                return None
+            first = quantiles[name] * size
+            if first > plan.timing.call_cap_ms:
+                total_ms += first  # one run, over cap
+            else:
+                total_ms += first * (1 + (first < plan.timing.target_ms) + plan.timing.repeats_for(first))
+    return total_ms / 1e3
+
+
 # ---------------------------------------------------------------------------------------------- measuring
 
 
 @dataclass(frozen=True)
 class ProfileReport:
-    """What one call of :func:`profile_primitives` did; counts are configurations unless named ``rows``."""
+    """What one call of :func:`profile_primitives` did; counts are configurations unless named ``rows``.
+
+    ``configs_not_exportable`` counts the configurations done (before or now) with a cell over the per-call cap:
+    the campaign does not measure them again, and the export leaves them out (see the module docstring).
+    """
 
     campaign: str
     configs_total: int
@@ -393,6 +688,12 @@ class ProfileReport:
     failed: tuple[FailedTask, ...]
     stopped_by_budget: bool
     elapsed_s: float
+    configs_not_exportable: int = 0
+
+    @property
+    def configs_exportable(self) -> int:
+        """Configurations done with every cell measured below the per-call cap."""
+        return self.configs_done_before + self.configs_done_now - self.configs_not_exportable
 
     @property
     def remaining(self) -> int:
@@ -416,7 +717,9 @@ class ProfileReport:
         """The report as a JSON-serialisable dict."""
         return {"campaign": self.campaign, "configs_total": self.configs_total,
                 "configs_done_before": self.configs_done_before, "configs_done_now": self.configs_done_now,
-                "remaining": self.remaining, "rows_now": self.rows_now, "over_cap": list(self.over_cap),
+                "remaining": self.remaining, "configs_exportable": self.configs_exportable,
+                "configs_not_exportable": self.configs_not_exportable,
+                "rows_now": self.rows_now, "over_cap": list(self.over_cap),
                 "failed": [{"key": f.key, "reason": f.reason} for f in self.failed],
                 "stopped_by_budget": self.stopped_by_budget, "elapsed_s": self.elapsed_s,
                 "configs_per_hour": self.configs_per_hour, "estimated_remaining_s": self.estimated_remaining_s}
@@ -433,6 +736,7 @@ class _Run:
     command: str
     versions: dict[str, str]
     done: set[str]
+    over_keys: set[str] = field(default_factory=set)
     rows: int = 0
     over_cap: list[str] = field(default_factory=list)
     failed: list[FailedTask] = field(default_factory=list)
@@ -468,9 +772,12 @@ def profile_primitives(store: Store, plan: CampaignPlan, device: DeviceDescripto
         raise InvalidInputError(f"the time budget must be positive, got {budget_s}")
     started = time.monotonic()
     campaign = store.campaign(plan.name, command=command, params=plan.params)
-    run = _Run(store, campaign, plan, device, command, collect_versions(), set(store.completed_task_keys(campaign)))
+    run = _Run(store, campaign, plan, device, command, collect_versions(), set(store.completed_task_keys(campaign)),
+               _over_cap_keys(store, campaign))
     pending = [spec for spec in plan.configs if _todo(run, spec)]
     done_before = len(plan.configs) - len(pending)
+    waiting = set(pending)
+    not_exportable = sum(_over_cap(run, spec) for spec in plan.configs if spec not in waiting)
     done_now, stopped = 0, False
     store.set_campaign_status(campaign, "running")
     try:
@@ -480,13 +787,26 @@ def profile_primitives(store: Store, plan: CampaignPlan, device: DeviceDescripto
                     stopped = True
                     break
                 _measure_config(run, spec)
-                done_now += not _todo(run, spec)
-                advance(_config_key(spec))
+                run.over_keys.update(run.over_cap)
+                if not _todo(run, spec):
+                    done_now += 1
+                    not_exportable += _over_cap(run, spec)
+                advance(_config_key(spec) + (f", {not_exportable} not exportable" if not_exportable else ""))
     finally:
         complete = done_before + done_now == len(plan.configs)
         store.set_campaign_status(campaign, "complete" if complete else "partial")
     return ProfileReport(plan.name, len(plan.configs), done_before, done_now, run.rows, tuple(run.over_cap),
-                         tuple(run.failed), stopped, time.monotonic() - started)
+                         tuple(run.failed), stopped, time.monotonic() - started, not_exportable)
+
+
+def _over_cap_keys(store: Store, campaign: Campaign) -> set[str]:
+    """Task keys of ``campaign`` recorded over the per-call cap."""
+    return {r.task_key for r in store.measurements(campaign=campaign) if r.extra.get("status") == OVER_CAP}
+
+
+def _over_cap(run: _Run, spec: ConvSpec) -> bool:
+    """Whether a task of ``spec`` (a primitive or one of its transformations) is recorded over cap."""
+    return any(key in run.over_keys for key, _, _ in _jobs(run.plan, spec))
 
 
 @functools.cache
@@ -612,6 +932,21 @@ def _log_lines(total: int, completed: int, every_s: float = 60.0) -> Callable[[s
 # ---------------------------------------------------------------------------------------------- export
 
 
+#: Why an exported cell is empty although its column applies (the ``reason`` column of ``OUT.not_measured.csv``).
+OVER_CAP = "over_cap"
+MISSING = "missing"
+NOT_MEASURED_COLUMNS: tuple[str, ...] = (*SHAPE_COLUMNS, "column", "reason")
+
+
+@dataclass(frozen=True)
+class NotMeasured:
+    """An empty cell of an exported row whose column applies: ``reason`` is :data:`OVER_CAP` or :data:`MISSING`."""
+
+    shape: tuple[int, ...]
+    column: str
+    reason: str
+
+
 @dataclass(frozen=True)
 class DatasetTable:
     """A campaign's measurements as mulder2021 rows (times in ns; ``None`` = not applicable or not measured).
@@ -627,7 +962,12 @@ class DatasetTable:
     incomplete
         Configurations with something missing or over cap (left out of ``rows`` unless asked for).
     over_cap_cells
-        Primitive cells over the per-call cap in the rows written.
+        Cells (primitives and transformations) over the per-call cap in the rows written.
+    not_measured
+        Every applicable cell left empty in the rows written, with its reason (empty unless incomplete rows are
+        written).
+    not_exportable
+        Configurations with every cell measured but at least one over cap: done for the campaign, not exportable.
     """
 
     columns: tuple[str, ...]
@@ -635,6 +975,13 @@ class DatasetTable:
     complete_configs: frozenset[tuple[int, ...]]
     incomplete: int
     over_cap_cells: int
+    not_measured: tuple[NotMeasured, ...] = ()
+    not_exportable: int = 0
+
+    @property
+    def missing_cells(self) -> int:
+        """Applicable cells with no measurement in the rows written."""
+        return sum(1 for cell in self.not_measured if cell.reason == MISSING)
 
 
 def dataset_table(records: Sequence[MeasurementRecord], primitives: Sequence[str],
@@ -648,55 +995,80 @@ def dataset_table(records: Sequence[MeasurementRecord], primitives: Sequence[str
     primitives
         The campaign's primitives (the primitive columns, in order).
     include_incomplete
-        Also write configurations with missing or over-cap cells (those cells empty).
+        Also write configurations (with at least one primitive row) that have missing or over-cap cells; those
+        cells are empty and listed in :attr:`DatasetTable.not_measured`.
     """
     from edgeplan.primitives.registry import primitive_names
 
     known = set(primitive_names())
     prim: dict[tuple[int, ...], dict[str, int | None]] = {}
-    trans: dict[tuple[int, ...], dict[str, int]] = {}
+    trans: dict[tuple[int, ...], dict[str, int | None]] = {}  # None = over cap
     for rec in records:
         config = rec.extra["config"]
         names = SHAPE_COLUMNS if rec.kind == PRIMITIVE_KIND else ("c", "im")
         shape = tuple(int(config[n]) for n in names)
-        value = None if rec.extra.get("status") == "over_cap" else max(1, round(rec.latency_ms * 1e6))
+        value = None if rec.extra.get("status") == OVER_CAP else max(1, round(rec.latency_ms * 1e6))
         if rec.kind == PRIMITIVE_KIND:
             prim.setdefault(shape, {})[rec.subject] = value
-        elif rec.kind == TRANSFORM_KIND and value is not None:
+        elif rec.kind == TRANSFORM_KIND:
             trans.setdefault(shape, {})[rec.subject] = value
-    rows, complete, incomplete, over = [], set(), 0, 0
+    rows, complete, gaps = [], set(), []
+    incomplete = not_exportable = 0
     for shape in sorted(prim):
         spec = ConvSpec(*shape)
         cells = prim[shape]
         needed = [p for p in primitives if (_applies(p, spec) if p in known else p in cells)]
         moves = trans.get((spec.c, spec.im), {})
-        ok = all(cells.get(p) is not None for p in needed) and all(t in moves for t in TRANSFORM_COLUMNS)
-        if ok:
+        empty = [NotMeasured(shape, name, OVER_CAP if name in measured else MISSING)
+                 for measured, columns in ((moves, TRANSFORM_COLUMNS), (cells, needed))
+                 for name in columns if measured.get(name) is None]
+        if not empty:
             complete.add(shape)
         else:
             incomplete += 1
+            not_exportable += all(cell.reason == OVER_CAP for cell in empty)
             if not include_incomplete:
                 continue
-        over += sum(1 for p in needed if p in cells and cells[p] is None)
+            gaps += empty
         rows.append((*shape, *(moves.get(t) for t in TRANSFORM_COLUMNS), *(cells.get(p) for p in primitives)))
+    over = sum(1 for cell in gaps if cell.reason == OVER_CAP)
     return DatasetTable((*SHAPE_COLUMNS, *TRANSFORM_COLUMNS, *primitives), tuple(rows), frozenset(complete),
-                        incomplete, over)
+                        incomplete, over, tuple(gaps), not_exportable)
 
 
 @dataclass(frozen=True)
 class ExportSummary:
-    """What :func:`export_dataset` wrote."""
+    """What :func:`export_dataset` wrote.
+
+    Attributes
+    ----------
+    csv_path, provenance_path, not_measured_path
+        The files written (``None`` where not written).
+    rows
+        Configurations written.
+    incomplete
+        Configurations with a cell missing or over cap (written only with ``include_incomplete``).
+    over_cap_cells, missing_cells
+        Applicable cells left empty in the rows written, by reason (listed in ``not_measured_path``).
+    not_exportable
+        Configurations measured to the end but with a cell over cap (a part of ``incomplete``).
+    """
 
     csv_path: Path
     provenance_path: Path | None
     rows: int
     incomplete: int
     over_cap_cells: int
+    missing_cells: int = 0
+    not_exportable: int = 0
+    not_measured_path: Path | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as a JSON-serialisable dict."""
         return {"csv": str(self.csv_path), "provenance": str(self.provenance_path) if self.provenance_path else None,
-                "rows": self.rows, "incomplete": self.incomplete, "over_cap_cells": self.over_cap_cells}
+                "not_measured": str(self.not_measured_path) if self.not_measured_path else None,
+                "rows": self.rows, "incomplete": self.incomplete, "not_exportable": self.not_exportable,
+                "over_cap_cells": self.over_cap_cells, "missing_cells": self.missing_cells}
 
 
 def find_campaign(store: Store, name: str | None = None) -> Campaign:
@@ -713,7 +1085,7 @@ def find_campaign(store: Store, name: str | None = None) -> Campaign:
             if campaign.name == name:
                 return campaign
     else:
-        main = [c for c in ours if not c.name.startswith(f"{_NAME_PREFIX}remeasure-")]
+        main = [c for c in ours if not c.name.startswith((f"{_NAME_PREFIX}remeasure-", f"{_NAME_PREFIX}abovecap-"))]
         if len(main) == 1:
             return main[0]
     listed = "; ".join(c.name for c in ours) or "none"
@@ -725,6 +1097,11 @@ def find_campaign(store: Store, name: str | None = None) -> Campaign:
 def export_dataset(store: Store, campaign: Campaign, out: str | os.PathLike[str], *, command: str = "",
                    include_incomplete: bool = False, provenance: bool = True) -> ExportSummary:
     """Write ``campaign``'s measurements as a mulder2021 CSV, and its provenance as ``OUT.provenance.json``.
+
+    With ``include_incomplete``, configurations with missing or over-cap cells are written too (those cells
+    empty, as the format has no other mark) and every such cell is listed, with its reason, in
+    ``OUT.not_measured.csv`` (columns :data:`NOT_MEASURED_COLUMNS`); without it, a stale ``OUT.not_measured.csv``
+    of an earlier export is removed.
 
     Raises
     ------
@@ -738,12 +1115,20 @@ def export_dataset(store: Store, campaign: Campaign, out: str | os.PathLike[str]
     lines = [",".join(table.columns)]
     lines += [",".join("" if v is None else str(v) for v in row) for row in table.rows]
     _write_atomic(target, "\n".join(lines) + "\n")
+    gaps_path = target.with_name(target.stem + ".not_measured.csv")
+    if include_incomplete:
+        gaps = [",".join(NOT_MEASURED_COLUMNS)]
+        gaps += [",".join((*(str(v) for v in cell.shape), cell.column, cell.reason)) for cell in table.not_measured]
+        _write_atomic(gaps_path, "\n".join(gaps) + "\n")
+    else:
+        _remove(gaps_path)
     prov_path = None
     if provenance:
         prov_path = target.with_name(target.stem + ".provenance.json")
         data = _provenance(store, campaign, records, table, target, command, include_incomplete)
         _write_atomic(prov_path, json.dumps(data, indent=1, default=str) + "\n")
-    return ExportSummary(target, prov_path, len(table.rows), table.incomplete, table.over_cap_cells)
+    return ExportSummary(target, prov_path, len(table.rows), table.incomplete, table.over_cap_cells,
+                         table.missing_cells, table.not_exportable, gaps_path if include_incomplete else None)
 
 
 def _provenance(store: Store, campaign: Campaign, records: Sequence[MeasurementRecord], table: DatasetTable,
@@ -751,13 +1136,21 @@ def _provenance(store: Store, campaign: Campaign, records: Sequence[MeasurementR
     devices = sorted({r.device_key for r in records})
     versions = sorted({json.dumps(dict(r.versions), sort_keys=True) for r in records})
     times = sorted(r.created_at for r in records)
+    gaps = target.stem + ".not_measured.csv"
+    cell = "median of the timed runs after warm-up (see timing); empty = the primitive does not apply to the layer"
+    if include_incomplete and table.incomplete:
+        cell += f", or applies but was not measured or was over the per-call cap: those cells are listed in {gaps}"
     return {
         "format": _DATASET_FORMAT, "csv": target.name, "rows": len(table.rows), "columns": list(table.columns),
-        "units": "ns", "cell": "median of the timed runs after warm-up (see timing); empty = the primitive does not "
-                               "apply to the layer" + ("" if not table.incomplete else
-                                                       " or was not measured (incomplete rows included)"),
+        "units": "ns", "cell": cell,
         "incomplete_configs": table.incomplete, "incomplete_included": include_incomplete,
-        "over_cap_cells": table.over_cap_cells,
+        "not_exportable_configs": table.not_exportable, "over_cap_cells": table.over_cap_cells,
+        "not_measured": {"csv": gaps if include_incomplete else None, "over_cap_cells": table.over_cap_cells,
+                         "missing_cells": table.missing_cells,
+                         "rule": "an applicable cell left empty in a row written: over_cap = its first run was "
+                                 "longer than call_cap_ms; missing = no measurement (not reached or failed)"},
+        "coverage": "configurations above the campaign's work cap are not in the dataset (none sampled above it); "
+                    "see edgeplan.primitives.campaign.cap_coverage",
         "timing": "per (config, primitive): prepare untimed; one untimed run t1 (over call_cap_ms: recorded over "
                   "cap, not repeated); one more untimed run if t1 < target_ms; then clamp(ceil(target_ms / t1), "
                   "min_repeats, max_repeats) timed runs; median. One intra-op thread; random seeded inputs.",
@@ -770,6 +1163,199 @@ def _provenance(store: Store, campaign: Campaign, records: Sequence[MeasurementR
         "measured_from": times[0] if times else None, "measured_to": times[-1] if times else None,
         "exported_at": _now(), "export_command": command, "store": str(store.path),
     }
+
+
+# ---------------------------------------------------------------------------------------------- noise floor
+
+
+@dataclass(frozen=True)
+class ColumnNoise:
+    """Between-run MdRAE of one column (a fraction) over the cells both runs measured.
+
+    Attributes
+    ----------
+    column
+        A primitive or an ``X-to-Y`` transformation.
+    cells
+        Cells measured in both runs (configurations for a primitive, distinct ``(c, im)`` for a transformation).
+    unpaired
+        Cells measured in one run only: not scored, reported so that nothing is dropped silently.
+    mdrae
+        Median of ``|b - a| / a`` (``a`` the reference run); NaN when ``cells`` is 0.
+    """
+
+    column: str
+    cells: int
+    unpaired: int
+    mdrae: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as a JSON-serialisable dict (NaN as ``None``)."""
+        return {"column": self.column, "cells": self.cells, "unpaired": self.unpaired,
+                "mdrae": None if math.isnan(self.mdrae) else self.mdrae}
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """How much two independent measurements of the same configurations differ (:func:`noise_floor`).
+
+    Attributes
+    ----------
+    reference, again
+        Where the two runs come from (``a`` and ``b`` of ``|b - a| / a``).
+    shared_configs, reference_configs, again_configs
+        Configurations in both runs, in the reference, in the other run.
+    transform_tensors
+        Distinct ``(c, im)`` of the shared configurations (the transformations' cells).
+    primitives, transforms
+        Per shared column, in the reference's order.
+    only_in_reference, only_in_again
+        Columns one run lacks (not scored).
+    """
+
+    reference: str
+    again: str
+    shared_configs: int
+    reference_configs: int
+    again_configs: int
+    transform_tensors: int
+    primitives: tuple[ColumnNoise, ...]
+    transforms: tuple[ColumnNoise, ...]
+    only_in_reference: tuple[str, ...] = ()
+    only_in_again: tuple[str, ...] = ()
+
+    @property
+    def median_primitive_mdrae(self) -> float:
+        """Median over the primitives of their between-run MdRAE: the noise floor of the primitive models."""
+        return _median_of(c.mdrae for c in self.primitives)
+
+    @property
+    def median_transform_mdrae(self) -> float:
+        """The same over the non-identity transformations (``X-to-X`` left out, as in the cost models)."""
+        from edgeplan.costmodels.primitive_data import is_identity_transform
+
+        return _median_of(c.mdrae for c in self.transforms if not is_identity_transform(c.column))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as a JSON-serialisable dict (NaN as ``None``)."""
+        med_p, med_t = self.median_primitive_mdrae, self.median_transform_mdrae
+        return {"reference": self.reference, "again": self.again, "shared_configs": self.shared_configs,
+                "reference_configs": self.reference_configs, "again_configs": self.again_configs,
+                "transform_tensors": self.transform_tensors,
+                "median_primitive_mdrae": None if math.isnan(med_p) else med_p,
+                "median_transform_mdrae": None if math.isnan(med_t) else med_t,
+                "primitives": [c.to_dict() for c in self.primitives],
+                "transforms": [c.to_dict() for c in self.transforms],
+                "only_in_reference": list(self.only_in_reference), "only_in_again": list(self.only_in_again)}
+
+
+def noise_floor(reference: PrimitiveDataset, again: PrimitiveDataset) -> NoiseFloor:
+    """Compare two measurements of the same configurations, column by column, by the cost models' MdRAE.
+
+    Per shared column, the MdRAE (:func:`edgeplan.costmodels.metrics.mdrae`) of ``again`` against
+    ``reference`` over the shared configurations (the layers both have) where both runs measured the cell;
+    the transformations are compared per distinct ``(c, im)``, as the cost models score them.
+
+    Parameters
+    ----------
+    reference, again
+        Two timing tables (:func:`edgeplan.costmodels.primitive_data.load_primitive_csv` of two exports, or
+        :func:`campaign_dataset`): typically the main campaign and its re-measured subset.
+
+    Returns
+    -------
+    NoiseFloor
+
+    Raises
+    ------
+    InvalidInputError
+        If a table repeats a layer or the two share no layer.
+    """
+    import numpy as np
+
+    rows_a, rows_b = _rows_by_shape(reference), _rows_by_shape(again)
+    shared = sorted(set(rows_a) & set(rows_b))
+    if not shared:
+        raise InvalidInputError(f"{reference.source} and {again.source} have no configuration (c, k, im, f, s) in "
+                                "common; compare a re-measured subset with the run it was drawn from")
+    a = reference.subset(np.array([rows_a[k] for k in shared], dtype=np.int64))
+    b = again.subset(np.array([rows_b[k] for k in shared], dtype=np.int64))
+    prims = tuple(_column_noise(p, a.primitive_ns[:, i], b.primitive_ns[:, b.primitives.index(p)])
+                  for i, p in enumerate(a.primitives) if p in b.primitives)
+    ta, tb = a.transform_table(), b.transform_table()
+    moves = tuple(_column_noise(t, ta.times_ns[:, i], tb.times_ns[:, tb.names.index(t)])
+                  for i, t in enumerate(ta.names) if t in tb.names)
+    columns_a, columns_b = (*a.transforms, *a.primitives), (*b.transforms, *b.primitives)
+    return NoiseFloor(reference.source, again.source, len(shared), len(reference), len(again), len(ta), prims,
+                      moves, tuple(c for c in columns_a if c not in columns_b),
+                      tuple(c for c in columns_b if c not in columns_a))
+
+
+def campaign_dataset(store: Store, campaign: Campaign) -> PrimitiveDataset:
+    """The complete configurations of ``campaign`` as a timing table (what :func:`export_dataset` writes).
+
+    Raises
+    ------
+    InvalidInputError
+        If the campaign has no complete configuration.
+    """
+    import numpy as np
+
+    from edgeplan.costmodels.primitive_data import PrimitiveDataset
+
+    primitives = tuple(campaign.params.get("primitives", ()))
+    table = dataset_table(store.measurements(campaign=campaign), primitives)
+    if not table.rows:
+        raise InvalidInputError(f"campaign {campaign.name!r} in the Store at {store.path} has no complete "
+                                "configuration; measure it first")
+    values = np.array([[math.nan if v is None else float(v) for v in row] for row in table.rows])
+    first, last = len(SHAPE_COLUMNS), len(SHAPE_COLUMNS) + len(TRANSFORM_COLUMNS)
+    return PrimitiveDataset(features=values[:, :first], primitives=primitives, primitive_ns=values[:, last:],
+                            transforms=TRANSFORM_COLUMNS, transform_ns=values[:, first:last],
+                            source=f"{store.path}:{campaign.name}")
+
+
+def find_remeasure(store: Store, main: Campaign) -> Campaign:
+    """The one re-measured subset of ``main`` in ``store`` (:func:`remeasure_campaign`).
+
+    Raises
+    ------
+    InvalidInputError
+        If there is none, or several (name one).
+    """
+    found = [c for c in store.campaigns() if c.params.get("remeasure_of") == main.name]
+    if len(found) == 1:
+        return found[0]
+    listed = "; ".join(c.name for c in found) or "none"
+    raise InvalidInputError(f"the Store at {store.path} has {len(found)} re-measured subsets of {main.name!r}, not "
+                            f"one ({listed}); run `edgeplan primitives profile --remeasure-subset N` or name one")
+
+
+def _rows_by_shape(table: PrimitiveDataset) -> dict[tuple[int, ...], int]:
+    found: dict[tuple[int, ...], int] = {}
+    for i, row in enumerate(table.features):
+        shape = tuple(int(v) for v in row)
+        if shape in found:
+            raise InvalidInputError(f"{table.source} lists the layer {shape} twice (rows {found[shape] + 2} and "
+                                    f"{i + 2}); the noise floor needs one row per layer")
+        found[shape] = i
+    return found
+
+
+def _column_noise(column: str, a: Any, b: Any) -> ColumnNoise:
+    import numpy as np
+
+    from edgeplan.costmodels.metrics import mdrae
+
+    ok_a, ok_b = ~np.isnan(a), ~np.isnan(b)
+    both = ok_a & ok_b
+    cells = int(both.sum())
+    return ColumnNoise(column, cells, int((ok_a ^ ok_b).sum()), mdrae(a[both], b[both]) if cells else math.nan)
+
+
+def _median_of(values: Iterable[float]) -> float:
+    defined = [v for v in values if not math.isnan(v)]
+    return statistics.median(defined) if defined else math.nan
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -795,6 +1381,13 @@ def _digest(value: object) -> str:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _remove(target: Path) -> None:
+    try:
+        target.unlink(missing_ok=True)
+    except OSError as e:
+        raise StoreError(f"cannot remove the stale {target}: {e.strerror or e}; delete it by hand") from e
 
 
 def _write_atomic(target: Path, text: str) -> None:
