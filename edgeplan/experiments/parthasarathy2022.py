@@ -27,12 +27,12 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from edgeplan.errors import EdgeplanError, InfeasibleError
+from edgeplan.measure.progress import counting_bar
 from edgeplan.planners.partition import (
     PlacementProblem,
     place_exact,
@@ -406,20 +406,6 @@ def _load(model: str) -> tuple[CutPoints | None, str]:
         return None, f"{type(e).__name__}: {e}"
 
 
-@contextmanager
-def _bar(enabled: bool, total: int) -> Iterator[Callable[[int], None]]:
-    if not enabled:
-        yield lambda k: None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    columns = (TextColumn("parthasarathy2022 (clusters)"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True)) as bar:
-        task = bar.add_task("sim", total=total)
-        yield lambda k: bar.advance(task, k)
-
-
 def _model_cells(model: str, cuts: CutPoints | None, reason: str, config: SimulationConfig,
                  log: _TimingLog, advance: Callable[[int], None]) -> list[CellResult]:
     cells = []
@@ -471,7 +457,7 @@ def run_simulation(config: SimulationConfig | None = None, progress: bool = Fals
     log = _TimingLog()
     cells: list[CellResult] = []
     fig10 = []
-    with _bar(progress, total) as advance:
+    with counting_bar(progress, "parthasarathy2022 (clusters)", total) as advance:
         for model in config.models:
             cuts, reason = _load(model)  # once per model
             cells += _model_cells(model, cuts, reason, config, log, advance)

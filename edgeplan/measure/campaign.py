@@ -9,14 +9,14 @@ twice, nothing lost.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from edgeplan.errors import InvalidInputError, MeasurementError
 from edgeplan.measure.device import DeviceDescriptor
 from edgeplan.measure.harness import Timing
+from edgeplan.measure.progress import counting_bar
 from edgeplan.measure.store import Campaign, Store
 
 __all__ = [
@@ -129,15 +129,6 @@ class CampaignReport:
         }
 
 
-class _Progress(Protocol):
-    def advance(self) -> None: ...
-
-
-class _NoProgress:
-    def advance(self) -> None:
-        """Do nothing."""
-
-
 def run_campaign(
     store: Store,
     campaign_name: str,
@@ -195,14 +186,14 @@ def run_campaign(
     done_now, stopped_by_budget = 0, False
     campaign = store.set_campaign_status(campaign, "running")
     try:
-        with _progress_bar(progress, campaign_name, total=len(tasks), completed=done_before) as bar:
+        with counting_bar(progress, campaign_name, total=len(tasks), completed=done_before) as advance:
             for task in pending:
                 if budget_s is not None and time.monotonic() - started_s >= budget_s:
                     stopped_by_budget = True
                     break
                 if _measure_and_commit(store, campaign, task, measure, command, failed):
                     done_now += 1
-                bar.advance()
+                advance(1)
     finally:
         remaining = len(pending) - done_now
         store.set_campaign_status(campaign, "complete" if remaining == 0 else "partial")
@@ -256,22 +247,3 @@ def _measure_and_commit(
         extra={**result.extra, "task_params": dict(task.params)},
     )
     return True
-
-
-@contextmanager
-def _progress_bar(enabled: bool, description: str, total: int, completed: int) -> Iterator[_Progress]:
-    if not enabled:
-        yield _NoProgress()
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True)) as bar:
-        task_id = bar.add_task(description, total=total, completed=completed)
-
-        class _RichProgress:
-            def advance(self) -> None:
-                bar.advance(task_id)
-
-        yield _RichProgress()

@@ -17,8 +17,7 @@ spread of its samples; campaigns are resumable like any other.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +27,7 @@ from edgeplan.ir.layer_chain import LayerChain, layer_chain
 from edgeplan.measure.campaign import CampaignReport, MeasurementResult, Task, run_campaign
 from edgeplan.measure.device import DeviceDescriptor, describe_device
 from edgeplan.measure.harness import Timing, use_threads
+from edgeplan.measure.progress import counting_bar
 from edgeplan.measure.store import MeasurementRecord, Store
 from edgeplan.runtimes.graph_exec import GraphExecutor
 
@@ -189,7 +189,7 @@ def profile_ranges(store: Store, model: str, *, threads: int, input_shape: tuple
     clock = time.monotonic()
     reports: list[CampaignReport] = []
     stopped = False
-    with _batches_bar(progress, name, len(starts)) as advance:
+    with counting_bar(progress, f"{name} (start layers)", len(starts)) as advance:
         for k in range(0, len(starts), BATCH_STARTS):
             if budget_s is not None and time.monotonic() - clock >= budget_s:
                 stopped = True
@@ -205,21 +205,6 @@ def profile_ranges(store: Store, model: str, *, threads: int, input_shape: tuple
     remaining = len(tasks) - len(done) - done_now
     store.set_campaign_status(store.campaign(name, command, params), "complete" if remaining == 0 else "partial")
     return CampaignReport(name, len(tasks), len(done), done_now, remaining, failed, stopped, time.monotonic() - clock)
-
-
-@contextmanager
-def _batches_bar(enabled: bool, description: str, total: int) -> Iterator[Callable[[int], None]]:
-    if not enabled or total == 0:
-        yield lambda k: None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    columns = (TextColumn("{task.description} (start layers)"), BarColumn(), MofNCompleteColumn(),
-               TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True)) as bar:
-        task_id = bar.add_task(description, total=total)
-        yield lambda k: bar.advance(task_id, k)
 
 
 def range_campaign(model: str, threads: int, input_shape: tuple[int, ...] | None, device_key: str) -> str:
