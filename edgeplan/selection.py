@@ -1,0 +1,231 @@
+"""Primitive selection for a network, end to end (mulder2020 Fig. 2): costs from a profiled table or a performance
+model, then the PBQP planner.
+
+* :func:`table_costs`: measured costs from a table in the mulder2021 CSV format (theirs, or ours exported by
+  ``edgeplan primitives export``): the row of every conv layer and the transformation times of every tensor.
+* :func:`model_costs`: predicted costs from a :class:`~edgeplan.costmodels.PerformanceModel`: one batched forward
+  pass for all conv layers and one for all tensors.
+* :func:`select_network`: both steps and the solve, timed as mulder2020 Table 4 times them (cost estimation plus
+  PBQP).
+
+A primitive's layouts come from a formats mapping (``name -> (input layout, output layout)``): mulder2021's
+``formats.csv`` for their primitives (:func:`load_formats`), the registry for ours (:func:`own_formats`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from edgeplan.errors import InvalidInputError
+from edgeplan.planners.pbqp.costgraph import (
+    LAYOUTS,
+    PrimitiveOption,
+    SelectionCosts,
+    SelectionPlan,
+    select_primitives,
+)
+from edgeplan.planners.pbqp.network import SelectionStructure
+
+if TYPE_CHECKING:
+    from edgeplan.costmodels import PerformanceModel
+    from edgeplan.costmodels.primitive_data import PrimitiveDataset
+
+__all__ = ["Formats", "TimedSelection", "load_formats", "model_costs", "own_formats", "select_network",
+           "table_costs"]
+
+Formats = Mapping[str, tuple[str, str]]
+"""``primitive name -> (input layout, output layout)``."""
+
+
+def load_formats(path: str | Path) -> dict[str, tuple[str, str]]:
+    """Read a formats file (no header; rows ``primitive,input layout,output layout``, as mulder2021's)."""
+    formats: dict[str, tuple[str, str]] = {}
+    with Path(path).open(newline="") as f:
+        for line, row in enumerate(csv.reader(f), start=1):
+            if not row:
+                continue
+            if len(row) != 3 or row[1] not in LAYOUTS or row[2] not in LAYOUTS:
+                raise InvalidInputError(f"{path}:{line}: expected 'primitive,layout,layout' with layouts among "
+                                        f"{', '.join(LAYOUTS)}, got {row}")
+            formats[row[0]] = (row[1], row[2])
+    return formats
+
+
+def own_formats() -> dict[str, tuple[str, str]]:
+    """The layouts of edgeplan's own primitives (imports torch)."""
+    from edgeplan.primitives import all_primitives
+
+    return {p.name: (p.input_layout.value, p.output_layout.value) for p in all_primitives()}
+
+
+def _transform_matrix(names: tuple[str, ...], times_ns: np.ndarray) -> np.ndarray:
+    """``(n, 3, 3)`` ms from ``X-to-Y`` columns; identity 0; a missing column is inf (never chosen)."""
+    out = np.full((times_ns.shape[0], 3, 3), np.inf)
+    for i in range(3):
+        out[:, i, i] = 0.0
+    for j, name in enumerate(names):
+        src, _, dst = name.partition("-to-")
+        if src != dst:
+            out[:, LAYOUTS.index(src), LAYOUTS.index(dst)] = times_ns[:, j] / 1e6
+    return out
+
+
+def _options(structure: SelectionStructure, names: tuple[str, ...], values_ns: np.ndarray, formats: Formats,
+             allowed: SelectionCosts | None) -> tuple[tuple[tuple[PrimitiveOption, ...], ...], tuple[np.ndarray, ...]]:
+    options: list[tuple[PrimitiveOption, ...]] = []
+    costs: list[np.ndarray] = []
+    row = 0
+    for i, node in enumerate(structure.nodes):
+        if node.kind != "conv":
+            options.append(())
+            costs.append(np.zeros(0))
+            continue
+        keep = {o.name for o in allowed.options[i]} if allowed is not None else None
+        chosen = [j for j, name in enumerate(names)
+                  if name in formats and math.isfinite(values_ns[row, j]) and (keep is None or name in keep)]
+        if not chosen:
+            raise InvalidInputError(f"conv layer {node.name!r} ({_describe(node.conv)}): no primitive with a cost "
+                                    "and a known layout applies")
+        options.append(tuple(PrimitiveOption(names[j], *formats[names[j]]) for j in chosen))
+        costs.append(values_ns[row, chosen] / 1e6)
+        row += 1
+    return tuple(options), tuple(costs)
+
+
+def _describe(conv: tuple[int, ...] | None) -> str:
+    return "" if conv is None else "c={} k={} im={} f={} s={}".format(*conv[:5])
+
+
+def table_costs(structure: SelectionStructure, data: PrimitiveDataset, formats: Formats) -> SelectionCosts:
+    """Measured costs of a network's selection from a profiled table.
+
+    Parameters
+    ----------
+    structure
+        The network's selection nodes and layout edges.
+    data
+        The table (mulder2021 format).
+    formats
+        The primitives' layouts; columns without one are left out.
+
+    Returns
+    -------
+    SelectionCosts
+        A tensor the table has no row for gets its transformation times interpolated (log-log in the element
+        count ``c im^2``) from the table's tensors; ``source`` says how many.
+
+    Raises
+    ------
+    InvalidInputError
+        A conv layer of the structure has no row in the table (make it layout-fixed with ``selectable``).
+    """
+    index = {tuple(int(v) for v in row): r for r, row in enumerate(data.features)}
+    rows, missing = [], []
+    for node in structure.nodes:
+        if node.kind == "conv" and node.conv is not None:
+            r = index.get(node.conv[:5])
+            (missing.append(f"{node.name} ({_describe(node.conv)})") if r is None else rows.append(r))
+    if missing:
+        raise InvalidInputError(f"{len(missing)} conv layers have no row in {data.source or 'the table'}: "
+                                f"{', '.join(missing[:5])}; leave them out of the selection (selectable=...)")
+    options, costs = _options(structure, data.primitives, data.primitive_ns[rows], formats, None)
+    table = data.transform_table()
+    lookup = {(int(c), int(im)): r for r, (c, im) in enumerate(table.features)}
+    volume = np.log(table.features[:, 0] * table.features[:, 1] ** 2)
+    times = np.empty((len(structure.edges), len(table.names)))
+    estimated = 0
+    for e, edge in enumerate(structure.edges):
+        r = lookup.get(edge.tensor)
+        if r is not None:
+            times[e] = table.times_ns[r]
+            continue
+        estimated += 1
+        c, im = edge.tensor
+        x = math.log(c * im * im)
+        for j in range(len(table.names)):
+            ok = np.isfinite(table.times_ns[:, j])
+            order = np.argsort(volume[ok])
+            times[e, j] = math.exp(float(np.interp(x, volume[ok][order], np.log(table.times_ns[ok, j][order]))))
+    source = f"measured: {data.source or 'table'}"
+    if estimated:
+        source += f" ({estimated} of {len(structure.edges)} tensors interpolated)"
+    return SelectionCosts(options, costs, _transform_matrix(table.names, times), source)
+
+
+def model_costs(structure: SelectionStructure, model: PerformanceModel, formats: Formats, *,
+                restrict_to: SelectionCosts | None = None) -> SelectionCosts:
+    """Predicted costs of a network's selection: one batched pass for the conv layers, one for the tensors.
+
+    Parameters
+    ----------
+    structure
+        The network's selection nodes and layout edges.
+    model
+        A fitted performance model.
+    formats
+        The primitives' layouts; outputs without one are left out.
+    restrict_to
+        Keep only the options these costs have (e.g. the primitives a measured table defines), node by node.
+
+    Returns
+    -------
+    SelectionCosts
+    """
+    layers = np.array([n.conv[:5] for n in structure.nodes if n.kind == "conv" and n.conv is not None], dtype=float)
+    predicted = model.predict_primitives(layers)
+    options, costs = _options(structure, model.primitive_names, predicted, formats, restrict_to)
+    tensors = np.array([e.tensor for e in structure.edges], dtype=float).reshape(-1, 2)
+    transforms = model.predict_transforms(tensors) if len(tensors) else np.zeros((0, len(model.transform_names)))
+    return SelectionCosts(options, costs, _transform_matrix(model.transform_names, transforms),
+                          f"predicted: {model.kind} model")
+
+
+@dataclass(frozen=True)
+class TimedSelection:
+    """A selection plan and how long its two stages took (mulder2020 Table 4)."""
+
+    plan: SelectionPlan
+    costs: SelectionCosts
+    estimate_s: float
+    solve_s: float
+
+    @property
+    def total_s(self) -> float:
+        """Cost estimation plus PBQP."""
+        return self.estimate_s + self.solve_s
+
+
+def select_network(structure: SelectionStructure, model: PerformanceModel, formats: Formats, *,
+                   solver: str = "exact", restrict_to: SelectionCosts | None = None) -> TimedSelection:
+    """Predict every cost with ``model`` and solve the PBQP, timing both stages.
+
+    Parameters
+    ----------
+    structure
+        The network's selection nodes and layout edges.
+    model
+        A fitted performance model.
+    formats
+        The primitives' layouts.
+    solver
+        The PBQP solver.
+    restrict_to
+        As for :func:`model_costs`.
+
+    Returns
+    -------
+    TimedSelection
+    """
+    start = time.perf_counter()
+    costs = model_costs(structure, model, formats, restrict_to=restrict_to)
+    estimated = time.perf_counter()
+    plan = select_primitives(structure, costs, solver=solver)
+    return TimedSelection(plan, costs, estimated - start, time.perf_counter() - estimated)
