@@ -80,6 +80,10 @@ def _transform_matrix(names: tuple[str, ...], times_ns: np.ndarray) -> np.ndarra
 
 def _options(structure: SelectionStructure, names: tuple[str, ...], values_ns: np.ndarray, formats: Formats,
              allowed: SelectionCosts | None) -> tuple[tuple[tuple[PrimitiveOption, ...], ...], tuple[np.ndarray, ...]]:
+    known = np.array([name in formats for name in names], dtype=bool)
+    column = {name: j for j, name in enumerate(names)}
+    every = [PrimitiveOption(name, *formats[name]) if known[j] else None for j, name in enumerate(names)]
+    usable = known[None, :] & np.isfinite(values_ns)
     options: list[tuple[PrimitiveOption, ...]] = []
     costs: list[np.ndarray] = []
     row = 0
@@ -88,13 +92,16 @@ def _options(structure: SelectionStructure, names: tuple[str, ...], values_ns: n
             options.append(())
             costs.append(np.zeros(0))
             continue
-        keep = {o.name for o in allowed.options[i]} if allowed is not None else None
-        chosen = [j for j, name in enumerate(names)
-                  if name in formats and math.isfinite(values_ns[row, j]) and (keep is None or name in keep)]
-        if not chosen:
+        mask = usable[row]
+        if allowed is not None:
+            keep = np.zeros(len(names), dtype=bool)
+            keep[[column[o.name] for o in allowed.options[i] if o.name in column]] = True
+            mask = mask & keep
+        chosen = np.flatnonzero(mask)
+        if chosen.size == 0:
             raise InvalidInputError(f"conv layer {node.name!r} ({_describe(node.conv)}): no primitive with a cost "
                                     "and a known layout applies")
-        options.append(tuple(PrimitiveOption(names[j], *formats[names[j]]) for j in chosen))
+        options.append(tuple(every[j] for j in chosen))  # type: ignore[misc]
         costs.append(values_ns[row, chosen] / 1e6)
         row += 1
     return tuple(options), tuple(costs)

@@ -95,3 +95,39 @@ def parthasarathy2022(models: str | None, memories: str, nodes: str, classes: st
     click.echo(format_report(result))
     if plots_dir is not None:
         click.echo("\nfigures: " + ", ".join(str(p) for p in written))
+
+
+@reproduce.command("mulder2020")
+@click.option("--data-dir", type=click.Path(file_okay=False, exists=True), default="../shared/data/mulder2021",
+              show_default=True, help="Folder with intel.csv, amd.csv and formats.csv (mulder2021's tables).")
+@click.option("--platforms", default="intel,amd", show_default=True, help="Comma-separated tables to use.")
+@click.option("--models-dir", type=click.Path(file_okay=False), default="out/mulder2020", show_default=True,
+              help="NN2 models PLATFORM-nn2 are read from here, or fitted (train part of split seed 0) and saved.")
+@click.option("--repeats", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Warm repeats of the timed optimisation.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, as_json: bool) -> None:
+    """Primitive selection with NN2 vs profiling (Table 4 and Fig. 7) on the six networks."""
+    from pathlib import Path
+
+    from edgeplan.costmodels import fit_performance_model, load_performance_model, save_performance_model
+    from edgeplan.costmodels.primitive_data import load_primitive_csv
+    from edgeplan.experiments.mulder2020 import format_report, run
+
+    tables = {}
+    for platform in [p.strip() for p in platforms.split(",") if p.strip()]:
+        data = load_primitive_csv(Path(data_dir) / f"{platform}.csv")
+        folder = Path(models_dir) / f"{platform}-nn2"
+        if (folder / "model.json").exists():
+            model = load_performance_model(folder)
+        else:
+            click.echo(f"fitting NN2 on {platform}.csv (train part of split seed 0; minutes) -> {folder}", err=True)
+            model = fit_performance_model(data, "nn2")
+            save_performance_model(model, folder)
+        tables[platform] = (data, model)
+    results = run(tables, Path(data_dir) / "formats.csv", repeats=repeats)
+    if as_json:
+        emit_json({"results": [r.to_dict() for r in results]})
+        return
+    for line in format_report(results):
+        click.echo(line)

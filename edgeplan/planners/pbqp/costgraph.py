@@ -34,6 +34,8 @@ __all__ = ["LAYOUTS", "ChosenNode", "InsertedTransform", "PrimitiveOption", "Sel
 LAYOUTS = ("chw", "hcw", "hwc")
 """The three data layouts, in the order of the rows and columns of every transformation matrix."""
 
+_CODE = {(a, b): 3 * i + j for i, a in enumerate(LAYOUTS) for j, b in enumerate(LAYOUTS)}
+
 
 @dataclass(frozen=True)
 class PrimitiveOption:
@@ -166,14 +168,11 @@ def _classes(structure: SelectionStructure, costs: SelectionCosts, node: int) ->
     """
     if structure.nodes[node].kind == "join":
         return [0, 1, 2], [0, 1, 2], [0, 1, 2]
-    best: dict[tuple[int, int], int] = {}
-    ms = costs.primitive_ms[node]
-    for j, o in enumerate(costs.options[node]):
-        key = (LAYOUTS.index(o.input_layout), LAYOUTS.index(o.output_layout))
-        if key not in best or ms[j] < ms[best[key]]:
-            best[key] = j
-    keys = sorted(best)
-    return [k[0] for k in keys], [k[1] for k in keys], [best[k] for k in keys]
+    codes = np.array([_CODE[o.input_layout, o.output_layout] for o in costs.options[node]])
+    ms = np.asarray(costs.primitive_ms[node], dtype=np.float64)
+    keys = np.unique(codes)
+    reps = [int(np.flatnonzero(codes == k)[np.argmin(ms[codes == k])]) for k in keys]
+    return [int(k) // 3 for k in keys], [int(k) % 3 for k in keys], reps
 
 
 def _transforms(costs: SelectionCosts) -> FloatArray:

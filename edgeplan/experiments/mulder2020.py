@@ -1,0 +1,206 @@
+"""mulder2020 Table 4 and Fig. 7 on the mulder2021 Intel and AMD tables: selecting primitives with the NN2 model
+instead of profiling.
+
+For each of the paper's six networks (torchvision's AlexNet, VGG-11, VGG-19, GoogLeNet, ResNet-18, ResNet-34):
+
+* **Fig. 7**: the network's time (primitives + layout transformations, priced with the *measured* table) of the
+  selection made with NN2's predictions, relative to the optimum selected with the measured costs. Both selections
+  choose among the same primitives: those the table defines for the layer.
+* **Table 4**: optimisation time with the model (one batched prediction for all conv layers, one for all tensors,
+  then the PBQP solve; median of warm repeats) against the time profiling would take: one run of every defined
+  primitive on every layer plus every transformation on every tensor, summed from the table (a lower bound: the
+  paper's harness repeats each run).
+
+Layers the table has no row for (ResNet's 1x1 stride-2 shortcuts) are left to PyTorch in ``chw`` (layout-fixed,
+see :mod:`edgeplan.planners.pbqp.network`); tensors it has no transformation times for (the inputs of GoogLeNet's
+concatenations, AlexNet's classifier input) get times interpolated from the table's other tensors. Both are
+counted in the output.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from edgeplan.planners.pbqp.costgraph import plan_cost, select_primitives
+from edgeplan.planners.pbqp.network import SelectionStructure, selection_structure
+from edgeplan.selection import load_formats, select_network, table_costs
+
+if TYPE_CHECKING:
+    from edgeplan.costmodels import PerformanceModel
+    from edgeplan.costmodels.primitive_data import PrimitiveDataset
+
+__all__ = ["NETWORKS", "PAPER_FIG7", "PAPER_TABLE4", "NetworkResult", "format_report", "network_result",
+           "structures"]
+
+NETWORKS = ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34")
+
+PAPER_TABLE4: dict[str, tuple[float, float, float]] = {
+    # network: (perf. model inference ms, profiling Intel s, profiling AMD s), mulder2020 Table 4
+    "alexnet": (43.6, 66.0, 189.0), "vgg11": (327.0, 0.20 * 3600, 0.67 * 3600),
+    "vgg19": (673.0, 0.57 * 3600, 1.79 * 3600), "googlenet": (177.0, 182.0, 445.0),
+    "resnet18": (119.0, 242.0, 736.0), "resnet34": (194.0, 494.0, 0.41 * 3600),
+}
+PAPER_FIG7 = "Intel: every network < 0.7%; all platforms < 1.1% (mulder2020 §5.2, Fig. 7)"
+
+
+@dataclass(frozen=True)
+class NetworkResult:
+    """One network on one platform table."""
+
+    platform: str
+    network: str
+    selected_layers: int
+    fixed_layers: int
+    interpolated_tensors: int
+    optimum_ms: float
+    predicted_selection_ms: float
+    increase_pct: float
+    same_primitives: int
+    model_ms_median: float
+    model_ms_spread: tuple[float, float]
+    solve_ms_median: float
+    profiling_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return asdict(self)
+
+
+def structures(data: PrimitiveDataset, networks: Sequence[str] = NETWORKS) -> dict[str, SelectionStructure]:
+    """The six networks' selection structures, selecting the conv layers ``data`` has a row for."""
+    from edgeplan.frontends.zoo import load_graph
+
+    keys = {tuple(int(v) for v in row) for row in data.features}
+    return {n: selection_structure(load_graph(f"torchvision:{n}"), selectable=lambda s: s[:5] in keys)
+            for n in networks}
+
+
+def _profiling_s(structure: SelectionStructure, data: PrimitiveDataset) -> float:
+    index = {tuple(int(v) for v in row): r for r, row in enumerate(data.features)}
+    total = 0.0
+    for node in structure.nodes:
+        if node.kind == "conv" and node.conv is not None:
+            total += float(np.nansum(data.primitive_ns[index[node.conv[:5]]]))
+    table = data.transform_table()
+    tensors = {(int(c), int(im)): r for r, (c, im) in enumerate(table.features)}
+    for edge in structure.edges:
+        r = tensors.get(edge.tensor)
+        if r is not None:
+            total += float(np.nansum(table.times_ns[r]))
+    return total / 1e9
+
+
+def network_result(platform: str, network: str, structure: SelectionStructure, data: PrimitiveDataset,
+                   model: PerformanceModel, formats: dict[str, tuple[str, str]], repeats: int = 20) -> NetworkResult:
+    """Fig. 7 and Table 4 figures of one network on one platform table.
+
+    Parameters
+    ----------
+    platform
+        Label of the table (``intel``, ``amd``).
+    network
+        Network name.
+    structure
+        Its selection structure (see :func:`structures`).
+    data
+        The measured table.
+    model
+        The performance model fitted on that platform.
+    formats
+        The primitives' layouts.
+    repeats
+        Warm repeats of the timed model-based optimisation.
+
+    Returns
+    -------
+    NetworkResult
+    """
+    measured = table_costs(structure, data, formats)
+    best = select_primitives(structure, measured)
+    timed = select_network(structure, model, formats, restrict_to=measured)
+    # price the predicted selection with the measured costs (options are aligned: same primitives per layer)
+    names = [[o.name for o in opts] for opts in measured.options]
+    choice = [names[i].index(n.primitive) if n.kind == "conv" else timed.plan.choice[i]
+              for i, n in enumerate(timed.plan.nodes)]
+    prims, trans, _ = plan_cost(structure, measured, choice)
+    model_ms, solve_ms = [], []
+    for _ in range(repeats):
+        again = select_network(structure, model, formats, restrict_to=measured)
+        model_ms.append(1000 * again.total_s)
+        solve_ms.append(1000 * again.solve_s)
+    quartiles = statistics.quantiles(model_ms, n=4) if len(model_ms) > 1 else [model_ms[0]] * 3
+    same = sum(a == b for a, b in zip(best.choices().values(), timed.plan.choices().values(), strict=True))
+    interpolated = 0
+    if "interpolated" in measured.source:
+        interpolated = int(measured.source.rsplit("(", 1)[1].split(" ", 1)[0])
+    return NetworkResult(
+        platform, network, len(structure.convs), len(structure.fixed), interpolated, best.total_ms, prims + trans,
+        100.0 * ((prims + trans) / best.total_ms - 1.0), same, statistics.median(model_ms),
+        (quartiles[0], quartiles[2]), statistics.median(solve_ms), _profiling_s(structure, data))
+
+
+def run(tables: dict[str, tuple[PrimitiveDataset, PerformanceModel]], formats_csv: str | Path,
+        networks: Sequence[str] = NETWORKS, repeats: int = 20) -> list[NetworkResult]:
+    """Every network on every platform table.
+
+    Parameters
+    ----------
+    tables
+        ``platform -> (measured table, performance model fitted on it)``.
+    formats_csv
+        mulder2021's formats file.
+    networks
+        Networks (torchvision names).
+    repeats
+        Warm repeats of the timed optimisation.
+
+    Returns
+    -------
+    list of NetworkResult
+    """
+    formats = load_formats(formats_csv)
+    results = []
+    for platform, (data, model) in tables.items():
+        for network, structure in structures(data, networks).items():
+            results.append(network_result(platform, network, structure, data, model, formats, repeats))
+    return results
+
+
+def format_report(results: Sequence[NetworkResult]) -> list[str]:
+    """Table 4 and Fig. 7, paper beside edgeplan."""
+    lines = ["mulder2020 Fig. 7: inference-time increase when selecting with NN2 instead of measured costs "
+             "(priced with the measured table)", f"  paper: {PAPER_FIG7}",
+             f"  {'platform':<8} {'network':<10} {'layers':>6} {'fixed':>5} {'interp':>6} {'optimum ms':>11} "
+             f"{'NN2 sel. ms':>11} {'increase':>9} {'same prim':>9}"]
+    for r in results:
+        lines.append(f"  {r.platform:<8} {r.network:<10} {r.selected_layers:>6} {r.fixed_layers:>5} "
+                     f"{r.interpolated_tensors:>6} {r.optimum_ms:>11.3f} {r.predicted_selection_ms:>11.3f} "
+                     f"{r.increase_pct:>8.3f}% {r.same_primitives:>4}/{r.selected_layers:<4}")
+    for platform in dict.fromkeys(r.platform for r in results):
+        inc = [r.increase_pct for r in results if r.platform == platform]
+        lines.append(f"  {platform}: mean increase {statistics.fmean(inc):.3f}% (target <= 0.3%), worst "
+                     f"{max(inc):.3f}% (target <= 1.0%); paper: mean 0.39%, worst 1.1%")
+    lines += ["", "mulder2020 Table 4: optimisation time, performance model (batched NN2 + PBQP, median of warm "
+              "repeats [quartiles]) vs profiling",
+              f"  {'platform':<8} {'network':<10} {'model ms':>9} {'[q1, q3]':>15} {'PBQP ms':>8} "
+              f"{'paper ms':>9} {'profiling s*':>12} {'paper s':>8} {'speed-up':>9}"]
+    for r in results:
+        paper = PAPER_TABLE4.get(r.network)
+        paper_prof = (paper[1] if r.platform == "intel" else paper[2]) if paper else math.nan
+        lines.append(f"  {r.platform:<8} {r.network:<10} {r.model_ms_median:>9.2f} "
+                     f"[{r.model_ms_spread[0]:>6.2f}, {r.model_ms_spread[1]:>6.2f}] {r.solve_ms_median:>8.2f} "
+                     f"{paper[0] if paper else math.nan:>9.1f} {r.profiling_s:>12.1f} {paper_prof:>8.0f} "
+                     f"{r.profiling_s / (r.model_ms_median / 1000):>8.0f}x")
+    lines.append("  * one run of every defined primitive and transformation, summed from the table (a lower bound)")
+    for name in ("vgg19", "googlenet"):
+        worst = max((r.model_ms_median for r in results if r.network == name), default=math.nan)
+        lines.append(f"  {name}: optimisation {worst:.2f} ms (target <= 50 ms; paper {PAPER_TABLE4[name][0]} ms)")
+    return lines
+
