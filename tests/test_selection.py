@@ -189,3 +189,18 @@ def test_bad_formats_file(tmp_path: Path) -> None:
     bad.write_text("direct,chw,nhwc\n")
     with pytest.raises(InvalidInputError, match="layouts"):
         load_formats(bad)
+
+
+@pytest.mark.skipif(not MULDER.exists(), reason="../shared/data/mulder2021 is absent")
+def test_mulder2020_experiment_prices_the_predicted_selection_with_measured_costs() -> None:
+    from edgeplan.experiments.mulder2020 import format_report, run
+
+    data = load_primitive_csv(MULDER / "intel.csv")
+    model = fit_performance_model(data, "lin")  # fast; the command uses NN2
+    (result,) = run({"intel": (data, model)}, MULDER / "formats.csv", networks=("alexnet",), repeats=2)
+    assert result.selected_layers == 5 and result.fixed_layers == 0 and result.interpolated_tensors == 1
+    assert result.predicted_selection_ms >= result.optimum_ms - 1e-9  # the measured optimum cannot be beaten
+    assert result.increase_pct == pytest.approx(100 * (result.predicted_selection_ms / result.optimum_ms - 1))
+    assert result.profiling_s > 0 and result.model_ms_median > 0
+    report = "\n".join(format_report([result]))
+    assert "Fig. 7" in report and "Table 4" in report and "alexnet" in report
