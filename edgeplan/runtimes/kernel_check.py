@@ -1,0 +1,222 @@
+"""Checking deduced kernels against ONNX Runtime: run its graph optimizations and read the optimized graph.
+
+:func:`check_onnxruntime` compares :func:`edgeplan.ir.kernels.deduce_kernels` for an ``onnxruntime`` profile with
+the kernels of the graph ONNX Runtime writes to ``SessionOptions.optimized_model_filepath``
+(:func:`onnxruntime_kernels`); :func:`onnxruntime_nchwc_block_size` says which NCHWc profile fits this CPU.
+onnx and onnxruntime are imported when a function needs them.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from edgeplan.errors import InvalidInputError
+from edgeplan.ir.graph import Graph
+from edgeplan.ir.kernels import (
+    Kernel,
+    KernelDeduction,
+    KernelMismatch,
+    KernelRules,
+    compare_kernels,
+    deduce_kernels,
+    load_rules,
+)
+from edgeplan.ir.ops import OpKind
+
+__all__ = ["check_onnxruntime", "onnxruntime_kernels", "onnxruntime_nchwc_block_size", "onnxruntime_optimized_kernels"]
+
+
+def onnxruntime_kernels(original: Any, optimized: Any) -> list[Kernel]:
+    """The kernels of ONNX Runtime's optimized model, each with the original ONNX nodes it runs.
+
+    Parameters
+    ----------
+    original, optimized
+        The model given to ONNX Runtime and the one it wrote to ``SessionOptions.optimized_model_filepath``
+        (paths or ``onnx.ModelProto``).
+
+    Returns
+    -------
+    list[Kernel]
+        One kernel per optimized node: ``kind`` is the op type prefixed by a non-default domain, ``nodes`` the
+        original nodes between the kernel's inputs and outputs (found by following tensor names back; empty when
+        ORT renamed the outputs, as in the NCHWc layout), ``name`` the optimized node's name.
+    """
+    import onnx
+
+    orig = original if isinstance(original, onnx.ModelProto) else onnx.load(str(original))
+    opt = optimized if isinstance(optimized, onnx.ModelProto) else onnx.load(str(optimized))
+    producer = {t: n for n in orig.graph.node for t in n.output}
+    kernels = []
+    for n in opt.graph.node:
+        kind = f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+        if kind == "com.microsoft.nchwc.Conv" and len(n.input) > 3 and n.input[3]:
+            kind += "+Sum"
+        if any(a.name == "activation" for a in n.attribute) and kind.startswith("com.microsoft.nchwc.Conv"):
+            kind += "+" + next(a.s.decode() for a in n.attribute if a.name == "activation")
+        kernels.append(Kernel(n.name, kind, _covered(n, producer)))
+    return kernels
+
+
+def _covered(node: Any, producer: Mapping[str, Any]) -> tuple[str, ...]:
+    """Original nodes between ``node``'s inputs and outputs, following tensor names back from its outputs."""
+    stop = set(node.input)
+    covered: list[str] = []
+    stack = [t for t in node.output if t]
+    while stack:
+        p = producer.get(stack.pop())
+        if p is None or p.name in covered:
+            continue
+        covered.append(p.name)
+        stack.extend(t for t in p.input if t and t not in stop)
+    return tuple(reversed(covered))
+
+
+def _nchwc_signature(deduced: KernelDeduction) -> list[Kernel]:
+    """The deduced kernels with ``+Sum`` and ``+Activation`` appended to NCHWc convolutions, as ORT reports them.
+
+    ORT names an NCHWc convolution ``Conv`` whatever it absorbed; :func:`onnxruntime_kernels` appends the ``Sum``
+    input and the ``activation`` attribute so that counts per kind also compare what each one fused.
+    """
+    return [replace(k, kind=_nchwc_kind(k)) for k in deduced.kernels]
+
+
+def _nchwc_kind(k: Kernel) -> str:
+    if k.kind != "com.microsoft.nchwc.Conv":
+        return k.kind
+    ops = k.name.split("+")
+    kind = k.kind + ("+Sum" if "add" in ops else "")
+    acts = {"relu": "Relu", "relu6": "Clip", "clip": "Clip", "sigmoid": "Sigmoid", "tanh": "Tanh",
+            "leaky_relu": "LeakyRelu", "hardsigmoid": "HardSigmoid"}
+    act = next((acts[o] for o in reversed(ops) if o in acts), None)
+    return kind + (f"+{act}" if act else "")
+
+
+def _onnxruntime_rules(profile: str, caller: str) -> tuple[KernelRules, bool]:
+    """The rules of ``profile`` and whether it has the NCHWc transform; refuses a profile of another family."""
+    rules = load_rules(profile)
+    if rules.family != "onnxruntime":
+        raise InvalidInputError(f"{caller} needs an onnxruntime profile, got {profile!r}")
+    return rules, bool(rules.settings.get("nchwc_block_size"))
+
+
+def _optimized_model(onnx_path: str | Path, nchwc: bool) -> Any:
+    """The ``onnx.ModelProto`` ONNX Runtime's CPU provider writes after its graph optimizations of ``onnx_path``.
+
+    ``ORT_ENABLE_ALL`` (the default level, with NCHWc where the CPU has it) when ``nchwc``, else
+    ``ORT_ENABLE_EXTENDED``.
+    """
+    import onnx
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "optimized.onnx"
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        options.optimized_model_filepath = str(out)
+        options.graph_optimization_level = (
+            ort.GraphOptimizationLevel.ORT_ENABLE_ALL if nchwc else ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        )
+        ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        return onnx.load(str(out))
+
+
+def onnxruntime_optimized_kernels(onnx_path: str | Path, profile: str = "onnxruntime") -> list[Kernel]:
+    """Run ONNX Runtime's graph optimizations on ``onnx_path`` at the level ``profile`` is compared at.
+
+    Parameters
+    ----------
+    onnx_path
+        The exported model.
+    profile
+        An ``onnxruntime`` profile (see :func:`check_onnxruntime` for the level of each).
+
+    Returns
+    -------
+    list[Kernel]
+        The kernels of the optimized graph, from :func:`onnxruntime_kernels`.
+    """
+    import onnx
+
+    _, nchwc = _onnxruntime_rules(profile, "onnxruntime_optimized_kernels")
+    return onnxruntime_kernels(onnx.load(str(onnx_path)), _optimized_model(onnx_path, nchwc))
+
+
+def check_onnxruntime(
+    graph: Graph, onnx_path: str | Path, profile: str = "onnxruntime", by_nodes: bool | None = None
+) -> list[KernelMismatch]:
+    """Run ONNX Runtime's graph optimizations on ``onnx_path`` and compare its kernels with the deduced ones.
+
+    Parameters
+    ----------
+    graph
+        The IR of the model in ``onnx_path`` (from the ONNX frontend for node-level comparison, or from the torch
+        frontend for counts only).
+    onnx_path
+        The exported model, as given to ONNX Runtime.
+    profile
+        ``onnxruntime`` (compared with ORT at ``ORT_ENABLE_EXTENDED``, which is the default level's result on
+        CPUs without NCHWc kernels) or ``onnxruntime-nchwc8``/``-nchwc16`` (compared at the default level,
+        ``ORT_ENABLE_ALL``: right only on a CPU with that NCHWc block size, see
+        :func:`onnxruntime_nchwc_block_size`).
+    by_nodes
+        Compare covered IR nodes too; by default when ``graph``'s node names are those of the ONNX file and the
+        profile keeps ORT's tensor names (not NCHWc).
+
+    Returns
+    -------
+    list[KernelMismatch]
+        Empty when the deduction matches ONNX Runtime.
+
+    Raises
+    ------
+    InvalidInputError
+        For an unknown profile or one of another runtime family.
+    """
+    import onnx
+
+    rules, nchwc = _onnxruntime_rules(profile, "check_onnxruntime")
+    original = onnx.load(str(onnx_path))
+    if by_nodes is None:
+        names = {n.name for n in original.graph.node}
+        by_nodes = not nchwc and all(n.name in names for n in graph.nodes if n.kind is not OpKind.INPUT)
+    observed = onnxruntime_kernels(original, _optimized_model(onnx_path, nchwc))
+    deduced = deduce_kernels(graph, rules)
+    if nchwc:
+        deduced = KernelDeduction(deduced.graph, deduced.profile, tuple(_nchwc_signature(deduced)), deduced.eliminated)
+    return compare_kernels(deduced, observed, by_nodes=by_nodes)
+
+
+@cache
+def onnxruntime_nchwc_block_size() -> int | None:
+    """The NCHWc block size of ONNX Runtime on this CPU: 8 (AVX2), 16 (AVX-512F), or None (no NCHWc kernels).
+
+    Read from ORT's optimized graph of a probe: one 1x1 convolution with 8 output channels, whose NCHWc filter ORT
+    pads to the block size. The matching profile is ``onnxruntime-nchwc{block}``.
+    """
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
+    w = helper.make_tensor("w", onnx.TensorProto.FLOAT, (8, 16, 1, 1), [0.0] * 128)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv")
+    graph = helper.make_graph(
+        [node], "probe", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, (1, 16, 4, 4))],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, (1, 8, 4, 4))], [w],
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        src, out = Path(folder) / "probe.onnx", Path(folder) / "probe.opt.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(src))
+        options = ort.SessionOptions()
+        options.optimized_model_filepath = str(out)
+        options.log_severity_level = 3
+        ort.InferenceSession(str(src), options, providers=["CPUExecutionProvider"])
+        opt = onnx.load(str(out))
+    inits = {t.name: t.dims[0] for t in opt.graph.initializer}
+    convs = [n for n in opt.graph.node if n.domain == "com.microsoft.nchwc" and n.op_type == "Conv"]
+    return int(inits[convs[0].input[1]]) if convs else None
