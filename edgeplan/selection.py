@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -236,3 +236,127 @@ def select_network(structure: SelectionStructure, model: PerformanceModel, forma
     estimated = time.perf_counter()
     plan = select_primitives(structure, costs, solver=solver)
     return TimedSelection(plan, costs, estimated - start, time.perf_counter() - estimated)
+
+
+def single_primitive_choice(structure: SelectionStructure, costs: SelectionCosts) -> tuple[str, list[int]] | None:
+    """The best single primitive used for every selected conv layer (joins in its output layout), by ``costs``.
+
+    Returns
+    -------
+    tuple or None
+        ``(primitive, choice)`` for :func:`~edgeplan.planners.pbqp.costgraph.plan_cost`, or ``None`` when no
+        primitive applies to every layer.
+    """
+    from edgeplan.planners.pbqp.costgraph import plan_cost
+
+    convs = [i for i, n in enumerate(structure.nodes) if n.kind == "conv"]
+    common = set.intersection(*({o.name for o in costs.options[i]} for i in convs))
+    best: tuple[float, str, list[int]] | None = None
+    for name in sorted(common):
+        layout = next(o.output_layout for o in costs.options[convs[0]] if o.name == name)
+        choice = [next(j for j, o in enumerate(costs.options[i]) if o.name == name) if n.kind == "conv"
+                  else LAYOUTS.index(layout) for i, n in enumerate(structure.nodes)]
+        prims, trans, _ = plan_cost(structure, costs, choice)
+        if best is None or prims + trans < best[0]:
+            best = (prims + trans, name, choice)
+    return None if best is None else (best[1], best[2])
+
+
+def merged_tables(paths: Sequence[str | Path]) -> PrimitiveDataset:
+    """Several tables of one platform as one: rows appended, columns the union (empty where a table lacks one)."""
+    from edgeplan.costmodels.primitive_data import PrimitiveDataset, load_primitive_csv
+
+    tables = [load_primitive_csv(p) for p in paths]
+    primitives = tuple(dict.fromkeys(c for t in tables for c in t.primitives))
+    transforms = tuple(dict.fromkeys(c for t in tables for c in t.transforms))
+
+    def widen(values: np.ndarray, have: tuple[str, ...], want: tuple[str, ...]) -> np.ndarray:
+        out = np.full((values.shape[0], len(want)), np.nan)
+        for j, name in enumerate(have):
+            out[:, want.index(name)] = values[:, j]
+        return out
+
+    return PrimitiveDataset(np.vstack([t.features for t in tables]), primitives,
+                            np.vstack([widen(t.primitive_ns, t.primitives, primitives) for t in tables]), transforms,
+                            np.vstack([widen(t.transform_ns, t.transforms, transforms) for t in tables]),
+                            " + ".join(t.source for t in tables))
+
+
+SHIPPED = Path(__file__).resolve().parent / "data" / "primitives"
+SHIPPED_TABLES = ("reference_cpu_1t.csv", "reference_cpu_1t_abovecap.csv")
+"""The reference machine's measured tables (main campaign and the layers above its work cap)."""
+SHIPPED_MODEL = "nn2_cpu_1t"
+"""The NN2 model fitted on the shipped tables."""
+
+
+def runnable(shape: tuple[int, int, int, int, int, int]) -> bool:
+    """Whether at least one of edgeplan's primitives applies to a conv shape ``(c, k, im, f, s, padding)``."""
+    from edgeplan.primitives import all_primitives
+    from edgeplan.primitives.spec import ConvSpec
+
+    c, k, im, f, s, p = shape
+    spec = ConvSpec(c, k, im, f, s, padding=p)
+    return any(prim.applies(spec) for prim in all_primitives())
+
+
+@dataclass(frozen=True)
+class ModelSelection:
+    """A zoo model's structure, costs and plan (``edgeplan select``)."""
+
+    spec: str
+    structure: SelectionStructure
+    costs: SelectionCosts
+    plan: SelectionPlan
+    estimate_s: float
+
+
+def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path | None = None,
+                 tables: Sequence[str | Path] | None = None, solver: str = "exact") -> ModelSelection:
+    """Select the primitives of a zoo model with edgeplan's own primitives, from predicted or measured costs.
+
+    Parameters
+    ----------
+    spec
+        A zoo string (e.g. ``torchvision:resnet18``).
+    costs
+        ``predicted`` (a performance model) or ``measured`` (profiled tables).
+    model_dir
+        The performance model (default: the shipped NN2 of the reference machine).
+    tables
+        Measured tables in the mulder2021 format (default: the shipped ones). With ``measured``, conv layers
+        they have no row for stay in PyTorch (layout-fixed).
+    solver
+        The PBQP solver.
+
+    Returns
+    -------
+    ModelSelection
+    """
+    from edgeplan.frontends.zoo import load_graph
+    from edgeplan.planners.pbqp.network import selection_structure
+
+    if costs not in ("predicted", "measured"):
+        raise InvalidInputError(f"costs must be 'predicted' or 'measured', got {costs!r}")
+    graph = load_graph(spec)
+    formats = own_formats()
+    start = time.perf_counter()
+    if costs == "measured":
+        data = merged_tables(list(tables) if tables else [SHIPPED / t for t in SHIPPED_TABLES])
+        keys = {tuple(int(v) for v in row) for row in data.features}
+        structure = selection_structure(graph, selectable=lambda s: s[:5] in keys and runnable(s))
+        start = time.perf_counter()
+        found = table_costs(structure, data, formats)
+    else:
+        from edgeplan.costmodels import load_performance_model
+
+        folder = Path(model_dir) if model_dir is not None else SHIPPED / SHIPPED_MODEL
+        if not (folder / "model.json").exists():
+            raise InvalidInputError(f"no performance model in {folder}; fit one with `edgeplan primitives fit "
+                                    "--data TABLE.csv --out DIR` and pass --model DIR")
+        model = load_performance_model(folder)
+        structure = selection_structure(graph, selectable=runnable)
+        start = time.perf_counter()
+        found = model_costs(structure, model, formats)
+    estimated = time.perf_counter() - start
+    plan = select_primitives(structure, found, solver=solver)
+    return ModelSelection(spec, structure, found, plan, estimated)

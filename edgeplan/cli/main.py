@@ -36,6 +36,7 @@ def _register_commands() -> None:
         primitives_cmd,
         ranges_cmd,
         reproduce_cmd,
+        select_cmd,
         zoo_cmd,
     )
 
@@ -47,6 +48,7 @@ def _register_commands() -> None:
     cli.add_command(partition_cmd.partition)
     cli.add_command(primitives_cmd.primitives)
     cli.add_command(reproduce_cmd.reproduce)
+    cli.add_command(select_cmd.select)
 
 
 _register_commands()

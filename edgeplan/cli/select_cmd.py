@@ -1,0 +1,109 @@
+"""``edgeplan select MODEL``: choose every conv layer's primitive with PBQP, optionally run the result for real."""
+
+from __future__ import annotations
+
+import click
+
+from edgeplan.cli.common import Context, emit_json
+
+__all__ = ["select"]
+
+# the primitive that a tolerance check allows: stated tolerances go up to 1e-4 (Winograd F(4,3)), and errors
+# compound over a network's layers
+OUTPUT_TOLERANCE = 1e-3
+
+
+@click.command()
+@click.argument("model")
+@click.option("--costs", "source", type=click.Choice(["predicted", "measured"]), default="predicted",
+              show_default=True, help="predicted: the NN2 performance model; measured: profiled tables.")
+@click.option("--model", "model_dir", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Performance model folder (default: the shipped NN2 of the reference machine).")
+@click.option("--data", "tables", type=click.Path(dir_okay=False, exists=True), multiple=True,
+              help="Measured tables in the mulder2021 format (repeatable; default: the shipped ones).")
+@click.option("--solver", type=click.Choice(["exact", "heuristic", "ilp"]), default="exact", show_default=True,
+              help="PBQP solver.")
+@click.option("--run", "do_run", is_flag=True,
+              help="Build the network, check its outputs and time it against PyTorch and the best single primitive.")
+@click.option("--threads", type=int, default=2, show_default=True, help="Intra-op threads of --run.")
+@click.option("--rounds", type=click.IntRange(min=3), default=15, show_default=True,
+              help="Interleaved timed runs of each variant with --run.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def select(ctx: Context, model: str, source: str, model_dir: str | None, tables: tuple[str, ...], solver: str,
+           do_run: bool, threads: int, rounds: int, as_json: bool) -> None:
+    """Select the primitive (and layouts) of every conv layer of MODEL to minimise its predicted time."""
+    from edgeplan.measure.harness import check_thread_count
+    from edgeplan.selection import select_model, single_primitive_choice
+
+    check_thread_count(threads)
+    sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, solver=solver)
+    plan = sel.plan
+    result: dict[str, object] = {
+        "model": model, "costs": plan.source, "solver": plan.solution.solver, "optimal": plan.solution.optimal,
+        "predicted_ms": plan.total_ms, "primitives_ms": plan.primitives_ms, "transforms_ms": plan.transforms_ms,
+        "optimisation_s": sel.estimate_s + plan.optimisation_s, "estimate_s": sel.estimate_s,
+        "solve_s": plan.optimisation_s, "fixed_layers": list(sel.structure.fixed),
+        "layers": [{"name": n.name, "kind": n.kind, "primitive": n.primitive, "input_layout": n.input_layout,
+                    "output_layout": n.output_layout, "predicted_ms": n.latency_ms,
+                    "shape": dict(zip(("c", "k", "im", "f", "s", "padding"), s.conv or (), strict=False))}
+                   for n, s in zip(plan.nodes, sel.structure.nodes, strict=True)],
+        "transforms": [{"at": t.at, "tensor": list(t.tensor), "from": t.src, "to": t.dst, "predicted_ms": t.latency_ms}
+                       for t in plan.transforms],
+    }
+    run = None
+    if do_run:
+        from edgeplan.runtimes.selected import run_selection
+
+        single = single_primitive_choice(sel.structure, sel.costs)
+        inputs = {n.name: n.conv[2] for n in sel.structure.nodes if n.kind == "conv" and n.conv is not None}
+        run = run_selection(model, plan.choices(), inputs, single[0] if single else None, threads=threads,
+                            rounds=rounds)
+        result["run"] = {
+            "threads": run.threads, "single_primitive": run.single_primitive, "output_error": run.output_error,
+            "outputs_match": all(e <= OUTPUT_TOLERANCE for e in run.output_error.values()),
+            "latency_ms": {k: {"median": v.median_ms, "q1": v.q1_ms, "q3": v.q3_ms, "runs": v.runs}
+                           for k, v in run.latency.items()},
+            "speedup_vs_pytorch": run.speedup,
+        }
+    if as_json:
+        emit_json(result)
+        return
+    _print(sel, run)
+
+
+def _print(sel: object, run: object) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from edgeplan.runtimes.selected import SelectionRun
+    from edgeplan.selection import ModelSelection
+
+    assert isinstance(sel, ModelSelection)
+    plan = sel.plan
+    table = Table(title=f"{sel.spec}: primitive selection ({plan.source})")
+    for column in ("layer", "c k im f s", "primitive", "layouts", "ms"):
+        table.add_column(column, justify="right" if column == "ms" else "left")
+    for node, snode in zip(plan.nodes, sel.structure.nodes, strict=True):
+        shape = " ".join(str(v) for v in snode.conv[:5]) if snode.conv else "join"
+        table.add_row(node.name, shape, node.primitive or "-", f"{node.input_layout}->{node.output_layout}",
+                      f"{node.latency_ms:.3f}")
+    console = Console()
+    console.print(table)
+    for t in plan.transforms:
+        console.print(f"  transform {t.src}->{t.dst} of {t.tensor} before {t.at}: {t.latency_ms:.3f} ms")
+    console.print(f"predicted {plan.total_ms:.3f} ms (primitives {plan.primitives_ms:.3f} + transforms "
+                  f"{plan.transforms_ms:.3f}); {len(plan.choices())} layers selected, {len(sel.structure.fixed)} "
+                  f"left to PyTorch; optimisation {1000 * (sel.estimate_s + plan.optimisation_s):.1f} ms "
+                  f"(costs {1000 * sel.estimate_s:.1f} + PBQP {1000 * plan.optimisation_s:.1f}; "
+                  f"{plan.solution.solver}, {'optimal' if plan.solution.optimal else 'not proven optimal'})")
+    if isinstance(run, SelectionRun):
+        for label, lat in run.latency.items():
+            name = f"single ({run.single_primitive})" if label == "single" else label
+            err = run.output_error.get(label)
+            verdict = "ok" if err is not None and err <= OUTPUT_TOLERANCE else "MISMATCH"
+            check = "" if err is None else f"  output error {err:.1e} ({verdict})"
+            console.print(f"  {name:<32} median {lat.median_ms:9.3f} ms [q1 {lat.q1_ms:.3f}, q3 {lat.q3_ms:.3f}]"
+                          f"{check}")
+        runs = run.latency["selected"].runs
+        console.print(f"  speed-up over PyTorch: {run.speedup:.3f}x ({run.threads} threads, {runs} interleaved runs)")

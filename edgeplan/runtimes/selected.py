@@ -1,0 +1,241 @@
+"""An executable network whose conv layers run the primitives a selection plan chose (mulder2020 Fig. 2 step iv).
+
+Every selected ``nn.Conv2d`` is replaced by a :class:`SelectedConv`; the rest of the model is untouched. Tensors keep
+their logical NCHW shape everywhere, so every other layer computes exactly what it did; what changes is their
+*memory order*. A :class:`SelectedConv` reads its input in its primitive's input layout (``chw``, ``hcw`` or
+``hwc``: a free view when the memory is already in that order, otherwise a copy, which *is* the layout
+transformation), runs the primitive and returns its output as an NCHW view of memory in the primitive's output
+layout. Element-wise layers, batch norm and pooling then run on that memory order as PyTorch decides (element-wise
+ops keep it; some kernels copy to their preferred order); a flatten or linear layer copies to ``chw``. So the
+transformations the plan priced happen exactly where the next consumer needs another order, and any copy the plan
+did not price shows up in the measured latency, never hidden.
+
+Batch size 1 (the primitives convolve one 3-D input).
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from edgeplan.errors import InvalidInputError
+from edgeplan.measure.harness import use_threads
+from edgeplan.primitives import get_primitive
+from edgeplan.primitives.spec import ConvSpec
+
+__all__ = ["LatencySummary", "SelectedConv", "build_selected_network", "from_memory", "measure_interleaved",
+           "output_error", "to_memory"]
+
+_TO_MEMORY = {"chw": (0, 1, 2), "hcw": (1, 0, 2), "hwc": (1, 2, 0)}
+_FROM_MEMORY = {"chw": (0, 1, 2), "hcw": (1, 0, 2), "hwc": (2, 0, 1)}
+
+
+def to_memory(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """The 3-D tensor of a logical ``(C, H, W)`` tensor, contiguous in ``layout`` (a view when already so)."""
+    return x.permute(_TO_MEMORY[layout]).contiguous()
+
+
+def from_memory(y: torch.Tensor, layout: str) -> torch.Tensor:
+    """The logical ``(C, H, W)`` view of a tensor stored in ``layout``."""
+    return y.permute(_FROM_MEMORY[layout])
+
+
+class SelectedConv(nn.Module):
+    """A conv layer run by one primitive, with weights prepared once.
+
+    Parameters
+    ----------
+    conv
+        The layer it replaces (square kernel and stride, equal padding, one group, no dilation).
+    primitive
+        Name of the primitive (:func:`edgeplan.primitives.get_primitive`).
+    im
+        Side of the square input.
+    """
+
+    def __init__(self, conv: nn.Conv2d, primitive: str, im: int) -> None:
+        super().__init__()
+        self.primitive = get_primitive(primitive)
+        pad = conv.padding
+        if isinstance(pad, str) or len(set(pad)) != 1:
+            raise InvalidInputError(f"{primitive}: padding {pad!r} is not one integer for both axes")
+        self.spec = ConvSpec(conv.in_channels, conv.out_channels, im, conv.kernel_size[0], conv.stride[0],
+                             padding=int(pad[0]))
+        self.primitive.check(self.spec)
+        bias = conv.bias.detach() if conv.bias is not None else None
+        self.prepared = self.primitive.prepare(conv.weight.detach(), bias, spec=self.spec)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Convolve a logical NCHW batch of one."""
+        if x.dim() != 4 or x.shape[0] != 1:
+            raise InvalidInputError(f"{self.primitive.name}: the selected network runs batch 1, got {tuple(x.shape)}")
+        memory = to_memory(x[0], self.primitive.input_layout.value)
+        y = self.primitive.execute(memory, self.prepared)
+        return from_memory(y, self.primitive.output_layout.value).unsqueeze(0)
+
+    def extra_repr(self) -> str:
+        """The primitive and layer."""
+        return f"{self.primitive.name}, {self.spec.describe()}"
+
+
+def build_selected_network(model: nn.Module, choices: Mapping[str, str], conv_inputs: Mapping[str, int]) -> nn.Module:
+    """A copy of ``model`` whose chosen conv layers run their primitives.
+
+    Parameters
+    ----------
+    model
+        The original network (left unchanged).
+    choices
+        ``module path of a conv layer -> primitive`` (e.g. :meth:`SelectionPlan.choices`).
+    conv_inputs
+        Side of each chosen conv layer's square input, by module path.
+
+    Returns
+    -------
+    torch.nn.Module
+        The optimized network, in eval mode.
+
+    Raises
+    ------
+    InvalidInputError
+        A chosen name is not an ``nn.Conv2d`` of the model, or its primitive does not apply to it.
+    """
+    net = copy.deepcopy(model).eval()
+    for name, primitive in choices.items():
+        try:
+            conv = net.get_submodule(name)
+        except AttributeError as e:
+            raise InvalidInputError(f"the plan's layer {name!r} is not a module of the model") from e
+        if not isinstance(conv, nn.Conv2d):
+            raise InvalidInputError(f"the plan's layer {name!r} is a {type(conv).__name__}, not a Conv2d")
+        net.set_submodule(name, SelectedConv(conv, primitive, conv_inputs[name]))
+    return net
+
+
+def output_error(reference: torch.Tensor, outputs: torch.Tensor) -> float:
+    """``max |a - b| / max |a|`` (the measure of the primitives' stated tolerances)."""
+    scale = float(reference.abs().max())
+    return float((outputs - reference).abs().max()) / (scale if scale > 0 else 1.0)
+
+
+
+@dataclass(frozen=True)
+class LatencySummary:
+    """Latency of one network variant: median and quartiles of its timed runs, in ms."""
+
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    runs: int
+
+
+def measure_interleaved(variants: Mapping[str, nn.Module], x: torch.Tensor, *, threads: int, rounds: int = 15,
+                        warmup: int = 2) -> dict[str, LatencySummary]:
+    """Time several networks on the same input, interleaved round by round so that machine noise hits all alike.
+
+    Parameters
+    ----------
+    variants
+        Networks by label.
+    x
+        The input.
+    threads
+        Intra-op threads for the whole measurement.
+    rounds
+        Timed runs of each network (one per round).
+    warmup
+        Untimed runs of each network first.
+
+    Returns
+    -------
+    dict
+        A :class:`LatencySummary` per label.
+    """
+    samples: dict[str, list[float]] = {k: [] for k in variants}
+    with use_threads(threads), torch.inference_mode():
+        for net in variants.values():
+            for _ in range(warmup):
+                net(x)
+        for _ in range(rounds):
+            for label, net in variants.items():
+                start = time.perf_counter_ns()
+                net(x)
+                samples[label].append((time.perf_counter_ns() - start) / 1e6)
+    out = {}
+    for label, values in samples.items():
+        q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+        out[label] = LatencySummary(statistics.median(values), q[0], q[2], len(values))
+    return out
+
+
+@dataclass(frozen=True)
+class SelectionRun:
+    """The selected network run for real next to PyTorch's default and the best single primitive.
+
+    Parameters
+    ----------
+    threads
+        Intra-op threads of every run.
+    latency
+        ``pytorch``, ``selected`` and (when one applies everywhere) ``single`` summaries.
+    single_primitive
+        The best single primitive by the plan's costs (``""`` when none applies to every layer).
+    output_error
+        ``max |y - y_ref| / max |y_ref|`` of ``selected`` and ``single`` against PyTorch's output.
+    """
+
+    threads: int
+    latency: dict[str, LatencySummary]
+    single_primitive: str
+    output_error: dict[str, float]
+
+    @property
+    def speedup(self) -> float:
+        """PyTorch's median over the selected network's median."""
+        return self.latency["pytorch"].median_ms / self.latency["selected"].median_ms
+
+
+def run_selection(spec: str, choices: Mapping[str, str], conv_inputs: Mapping[str, int], single: str | None, *,
+                  threads: int, rounds: int = 15) -> SelectionRun:
+    """Build the selected network of a zoo model, check its outputs and time it against the baselines.
+
+    Parameters
+    ----------
+    spec
+        The zoo string.
+    choices
+        ``conv layer -> primitive`` of the plan.
+    conv_inputs
+        Input side of every selected layer.
+    single
+        The single primitive baseline for every layer of ``choices`` (``None``: no such baseline).
+    threads
+        Intra-op threads.
+    rounds
+        Interleaved timed runs of each variant.
+
+    Returns
+    -------
+    SelectionRun
+    """
+    from edgeplan.frontends.zoo import build_model
+
+    zoo = build_model(spec)
+    (x,) = zoo.example_inputs()
+    if x.shape[0] != 1:
+        raise InvalidInputError(f"{spec}: the selected network runs batch 1, the model's input is {tuple(x.shape)}")
+    variants: dict[str, nn.Module] = {"pytorch": zoo.module,
+                                      "selected": build_selected_network(zoo.module, choices, conv_inputs)}
+    if single:
+        variants["single"] = build_selected_network(zoo.module, {name: single for name in choices}, conv_inputs)
+    with torch.inference_mode():
+        reference = zoo.module(x)
+        errors = {label: output_error(reference, net(x)) for label, net in variants.items() if label != "pytorch"}
+    latency = measure_interleaved(variants, x, threads=threads, rounds=rounds)
+    return SelectionRun(threads, latency, single or "", errors)

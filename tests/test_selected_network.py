@@ -1,0 +1,91 @@
+"""The executable selected network: layouts in memory, equivalence with the original model, and `edgeplan select`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from edgeplan.cli.main import main
+from edgeplan.errors import InvalidInputError
+from edgeplan.frontends.zoo import build_model, load_graph
+from edgeplan.planners.pbqp.network import selection_structure
+from edgeplan.primitives import all_primitives
+from edgeplan.primitives.spec import ConvSpec
+from edgeplan.runtimes.selected import build_selected_network, from_memory, output_error, to_memory
+from edgeplan.selection import SHIPPED, runnable
+
+SHIPPED_TABLE = SHIPPED / "reference_cpu_1t.csv"
+
+
+@pytest.mark.parametrize("layout", ["chw", "hcw", "hwc"])
+def test_memory_round_trip_and_free_views(layout: str) -> None:
+    x = torch.randn(3, 5, 7)
+    memory = to_memory(x, layout)
+    assert memory.is_contiguous()
+    back = from_memory(memory, layout)
+    assert torch.equal(back, x)
+    assert to_memory(back, layout).data_ptr() == memory.data_ptr()  # already in that order: no copy
+
+
+def test_random_primitives_reproduce_resnet18_outputs() -> None:
+    spec = "torchvision:resnet18"
+    structure = selection_structure(load_graph(spec), selectable=runnable)
+    rng = np.random.default_rng(0)
+    choices, inputs = {}, {}
+    for node in structure.nodes:
+        if node.kind == "conv" and node.conv is not None:
+            c, k, im, f, s, p = node.conv
+            options = [prim.name for prim in all_primitives() if prim.applies(ConvSpec(c, k, im, f, s, padding=p))]
+            choices[node.name] = options[int(rng.integers(len(options)))]
+            inputs[node.name] = im
+    assert len(set(choices.values())) > 5
+    zoo = build_model(spec)
+    (x,) = zoo.example_inputs()
+    net = build_selected_network(zoo.module, choices, inputs)
+    with torch.inference_mode():
+        assert output_error(zoo.module(x), net(x)) < 1e-3
+    assert isinstance(zoo.module.get_submodule("conv1"), torch.nn.Conv2d)  # the original is untouched
+
+
+def test_bad_plans_are_refused() -> None:
+    zoo = build_model("torchvision:resnet18")
+    with pytest.raises(InvalidInputError, match="not a module"):
+        build_selected_network(zoo.module, {"nope": "direct-sum2d"}, {"nope": 224})
+    with pytest.raises(InvalidInputError, match="not a Conv2d"):
+        build_selected_network(zoo.module, {"bn1": "direct-sum2d"}, {"bn1": 112})
+    with pytest.raises(InvalidInputError):  # a 3x3 Winograd on the 7x7 stride-2 stem
+        build_selected_network(zoo.module, {"conv1": "winograd-2x2-3x3"}, {"conv1": 224})
+
+
+@pytest.mark.skipif(not SHIPPED_TABLE.exists(), reason="the shipped primitive table is absent")
+def test_select_cli_measured_and_predicted_with_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    def run(*args: str) -> tuple[int, str]:
+        """Exit code and stdout (stderr joins it only on failure, for the message)."""
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return code, captured.out if code == 0 else captured.out + captured.err
+
+    code, text = run("select", "torchvision:squeezenet1_0", "--costs", "measured", "--data", str(SHIPPED_TABLE),
+                     "--json")
+    assert code == 0, text
+    out = json.loads(text)
+    assert out["optimal"] and out["predicted_ms"] > 0
+    convs = [layer for layer in out["layers"] if layer["kind"] == "conv"]
+    assert convs and all(layer["primitive"] for layer in convs)
+    assert out["predicted_ms"] == pytest.approx(sum(layer["predicted_ms"] for layer in out["layers"])
+                                                + sum(t["predicted_ms"] for t in out["transforms"]))
+    code, text = run("primitives", "fit", "--data", str(SHIPPED_TABLE), "--out", str(tmp_path / "m"), "--model", "lin")
+    assert code == 0, text
+    code, text = run("select", "torchvision:squeezenet1_0", "--model", str(tmp_path / "m"), "--run", "--threads", "1",
+                     "--rounds", "3", "--json")
+    assert code == 0, text
+    result = json.loads(text)["run"]
+    assert result["outputs_match"] and set(result["latency_ms"]) >= {"pytorch", "selected"}
+    assert result["speedup_vs_pytorch"] == pytest.approx(result["latency_ms"]["pytorch"]["median"]
+                                                         / result["latency_ms"]["selected"]["median"])
+    code, text = run("select", "torchvision:squeezenet1_0", "--model", str(tmp_path))
+    assert code != 0 and "no performance model" in text
