@@ -473,3 +473,15 @@ def test_costmodel_commands_join_the_group_when_present(monkeypatch: pytest.Monk
     result = _invoke("--help")
     assert "fit" in result.output and "evaluate" not in result.output
     assert _invoke("fit").output == "fitted\n"
+
+
+def test_network_campaign_measures_a_models_layers_with_its_threads(tmp_path: Path) -> None:
+    result = _invoke("profile", "--store", str(tmp_path / "s.sqlite"), "--network", "torchvision:resnet18",
+                    "--threads", "2", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["configs"] == 11 and "|torch|2t|" in out["campaign"]  # 20 conv layers, 11 distinct shapes
+    assert out["params"]["threads"] == 2
+    clash = _invoke("profile", "--store", str(tmp_path / "s.sqlite"), "--network", "torchvision:resnet18",
+                   "--config", "64,64,56,3,1", "--dry-run")
+    assert clash.exit_code != 0 and "--network" in str(clash.exception)

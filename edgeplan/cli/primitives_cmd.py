@@ -155,6 +155,11 @@ def _parse_configs(_ctx: click.Context, _param: click.Parameter, values: tuple[s
               help="Measure a seeded random sample of this many selected configurations.")
 @click.option("--config", "configs", multiple=True, callback=_parse_configs, metavar="C,K,IM,F,S",
               help="Measure these configurations instead of the zoo space (repeatable).")
+@click.option("--network", "networks", multiple=True, metavar="MODEL",
+              help="Measure the conv layers of this zoo model (repeatable; square layers a primitive can run; "
+                   "the format has no padding column: 'same' padding is measured).")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Intra-op threads of every measurement (part of the campaign's name).")
 @click.option("--primitive", "names", multiple=True, help="Only these primitives (repeatable; default all).")
 @click.option("--target-ms", type=float, default=20.0, show_default=True,
               help="Aimed-at total time of the timed runs of one primitive call.")
@@ -177,13 +182,15 @@ def _parse_configs(_ctx: click.Context, _param: click.Parameter, values: tuple[s
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | None, work_cap: float | None,
-                seed: int, max_configs: int | None, configs: tuple[Any, ...], names: tuple[str, ...],
-                target_ms: float, call_cap_ms: float, remeasure_subset: int | None, subset_seed: int,
+                seed: int, max_configs: int | None, configs: tuple[Any, ...], networks: tuple[str, ...],
+                threads: int, names: tuple[str, ...], target_ms: float, call_cap_ms: float,
+                remeasure_subset: int | None, subset_seed: int,
                 dry_run: bool, coverage: bool, above_cap: int | None, above_cap_bins: int, above_cap_max_work: float,
                 as_json: bool) -> None:
     """Measure every applicable primitive on the configuration space of mulder2020 §3.2.1 (one thread).
 
-    Configurations above the work cap are not measured (see --dry-run --coverage).
+    Configurations above the work cap are not measured (see --dry-run --coverage). --config and --network measure
+    given layers instead (a campaign of their own).
     """
     from edgeplan.errors import InvalidInputError
     from edgeplan.measure.device import describe_device
@@ -210,12 +217,17 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
     if above_cap is not None and (configs or max_configs is not None or remeasure_subset is not None):
         raise InvalidInputError("--above-cap is a campaign of its own; drop --config, --max-configs and "
                                 "--remeasure-subset")
+    if networks:
+        if configs or max_configs is not None or coverage or above_cap is not None or work_cap is not None:
+            raise InvalidInputError("--network measures a model's layers; drop --config, --work-cap, --max-configs, "
+                                    "--coverage and --above-cap")
+        configs = _network_configs(networks)
     command = _context(ctx).command
-    device = describe_device("torch", 1)
+    device = describe_device("torch", threads)
     cap = DEFAULT_WORK_CAP if work_cap is None else work_cap
     plan = primitive_campaign(device.key, configs=configs or None, work_cap=cap, seed=seed,
                               max_configs=max_configs, primitives=names or None,
-                              timing=TimingPlan(target_ms=target_ms, call_cap_ms=call_cap_ms))
+                              timing=TimingPlan(target_ms=target_ms, call_cap_ms=call_cap_ms), threads=threads)
     with Store.open(store_path or default_store_path(_context(ctx).home)) as store:
         if remeasure_subset is not None:
             plan = remeasure_campaign(store, plan, remeasure_subset, subset_seed)
@@ -251,6 +263,22 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
         emit_json({**summary, **report.to_dict()})
         return
     _echo_report(report)
+
+
+def _network_configs(networks: tuple[str, ...]) -> tuple[Any, ...]:
+    """The distinct ``ConvSpec`` (padding 'same', as the data format) of the runnable conv layers of zoo models."""
+    from edgeplan.frontends.zoo import load_graph
+    from edgeplan.planners.pbqp.network import conv_shape
+    from edgeplan.primitives.spec import ConvSpec
+    from edgeplan.selection import runnable
+
+    found: dict[tuple[int, ...], None] = {}
+    for spec in networks:
+        for node in load_graph(spec).nodes:
+            shape = conv_shape(node)
+            if shape is not None and runnable(shape):
+                found.setdefault(shape[:5])
+    return tuple(ConvSpec(*shape) for shape in found)
 
 
 def _given(ctx: click.Context, name: str) -> bool:
