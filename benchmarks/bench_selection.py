@@ -1,0 +1,68 @@
+"""Selected networks on this machine (issue 5): PBQP over edgeplan's primitives, run for real, batch 1.
+
+For AlexNet, VGG-11, VGG-19, GoogLeNet, ResNet-18 and ResNet-34: select every conv layer's primitive from the
+given measured tables (``--data``, e.g. the exports of ``edgeplan primitives profile --network MODEL --threads 2``)
+or from a performance model (``--model``), build the network, check its outputs against PyTorch's and time
+PyTorch's default, the selected network and the best single primitive, interleaved (``--rounds`` runs each,
+medians). Prints per network the speed-up over PyTorch and over the single primitive, and the geometric mean.
+
+Target (issue 5): faster than PyTorch on at least 4 of the 6, geometric-mean speed-up >= 1.15x, at 2 threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from _machine import machine
+
+from edgeplan.cli.select_cmd import OUTPUT_TOLERANCE
+from edgeplan.runtimes.selected import run_selection
+from edgeplan.selection import select_model, single_primitive_choice
+
+NETWORKS = ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", nargs="+", default=None, help="measured tables (mulder2021 format)")
+    parser.add_argument("--model", default=None, help="performance model folder (instead of --data)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--networks", nargs="+", default=list(NETWORKS))
+    args = parser.parse_args()
+    print(machine(args.threads))
+    costs = "measured" if args.data else "predicted"
+    print(f"costs: {costs} ({' '.join(args.data) if args.data else args.model or 'shipped NN2'}); "
+          f"{args.threads} threads; {args.rounds} interleaved runs per variant")
+    print(f"{'network':<10} {'layers':>6} {'fixed':>5} {'pytorch ms':>11} {'selected ms':>12} {'single ms':>10} "
+          f"{'single primitive':<26} {'x pytorch':>9} {'x single':>8} {'max err':>8}")
+    speedups = []
+    ok = True
+    for name in args.networks:
+        spec = f"torchvision:{name}"
+        sel = select_model(spec, costs=costs, model_dir=args.model, tables=args.data)
+        single = single_primitive_choice(sel.structure, sel.costs)
+        inputs = {n.name: n.conv[2] for n in sel.structure.nodes if n.kind == "conv" and n.conv is not None}
+        run = run_selection(spec, sel.plan.choices(), inputs, single[0] if single else None,
+                            threads=args.threads, rounds=args.rounds)
+        lat = run.latency
+        single_ms = lat["single"].median_ms if "single" in lat else math.nan
+        err = max(run.output_error.values())
+        ok &= err <= OUTPUT_TOLERANCE
+        speedups.append(run.speedup)
+        layers, fixed = len(sel.plan.choices()), len(sel.structure.fixed)
+        print(f"{name:<10} {layers:>6} {fixed:>5} {lat['pytorch'].median_ms:>11.2f} "
+              f"{lat['selected'].median_ms:>12.2f} {single_ms:>10.2f} {run.single_primitive:<26} "
+              f"{run.speedup:>8.3f}x {single_ms / lat['selected'].median_ms:>7.3f}x {err:>8.1e}")
+    geomean = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+    faster = sum(s > 1.0 for s in speedups)
+    print(f"\nfaster than PyTorch on {faster}/{len(speedups)} (target >= 4 of 6); geometric-mean speed-up "
+          f"{geomean:.3f}x (target >= 1.15x); outputs {'match' if ok else 'DO NOT match'} (tolerance "
+          f"{OUTPUT_TOLERANCE:g})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
