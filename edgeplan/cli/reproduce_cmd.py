@@ -105,14 +105,38 @@ def parthasarathy2022(models: str | None, memories: str, nodes: str, classes: st
               help="NN2 models PLATFORM-nn2 are read from here, or fitted (train part of split seed 0) and saved.")
 @click.option("--repeats", type=click.IntRange(min=1), default=20, show_default=True,
               help="Warm repeats of the timed optimisation.")
+@click.option("--own", is_flag=True,
+              help="This machine instead: edgeplan's primitives, its measured tables and NN2, real executions.")
+@click.option("--own-data", type=click.Path(dir_okay=False, exists=True), multiple=True,
+              help="With --own: measured tables (default: the shipped ones).")
+@click.option("--own-model", type=click.Path(file_okay=False, exists=True), default=None,
+              help="With --own: the NN2 model (default: the shipped one).")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --own: threads of the real executions (the tables' thread count).")
+@click.option("--rounds", type=click.IntRange(min=3), default=15, show_default=True,
+              help="With --own: interleaved timed runs of each network.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, as_json: bool) -> None:
+def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own: bool, own_data: tuple[str, ...],
+               own_model: str | None, threads: int, rounds: int, as_json: bool) -> None:
     """Primitive selection with NN2 vs profiling (Table 4 and Fig. 7) on the six networks."""
     from pathlib import Path
 
     from edgeplan.costmodels import fit_performance_model, load_performance_model, save_performance_model
     from edgeplan.costmodels.primitive_data import load_primitive_csv
-    from edgeplan.experiments.mulder2020 import format_report, run
+    from edgeplan.experiments.mulder2020 import NETWORKS, format_own, format_report, own_result, run
+
+    if own:
+        from edgeplan.selection import SHIPPED, SHIPPED_MODEL, SHIPPED_TABLES, merged_tables
+
+        data = merged_tables(list(own_data) or [SHIPPED / t for t in SHIPPED_TABLES])
+        model = load_performance_model(own_model or SHIPPED / SHIPPED_MODEL)
+        own_results = [own_result(n, data, model, threads=threads, rounds=rounds, repeats=repeats) for n in NETWORKS]
+        if as_json:
+            emit_json({"own": [r.to_dict() for r in own_results]})
+            return
+        for line in format_own(own_results):
+            click.echo(line)
+        return
 
     tables = {}
     for platform in [p.strip() for p in platforms.split(",") if p.strip()]:

@@ -204,3 +204,80 @@ def format_report(results: Sequence[NetworkResult]) -> list[str]:
         lines.append(f"  {name}: optimisation {worst:.2f} ms (target <= 50 ms; paper {PAPER_TABLE4[name][0]} ms)")
     return lines
 
+
+
+@dataclass(frozen=True)
+class OwnResult:
+    """One network on this machine: selection with NN2 vs with measured costs, both run for real."""
+
+    network: str
+    threads: int
+    selected_layers: int
+    fixed_layers: int
+    same_primitives: int
+    measured_selection_ms: float
+    predicted_selection_priced_ms: float
+    priced_increase_pct: float
+    run_measured_ms: float
+    run_predicted_ms: float
+    run_increase_pct: float
+    pytorch_ms: float
+    model_ms_median: float
+    profiling_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return asdict(self)
+
+
+def own_result(network: str, data: PrimitiveDataset, model: PerformanceModel, *, threads: int, rounds: int = 15,
+               repeats: int = 20) -> OwnResult:
+    """Fig. 7 and Table 4 on this machine for one network, with edgeplan's primitives and real executions.
+
+    The measured selection uses ``data`` (this machine's tables); the predicted one uses ``model`` restricted to
+    the same primitives. Both networks are built and timed interleaved with PyTorch's default.
+    """
+    from edgeplan.frontends.zoo import load_graph
+    from edgeplan.runtimes.selected import run_selection
+    from edgeplan.selection import own_formats, runnable
+
+    formats = own_formats()
+    keys = {tuple(int(v) for v in row) for row in data.features}
+    structure = selection_structure(load_graph(f"torchvision:{network}"),
+                                    selectable=lambda s: s[:5] in keys and runnable(s))
+    measured = table_costs(structure, data, formats)
+    best = select_primitives(structure, measured)
+    predicted = select_network(structure, model, formats, restrict_to=measured)
+    names = [[o.name for o in opts] for opts in measured.options]
+    choice = [names[i].index(n.primitive) if n.kind == "conv" else predicted.plan.choice[i]
+              for i, n in enumerate(predicted.plan.nodes)]
+    prims, trans, _ = plan_cost(structure, measured, choice)
+    model_ms = [1000 * select_network(structure, model, formats, restrict_to=measured).total_s
+                for _ in range(repeats)]
+    inputs = {n.name: n.conv[2] for n in structure.nodes if n.kind == "conv" and n.conv is not None}
+    run = run_selection(f"torchvision:{network}", best.choices(), inputs, None, threads=threads, rounds=rounds,
+                        extra={"predicted": predicted.plan.choices()})
+    same = sum(a == b for a, b in zip(best.choices().values(), predicted.plan.choices().values(), strict=True))
+    lat = run.latency
+    return OwnResult(network, threads, len(structure.convs), len(structure.fixed), same, best.total_ms, prims + trans,
+                     100.0 * ((prims + trans) / best.total_ms - 1.0), lat["selected"].median_ms,
+                     lat["predicted"].median_ms, 100.0 * (lat["predicted"].median_ms / lat["selected"].median_ms - 1),
+                     lat["pytorch"].median_ms, statistics.median(model_ms), _profiling_s(structure, data))
+
+
+def format_own(results: Sequence[OwnResult]) -> list[str]:
+    """Fig. 7 and Table 4 on this machine."""
+    lines = ["mulder2020 Fig. 7 / Table 4 on this machine (edgeplan's primitives; measured = this machine's tables; "
+             "both selections run for real, interleaved)",
+             f"  {'network':<10} {'layers':>6} {'same':>5} {'priced incr.':>12} {'run meas. ms':>12} "
+             f"{'run NN2 ms':>11} {'run incr.':>9} {'pytorch ms':>10} {'model ms':>9} {'profiling s*':>12}"]
+    for r in results:
+        lines.append(f"  {r.network:<10} {r.selected_layers:>6} {r.same_primitives:>5} {r.priced_increase_pct:>11.2f}% "
+                     f"{r.run_measured_ms:>12.2f} {r.run_predicted_ms:>11.2f} {r.run_increase_pct:>8.2f}% "
+                     f"{r.pytorch_ms:>10.2f} {r.model_ms_median:>9.2f} {r.profiling_s:>12.1f}")
+    if results:
+        lines.append(f"  mean priced increase {statistics.fmean(r.priced_increase_pct for r in results):.2f}%, "
+                     f"mean run increase {statistics.fmean(r.run_increase_pct for r in results):.2f}% "
+                     f"({results[0].threads} threads)")
+    lines.append("  * one run of every applicable primitive and transformation, summed from the table (a lower bound)")
+    return lines

@@ -202,7 +202,8 @@ class SelectionRun:
 
 
 def run_selection(spec: str, choices: Mapping[str, str], conv_inputs: Mapping[str, int], single: str | None, *,
-                  threads: int, rounds: int = 15) -> SelectionRun:
+                  threads: int, rounds: int = 15, extra: Mapping[str, Mapping[str, str]] | None = None,
+                  ) -> SelectionRun:
     """Build the selected network of a zoo model, check its outputs and time it against the baselines.
 
     Parameters
@@ -219,6 +220,8 @@ def run_selection(spec: str, choices: Mapping[str, str], conv_inputs: Mapping[st
         Intra-op threads.
     rounds
         Interleaved timed runs of each variant.
+    extra
+        More selections to build and time beside them, by label (e.g. one made with predicted costs).
 
     Returns
     -------
@@ -234,6 +237,8 @@ def run_selection(spec: str, choices: Mapping[str, str], conv_inputs: Mapping[st
                                       "selected": build_selected_network(zoo.module, choices, conv_inputs)}
     if single:
         variants["single"] = build_selected_network(zoo.module, {name: single for name in choices}, conv_inputs)
+    for label, other in (extra or {}).items():
+        variants[label] = build_selected_network(zoo.module, other, conv_inputs)
     with torch.inference_mode():
         reference = zoo.module(x)
         errors = {label: output_error(reference, net(x)) for label, net in variants.items() if label != "pytorch"}
