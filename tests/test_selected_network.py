@@ -89,3 +89,18 @@ def test_select_cli_measured_and_predicted_with_run(capsys: pytest.CaptureFixtur
                                                          / result["latency_ms"]["selected"]["median"])
     code, text = run("select", "torchvision:squeezenet1_0", "--model", str(tmp_path))
     assert code != 0 and "no performance model" in text
+
+
+@pytest.mark.skipif(not SHIPPED_TABLE.exists(), reason="the shipped primitive table is absent")
+def test_own_machine_experiment_runs_both_selections(tmp_path: Path) -> None:
+    from edgeplan.costmodels import fit_performance_model
+    from edgeplan.experiments.mulder2020 import format_own, own_result
+    from edgeplan.selection import merged_tables
+
+    data = merged_tables([SHIPPED_TABLE])
+    model = fit_performance_model(data, "lin")
+    r = own_result("squeezenet1_0", data, model, threads=1, rounds=3, repeats=2)
+    assert r.selected_layers == 26 and r.predicted_selection_priced_ms >= r.measured_selection_ms - 1e-9
+    assert r.run_measured_ms > 0 and r.run_predicted_ms > 0 and r.pytorch_ms > 0
+    assert r.run_increase_pct == pytest.approx(100 * (r.run_predicted_ms / r.run_measured_ms - 1))
+    assert "squeezenet1_0" in "\n".join(format_own([r]))
