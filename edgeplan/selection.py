@@ -164,7 +164,7 @@ def table_costs(structure: SelectionStructure, data: PrimitiveDataset, formats: 
     source = f"measured: {data.source or 'table'}"
     if estimated:
         source += f" ({estimated} of {len(structure.edges)} tensors interpolated)"
-    return SelectionCosts(options, costs, _transform_matrix(table.names, times), source)
+    return SelectionCosts(options, costs, _transform_matrix(table.names, times), source, estimated)
 
 
 def model_costs(structure: SelectionStructure, model: PerformanceModel, formats: Formats, *,

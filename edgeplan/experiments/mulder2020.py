@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgeplan.planners.pbqp.costgraph import plan_cost, select_primitives
+from edgeplan.planners.pbqp.costgraph import SelectionCosts, SelectionPlan, plan_cost, select_primitives
 from edgeplan.planners.pbqp.network import SelectionStructure, selection_structure
-from edgeplan.selection import load_formats, select_network, table_costs
+from edgeplan.selection import TimedSelection, load_formats, select_network, table_costs
 
 if TYPE_CHECKING:
     from edgeplan.costmodels import PerformanceModel
@@ -97,6 +97,40 @@ def _profiling_s(structure: SelectionStructure, data: PrimitiveDataset) -> float
     return total / 1e9
 
 
+@dataclass(frozen=True)
+class _Comparison:
+    """The selection made with measured costs and the one made with the model, priced with the measured costs."""
+
+    measured: SelectionCosts
+    best: SelectionPlan
+    predicted: TimedSelection
+    priced_ms: float
+
+    @property
+    def same(self) -> int:
+        """Conv layers where both selections chose the same primitive."""
+        pairs = zip(self.best.choices().values(), self.predicted.plan.choices().values(), strict=True)
+        return sum(a == b for a, b in pairs)
+
+    @property
+    def increase_pct(self) -> float:
+        """The model's selection's excess over the measured optimum, priced with the measured costs."""
+        return 100.0 * (self.priced_ms / self.best.total_ms - 1.0)
+
+
+def _compare(structure: SelectionStructure, data: PrimitiveDataset, model: PerformanceModel,
+             formats: Mapping[str, tuple[str, str]]) -> _Comparison:
+    measured = table_costs(structure, data, formats)
+    best = select_primitives(structure, measured)
+    predicted = select_network(structure, model, formats, restrict_to=measured)
+    # the options are aligned (same primitives per layer): look the predicted choices up in the measured costs
+    names = [[o.name for o in opts] for opts in measured.options]
+    choice = [names[i].index(n.primitive) if n.kind == "conv" else predicted.plan.choice[i]
+              for i, n in enumerate(predicted.plan.nodes)]
+    prims, trans, _ = plan_cost(structure, measured, choice)
+    return _Comparison(measured, best, predicted, prims + trans)
+
+
 def network_result(platform: str, network: str, structure: SelectionStructure, data: PrimitiveDataset,
                    model: PerformanceModel, formats: dict[str, tuple[str, str]], repeats: int = 20) -> NetworkResult:
     """Fig. 7 and Table 4 figures of one network on one platform table.
@@ -122,27 +156,16 @@ def network_result(platform: str, network: str, structure: SelectionStructure, d
     -------
     NetworkResult
     """
-    measured = table_costs(structure, data, formats)
-    best = select_primitives(structure, measured)
-    timed = select_network(structure, model, formats, restrict_to=measured)
-    # price the predicted selection with the measured costs (options are aligned: same primitives per layer)
-    names = [[o.name for o in opts] for opts in measured.options]
-    choice = [names[i].index(n.primitive) if n.kind == "conv" else timed.plan.choice[i]
-              for i, n in enumerate(timed.plan.nodes)]
-    prims, trans, _ = plan_cost(structure, measured, choice)
+    cmp = _compare(structure, data, model, formats)
     model_ms, solve_ms = [], []
     for _ in range(repeats):
-        again = select_network(structure, model, formats, restrict_to=measured)
+        again = select_network(structure, model, formats, restrict_to=cmp.measured)
         model_ms.append(1000 * again.total_s)
         solve_ms.append(1000 * again.solve_s)
     quartiles = statistics.quantiles(model_ms, n=4) if len(model_ms) > 1 else [model_ms[0]] * 3
-    same = sum(a == b for a, b in zip(best.choices().values(), timed.plan.choices().values(), strict=True))
-    interpolated = 0
-    if "interpolated" in measured.source:
-        interpolated = int(measured.source.rsplit("(", 1)[1].split(" ", 1)[0])
     return NetworkResult(
-        platform, network, len(structure.convs), len(structure.fixed), interpolated, best.total_ms, prims + trans,
-        100.0 * ((prims + trans) / best.total_ms - 1.0), same, statistics.median(model_ms),
+        platform, network, len(structure.convs), len(structure.fixed), cmp.measured.interpolated, cmp.best.total_ms,
+        cmp.priced_ms, cmp.increase_pct, cmp.same, statistics.median(model_ms),
         (quartiles[0], quartiles[2]), statistics.median(solve_ms), _profiling_s(structure, data))
 
 
@@ -245,22 +268,15 @@ def own_result(network: str, data: PrimitiveDataset, model: PerformanceModel, *,
     keys = {tuple(int(v) for v in row) for row in data.features}
     structure = selection_structure(load_graph(f"torchvision:{network}"),
                                     selectable=lambda s: s[:5] in keys and runnable(s))
-    measured = table_costs(structure, data, formats)
-    best = select_primitives(structure, measured)
-    predicted = select_network(structure, model, formats, restrict_to=measured)
-    names = [[o.name for o in opts] for opts in measured.options]
-    choice = [names[i].index(n.primitive) if n.kind == "conv" else predicted.plan.choice[i]
-              for i, n in enumerate(predicted.plan.nodes)]
-    prims, trans, _ = plan_cost(structure, measured, choice)
-    model_ms = [1000 * select_network(structure, model, formats, restrict_to=measured).total_s
+    cmp = _compare(structure, data, model, formats)
+    model_ms = [1000 * select_network(structure, model, formats, restrict_to=cmp.measured).total_s
                 for _ in range(repeats)]
     inputs = {n.name: n.conv[2] for n in structure.nodes if n.kind == "conv" and n.conv is not None}
-    run = run_selection(f"torchvision:{network}", best.choices(), inputs, None, threads=threads, rounds=rounds,
-                        extra={"predicted": predicted.plan.choices()})
-    same = sum(a == b for a, b in zip(best.choices().values(), predicted.plan.choices().values(), strict=True))
+    run = run_selection(f"torchvision:{network}", cmp.best.choices(), inputs, None, threads=threads, rounds=rounds,
+                        extra={"predicted": cmp.predicted.plan.choices()})
     lat = run.latency
-    return OwnResult(network, threads, len(structure.convs), len(structure.fixed), same, best.total_ms, prims + trans,
-                     100.0 * ((prims + trans) / best.total_ms - 1.0), lat["selected"].median_ms,
+    return OwnResult(network, threads, len(structure.convs), len(structure.fixed), cmp.same, cmp.best.total_ms,
+                     cmp.priced_ms, cmp.increase_pct, lat["selected"].median_ms,
                      lat["predicted"].median_ms, 100.0 * (lat["predicted"].median_ms / lat["selected"].median_ms - 1),
                      lat["pytorch"].median_ms, statistics.median(model_ms), _profiling_s(structure, data))
 

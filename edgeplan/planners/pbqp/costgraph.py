@@ -61,12 +61,16 @@ class SelectionCosts:
         The diagonal is ignored (no transformation is inserted between equal layouts).
     source
         Where the costs come from (e.g. ``"nn2 model"``, ``"measured: intel.csv"``).
+    interpolated
+        How many edges' transformation times were not measured but interpolated (see
+        :func:`edgeplan.selection.table_costs`).
     """
 
     options: tuple[tuple[PrimitiveOption, ...], ...]
     primitive_ms: tuple[FloatArray, ...]
     transform_ms: FloatArray
     source: str = ""
+    interpolated: int = 0
 
 
 @dataclass(frozen=True)
