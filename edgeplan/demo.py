@@ -2,7 +2,8 @@
 
 Shows the zoo, a summary of several models' work, the per-layer table of one model, real end-to-end
 latency measurements on this machine (stored in the Store under ``$EDGEPLAN_HOME``), offloading plans and a real
-split run, a pipeline plan over a simulated edge cluster, and a family of convolution primitives.
+split run, a pipeline plan over a simulated edge cluster, a family of convolution primitives and a primitive
+selection run for real.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import sys
 
 from edgeplan.cli.main import main as cli_main
+from edgeplan.selection import SHIPPED
 
 __all__ = ["main"]
 
@@ -64,6 +66,9 @@ def main() -> int:
     _run("partition", "torchvision:resnet50", "--nodes", "50", "--memory-mb", "64", "--simulate", "0", "--no-compute")
     # the convolution primitive library (mulder2020): the Winograd 3x3 family
     _run("primitives", "list", "--family", "wino3")
+    # primitive selection with PBQP on the shipped measured table, then the optimized network run for real
+    _run("select", "torchvision:resnet18", "--costs", "measured", "--data",
+         str(SHIPPED / "reference_cpu_1t.csv"), "--run", "--threads", "1", "--rounds", "5")
     _run("reproduce", "eshratifar2018", "--costs", "shipped", "--paper-regime")
     return 0
 
