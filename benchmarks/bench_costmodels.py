@@ -5,15 +5,22 @@ layout transformation, and the targets of issue 4:
 
 - NN2 median MdRAE over primitives <= 2.0 % (paper: "around 2 %");
 - share of primitives where NN2 beats both NN1 and Lin >= 80 % (paper: NN2 better than NN1 on all primitives);
-- layout-transformation MdRAE (NN2, median over the six non-identity transformations) <= 1 % (paper: "around 1 %"),
-  measured on tensors ``(c, im)`` never seen in training (see edgeplan.costmodels.performance_model);
-- NN2 fit time on Intel with 2 threads <= 10 minutes;
+- layout-transformation MdRAE (the recipe's transformation model: ``krr`` for ``edgeplan``, NN2 for ``paper``;
+  median over the six non-identity transformations) <= 1 % (paper: "around 1 %"), under two protocols (see
+  edgeplan.costmodels.performance_model): on held-out tensors ``(c, im)`` never seen in training (strict), and
+  under the paper's protocol (test layer rows of the row split; their tensors all occur in training rows);
+- NN2 fit time on Intel <= 10 minutes with 2 threads (wall and process CPU seconds are both printed: on a loaded
+  machine the wall time is inflated by the other processes, the CPU time is not);
 - batched prediction of every primitive and transformation for all 16 conv layers of VGG-19 (shapes from the IR)
   <= 5 ms (median over repeats; paper: 673 ms for VGG-19 including its PBQP solve).
 
-Also the Intel NN2 model scored on AMD's shared primitives (no transfer: mulder2020 Fig. 8a's "Intel" bars).
+Also the Intel NN2 model scored on AMD's shared primitives (no transfer: mulder2020 Fig. 8a's "Intel" bars), and
+the validation-part median of every model (what settings were chosen on; the test part is only reported).
 Writes one PNG per platform (Figs. 4-6 style) under --out. The data are read from ../shared/data/mulder2021; the
 benchmark skips when they are absent.
+
+``--transforms-only``: fits only transformation models (Lin, NN1, NN2 under both recipes, and ``krr``) under both
+protocols and prints their MdRAE; seconds, not minutes.
 """
 
 from __future__ import annotations
@@ -53,6 +60,72 @@ def vgg19_layers() -> list[tuple[int, int, int, int, int]]:
     return rows
 
 
+def print_platform_table(platform: str, args: argparse.Namespace, results: dict, val_med: dict,
+                         tkinds: dict) -> None:
+    """MdRAE per column and model on the test part; transformations under both protocols; the medians."""
+    kinds = list(results)
+    first = results[kinds[0]]
+    print(f"\n{platform} test part ({first.rows} layers, {first.transform_tensors} held-out tensors), "
+          f"recipe {args.recipe}, transformation models {[tkinds[k] for k in kinds]}: MdRAE %")
+    print(f"{'column':<34}" + "".join(f"{k.upper():>8}" for k in kinds))
+    for name in first.primitive_mdrae:
+        print(f"{name:<34}" + "".join(f"  {pct(results[k].primitive_mdrae[name])}" for k in kinds))
+    for name in first.transform_mdrae:
+        print(f"{name:<34}" + "".join(f"  {pct(results[k].transform_mdrae[name])}" for k in kinds))
+    for name in first.paper_transform_mdrae:
+        print(f"{name + ' (paper prot.)':<34}" + "".join(f"  {pct(results[k].paper_transform_mdrae[name])}"
+                                                        for k in kinds))
+    rows = (("median over primitives", lambda r: r.median_primitive_mdrae),
+            ("median transforms, held-out", lambda r: r.median_transform_mdrae),
+            ("median transforms, paper prot.", lambda r: r.median_paper_transform_mdrae))
+    for label, get in rows:
+        print(f"{label:<34}" + "".join(f"  {pct(get(results[k]))}" for k in kinds))
+    print(f"{'val part: median over primitives':<34}" + "".join(f"  {pct(val_med[k])}" for k in kinds))
+    print(f"paper protocol: {first.paper_transform_unseen_rows} of {first.rows} test rows have a (c, im) that no "
+          f"training row has")
+
+
+TRANSFORM_CANDIDATES = (("lin", "paper"), ("nn1", "paper"), ("nn2", "paper"), ("lin", "edgeplan"),
+                        ("nn1", "edgeplan"), ("nn2", "edgeplan"), ("krr", "edgeplan"))
+
+
+def transforms_only(args: argparse.Namespace) -> int:
+    """Fit every transformation candidate under both protocols; print validation and test MdRAE per platform."""
+    from edgeplan.costmodels import evaluate_performance_model, fit_performance_model, load_primitive_csv
+
+    ok = True
+    for platform in args.platforms:
+        data = load_primitive_csv(DATA / f"{platform}.csv")
+        print(f"\n{platform}: layout-transformation models, median MdRAE % over the six non-identity "
+              f"transformations (split seed {args.split_seed})")
+        print(f"{'model':<18}{'val held-out':>14}{'test held-out':>15}{'test paper prot.':>18}{'fit s':>8}  "
+              f"per transformation, test held-out")
+        for tkind, recipe in TRANSFORM_CANDIDATES:
+            t0 = time.process_time()
+            model = fit_performance_model(data, "lin", split_seed=args.split_seed, recipe=recipe,
+                                          transform_model=tkind, transform_params=None if tkind in ("krr", "lin")
+                                          else {"threads": args.threads})
+            spent = time.process_time() - t0
+            test = evaluate_performance_model(model, data, "test", args.split_seed)
+            val = evaluate_performance_model(model, data, "val", args.split_seed)
+            per = " ".join(f"{n}={100 * v:.1f}" for n, v in test.transform_mdrae.items() if n[:3] != n[-3:])
+            print(f"{tkind + ' (' + recipe + ')':<18}{pct(val.median_transform_mdrae):>14}"
+                  f"{pct(test.median_transform_mdrae):>15}{pct(test.median_paper_transform_mdrae):>18}"
+                  f"{spent:>8.1f}  {per}", flush=True)
+            if (tkind, recipe) == ("krr", "edgeplan"):
+                best = test
+        for label, value in (("held-out tensors", best.median_transform_mdrae),
+                             ("paper's protocol, test layer rows", best.median_paper_transform_mdrae)):
+            hit = value <= 0.01
+            ok &= hit
+            print(f"TARGET {platform} layout-transformation MdRAE (krr, the edgeplan default; {label}): "
+                  f"{100 * value:.2f} % (<= 1 %) {verdict(hit)}")
+        print(f"paper protocol: {best.paper_transform_unseen_rows} of {best.rows} test rows have a (c, im) that no "
+              f"training row has")
+    print(f"\noverall: {'all targets met' if ok else 'some targets missed'}")
+    return 0 if ok else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--platforms", nargs="+", default=["intel", "amd"])
@@ -62,11 +135,15 @@ def main() -> int:
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=200, help="VGG-19 prediction repeats")
     parser.add_argument("--out", type=Path, default=Path("out/costmodels"))
+    parser.add_argument("--transforms-only", action="store_true",
+                        help="Compare transformation models only (both protocols); no primitive model is trained.")
     args = parser.parse_args()
     print(machine(args.threads))
     if not (DATA / "intel.csv").is_file():
         print(f"skipped: {DATA} not present")
         return 0
+    if args.transforms_only:
+        return transforms_only(args)
     import numpy as np
 
     from edgeplan.costmodels import (
@@ -83,30 +160,23 @@ def main() -> int:
     vgg = np.asarray(vgg19_layers(), dtype=float)
     for platform in args.platforms:
         data = load_primitive_csv(DATA / f"{platform}.csv")
-        results, fit_s = {}, {}
+        results, fit_s, cpu_s, val_med, tkinds = {}, {}, {}, {}, {}
         for kind in args.kinds:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             model = fit_performance_model(data, kind, split_seed=args.split_seed, recipe=args.recipe,
                                           params={} if kind == "lin" else {"threads": args.threads})
-            fit_s[kind] = time.perf_counter() - t0
+            fit_s[kind], cpu_s[kind] = time.perf_counter() - t0, time.process_time() - c0
             results[kind] = evaluate_performance_model(model, data, "test", args.split_seed)
+            val_med[kind] = evaluate_performance_model(model, data, "val", args.split_seed).median_primitive_mdrae
+            tkinds[kind] = model.transform_kind
             if kind == "nn2":
                 nn2_models[platform] = model
                 save_performance_model(model, args.out / f"{platform}-nn2")
-            print(f"{platform}: fitted {kind} in {fit_s[kind]:.1f} s (primitives {model.info['fit_primitives_s']:.1f}"
-                  f" s, transforms {model.info['fit_transforms_s']:.1f} s)", flush=True)
-        first = results[args.kinds[0]]
-        print(f"\n{platform} test part ({first.rows} layers, {first.transform_tensors} unseen tensors), "
-              f"recipe {args.recipe}: MdRAE %")
-        print(f"{'column':<28}" + "".join(f"{k.upper():>8}" for k in args.kinds))
-        for name in first.primitive_mdrae:
-            print(f"{name:<28}" + "".join(f"  {pct(results[k].primitive_mdrae[name])}" for k in args.kinds))
-        for name in first.transform_mdrae:
-            print(f"{name:<28}" + "".join(f"  {pct(results[k].transform_mdrae[name])}" for k in args.kinds))
-        print(f"{'median over primitives':<28}" + "".join(f"  {pct(results[k].median_primitive_mdrae)}"
-                                                       for k in args.kinds))
-        print(f"{'median over transforms':<28}" + "".join(f"  {pct(results[k].median_transform_mdrae)}"
-                                                       for k in args.kinds))
+            print(f"{platform}: fitted {kind} in {fit_s[kind]:.1f} s wall, {cpu_s[kind]:.1f} s process CPU "
+                  f"(primitives {model.info['fit_primitives_s']:.1f} s, transforms {model.info['fit_transforms_s']:.1f}"
+                  f" s + paper protocol {model.info['fit_transforms_paper_s']:.1f} s, model {model.transform_kind})",
+                  flush=True)
+        print_platform_table(platform, args, results, val_med, tkinds)
         png = plot_mdrae_bars(results, args.out / f"costmodels_{platform}.png",
                               f"{platform} test part, seed {args.split_seed}, recipe {args.recipe}")
         print(f"figure: {png}")
@@ -126,16 +196,17 @@ def main() -> int:
             ok &= hit
             print(f"TARGET {platform} share of primitives where NN2 beats NN1 and Lin: {wins}/{len(names)} = "
                   f"{100 * share:.0f} % (>= 80 %) {verdict(hit)}")
-        t_med = nn2.median_transform_mdrae
-        hit = t_med <= 0.01
-        ok &= hit
-        print(f"TARGET {platform} NN2 layout-transformation MdRAE (unseen tensors): {100 * t_med:.2f} % (<= 1 %) "
-              f"{verdict(hit)}")
+        for label, t_med in (("held-out tensors", nn2.median_transform_mdrae),
+                             ("paper's protocol, test layer rows", nn2.median_paper_transform_mdrae)):
+            hit = t_med <= 0.01
+            ok &= hit
+            print(f"TARGET {platform} layout-transformation MdRAE ({tkinds['nn2']} model of the NN2 fit; {label}): "
+                  f"{100 * t_med:.2f} % (<= 1 %) {verdict(hit)}")
         if platform == "intel":
             hit = fit_s["nn2"] <= 600
             ok &= hit
-            print(f"TARGET intel NN2 fit time with {args.threads} threads: {fit_s['nn2']:.0f} s (<= 600 s) "
-                  f"{verdict(hit)}")
+            print(f"TARGET intel NN2 fit time with {args.threads} thread(s): {fit_s['nn2']:.0f} s wall "
+                  f"({cpu_s['nn2']:.0f} s process CPU) (<= 600 s wall with 2 threads) {verdict(hit)}")
             model = nn2_models[platform]
             model.predict_layers(vgg)  # warm-up
             times = []

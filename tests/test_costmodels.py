@@ -31,8 +31,11 @@ from edgeplan.costmodels import (
     split_indices,
 )
 from edgeplan.costmodels import performance_model as pm_module
+from edgeplan.costmodels.performance_model import recipe_params, recipe_transform_model
 from edgeplan.costmodels.primitive_models import pow2_valuation
+from edgeplan.costmodels.transform_models import KernelTransformModel
 from edgeplan.errors import InvalidInputError, NotFittedError
+from edgeplan.reports.costmodel_report import plot_mdrae_bars
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "mulder2021"
 FAST = {"max_epochs": 40, "patience": 20, "threads": 1}
@@ -350,11 +353,11 @@ def test_transform_test_tensors_never_appear_in_training(tmp_path: Path, monkeyp
     fitted_on: dict[str, set[tuple[float, ...]]] = {}
     original = pm_module._fit_one
 
-    def spy(kind, x_all, y_all, names, features, parts, *rest):  # type: ignore[no-untyped-def]
-        if features == ("c", "im"):
+    def spy(kind, names, features, parts, params, callback, stage):  # type: ignore[no-untyped-def]
+        if stage == "transforms":  # the held-out-tensor model (the paper-protocol one is another stage)
             fitted_on["train"] = {tuple(r) for r in parts[0]}
             fitted_on["val"] = {tuple(r) for r in parts[2]}
-        return original(kind, x_all, y_all, names, features, parts, *rest)
+        return original(kind, names, features, parts, params, callback, stage)
 
     monkeypatch.setattr(pm_module, "_fit_one", spy)
     model = fit_performance_model(data, "lin", split_seed=3)
@@ -513,3 +516,105 @@ def test_cli_on_an_intel_subset(tmp_path: Path) -> None:
         const.append(mdrae(truth[:, j], np.full(len(truth), constant[j])))
     assert len(lin) > 50 and own["median_primitive_mdrae"] == pytest.approx(float(np.median(lin)))
     assert np.median(lin) < 0.5 * np.median(const)
+
+
+# -- layout-transformation models and protocols ---------------------------------------------------------------------
+
+SMALL_GRID = {"lengthscale_grid": ((1.0, 2.0), (1.0, 2.0), (0.5, 2.0), (100.0,)), "ridge_grid": (1e-4, 1e-2)}
+
+
+def aliasing_tensors(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tensors (c, im) and two transformation times in ns with a known form: per element, 0.3 ns, or 1.2 ns when
+    c is a multiple of 64 (cache-set aliasing); the second transformation is twice the first plus 100 ns."""
+    rng = np.random.default_rng(seed)
+    c = rng.choice(np.arange(16, 1025, 16), 120)
+    im = rng.choice([7, 14, 28], 120)
+    x = np.unique(np.column_stack([c, im]).astype(float), axis=0)
+    n = x[:, 0] * x[:, 1] ** 2
+    per = np.where(x[:, 0] % 64 == 0, 1.2, 0.3)
+    return x, np.column_stack([per * n, 2 * per * n + 100])
+
+
+def test_kernel_transform_model_learns_the_power_of_two_steps() -> None:
+    x, y = aliasing_tensors(0)
+    xv, yv = aliasing_tensors(1)
+    xt = np.array([[48.0, 14.0], [192.0, 14.0], [960.0, 7.0], [1024.0, 28.0]])  # off the training c's, some
+    truth = np.where(xt[:, 0] % 64 == 0, 1.2, 0.3) * xt[:, 0] * xt[:, 1] ** 2
+    model = KernelTransformModel(**SMALL_GRID).fit(x, y, output_names=["t", "u"], X_val=xv, Y_val=yv)
+    pred = model.predict(xt)
+    np.testing.assert_allclose(pred[:, 0], truth, rtol=0.05)  # a 4x step no smooth function of (c, im) has
+    np.testing.assert_allclose(pred[:, 1], 2 * truth + 100, rtol=0.05)
+    assert model.get_feature_names_out() == ("t", "u") and model.lengthscales_.shape == (2, 4)
+    with pytest.raises(NotFittedError):
+        KernelTransformModel().predict(xt)
+    with pytest.raises(InvalidInputError, match="lengthscale_grid"):
+        KernelTransformModel(lengthscale_grid=((1.0,),)).fit(x, y)
+    with pytest.raises(InvalidInputError, match="needs the features c and im"):
+        KernelTransformModel().fit(x, y, feature_names=("c", "k"))
+    alone = KernelTransformModel(**SMALL_GRID).fit(x, y)  # no validation part: a held-out tenth chooses
+    assert np.isfinite(alone.predict(xt)).all()
+
+
+def test_recipes_choose_the_transformation_model_and_the_ensemble() -> None:
+    assert recipe_transform_model("edgeplan", "nn2") == "krr" and recipe_transform_model("paper", "nn2") == "nn2"
+    assert recipe_params("edgeplan", "nn2")["n_members"] == 2 and "n_members" not in recipe_params("paper", "nn2")
+    assert "n_members" not in recipe_params("edgeplan", "nn1")
+    with pytest.raises(InvalidInputError, match="unknown recipe"):
+        recipe_transform_model("fast", "nn2")
+
+
+def test_an_ensemble_predicts_the_geometric_mean_of_its_members() -> None:
+    x, y = synthetic_rows(200, seed=1)
+    xv, yv = synthetic_rows(40, seed=2)
+    params = {**FAST, "max_epochs": 8, "hidden": (16, 16), "log_inputs": True}
+    ensemble = NN2Model(**params, n_members=2).fit(x, y, X_val=xv, Y_val=yv)
+    members = [NN2Model(**params, random_state=m).fit(x, y, X_val=xv, Y_val=yv) for m in (0, 1)]
+    expected = np.exp(np.mean([np.log(m.predict(x)) for m in members], axis=0))
+    np.testing.assert_allclose(ensemble.predict(x), expected, rtol=1e-5)
+    assert len(ensemble.nets_) == 2 and len(ensemble.n_epochs_) == 2
+    with pytest.raises(InvalidInputError, match="n_members"):
+        NN2Model(**params, n_members=0).fit(x, y)
+
+
+def test_paper_protocol_scores_test_rows_with_a_model_fitted_on_training_rows(tmp_path: Path) -> None:
+    x, y = synthetic_rows(300)  # 30 distinct (c, im), each on about 10 layers
+    data = load_primitive_csv(write_csv(tmp_path / "d.csv", x, y, ["p0", "p1", "wino"]))
+    model = fit_performance_model(data, "lin", split_seed=2, transform_params=SMALL_GRID)
+    assert model.transform_kind == "krr" and model.transforms_paper is not None
+    assert model.info["paper_transform_train_tensors"] == 30 and model.info["transform_train_tensors"] == 24
+    result = evaluate_performance_model(model, data, "test")
+    assert result.paper_transform_cells == {t: 30 for t in TRANSFORM_COLUMNS}  # one cell per test layer row
+    assert result.transform_cells == {t: 3 for t in TRANSFORM_COLUMNS}  # one per held-out tensor
+    assert result.paper_transform_unseen_rows == 0  # every test row's tensor is in a training row
+    assert result.median_paper_transform_mdrae < result.median_transform_mdrae
+    d = result.to_dict()
+    json.dumps(d, allow_nan=False)
+    assert "paper's protocol" in d["paper_protocol"]["description"] and "held-out" in d["transform_protocol"]
+    png = plot_mdrae_bars({"lin": result}, tmp_path / "bars.png", "toy")  # paper protocol drawn as dashes
+    assert png.stat().st_size > 0
+    folder = save_performance_model(model, tmp_path / "m")
+    loaded = load_performance_model(folder)
+    assert loaded.transforms_paper is not None and loaded.transform_kind == "krr"
+    np.testing.assert_array_equal(loaded.transforms_paper.predict(x[:, [0, 2]]),
+                                  model.transforms_paper.predict(x[:, [0, 2]]))
+    # a folder saved before the paper-protocol model existed still loads, and says it cannot score that protocol
+    top = json.loads((folder / "model.json").read_text())
+    del top["has_transforms_paper"], top["transform_kind"]
+    (folder / "model.json").write_text(json.dumps(top))
+    for f in ("transforms_paper.json", "transforms_paper.npz"):
+        (folder / f).unlink()
+    old = evaluate_performance_model(load_performance_model(folder), data, "test")
+    assert old.paper_transform_mdrae == {} and old.to_dict()["paper_protocol"]["median_transform_mdrae"] is None
+    assert old.transform_mdrae == result.transform_mdrae
+
+
+def test_paper_recipe_keeps_the_primitives_family_for_the_transformations(tmp_path: Path) -> None:
+    x, y = synthetic_rows(150)
+    data = load_primitive_csv(write_csv(tmp_path / "d.csv", x, y, ["p0", "p1", "wino"]))
+    model = fit_performance_model(data, "nn2", recipe="paper", params={**FAST, "max_epochs": 3})
+    assert model.transform_kind == "nn2" and model.transforms_paper is not None
+    assert model.primitives.get_params()["n_members"] == 1 and model.info["recipe"] == "paper"
+    code, text, exc = invoke(evaluate, ["--model", str(save_performance_model(model, tmp_path / "m")),
+                                        "--data", str(tmp_path / "d.csv")])
+    assert code == 0, (text, exc)
+    assert "paper's protocol" in text and "held-out tensors" in text

@@ -8,6 +8,7 @@ Modules:
 
 - :mod:`~edgeplan.costmodels.primitive_data`: the timing-table CSV format, its loader and the seeded 80/10/10 split;
 - :mod:`~edgeplan.costmodels.primitive_models`: the estimators Lin, NN1 and NN2 (scikit-learn contract);
+- :mod:`~edgeplan.costmodels.transform_models`: the kernel model of the layout transformations (``krr``);
 - :mod:`~edgeplan.costmodels.performance_model`: a platform's primitive + transformation model, fit, save, load
   (JSON and ``.npz``, no pickle);
 - :mod:`~edgeplan.costmodels.evaluation` and :mod:`~edgeplan.costmodels.metrics`: MdRAE per column.
@@ -19,7 +20,8 @@ Usage::
     from edgeplan.costmodels import load_primitive_csv, fit_performance_model, evaluate_performance_model
     data = load_primitive_csv("intel.csv")
     model = fit_performance_model(data, "nn2", split_seed=0, params={"threads": 2})
-    print(evaluate_performance_model(model, data, "test").median_primitive_mdrae)  # split as in fitting
+    result = evaluate_performance_model(model, data, "test")  # split as in fitting
+    print(result.median_primitive_mdrae, result.median_transform_mdrae, result.median_paper_transform_mdrae)
     times_ns = model.predict_primitives([[64, 64, 56, 3, 1], [128, 256, 28, 1, 1]])
 """
 
@@ -44,12 +46,14 @@ from edgeplan.costmodels.primitive_data import (
     split_indices,
 )
 from edgeplan.costmodels.primitive_models import LinearModel, NN1Model, NN2Model, PrimitiveEstimator, make_estimator
+from edgeplan.costmodels.transform_models import KernelTransformModel, make_transform_estimator
 
 __all__ = [
     "LAYER_FEATURES",
     "TRANSFORM_COLUMNS",
     "TRANSFORM_FEATURES",
     "Evaluation",
+    "KernelTransformModel",
     "LinearModel",
     "NN1Model",
     "NN2Model",
@@ -64,6 +68,7 @@ __all__ = [
     "load_performance_model",
     "load_primitive_csv",
     "make_estimator",
+    "make_transform_estimator",
     "mdrae",
     "mdrae_per_column",
     "relative_abs_error",

@@ -6,6 +6,11 @@ are listed), so a model fitted on Intel can be tested on AMD's shared primitives
 The part is drawn with the split seed the model was fitted with (recorded in ``model.info``) unless another is
 given. Another seed on the very file the model was fitted on would score layers it was trained on: that gives a
 :class:`SplitSeedWarning`.
+
+The layout transformations are scored under two protocols (see :mod:`~edgeplan.costmodels.performance_model`):
+``transform_mdrae`` on the part's held-out ``(c, im)`` tensors with the model's ``transforms`` (strict), and
+``paper_transform_mdrae``, **the paper's protocol**, over the part's layer rows (one cell per row and
+transformation, as the table lists them) with ``transforms_paper``, fitted on the tensors of the training rows.
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeplan.costmodels.metrics import mdrae_per_column
-from edgeplan.costmodels.performance_model import PerformanceModel
-from edgeplan.costmodels.primitive_data import PrimitiveDataset, is_identity_transform, split_indices
+from edgeplan.costmodels.performance_model import TRANSFORM_PROTOCOLS, PerformanceModel
+from edgeplan.costmodels.primitive_data import PrimitiveDataset, Split, is_identity_transform, split_indices
 from edgeplan.errors import InvalidInputError
 
 __all__ = ["Evaluation", "SplitSeedWarning", "evaluate_performance_model", "fitted_split_seed"]
@@ -53,6 +58,12 @@ class Evaluation:
     primitive_unpredicted, transform_unpredicted
         Per shared column, how many of those cells the model gave no prediction for (NaN; each counts as an
         infinite error).
+    paper_transform_mdrae, paper_transform_cells, paper_transform_unpredicted
+        The same for the transformations under **the paper's protocol**: scored over the part's layer rows with
+        the model fitted on the tensors of the training rows (empty when the model has no such model, e.g. a
+        folder saved before it existed).
+    paper_transform_unseen_rows
+        How many of the part's rows have a tensor that no training row has (0 on the mulder2021 tables).
     """
 
     part: str
@@ -67,6 +78,10 @@ class Evaluation:
     transform_cells: dict[str, int] = field(default_factory=dict)
     primitive_unpredicted: dict[str, int] = field(default_factory=dict)
     transform_unpredicted: dict[str, int] = field(default_factory=dict)
+    paper_transform_mdrae: dict[str, float] = field(default_factory=dict)
+    paper_transform_cells: dict[str, int] = field(default_factory=dict)
+    paper_transform_unpredicted: dict[str, int] = field(default_factory=dict)
+    paper_transform_unseen_rows: int = 0
 
     @property
     def median_primitive_mdrae(self) -> float:
@@ -77,6 +92,11 @@ class Evaluation:
     def median_transform_mdrae(self) -> float:
         """Median over the non-identity transformations (``X-to-X`` is skipped at run time; Fig. 6 omits it)."""
         return _median(v for k, v in self.transform_mdrae.items() if not is_identity_transform(k))
+
+    @property
+    def median_paper_transform_mdrae(self) -> float:
+        """:attr:`median_transform_mdrae` under the paper's protocol (NaN when it was not scored)."""
+        return _median(v for k, v in self.paper_transform_mdrae.items() if not is_identity_transform(k))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form: every non-finite MdRAE (NaN: nothing scored; inf: mostly unpredicted) becomes None.
@@ -95,6 +115,14 @@ class Evaluation:
                 "transform_unpredicted": dict(self.transform_unpredicted),
                 "median_primitive_mdrae": _finite_or_none(self.median_primitive_mdrae),
                 "median_transform_mdrae": _finite_or_none(self.median_transform_mdrae),
+                "transform_protocol": "held-out tensors: " + TRANSFORM_PROTOCOLS["held_out_tensors"],
+                "paper_protocol": {
+                    "description": TRANSFORM_PROTOCOLS["paper"],
+                    "transform_mdrae": clean(self.paper_transform_mdrae),
+                    "transform_cells": dict(self.paper_transform_cells),
+                    "transform_unpredicted": dict(self.paper_transform_unpredicted),
+                    "rows_with_unseen_tensor": self.paper_transform_unseen_rows,
+                    "median_transform_mdrae": _finite_or_none(self.median_paper_transform_mdrae)},
                 "only_in_model": list(self.only_in_model), "only_in_data": list(self.only_in_data)}
 
 
@@ -168,7 +196,8 @@ def evaluate_performance_model(model: PerformanceModel, dataset: PrimitiveDatase
     Returns
     -------
     Evaluation
-        MdRAE and scored-cell counts per shared primitive and transformation column.
+        MdRAE and scored-cell counts per shared primitive and transformation column; the transformations under
+        both protocols (held-out tensors, and the paper's over the part's layer rows).
 
     Raises
     ------
@@ -176,7 +205,8 @@ def evaluate_performance_model(model: PerformanceModel, dataset: PrimitiveDatase
         No column in common, an unknown part, a negative seed, or no seed given and none recorded in the model.
     """
     split_seed = _resolve_seed(model, dataset, part, split_seed)
-    rows = split_indices(dataset.features, split_seed).part(part)
+    split = split_indices(dataset.features, split_seed)
+    rows = split.part(part)
     shared = [p for p in model.primitive_names if p in dataset.primitives]
     if not shared and not set(model.transform_names) & set(dataset.transforms):
         raise InvalidInputError(f"{dataset.source}: no primitive or transformation column in common with the model "
@@ -208,5 +238,31 @@ def evaluate_performance_model(model: PerformanceModel, dataset: PrimitiveDatase
                        if p not in dataset.primitives and p not in dataset.transforms)
     only_data = tuple(p for p in (*dataset.primitives, *dataset.transforms)
                       if p not in model.primitive_names and p not in model.transform_names)
+    paper, paper_cells, paper_unpred, unseen = _score_paper_protocol(model, dataset, split, part)
     return Evaluation(part, len(sub), n_tensors, prim, trans, only_model, only_data, split_seed,
-                      prim_cells, trans_cells, prim_unpred, trans_unpred)
+                      prim_cells, trans_cells, prim_unpred, trans_unpred, paper, paper_cells, paper_unpred, unseen)
+
+
+def _score_paper_protocol(model: PerformanceModel, dataset: PrimitiveDataset, split: Split, part: str
+                          ) -> tuple[dict[str, float], dict[str, int], dict[str, int], int]:
+    """The paper's protocol: ``transforms_paper`` scored over the transformation cells of the part's layer rows.
+
+    Returns the MdRAE, scored cells and unpredicted cells per shared transformation, and how many of the part's
+    rows have a ``(c, im)`` that no training row has.
+    """
+    est = model.transforms_paper
+    if est is None:
+        return {}, {}, {}, 0
+    shared = [t for t in est.output_names_ if t in dataset.transforms]
+    if not shared:
+        return {}, {}, {}, 0
+    rows = split.part(part)
+    tensors = dataset.features[rows][:, [0, 2]]
+    pred = est.predict(tensors) if len(rows) else np.zeros((0, len(est.output_names_)))
+    mcol = {n: j for j, n in enumerate(est.output_names_)}
+    dcol = {n: j for j, n in enumerate(dataset.transforms)}
+    truth = dataset.transform_ns[rows][:, [dcol[t] for t in shared]].reshape(len(rows), len(shared))
+    scores, cells, unpred = _score(truth, pred[:, [mcol[t] for t in shared]].reshape(len(rows), len(shared)), shared)
+    seen = {(float(c), float(im)) for c, im in dataset.features[split.train][:, [0, 2]]}
+    unseen = sum((float(c), float(im)) not in seen for c, im in tensors)
+    return scores, cells, unpred, unseen

@@ -90,6 +90,20 @@ class TransformDataset:
         """The rows ``rows`` (in that order)."""
         return TransformDataset(self.features[rows], self.names, self.times_ns[rows])
 
+    def rows_of(self, tensors: FloatArray) -> IntArray:
+        """The row of each ``(c, im)`` of ``tensors`` (``(m, 2)``) in this table; every one must be in it.
+
+        Raises
+        ------
+        InvalidInputError
+            A tensor is not in the table (the message names it).
+        """
+        index = {(float(c), float(im)): i for i, (c, im) in enumerate(self.features)}
+        try:
+            return np.asarray([index[(float(c), float(im))] for c, im in tensors], dtype=np.int64)
+        except KeyError as e:
+            raise InvalidInputError(f"tensor (c, im) = {e.args[0]} is not in the transformation table") from None
+
 
 @dataclass(frozen=True)
 class PrimitiveDataset:

@@ -9,7 +9,9 @@ Preprocessing, the same for all three (mulder2020 §3.3): inputs standardized; t
 standardized per output over its defined cells. Undefined cells (NaN) are masked out of the loss and of its
 gradient. Two edgeplan options, off in the estimators' defaults (which are the paper's Table 3) and on in the
 ``edgeplan`` recipe of :mod:`edgeplan.costmodels.performance_model`: ``log_inputs`` (log before standardizing) and
-``pow2_features`` (the power-of-two factors of ``c, k, im`` as three more inputs).
+``pow2_features`` (the power-of-two factors of ``c, k, im`` as three more inputs). NN1 and NN2 also take
+``n_members``: an ensemble of that many networks from different seeds, averaged in log space (the ``edgeplan``
+recipe uses 2 for NN2).
 
 - :class:`LinearModel` (Lin): least squares of each standardized log-time on the standardized inputs, per output,
   over its defined rows.
@@ -38,6 +40,7 @@ are predicted for all of them.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -404,13 +407,13 @@ class _TorchModel(PrimitiveEstimator):
     _param_names: ClassVar[tuple[str, ...]] = (
         "hidden", "lr", "weight_decay", "batch_size", "max_epochs", "patience", "lr_schedule", "min_lr",
         "log_inputs", "pow2_features", "validation_fraction", "threads", "random_state", "time_limit_s",
-        "applicability_by")
+        "applicability_by", "n_members")
 
     def __init__(self, *, hidden: tuple[int, ...], lr: float, weight_decay: float, batch_size: int = 1024,
                  max_epochs: int = 3000, patience: int = 250, lr_schedule: str = "constant", min_lr: float = 1e-5,
                  log_inputs: bool = False, pow2_features: bool = False, validation_fraction: float = 0.1,
                  threads: int = 2, random_state: int = 0, time_limit_s: float | None = None,
-                 applicability_by: tuple[str, ...] = ("f", "s")) -> None:
+                 applicability_by: tuple[str, ...] = ("f", "s"), n_members: int = 1) -> None:
         self.hidden = hidden
         self.lr = lr
         self.weight_decay = weight_decay
@@ -426,17 +429,18 @@ class _TorchModel(PrimitiveEstimator):
         self.random_state = random_state
         self.time_limit_s = time_limit_s
         self.applicability_by = applicability_by
+        self.n_members = n_members
 
-    def _config(self) -> Any:
+    def _config(self, member: int = 0) -> Any:
         from edgeplan.costmodels._mlp import TrainConfig
 
         if self.lr_schedule not in ("constant", "plateau", "cosine"):
             raise InvalidInputError(f"lr_schedule {self.lr_schedule!r}: use constant, plateau or cosine")
-        if self.threads < 1 or self.batch_size < 1 or self.max_epochs < 1 or self.patience < 1:
-            raise InvalidInputError("threads, batch_size, max_epochs and patience must be at least 1")
+        if min(self.threads, self.batch_size, self.max_epochs, self.patience, self.n_members) < 1:
+            raise InvalidInputError("threads, batch_size, max_epochs, patience and n_members must be at least 1")
         return TrainConfig(lr=self.lr, weight_decay=self.weight_decay, batch_size=self.batch_size,
                            max_epochs=self.max_epochs, patience=self.patience, lr_schedule=self.lr_schedule,
-                           min_lr=self.min_lr, seed=self.random_state, time_limit_s=self.time_limit_s)
+                           min_lr=self.min_lr, seed=self.random_state + member, time_limit_s=self.time_limit_s)
 
     def _groups(self, y: FloatArray) -> list[list[int]]:
         raise NotImplementedError
@@ -449,26 +453,31 @@ class _TorchModel(PrimitiveEstimator):
                         callback: ProgressCallback | None) -> None:
         from edgeplan.costmodels._mlp import StackedMLP, torch_threads, train_masked
 
-        config = self._config()
+        configs = [self._config(m) for m in range(max(self.n_members, 1))]  # _config checks n_members >= 1
         groups = self._groups(y)
-        nets, logs = [], []
+        nets, logs, net_groups = [], [], []
         with torch_threads(self.threads):
-            for gi, cols in enumerate(groups):
+            for member, gi in itertools.product(range(self.n_members), range(len(groups))):
+                cols = groups[gi]
                 one_each = self._out_per_net()
                 n_nets = len(cols) if one_each else 1
                 widths = (x.shape[1], *self.hidden, 1 if one_each else len(cols))
-                net = StackedMLP(n_nets, widths, seed=self.random_state + gi)
+                net = StackedMLP(n_nets, widths, seed=self.random_state + gi + member)
                 rows = ~np.isnan(y[:, cols]).all(axis=1)
                 stage = f"{self.kind} {gi + 1}/{len(groups)}" if len(groups) > 1 else self.kind
+                if self.n_members > 1:
+                    stage += f" member {member + 1}/{self.n_members}"
 
                 def report(info: Any, stage: str = stage) -> None:
                     if callback is not None:
                         callback(stage, info)
 
                 if rows.any():  # an output with no defined training row keeps its initial net and never applies
-                    logs.append(train_masked(net, x[rows], y[rows][:, cols], xv, yv[:, cols], config, report))
+                    logs.append(train_masked(net, x[rows], y[rows][:, cols], xv, yv[:, cols], configs[member],
+                                             report))
                 nets.append(net)
-        self.groups_ = groups
+                net_groups.append(cols)
+        self.groups_ = net_groups
         self.nets_ = nets
         self.n_epochs_ = tuple(log.epochs for log in logs)
         self.best_epochs_ = tuple(e for log in logs for e in log.best_epochs)
@@ -479,11 +488,13 @@ class _TorchModel(PrimitiveEstimator):
     def _predict_normalized(self, x: FloatArray) -> FloatArray:
         from edgeplan.costmodels._mlp import predict_numpy, torch_threads
 
-        out = np.empty((x.shape[0], len(self.output_names_)))
+        total = np.zeros((x.shape[0], len(self.output_names_)))
+        count = np.zeros(len(self.output_names_))
         with torch_threads(self.threads):
             for cols, net in zip(self.groups_, self.nets_, strict=True):
-                out[:, cols] = predict_numpy(net, x)
-        return out
+                total[:, cols] += predict_numpy(net, x)
+                count[cols] += 1
+        return np.asarray(total / np.maximum(count, 1), dtype=np.float64)
 
     def _model_state(self) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
         arrays: dict[str, npt.NDArray[Any]] = {}
@@ -555,6 +566,12 @@ class NN1Model(_TorchModel):
         Stop training after this many seconds per network group (None: no limit).
     applicability_by
         Features whose training pattern decides where an output applies.
+    n_members
+        Ensemble size (edgeplan option; the paper's is 1): that many networks are trained one after the other, the
+        same way but from other seeds (member ``m`` of network group ``g`` starts from seed
+        ``random_state + g + m`` and shuffles with seed ``random_state + m``), each early-stopping on its own; the
+        prediction is the mean of their standardized log-times (a geometric mean of times). Fit and prediction
+        time grow ``n_members``-fold.
     """
 
     kind: ClassVar[str] = "nn1"
@@ -564,12 +581,14 @@ class NN1Model(_TorchModel):
                  lr_schedule: str = "constant", min_lr: float = 1e-5, log_inputs: bool = False,
                  pow2_features: bool = False, validation_fraction: float = 0.1, threads: int = 2,
                  random_state: int = 0,
-                 time_limit_s: float | None = None, applicability_by: tuple[str, ...] = ("f", "s")) -> None:
+                 time_limit_s: float | None = None, applicability_by: tuple[str, ...] = ("f", "s"),
+                 n_members: int = 1) -> None:
         super().__init__(hidden=hidden, lr=lr, weight_decay=weight_decay, batch_size=batch_size,
                          max_epochs=max_epochs, patience=patience, lr_schedule=lr_schedule, min_lr=min_lr,
                          log_inputs=log_inputs, pow2_features=pow2_features,
                          validation_fraction=validation_fraction, threads=threads,
-                         random_state=random_state, time_limit_s=time_limit_s, applicability_by=applicability_by)
+                         random_state=random_state, time_limit_s=time_limit_s, applicability_by=applicability_by,
+                         n_members=n_members)
 
     def _out_per_net(self) -> bool:
         return True
@@ -610,6 +629,12 @@ class NN2Model(_TorchModel):
         Stop training after this many seconds (None: no limit).
     applicability_by
         Features whose training pattern decides where an output applies.
+    n_members
+        Ensemble size (edgeplan option; the paper's is 1): that many networks are trained one after the other, the
+        same way but from other seeds (member ``m`` of network group ``g`` starts from seed
+        ``random_state + g + m`` and shuffles with seed ``random_state + m``), each early-stopping on its own; the
+        prediction is the mean of their standardized log-times (a geometric mean of times). Fit and prediction
+        time grow ``n_members``-fold.
     """
 
     kind: ClassVar[str] = "nn2"
@@ -619,12 +644,14 @@ class NN2Model(_TorchModel):
                  lr_schedule: str = "constant", min_lr: float = 1e-5, log_inputs: bool = False,
                  pow2_features: bool = False, validation_fraction: float = 0.1, threads: int = 2,
                  random_state: int = 0,
-                 time_limit_s: float | None = None, applicability_by: tuple[str, ...] = ("f", "s")) -> None:
+                 time_limit_s: float | None = None, applicability_by: tuple[str, ...] = ("f", "s"),
+                 n_members: int = 1) -> None:
         super().__init__(hidden=hidden, lr=lr, weight_decay=weight_decay, batch_size=batch_size,
                          max_epochs=max_epochs, patience=patience, lr_schedule=lr_schedule, min_lr=min_lr,
                          log_inputs=log_inputs, pow2_features=pow2_features,
                          validation_fraction=validation_fraction, threads=threads,
-                         random_state=random_state, time_limit_s=time_limit_s, applicability_by=applicability_by)
+                         random_state=random_state, time_limit_s=time_limit_s, applicability_by=applicability_by,
+                         n_members=n_members)
 
     def _out_per_net(self) -> bool:
         return False
