@@ -31,10 +31,14 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--networks", nargs="+", default=list(NETWORKS))
+    parser.add_argument("--no-flow-costs", action="store_true",
+                        help="leave pooling, batch norm and ReLU out of the costs (mulder2020's cost graph)")
     args = parser.parse_args()
     print(machine(args.threads))
     costs = "measured" if args.data else "predicted"
-    print(f"costs: {costs} ({' '.join(args.data) if args.data else args.model or 'shipped NN2'}); "
+    flow = "without" if args.no_flow_costs else "with"
+    print(f"costs: {costs} ({' '.join(args.data) if args.data else args.model or 'shipped NN2'}), {flow} the "
+          "layout-transparent layers measured per layout; "
           f"{args.threads} threads; {args.rounds} interleaved runs per variant")
     print(f"{'network':<10} {'layers':>6} {'fixed':>5} {'pytorch ms':>11} {'selected ms':>12} {'single ms':>10} "
           f"{'single primitive':<26} {'x pytorch':>9} {'x single':>8} {'max err':>8}")
@@ -42,7 +46,8 @@ def main() -> int:
     ok = True
     for name in args.networks:
         spec = f"torchvision:{name}"
-        sel = select_model(spec, costs=costs, model_dir=args.model, tables=args.data)
+        sel = select_model(spec, costs=costs, model_dir=args.model, tables=args.data,
+                           flow_threads=None if args.no_flow_costs else args.threads)
         single = single_primitive_choice(sel.structure, sel.costs)
         inputs = {n.name: n.conv[2] for n in sel.structure.nodes if n.kind == "conv" and n.conv is not None}
         run = run_selection(spec, sel.plan.choices(), inputs, single[0] if single else None,

@@ -311,7 +311,8 @@ class ModelSelection:
 
 
 def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path | None = None,
-                 tables: Sequence[str | Path] | None = None, solver: str = "exact") -> ModelSelection:
+                 tables: Sequence[str | Path] | None = None, solver: str = "exact",
+                 flow_threads: int | None = None) -> ModelSelection:
     """Select the primitives of a zoo model with edgeplan's own primitives, from predicted or measured costs.
 
     Parameters
@@ -327,6 +328,10 @@ def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path |
         they have no row for stay in PyTorch (layout-fixed).
     solver
         The PBQP solver.
+    flow_threads
+        Also measure the layout-transparent layers (pooling, batch norm, ReLU) in each layout on this machine with
+        this many threads and add them to the costs (:func:`with_flow_costs`); ``None``: leave them out, as
+        mulder2020 does.
 
     Returns
     -------
@@ -358,5 +363,45 @@ def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path |
         start = time.perf_counter()
         found = model_costs(structure, model, formats)
     estimated = time.perf_counter() - start
+    if flow_threads is not None:
+        from edgeplan.runtimes.selected import measure_flow_costs
+
+        found = with_flow_costs(structure, found, measure_flow_costs(structure.flow, threads=flow_threads))
     plan = select_primitives(structure, found, solver=solver)
     return ModelSelection(spec, structure, found, plan, estimated)
+
+
+def with_flow_costs(structure: SelectionStructure, costs: SelectionCosts, flow_ms: np.ndarray) -> SelectionCosts:
+    """Add the per-layout times of the layout-transparent layers to the options of the decision they follow.
+
+    Parameters
+    ----------
+    structure
+        The network's structure; ``structure.flow`` lists the layers.
+    costs
+        The costs to extend (conv primitives; joins may have none).
+    flow_ms
+        ``(len(structure.flow), 3)``: each layer's time in each layout (:data:`LAYOUTS` order). A layer that
+        follows the network input or a layout-fixed node runs in ``chw`` whatever is chosen: a constant, left out.
+
+    Returns
+    -------
+    SelectionCosts
+        A conv option's time then includes the layers it feeds in its output layout; a join gets a time per layout.
+    """
+    if flow_ms.shape != (len(structure.flow), 3):
+        raise InvalidInputError(f"flow costs of shape {flow_ms.shape}, expected {(len(structure.flow), 3)}")
+    extra = np.zeros((len(structure.nodes), 3))
+    for op, ms in zip(structure.flow, flow_ms, strict=True):
+        if op.source is not None:
+            extra[op.source] += ms
+    primitive_ms = []
+    for i, node in enumerate(structure.nodes):
+        if node.kind == "conv":
+            out = [LAYOUTS.index(o.output_layout) for o in costs.options[i]]
+            primitive_ms.append(np.asarray(costs.primitive_ms[i]) + extra[i, out])
+        else:
+            base = np.asarray(costs.primitive_ms[i])
+            primitive_ms.append((base if base.size == 3 else np.zeros(3)) + extra[i])
+    return SelectionCosts(costs.options, tuple(primitive_ms), costs.transform_ms,
+                          costs.source + " + measured layout-transparent layers", costs.interpolated)

@@ -104,3 +104,13 @@ def test_own_machine_experiment_runs_both_selections(tmp_path: Path) -> None:
     assert r.run_measured_ms > 0 and r.run_predicted_ms > 0 and r.pytorch_ms > 0
     assert r.run_increase_pct == pytest.approx(100 * (r.run_predicted_ms / r.run_measured_ms - 1))
     assert "squeezenet1_0" in "\n".join(format_own([r]))
+
+
+def test_flow_costs_are_measured_per_layout() -> None:
+    from edgeplan.runtimes.selected import measure_flow_costs
+
+    structure = selection_structure(load_graph("torchvision:resnet18"), selectable=runnable)
+    ms = measure_flow_costs(structure.flow[:4], threads=1, runs=3)
+    assert ms.shape == (4, 3) and (ms >= 0).all()
+    kinds = [op.node.kind.value for op in structure.flow[:4]]
+    assert all((ms[i] > 0).all() for i, k in enumerate(kinds) if k in ("batch_norm", "pool2d"))

@@ -204,3 +204,27 @@ def test_mulder2020_experiment_prices_the_predicted_selection_with_measured_cost
     assert result.profiling_s > 0 and result.model_ms_median > 0
     report = "\n".join(format_report([result]))
     assert "Fig. 7" in report and "Table 4" in report and "alexnet" in report
+
+
+def test_flow_costs_are_added_by_output_layout() -> None:
+    from edgeplan.selection import with_flow_costs
+
+    structure = selection_structure(graph_of("torchvision:resnet18"))
+    assert {op.node.kind.value for op in structure.flow} >= {"batch_norm", "activation", "pool2d"}
+    maxpool = next(i for i, op in enumerate(structure.flow) if op.name == "maxpool")
+    source = structure.flow[maxpool].source
+    assert source is not None and structure.nodes[source].name == "conv1"
+    options = [(PrimitiveOption("pa", "chw", "chw"), PrimitiveOption("pb", "chw", "hwc")) if n.kind == "conv" else ()
+               for n in structure.nodes]
+    costs = SelectionCosts(tuple(options), tuple(np.ones(len(o)) for o in options),
+                           np.zeros((len(structure.edges), 3, 3)))
+    flow = np.zeros((len(structure.flow), 3))
+    flow[maxpool] = [3.0, 3.0, 0.2]  # max pooling is much faster on channels-last memory
+    extended = with_flow_costs(structure, costs, flow)
+    np.testing.assert_allclose(extended.primitive_ms[source], [4.0, 1.2])
+    join = next(i for i, n in enumerate(structure.nodes) if n.kind == "join")
+    assert extended.primitive_ms[join].shape == (3,)
+    plan = select_primitives(structure, extended)
+    assert plan.nodes[source].primitive == "pb"  # the plan moves to hwc to pool there
+    with pytest.raises(InvalidInputError, match="flow costs"):
+        with_flow_costs(structure, costs, np.zeros((1, 3)))

@@ -23,6 +23,9 @@ OUTPUT_TOLERANCE = 1e-3
               help="Measured tables in the mulder2021 format (repeatable; default: the shipped ones).")
 @click.option("--solver", type=click.Choice(["exact", "heuristic", "ilp"]), default="exact", show_default=True,
               help="PBQP solver.")
+@click.option("--flow-costs/--no-flow-costs", default=True, show_default=True,
+              help="Measure pooling, batch norm and ReLU in each layout on this machine (--threads) and count them; "
+                   "mulder2020 leaves them out.")
 @click.option("--run", "do_run", is_flag=True,
               help="Build the network, check its outputs and time it against PyTorch and the best single primitive.")
 @click.option("--threads", type=int, default=2, show_default=True, help="Intra-op threads of --run.")
@@ -31,13 +34,14 @@ OUTPUT_TOLERANCE = 1e-3
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def select(ctx: Context, model: str, source: str, model_dir: str | None, tables: tuple[str, ...], solver: str,
-           do_run: bool, threads: int, rounds: int, as_json: bool) -> None:
+           flow_costs: bool, do_run: bool, threads: int, rounds: int, as_json: bool) -> None:
     """Select the primitive (and layouts) of every conv layer of MODEL to minimise its predicted time."""
     from edgeplan.measure.harness import check_thread_count
     from edgeplan.selection import select_model, single_primitive_choice
 
     check_thread_count(threads)
-    sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, solver=solver)
+    sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, solver=solver,
+                       flow_threads=threads if flow_costs else None)
     plan = sel.plan
     result: dict[str, object] = {
         "model": model, "costs": plan.source, "solver": plan.solution.solver, "optimal": plan.solution.optimal,

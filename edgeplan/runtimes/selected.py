@@ -18,19 +18,24 @@ from __future__ import annotations
 import copy
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
 
 from edgeplan.errors import InvalidInputError
+from edgeplan.ir import Node
+from edgeplan.ir.ops import Activation, ActivationAttrs, OpKind, PoolAttrs, PoolMode
 from edgeplan.measure.harness import use_threads
+from edgeplan.planners.pbqp.network import FlowOp
 from edgeplan.primitives import get_primitive
 from edgeplan.primitives.spec import ConvSpec
 
-__all__ = ["LatencySummary", "SelectedConv", "build_selected_network", "from_memory", "measure_interleaved",
-           "output_error", "to_memory"]
+__all__ = ["LatencySummary", "SelectedConv", "build_selected_network", "from_memory", "measure_flow_costs",
+           "measure_interleaved", "output_error", "to_memory"]
 
 _TO_MEMORY = {"chw": (0, 1, 2), "hcw": (1, 0, 2), "hwc": (1, 2, 0)}
 _FROM_MEMORY = {"chw": (0, 1, 2), "hcw": (1, 0, 2), "hwc": (2, 0, 1)}
@@ -244,3 +249,75 @@ def run_selection(spec: str, choices: Mapping[str, str], conv_inputs: Mapping[st
         errors = {label: output_error(reference, net(x)) for label, net in variants.items() if label != "pytorch"}
     latency = measure_interleaved(variants, x, threads=threads, rounds=rounds)
     return SelectionRun(threads, latency, single or "", errors)
+
+
+def _flow_callable(node: Node) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """A torch function computing a layout-transparent IR node, or ``None`` when its time is taken as
+    independent of the layout (activations other than ReLU, dropout, padding, LRN, element-wise with a constant)."""
+    import torch.nn.functional as F
+
+    attrs = node.attrs
+    if node.kind is OpKind.POOL2D and isinstance(attrs, PoolAttrs) and attrs.padding[:2] == attrs.padding[2:]:
+        kernel, stride, pad = attrs.kernel, attrs.stride, attrs.padding[:2]
+        if attrs.mode is PoolMode.MAX:
+            return lambda x: F.max_pool2d(x, kernel, stride, pad, attrs.dilation, ceil_mode=attrs.ceil_mode)
+        return lambda x: F.avg_pool2d(x, kernel, stride, pad, ceil_mode=attrs.ceil_mode,
+                                      count_include_pad=attrs.count_include_pad)
+    if node.kind is OpKind.BATCH_NORM:
+        c = int(node.input_shapes[0][1])
+        mean, var, weight, bias = torch.zeros(c), torch.ones(c), torch.ones(c), torch.zeros(c)
+        return lambda x: F.batch_norm(x, mean, var, weight, bias, training=False)
+    if node.kind is OpKind.ACTIVATION and isinstance(attrs, ActivationAttrs) and attrs.fn is Activation.RELU:
+        return torch.relu
+    return None
+
+
+def _in_layout(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """A logical NCHW batch of one whose memory is in ``layout``."""
+    return from_memory(to_memory(x[0], layout), layout).unsqueeze(0)
+
+
+def measure_flow_costs(flow: Sequence[FlowOp], *, threads: int, runs: int = 15) -> npt.NDArray[np.float64]:
+    """Time each layout-transparent layer on this machine in each of the three memory orders.
+
+    Parameters
+    ----------
+    flow
+        The layers (:attr:`SelectionStructure.flow`).
+    threads
+        Intra-op threads.
+    runs
+        Timed runs per layer and layout (median), after two warm-up runs; layers with the same kind, attributes
+        and shape are timed once.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(len(flow), 3)`` ms in ``chw, hcw, hwc`` order; zeros for the layers taken as layout-independent.
+    """
+    out = np.zeros((len(flow), 3))
+    cache: dict[tuple[object, ...], npt.NDArray[np.float64]] = {}
+    gen = torch.Generator().manual_seed(0)
+    with use_threads(threads), torch.inference_mode():
+        for i, op in enumerate(flow):
+            fn = _flow_callable(op.node)
+            shape = tuple(op.node.input_shapes[0])
+            if fn is None or len(shape) != 4 or shape[0] != 1:
+                continue
+            key = (op.node.kind, op.node.attrs, shape)
+            if key not in cache:
+                base = torch.randn(shape, generator=gen)
+                row = []
+                for layout in ("chw", "hcw", "hwc"):
+                    x = _in_layout(base, layout)
+                    for _ in range(2):
+                        fn(x)
+                    times = []
+                    for _ in range(runs):
+                        start = time.perf_counter_ns()
+                        fn(x)
+                        times.append((time.perf_counter_ns() - start) / 1e6)
+                    row.append(statistics.median(times))
+                cache[key] = np.array(row)
+            out[i] = cache[key]
+    return out

@@ -55,7 +55,8 @@ class SelectionCosts:
     options
         Per selection node (in the structure's order): the applicable primitives of a conv node; empty for a join.
     primitive_ms
-        Per selection node: the primitives' times, aligned with ``options`` (empty for a join).
+        Per selection node: the primitives' times, aligned with ``options``; for a join, empty (cost 0) or a time
+        per layout (in :data:`LAYOUTS` order), e.g. of the layout-transparent layers it feeds.
     transform_ms
         Per layout edge (in the structure's order): a ``(3, 3)`` matrix, ``[src, dst]`` in :data:`LAYOUTS` order.
         The diagonal is ignored (no transformation is inserted between equal layouts).
@@ -161,6 +162,8 @@ def _check(structure: SelectionStructure, costs: SelectionCosts) -> None:
         if node.kind == "conv" and (not opts or len(opts) != len(ms)):
             raise InvalidInputError(f"conv layer {node.name!r}: {len(opts)} primitives with {len(ms)} costs; "
                                     "every conv layer needs at least one applicable primitive with a cost")
+        if node.kind == "join" and len(ms) not in (0, 3):
+            raise InvalidInputError(f"join {node.name!r}: {len(ms)} costs; give none or one per layout (3)")
 
 
 def _classes(structure: SelectionStructure, costs: SelectionCosts, node: int) -> tuple[list[int], list[int], list[int]]:
@@ -177,6 +180,12 @@ def _classes(structure: SelectionStructure, costs: SelectionCosts, node: int) ->
     keys = np.unique(codes)
     reps = [int(np.flatnonzero(codes == k)[np.argmin(ms[codes == k])]) for k in keys]
     return [int(k) // 3 for k in keys], [int(k) % 3 for k in keys], reps
+
+
+def _join(costs: SelectionCosts, node: int) -> FloatArray:
+    """A join's cost per layout (0 unless the costs give one)."""
+    ms = np.asarray(costs.primitive_ms[node], dtype=np.float64)
+    return ms if ms.size == 3 else np.zeros(3)
 
 
 def _transforms(costs: SelectionCosts) -> FloatArray:
@@ -204,7 +213,7 @@ def selection_problem(structure: SelectionStructure, costs: SelectionCosts) -> t
     _check(structure, costs)
     t = _transforms(costs)
     classes = [_classes(structure, costs, i) for i in range(len(structure.nodes))]
-    vectors = [np.asarray(costs.primitive_ms[i], dtype=np.float64)[rep] if node.kind == "conv" else np.zeros(3)
+    vectors = [np.asarray(costs.primitive_ms[i], dtype=np.float64)[rep] if node.kind == "conv" else _join(costs, i)
                for i, (node, (_, _, rep)) in enumerate(zip(structure.nodes, classes, strict=True))]
     edges: dict[tuple[int, int], FloatArray] = {}
     for e, edge in enumerate(structure.edges):
@@ -252,6 +261,7 @@ def plan_cost(structure: SelectionStructure, costs: SelectionCosts,
         else:
             in_layout.append(LAYOUTS[choice[i]])
             out_layout.append(LAYOUTS[choice[i]])
+            primitives += float(_join(costs, i)[choice[i]])
     inserted = []
     for e, edge in enumerate(structure.edges):
         src = "chw" if edge.producer is None else out_layout[edge.producer]
@@ -295,6 +305,6 @@ def select_primitives(structure: SelectionStructure, costs: SelectionCosts, *, s
             chosen.append(ChosenNode(node.name, "conv", o.name, o.input_layout, o.output_layout,
                                      float(costs.primitive_ms[i][a])))
         else:
-            chosen.append(ChosenNode(node.name, "join", "", LAYOUTS[a], LAYOUTS[a], 0.0))
+            chosen.append(ChosenNode(node.name, "join", "", LAYOUTS[a], LAYOUTS[a], float(_join(costs, i)[a])))
     return SelectionPlan(structure.model, tuple(chosen), tuple(choice), tuple(inserted), primitives + transforms,
                          primitives, transforms, solution, elapsed, costs.source)

@@ -10,9 +10,9 @@ Treatment of every IR node (the same for predicted and measured costs):
   three options, one per layout (``chw``, ``hcw``, ``hwc``), cost 0: all inputs are brought to the join's layout
   and its output is in that layout. The join's own time is taken as independent of the layout.
 * **layout-transparent**: element-wise nonlinearities, batch norm, windowed pooling, padding, dropout, LRN and
-  single-input element-wise ops with a constant: they run in whatever layout their input is in, at a cost taken
-  as independent of the layout (so it is left out of the optimisation, as in mulder2020, whose cost graph has
-  only the conv layers and the transformations).
+  single-input element-wise ops with a constant: they run in whatever layout their input is in. mulder2020's cost
+  graph leaves them out (their cost taken as independent of the layout); they are recorded as
+  :class:`FlowOp` so that measured per-layout times can be added where they matter.
 * **layout-collapsing**: global pooling and adaptive pooling to 1x1 produce a ``c x 1 x 1`` tensor, the same bytes
   in every layout; they accept any layout at no cost and end the flow.
 * **layout-fixed**: everything else (flatten, reshape, linear, grouped or non-square conv, ...) reads and writes
@@ -31,7 +31,7 @@ from edgeplan.errors import InvalidInputError
 from edgeplan.ir import Graph, Node
 from edgeplan.ir.ops import AdaptivePoolAttrs, ConvAttrs, OpKind
 
-__all__ = ["LayoutEdge", "SelectionStructure", "SelectNode", "conv_shape", "selection_structure"]
+__all__ = ["FlowOp", "LayoutEdge", "SelectionStructure", "SelectNode", "conv_shape", "selection_structure"]
 
 TRANSPARENT = frozenset({OpKind.ACTIVATION, OpKind.BATCH_NORM, OpKind.POOL2D, OpKind.DROPOUT, OpKind.LRN,
                          OpKind.PAD})
@@ -82,13 +82,28 @@ class LayoutEdge:
 
 
 @dataclass(frozen=True)
+class FlowOp:
+    """A layout-transparent layer: it runs in the layout of the decision ``source`` (``None``: ``chw``).
+
+    Its time may depend on that layout (PyTorch's max pooling is ~20x faster on channels-last memory than on
+    NCHW on the reference machine); :func:`edgeplan.selection.with_flow_costs` adds measured per-layout times of
+    these layers to their source's options.
+    """
+
+    name: str
+    node: Node
+    source: int | None
+
+
+@dataclass(frozen=True)
 class SelectionStructure:
-    """The selection nodes of a network and the layout edges between them."""
+    """The selection nodes of a network, the layout edges between them and the layout-transparent layers."""
 
     model: str
     nodes: tuple[SelectNode, ...]
     edges: tuple[LayoutEdge, ...]
     fixed: tuple[str, ...]
+    flow: tuple[FlowOp, ...] = ()
 
     @property
     def convs(self) -> tuple[int, ...]:
@@ -145,6 +160,7 @@ def selection_structure(graph: Graph, selectable: Callable[[tuple[int, int, int,
     nodes: list[SelectNode] = []
     edges: list[LayoutEdge] = []
     fixed: list[str] = []
+    flow_ops: list[FlowOp] = []
     # which decision's layout the output of each IR node is in: a SelectNode index, "chw" (fixed) or "any"
     flow: dict[str, int | str] = {}
 
@@ -171,6 +187,8 @@ def selection_structure(graph: Graph, selectable: Callable[[tuple[int, int, int,
             flow[node.name] = len(nodes) - 1
         elif len(activations) == 1 and (node.kind in TRANSPARENT or node.kind is OpKind.ELTWISE):
             flow[node.name] = sources[0]
+            if sources[0] != "any":
+                flow_ops.append(FlowOp(node.name, node, None if sources[0] == "chw" else int(sources[0])))
         elif len(activations) == 1 and _collapses(node):
             flow[node.name] = "any"
         else:
@@ -187,4 +205,4 @@ def selection_structure(graph: Graph, selectable: Callable[[tuple[int, int, int,
     if not any(n.kind == "conv" for n in nodes):
         raise InvalidInputError(f"model {graph.name!r} has no conv layer the primitives can run "
                                 "(square, stride and padding equal on both axes, one group, no dilation)")
-    return SelectionStructure(graph.name, tuple(nodes), tuple(edges), tuple(fixed))
+    return SelectionStructure(graph.name, tuple(nodes), tuple(edges), tuple(fixed), tuple(flow_ops))
