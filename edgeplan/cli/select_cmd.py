@@ -86,8 +86,10 @@ def _print(sel: object, run: object) -> None:
     assert isinstance(sel, ModelSelection)
     plan = sel.plan
     table = Table(title=f"{sel.spec}: primitive selection ({plan.source})")
-    for column in ("layer", "c k im f s", "primitive", "layouts", "ms"):
-        table.add_column(column, justify="right" if column == "ms" else "left")
+    with_flow = "layout-transparent" in plan.source
+    ms_column = "ms (+ layers fed)" if with_flow else "ms"
+    for column in ("layer", "c k im f s", "primitive", "layouts", ms_column):
+        table.add_column(column, justify="right" if column == ms_column else "left")
     for node, snode in zip(plan.nodes, sel.structure.nodes, strict=True):
         shape = " ".join(str(v) for v in snode.conv[:5]) if snode.conv else "join"
         table.add_row(node.name, shape, node.primitive or "-", f"{node.input_layout}->{node.output_layout}",
