@@ -80,15 +80,17 @@ def test_select_cli_measured_and_predicted_with_run(capsys: pytest.CaptureFixtur
                                                 + sum(t["predicted_ms"] for t in out["transforms"]))
     code, text = run("primitives", "fit", "--data", str(SHIPPED_TABLE), "--out", str(tmp_path / "m"), "--model", "lin")
     assert code == 0, text
-    code, text = run("select", "torchvision:squeezenet1_0", "--model", str(tmp_path / "m"), "--run", "--threads", "1",
-                     "--rounds", "3", "--json")
+    code, text = run("select", "torchvision:squeezenet1_0", "--costs", "predicted", "--model", str(tmp_path / "m"),
+                     "--run", "--threads", "1", "--rounds", "3", "--json")
     assert code == 0, text
     result = json.loads(text)["run"]
     assert result["outputs_match"] and set(result["latency_ms"]) >= {"pytorch", "selected"}
     assert result["speedup_vs_pytorch"] == pytest.approx(result["latency_ms"]["pytorch"]["median"]
                                                          / result["latency_ms"]["selected"]["median"])
-    code, text = run("select", "torchvision:squeezenet1_0", "--model", str(tmp_path))
+    code, text = run("select", "torchvision:squeezenet1_0", "--costs", "predicted", "--model", str(tmp_path))
     assert code != 0 and "no performance model" in text
+    code, text = run("select", "torchvision:squeezenet1_0", "--model", str(tmp_path))
+    assert code != 0 and "--costs predicted" in text
 
 
 @pytest.mark.skipif(not SHIPPED_TABLE.exists(), reason="the shipped primitive table is absent")

@@ -15,8 +15,10 @@ OUTPUT_TOLERANCE = 1e-3
 
 @click.command()
 @click.argument("model")
-@click.option("--costs", "source", type=click.Choice(["predicted", "measured"]), default="predicted",
-              show_default=True, help="predicted: the NN2 performance model; measured: profiled tables.")
+@click.option("--costs", "source", type=click.Choice(["predicted", "measured"]), default="measured",
+              show_default=True,
+              help="measured: profiled tables (default: the shipped 1-thread tables of the reference machine); "
+                   "predicted: a performance model (--model DIR).")
 @click.option("--model", "model_dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Performance model folder (default: the shipped NN2 of the reference machine).")
 @click.option("--data", "tables", type=click.Path(dir_okay=False, exists=True), multiple=True,
@@ -40,6 +42,10 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, tables:
     from edgeplan.selection import select_model, single_primitive_choice
 
     check_thread_count(threads)
+    if model_dir is not None and source != "predicted":
+        raise click.UsageError("--model is the performance model of --costs predicted; add --costs predicted")
+    if tables and source != "measured":
+        raise click.UsageError("--data gives the tables of --costs measured; drop it or use --costs measured")
     sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, solver=solver,
                        flow_threads=threads if flow_costs else None)
     plan = sel.plan
