@@ -116,3 +116,15 @@ def test_flow_costs_are_measured_per_layout() -> None:
     assert ms.shape == (4, 3) and (ms >= 0).all()
     kinds = [op.node.kind.value for op in structure.flow[:4]]
     assert all((ms[i] > 0).all() for i, k in enumerate(kinds) if k in ("batch_norm", "pool2d"))
+
+
+def test_hwc_outputs_are_channels_last_and_stay_so() -> None:
+    from edgeplan.runtimes.selected import batch_view
+
+    y = torch.randn(7, 9, 5)  # (H, W, C) memory
+    x = batch_view(y, "hwc")
+    assert x.shape == (1, 5, 7, 9) and torch.equal(x[0], from_memory(y, "hwc"))
+    assert x.is_contiguous(memory_format=torch.channels_last)
+    pooled = torch.nn.functional.max_pool2d(x, 3, 2, 1)
+    assert pooled.is_contiguous(memory_format=torch.channels_last)
+    assert torch.cat([x, x], dim=1).is_contiguous(memory_format=torch.channels_last)

@@ -34,8 +34,8 @@ from edgeplan.planners.pbqp.network import FlowOp
 from edgeplan.primitives import get_primitive
 from edgeplan.primitives.spec import ConvSpec
 
-__all__ = ["LatencySummary", "SelectedConv", "build_selected_network", "from_memory", "measure_flow_costs",
-           "measure_interleaved", "output_error", "to_memory"]
+__all__ = ["LatencySummary", "SelectedConv", "batch_view", "build_selected_network", "from_memory",
+           "measure_flow_costs", "measure_interleaved", "output_error", "to_memory"]
 
 _TO_MEMORY = {"chw": (0, 1, 2), "hcw": (1, 0, 2), "hwc": (1, 2, 0)}
 _FROM_MEMORY = {"chw": (0, 1, 2), "hcw": (1, 0, 2), "hwc": (2, 0, 1)}
@@ -49,6 +49,17 @@ def to_memory(x: torch.Tensor, layout: str) -> torch.Tensor:
 def from_memory(y: torch.Tensor, layout: str) -> torch.Tensor:
     """The logical ``(C, H, W)`` view of a tensor stored in ``layout``."""
     return y.permute(_FROM_MEMORY[layout])
+
+
+def batch_view(y: torch.Tensor, layout: str) -> torch.Tensor:
+    """The logical ``(1, C, H, W)`` view of a tensor stored in ``layout``.
+
+    The batch axis is added before permuting, so that its stride is the whole tensor's size: an ``hwc`` tensor is
+    then PyTorch's ``channels_last`` memory format, which its kernels recognise and keep (max pooling on it is
+    far faster than on NCHW here); adding the axis after permuting gives a batch stride PyTorch does not accept
+    as channels-last.
+    """
+    return y.unsqueeze(0).permute(0, *(d + 1 for d in _FROM_MEMORY[layout]))
 
 
 class SelectedConv(nn.Module):
@@ -82,7 +93,7 @@ class SelectedConv(nn.Module):
             raise InvalidInputError(f"{self.primitive.name}: the selected network runs batch 1, got {tuple(x.shape)}")
         memory = to_memory(x[0], self.primitive.input_layout.value)
         y = self.primitive.execute(memory, self.prepared)
-        return from_memory(y, self.primitive.output_layout.value).unsqueeze(0)
+        return batch_view(y, self.primitive.output_layout.value)
 
     def extra_repr(self) -> str:
         """The primitive and layer."""
@@ -274,7 +285,7 @@ def _flow_callable(node: Node) -> Callable[[torch.Tensor], torch.Tensor] | None:
 
 def _in_layout(x: torch.Tensor, layout: str) -> torch.Tensor:
     """A logical NCHW batch of one whose memory is in ``layout``."""
-    return from_memory(to_memory(x[0], layout), layout).unsqueeze(0)
+    return batch_view(to_memory(x[0], layout), layout)
 
 
 def measure_flow_costs(flow: Sequence[FlowOp], *, threads: int, runs: int = 15) -> npt.NDArray[np.float64]:
