@@ -26,8 +26,9 @@ NETWORKS = ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34")
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", nargs="+", default=None, help="measured tables (mulder2021 format)")
-    parser.add_argument("--model", default=None, help="performance model folder (instead of --data)")
+    parser.add_argument("--data", nargs="+", default=["edgeplan/data/primitives/networks_cpu_2t.csv"],
+                        help="measured tables (mulder2021 format; default: the shipped 2-thread network tables)")
+    parser.add_argument("--model", default=None, help="performance model folder (used instead of --data)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--networks", nargs="+", default=list(NETWORKS))
@@ -35,6 +36,8 @@ def main() -> int:
                         help="leave pooling, batch norm and ReLU out of the costs (mulder2020's cost graph)")
     args = parser.parse_args()
     print(machine(args.threads))
+    if args.model:
+        args.data = None
     costs = "measured" if args.data else "predicted"
     flow = "without" if args.no_flow_costs else "with"
     print(f"costs: {costs} ({' '.join(args.data) if args.data else args.model or 'shipped NN2'}), {flow} the "

@@ -111,6 +111,17 @@ def _describe(conv: tuple[int, ...] | None) -> str:
     return "" if conv is None else "c={} k={} im={} f={} s={}".format(*conv[:5])
 
 
+def _interpolated(volume: np.ndarray, times_ns: np.ndarray, tensor: tuple[int, int]) -> float:
+    """A transformation time for ``tensor`` interpolated log-log in the element count from the measured ones
+    (clamped to the nearest measured tensor outside their range); ``inf`` (never chosen) when none is measured."""
+    ok = np.isfinite(times_ns)
+    if not ok.any():
+        return math.inf
+    order = np.argsort(volume[ok])
+    c, im = tensor
+    return math.exp(float(np.interp(math.log(c * im * im), volume[ok][order], np.log(times_ns[ok][order]))))
+
+
 def table_costs(structure: SelectionStructure, data: PrimitiveDataset, formats: Formats) -> SelectionCosts:
     """Measured costs of a network's selection from a profiled table.
 
@@ -126,8 +137,9 @@ def table_costs(structure: SelectionStructure, data: PrimitiveDataset, formats: 
     Returns
     -------
     SelectionCosts
-        A tensor the table has no row for gets its transformation times interpolated (log-log in the element
-        count ``c im^2``) from the table's tensors; ``source`` says how many.
+        A tensor the table has no time for gets it interpolated (log-log in the element count ``c im^2``,
+        clamped outside the measured range; ``inf`` for a transformation measured on no tensor); ``source`` and
+        ``interpolated`` say for how many edges.
 
     Raises
     ------
@@ -151,16 +163,12 @@ def table_costs(structure: SelectionStructure, data: PrimitiveDataset, formats: 
     estimated = 0
     for e, edge in enumerate(structure.edges):
         r = lookup.get(edge.tensor)
-        if r is not None:
-            times[e] = table.times_ns[r]
-            continue
-        estimated += 1
-        c, im = edge.tensor
-        x = math.log(c * im * im)
-        for j in range(len(table.names)):
-            ok = np.isfinite(table.times_ns[:, j])
-            order = np.argsort(volume[ok])
-            times[e, j] = math.exp(float(np.interp(x, volume[ok][order], np.log(table.times_ns[ok, j][order]))))
+        times[e] = table.times_ns[r] if r is not None else np.nan
+        missing = ~np.isfinite(times[e])
+        if missing.any():
+            estimated += 1
+            times[e, missing] = [_interpolated(volume, table.times_ns[:, j], edge.tensor)
+                                 for j in np.flatnonzero(missing)]
     source = f"measured: {data.source or 'table'}"
     if estimated:
         source += f" ({estimated} of {len(structure.edges)} tensors interpolated)"

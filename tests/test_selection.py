@@ -87,9 +87,14 @@ def test_pbqp_cost_equals_the_independent_recount_on_real_networks() -> None:
 
 def test_layout_class_dominance_matches_brute_force_over_primitives() -> None:
     structure, costs = _toy()
-    brute = min(sum(plan_cost(structure, costs, choice)[:2])
-                for choice in itertools.product(range(2), range(3)))
-    assert select_primitives(structure, costs).total_ms == pytest.approx(brute)
+    b2, b3 = PrimitiveOption("b2", "hwc", "hwc"), PrimitiveOption("b3", "hwc", "hwc")  # same layouts as b
+    costs = SelectionCosts(((A, B, b2), (A, b3, B, C)), (np.array([5.0, 3.5, 2.5]), np.array([5.0, 3.3, 3.0, 4.5])),
+                           costs.transform_ms)
+    problem, represents = selection_problem(structure, costs)
+    assert problem.n_options == (2, 3) and represents[0] == [0, 2]  # b2 stands for the hwc pair, b is dominated
+    brute = min(sum(plan_cost(structure, costs, choice)[:2]) for choice in itertools.product(range(3), range(4)))
+    plan = select_primitives(structure, costs)
+    assert plan.total_ms == pytest.approx(brute) and plan.choices() == {"conv0": "b2", "conv1": "b"}
 
 
 @pytest.mark.parametrize(("model", "convs", "joins"), [

@@ -110,7 +110,7 @@ def parthasarathy2022(models: str | None, memories: str, nodes: str, classes: st
 @click.option("--own-data", type=click.Path(dir_okay=False, exists=True), multiple=True,
               help="With --own: measured tables (default: the shipped ones).")
 @click.option("--own-model", type=click.Path(file_okay=False, exists=True), default=None,
-              help="With --own: the NN2 model (default: the shipped one).")
+              help="With --own: the NN2 model of this machine (required until one is shipped).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --own: threads of the real executions (the tables' thread count).")
 @click.option("--rounds", type=click.IntRange(min=3), default=15, show_default=True,
@@ -129,7 +129,11 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
         from edgeplan.selection import SHIPPED, SHIPPED_MODEL, SHIPPED_TABLES, merged_tables
 
         data = merged_tables(list(own_data) or [SHIPPED / t for t in SHIPPED_TABLES])
-        model = load_performance_model(own_model or SHIPPED / SHIPPED_MODEL)
+        folder = Path(own_model) if own_model else SHIPPED / SHIPPED_MODEL
+        if not (folder / "model.json").exists():
+            raise click.UsageError(f"no performance model in {folder}; fit one on this machine's tables "
+                                   "(`edgeplan primitives fit --data TABLE.csv --out DIR`) and pass --own-model DIR")
+        model = load_performance_model(folder)
         own_results = [own_result(n, data, model, threads=threads, rounds=rounds, repeats=repeats) for n in NETWORKS]
         if as_json:
             emit_json({"own": [r.to_dict() for r in own_results]})

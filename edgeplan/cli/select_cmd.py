@@ -20,7 +20,7 @@ OUTPUT_TOLERANCE = 1e-3
               help="measured: profiled tables (default: the shipped 1-thread tables of the reference machine); "
                    "predicted: a performance model (--model DIR).")
 @click.option("--model", "model_dir", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Performance model folder (default: the shipped NN2 of the reference machine).")
+              help="Performance model folder of --costs predicted (e.g. from `edgeplan primitives fit`).")
 @click.option("--data", "tables", type=click.Path(dir_okay=False, exists=True), multiple=True,
               help="Measured tables in the mulder2021 format (repeatable; default: the shipped ones).")
 @click.option("--solver", type=click.Choice(["exact", "heuristic", "ilp"]), default="exact", show_default=True,
@@ -30,7 +30,9 @@ OUTPUT_TOLERANCE = 1e-3
                    "mulder2020 leaves them out.")
 @click.option("--run", "do_run", is_flag=True,
               help="Build the network, check its outputs and time it against PyTorch and the best single primitive.")
-@click.option("--threads", type=int, default=2, show_default=True, help="Intra-op threads of --run.")
+@click.option("--threads", type=int, default=1, show_default=True,
+              help="Intra-op threads of --run and of the measured layer costs; match the tables' thread count "
+                   "(the shipped default tables: 1; edgeplan/data/primitives/networks_cpu_2t.csv: 2).")
 @click.option("--rounds", type=click.IntRange(min=3), default=15, show_default=True,
               help="Interleaved timed runs of each variant with --run.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -78,8 +80,11 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, tables:
         }
     if as_json:
         emit_json(result)
-        return
-    _print(sel, run)
+    else:
+        _print(sel, run)
+    if run is not None and any(e > OUTPUT_TOLERANCE for e in run.output_error.values()):
+        raise click.ClickException(f"the selected network's outputs differ from PyTorch's by more than "
+                                   f"{OUTPUT_TOLERANCE:g} (relative): {run.output_error}")
 
 
 def _print(sel: object, run: object) -> None:

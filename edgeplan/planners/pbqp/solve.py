@@ -8,7 +8,8 @@
 ``heuristic``
     The papers' solver (Scholz & Eckstein; Hames & Scholz): R0/RI/RII, and RN with the locally cheapest option
     when stuck. Optimal whenever RN was never needed (series-parallel graphs: chains, residual blocks, inception
-    modules).
+    modules). If RN runs into forbidden (inf) choices, the exact search answers instead and the solution says
+    ``solver="exact"``.
 ``ilp``
     The integer program with the local-marginal linearisation, solved by HiGHS (:mod:`edgeplan.planners.pbqp.ilp`).
 ``brute``
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgeplan.errors import InfeasibleError, InvalidInputError
+from edgeplan.errors import InfeasibleError, InvalidInputError, SolverError
 from edgeplan.planners.pbqp.problem import PBQPProblem, evaluate_assignment
 from edgeplan.planners.pbqp.reduce import ReductionCounts, WorkGraph, back_propagate
 
@@ -114,8 +115,11 @@ def solve(problem: PBQPProblem, solver: str = "exact", *, time_limit_s: float = 
     cost = evaluate_assignment(problem, assignment)
     if not math.isfinite(cost):
         if solver == "heuristic":
-            # RN may have committed to a dead end; the exact search decides feasibility
+            # RN may have committed to a dead end; the exact search decides feasibility (reported as "exact")
             return solve(problem, "exact", time_limit_s=time_limit_s)
+        if not optimal:
+            raise SolverError(f"PBQP: the {solver} solver found no finite assignment within {time_limit_s:g} s; "
+                              "raise the time limit")
         raise InfeasibleError(_infeasible_message(problem))
     return PBQPSolution(tuple(assignment), cost, optimal, solver, time.perf_counter() - start, counts, visited)
 
