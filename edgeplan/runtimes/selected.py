@@ -5,10 +5,13 @@ their logical NCHW shape everywhere, so every other layer computes exactly what 
 *memory order*. A :class:`SelectedConv` reads its input in its primitive's input layout (``chw``, ``hcw`` or
 ``hwc``: a free view when the memory is already in that order, otherwise a copy, which *is* the layout
 transformation), runs the primitive and returns its output as an NCHW view of memory in the primitive's output
-layout. Element-wise layers, batch norm and pooling then run on that memory order as PyTorch decides (element-wise
-ops keep it; some kernels copy to their preferred order); a flatten or linear layer copies to ``chw``. So the
-transformations the plan priced happen exactly where the next consumer needs another order, and any copy the plan
-did not price shows up in the measured latency, never hidden.
+layout (``hwc`` is PyTorch's ``channels_last``, see :func:`batch_view`). The other layers then run on that memory
+order as PyTorch decides: element-wise ops, batch norm, pooling and concatenation keep ``chw`` and
+``channels_last``; ``hcw`` is no PyTorch memory format, so most kernels return it as ``chw``; a residual addition
+takes the order PyTorch picks from its operands rather than the join layout the plan chose; flatten and linear
+copy to ``chw``. So the copies made at run time are the plan's transformations where the flow is conv -> conv
+through such layers, and may differ from them at joins and around ``hcw``; the measured latency includes whatever
+was really done, never hidden.
 
 Batch size 1 (the primitives convolve one 3-D input).
 """
