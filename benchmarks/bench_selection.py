@@ -52,7 +52,7 @@ def main() -> int:
         sel = select_model(spec, costs=costs, model_dir=args.model, tables=args.data,
                            flow_threads=None if args.no_flow_costs else args.threads)
         single = single_primitive_choice(sel.structure, sel.costs)
-        inputs = {n.name: n.conv[2] for n in sel.structure.nodes if n.kind == "conv" and n.conv is not None}
+        inputs = sel.structure.conv_inputs()
         run = run_selection(spec, sel.plan.choices(), inputs, single[0] if single else None,
                             threads=args.threads, rounds=args.rounds)
         lat = run.latency

@@ -68,7 +68,7 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, tables:
         from edgeplan.runtimes.selected import run_selection
 
         single = single_primitive_choice(sel.structure, sel.costs)
-        inputs = {n.name: n.conv[2] for n in sel.structure.nodes if n.kind == "conv" and n.conv is not None}
+        inputs = sel.structure.conv_inputs()
         run = run_selection(model, plan.choices(), inputs, single[0] if single else None, threads=threads,
                             rounds=rounds)
         result["run"] = {

@@ -272,7 +272,7 @@ def own_result(network: str, data: PrimitiveDataset, model: PerformanceModel, *,
     cmp = _compare(structure, data, model, formats)
     model_ms = [1000 * select_network(structure, model, formats, restrict_to=cmp.measured).total_s
                 for _ in range(repeats)]
-    inputs = {n.name: n.conv[2] for n in structure.nodes if n.kind == "conv" and n.conv is not None}
+    inputs = structure.conv_inputs()
     run = run_selection(f"torchvision:{network}", cmp.best.choices(), inputs, None, threads=threads, rounds=rounds,
                         extra={"predicted": cmp.predicted.plan.choices()})
     lat = run.latency

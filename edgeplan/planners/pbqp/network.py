@@ -110,6 +110,10 @@ class SelectionStructure:
         """Indices of the conv nodes."""
         return tuple(i for i, n in enumerate(self.nodes) if n.kind == "conv")
 
+    def conv_inputs(self) -> dict[str, int]:
+        """Side of each selected conv layer's square input, by name."""
+        return {n.name: n.conv[2] for n in self.nodes if n.kind == "conv" and n.conv is not None}
+
 
 def conv_shape(node: Node) -> tuple[int, int, int, int, int, int] | None:
     """``(c, k, im, f, s, padding)`` of a conv node the primitives can run, else ``None``."""
