@@ -1,4 +1,4 @@
-"""``edgeplan primitives fit`` and ``edgeplan primitives evaluate``: the primitive performance model (mulder2020).
+"""``edgeplan primitives fit``, ``evaluate`` and ``transfer``: the primitive performance model (mulder2020).
 
 ``fit`` trains Lin, NN1 or NN2 (and the matching layout-transformation model) on the training part of a timing
 table in the mulder2021 CSV format, early-stopping on the validation part, and saves it to a folder.
@@ -7,6 +7,9 @@ model was fitted with unless ``--split-seed`` says otherwise; the table may come
 shared columns are scored). The layout transformations are scored under two protocols, both printed (see
 :mod:`edgeplan.costmodels.performance_model`): on held-out ``(c, im)`` tensors never seen in training (strict), and
 under the paper's protocol, over the test layer rows of the row split, whose tensors also occur in training rows.
+``transfer`` moves a fitted model to another platform from a fraction of that platform's training part (fine-tuning,
+factor correction, from scratch on the same samples, or the source as is; see
+:mod:`~edgeplan.costmodels.transfer_learning`), prints its MdRAE on the target's test part and saves it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from edgeplan.cli.common import Context, emit_json
 if TYPE_CHECKING:
     from edgeplan.costmodels.evaluation import Evaluation
 
-__all__ = ["evaluate", "fit"]
+__all__ = ["evaluate", "fit", "transfer"]
 
 
 @contextmanager
@@ -170,3 +173,69 @@ def evaluate(ctx: Context, model_dir: str, data_path: str, part: str, split_seed
         click.echo(f"not scored: {len(result.only_in_model)} column(s) only in the model "
                    f"{list(result.only_in_model)[:6]}, {len(result.only_in_data)} only in the data "
                    f"{list(result.only_in_data)[:6]}")
+
+
+@click.command("transfer")
+@click.option("--model", "model_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder of the source platform's model (written by `fit`).")
+@click.option("--data", "data_path", required=True, type=click.Path(dir_okay=False),
+              help="The target platform's timing table (mulder2021 CSV format); samples come from its training part.")
+@click.option("--fraction", required=True, type=float,
+              help="Share of the target's training part to use, in (0, 1] (e.g. 0.01: 1 %; at least one layer).")
+@click.option("--seed", required=True, type=click.IntRange(min=0),
+              help="Seed of the sample drawn, the early-stopping hold-out and the training.")
+@click.option("--method", type=click.Choice(["finetune", "factor", "scratch", "direct"]), default="finetune",
+              show_default=True,
+              help="finetune: train the source further (lr x0.1); factor: scale each primitive's predictions by its "
+                   "median target/prediction ratio; scratch: a fresh model on the same samples; direct: the source "
+                   "as is.")
+@click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the target's 80/10/10 split (samples from its training part; scored on its test part).")
+@click.option("--threads", type=int, default=None, help="Torch intra-op threads for training (default: the source's).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder to write the transferred model to (JSON + .npz, no pickle).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed: int, method: str, split_seed: int,
+             threads: int | None, out_dir: str, as_json: bool) -> None:
+    """Transfer a fitted model to another platform from a fraction of its data; print the target test MdRAE."""
+    from edgeplan.costmodels import (
+        evaluate_performance_model,
+        load_performance_model,
+        load_primitive_csv,
+        save_performance_model,
+    )
+    from edgeplan.costmodels.transfer_learning import transfer as transfer_model
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.measure import check_thread_count
+
+    if not 0.0 < fraction <= 1.0:  # checked before reading anything
+        raise InvalidInputError(f"--fraction {fraction:g} is outside (0, 1]; give the share of the target's training "
+                                f"part to use, e.g. 0.01 for 1 %")
+    if threads is not None:
+        check_thread_count(threads)
+    source = load_performance_model(model_dir)
+    data = load_primitive_csv(data_path)
+    model = transfer_model(source, data, fraction=fraction, seed=seed, method=method, split_seed=split_seed,
+                           threads=threads)
+    folder = save_performance_model(model, out_dir)
+    result = evaluate_performance_model(model, data, "test", split_seed)
+    info = model.info["transfer"]
+    if as_json:
+        emit_json({"model": str(folder), "source": model_dir, "data": data_path, "method": method,
+                   "fraction": fraction, "seed": seed, "split_seed": split_seed, "drawn_rows": info["drawn_rows"],
+                   "stop_rows": info["stop_rows"], "target_train_rows": info["target_train_rows"],
+                   "ignored_columns": info["ignored_columns"], "seconds": info["seconds"],
+                   "test": result.to_dict()})
+        return
+    click.echo(f"{method}: {source.kind} model {model_dir} -> {data_path} with {info['drawn_rows']} of "
+               f"{info['target_train_rows']} training layers (fraction {fraction:g}, seed {seed}, split seed "
+               f"{split_seed}; {info['stop_rows']} of them held out for early stopping), {info['seconds']:.1f} s")
+    if info["ignored_columns"]:
+        click.echo(f"ignored {len(info['ignored_columns'])} target column(s) the source does not predict: "
+                   f"{', '.join(info['ignored_columns'][:6])}")
+    click.echo(f"target test MdRAE (median over {len(result.primitive_mdrae)} primitives, {result.rows} layers): "
+               f"{_pct(result.median_primitive_mdrae)}; transformations (held-out tensors): "
+               f"{_pct(result.median_transform_mdrae)}")
+    click.echo(f"saved to {folder}; per-primitive scores: edgeplan primitives evaluate --model {folder} "
+               f"--data {data_path}")

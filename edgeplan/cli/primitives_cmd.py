@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["primitives"]
 
 _COSTMODEL_MODULE = "edgeplan.cli.costmodel_cmd"
-_COSTMODEL_COMMANDS = ("fit", "evaluate")
+_COSTMODEL_COMMANDS = ("fit", "evaluate", "transfer")
 
 
 class _PrimitivesGroup(click.Group):

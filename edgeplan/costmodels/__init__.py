@@ -11,18 +11,21 @@ Modules:
 - :mod:`~edgeplan.costmodels.transform_models`: the kernel model of the layout transformations (``krr``);
 - :mod:`~edgeplan.costmodels.performance_model`: a platform's primitive + transformation model, fit, save, load
   (JSON and ``.npz``, no pickle);
+- :mod:`~edgeplan.costmodels.transfer_learning`: a model moved to another platform from a few of its samples (direct,
+  factor correction, fine-tuning, or from scratch on the same samples; mulder2020 §4.4);
 - :mod:`~edgeplan.costmodels.evaluation` and :mod:`~edgeplan.costmodels.metrics`: MdRAE per column.
 
 Importing the package does not import torch; the neural estimators import it in ``fit`` and ``predict``.
 
 Usage::
 
-    from edgeplan.costmodels import load_primitive_csv, fit_performance_model, evaluate_performance_model
+    from edgeplan.costmodels import load_primitive_csv, fit_performance_model, evaluate_performance_model, transfer
     data = load_primitive_csv("intel.csv")
     model = fit_performance_model(data, "nn2", split_seed=0, params={"threads": 2})
     result = evaluate_performance_model(model, data, "test")  # split as in fitting
     print(result.median_primitive_mdrae, result.median_transform_mdrae, result.median_paper_transform_mdrae)
     times_ns = model.predict_primitives([[64, 64, 56, 3, 1], [128, 256, 28, 1, 1]])
+    amd = transfer(model, load_primitive_csv("amd.csv"), fraction=0.01, seed=0)  # fine-tuned on 1 % of AMD's train
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from edgeplan.costmodels.primitive_data import (
     split_indices,
 )
 from edgeplan.costmodels.primitive_models import LinearModel, NN1Model, NN2Model, PrimitiveEstimator, make_estimator
+from edgeplan.costmodels.transfer_learning import TransferSample, draw_samples, transfer
 from edgeplan.costmodels.transform_models import KernelTransformModel, make_transform_estimator
 
 __all__ = [
@@ -62,7 +66,9 @@ __all__ = [
     "PrimitiveEstimator",
     "Split",
     "SplitSeedWarning",
+    "TransferSample",
     "TransformDataset",
+    "draw_samples",
     "evaluate_performance_model",
     "fit_performance_model",
     "load_performance_model",
@@ -74,4 +80,5 @@ __all__ = [
     "relative_abs_error",
     "save_performance_model",
     "split_indices",
+    "transfer",
 ]

@@ -1,0 +1,388 @@
+"""Transfer of a platform's performance model to another platform from a few target samples (mulder2020 §4.4, §5.3).
+
+:func:`transfer` turns a fitted *source* :class:`~edgeplan.costmodels.performance_model.PerformanceModel` (say the
+Intel NN2) into a model of a *target* platform (say AMD), given the target's timing table, of which it uses only a
+``fraction`` of the training part. Four methods:
+
+- ``direct``: the source as is (mulder2020 Fig. 8, "Intel").
+- ``factor``: the source's outputs times a per-column scale (Fig. 8, "Factor Intel"): for each primitive, the median
+  over the drawn samples of ``target time / source prediction``. A primitive without any drawn sample (none of the
+  drawn layers has it defined, or the target has no such column) gets **the median of the other primitives' scales**
+  (the platform's overall speed ratio; on Intel -> AMD every primitive is 1.9-3.9x slower, so 1 would be the worse
+  guess), or 1 when no primitive has a sample. The scale is folded into the estimator's output standardization
+  (``y_mean_ += log(scale)``; outputs are ``exp(z * y_std_ + y_mean_)``), which is exact and leaves an ordinary
+  estimator that saves and loads like any other (no new class, no pickle).
+- ``finetune``: the source NN2 (or NN1) trained further from its weights on the drawn samples with the learning rate
+  times :data:`FINETUNE_LR_FACTOR` (0.1, mulder2020 Table 3), keeping the source's input and output standardization
+  and its other settings (recipe, schedule, patience, ensemble members: every member is fine-tuned). No factor
+  correction first (the paper fine-tunes the uncorrected model).
+- ``scratch``: a fresh model of the source's family and settings on the same drawn samples (the paper's baseline):
+  its standardization is fitted on them, and it predicts nothing for a layer shape ``(f, s)`` it saw no sample of
+  (NaN; scored as an unpredicted cell, never as a hit).
+
+**Samples.** ``n = max(1, round(fraction * len(train)))`` rows drawn uniformly, without replacement, by ``seed``,
+from the *training part* of the target's 80/10/10 split (``split_seed``); the target's validation and test parts are
+never used. For the same seed and split, a smaller fraction's sample is a prefix of a larger one's (one seeded
+permutation of the training part), so the fractions of one repeat are nested.
+
+**Early stopping** (``finetune`` and ``scratch``): :data:`STOP_FRACTION` (20 %) of the drawn samples,
+``max(1, round(0.2 * n))`` rows for ``n >= 2``, chosen by the seed, are held out of training and early-stopped on;
+the model trains on the rest. Not on the target's validation part: that would use more target data than the fraction
+says (the validation part is 10 % of the table, more than the 1 % being studied). With a single drawn sample there is
+nothing to hold out: it is trained on and stopped on its training loss. Patience and the epoch bound are the
+source's (250 epochs and 3000 by default; on a small sample an epoch is one mini-batch step).
+
+**Columns.** The target's primitive columns must share at least one with the source; target columns the source does
+not predict are ignored (listed in ``info["transfer"]["ignored_columns"]``). Source columns absent from the target
+stay masked: no loss, no gradient, no factor sample; the transferred model still predicts them (``factor``: the
+fallback scale; ``finetune``: the shared network as it moved). Where each primitive applies (its ``(f, s)``) stays
+the source's for ``direct``, ``factor`` and ``finetune``.
+
+**Layout transformations.** ``direct``: the source's. ``factor`` and ``finetune``: the source's transformation
+models (held-out-tensor and paper-protocol ones) **factor-corrected** the same way, per transformation over the
+distinct ``(c, im)`` tensors of the drawn rows (a kernel model or a network fine-tuned on a few dozen tensors gains
+little over a scale, and a scale cannot break the power-of-two structure the source learnt). ``scratch``: a fresh
+transformation model of the source's family **refitted** on the drawn rows' distinct tensors (its own hold-out for
+the kernel model's hyperparameters); it has no paper-protocol twin.
+
+The transferred model's ``info`` names the target table and ``split_seed``, so
+:func:`~edgeplan.costmodels.evaluation.evaluate_performance_model` scores it on the target's test part by default;
+``info["transfer"]`` records the method, fraction, seed, the drawn and held-out row counts, the scales and the source.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from edgeplan.costmodels.performance_model import PerformanceModel
+from edgeplan.costmodels.primitive_data import LAYER_FEATURES, TRANSFORM_FEATURES, PrimitiveDataset, split_indices
+from edgeplan.costmodels.primitive_models import NN1Model, NN2Model, PrimitiveEstimator, make_estimator
+from edgeplan.costmodels.transform_models import make_transform_estimator
+from edgeplan.errors import InvalidInputError
+
+__all__ = ["FINETUNE_LR_FACTOR", "METHODS", "STOP_FRACTION", "TransferSample", "draw_samples", "factor_scales",
+           "transfer"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+EstimatorPair = tuple[PrimitiveEstimator | None, PrimitiveEstimator | None]
+
+METHODS: tuple[str, ...] = ("finetune", "factor", "scratch", "direct")
+"""The transfer methods of :func:`transfer`."""
+
+FINETUNE_LR_FACTOR = 0.1
+"""Fine-tuning learning rate relative to the source's (mulder2020 Table 3: "lowered by a factor of 10")."""
+
+STOP_FRACTION = 0.2
+"""Share of the drawn samples held out for early stopping (``finetune``, ``scratch``); at least one of two or more."""
+
+
+@dataclass(frozen=True)
+class TransferSample:
+    """The target rows a transfer uses (indices into the target table, each sorted).
+
+    Attributes
+    ----------
+    fit_rows
+        Rows trained on (``finetune``, ``scratch``).
+    stop_rows
+        Rows held out for early stopping (empty with a single drawn sample).
+    """
+
+    fit_rows: IntArray
+    stop_rows: IntArray
+
+    @property
+    def rows(self) -> IntArray:
+        """Every drawn row (``factor`` uses them all)."""
+        return np.sort(np.concatenate([self.fit_rows, self.stop_rows]))
+
+    def __len__(self) -> int:
+        return int(len(self.fit_rows) + len(self.stop_rows))
+
+
+def _check_fraction(fraction: float) -> float:
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float | np.floating):
+        raise InvalidInputError(f"fraction {fraction!r}: give a number in (0, 1], e.g. 0.01 for 1 % of the target's "
+                                f"training part")
+    value = float(fraction)
+    if not (0.0 < value <= 1.0):
+        raise InvalidInputError(f"fraction {value:g} is outside (0, 1]; give the share of the target's training part "
+                                f"to use, e.g. 0.01 for 1 %")
+    return value
+
+
+def _check_seed(seed: int, what: str) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise InvalidInputError(f"{what} {seed!r}: use a non-negative integer (0, 1, 2, ...)")
+    return int(seed)
+
+
+def draw_samples(target: PrimitiveDataset, fraction: float, seed: int, split_seed: int = 0) -> TransferSample:
+    """Draw ``fraction`` of the target's training part, and hold some of it out for early stopping.
+
+    Parameters
+    ----------
+    target
+        The target platform's table.
+    fraction
+        Share of the training part, in ``(0, 1]``; at least one row is drawn.
+    seed
+        Seed of the draw and of the hold-out (a non-negative integer).
+    split_seed
+        Seed of the target's 80/10/10 split.
+
+    Returns
+    -------
+    TransferSample
+        ``max(1, round(fraction * len(train)))`` training-part rows: the first of one seeded permutation of the
+        training part (so a smaller fraction's rows are a subset of a larger one's), of which
+        ``max(1, round(STOP_FRACTION * n))`` (none when ``n = 1``), chosen by the seed, are ``stop_rows``.
+
+    Raises
+    ------
+    InvalidInputError
+        ``fraction`` outside ``(0, 1]``, a negative seed, or an empty training part.
+    """
+    fraction = _check_fraction(fraction)
+    seed = _check_seed(seed, "seed")
+    train = split_indices(target.features, _check_seed(split_seed, "split seed")).train
+    if len(train) == 0:
+        raise InvalidInputError(f"{target.source or 'the target table'}: {len(target)} layer(s) leave no training part "
+                                f"in the 80/10/10 split; profile more layers")
+    n = max(1, round(fraction * len(train)))
+    drawn = np.random.default_rng(seed).permutation(train)[:n]
+    n_stop = max(1, round(STOP_FRACTION * n)) if n >= 2 else 0
+    held = np.random.default_rng([seed, 1]).permutation(n)[:n_stop]
+    stop = np.zeros(n, dtype=bool)
+    stop[held] = True
+    return TransferSample(np.sort(drawn[~stop]).astype(np.int64), np.sort(drawn[stop]).astype(np.int64))
+
+
+def _copy(est: PrimitiveEstimator) -> PrimitiveEstimator:
+    """An independent copy through the saved state (what a save and load gives; no pickle)."""
+    meta, arrays = est.to_state()
+    return type(est).from_state(meta, {k: np.array(v, copy=True) for k, v in arrays.items()})
+
+
+def _aligned(values: FloatArray, names: tuple[str, ...], outputs: tuple[str, ...]) -> FloatArray:
+    """``values`` (columns ``names``) laid out in the columns ``outputs``; NaN where ``names`` lacks one."""
+    out = np.full((values.shape[0], len(outputs)), np.nan)
+    index = {n: j for j, n in enumerate(names)}
+    for j, name in enumerate(outputs):
+        if name in index:
+            out[:, j] = values[:, index[name]]
+    return out
+
+
+def factor_scales(est: PrimitiveEstimator, x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """Per output, the median of ``y / est.predict(x)`` over the cells where both are defined.
+
+    Parameters
+    ----------
+    est
+        A fitted estimator.
+    x
+        Its inputs, ``(n, d)``.
+    y
+        Target times ``(n, len(est.output_names_))``, NaN where undefined.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The scales, and per output how many cells they came from. An output with no cell gets the median of the
+        others' scales (1 when no output has a cell).
+    """
+    pred = est.predict(x)
+    truth = np.asarray(y, dtype=np.float64)
+    ratio = truth / pred
+    defined = np.isfinite(ratio) & (ratio > 0)
+    counts = defined.sum(axis=0).astype(np.float64)
+    scales = np.full(ratio.shape[1], np.nan)
+    for j in np.flatnonzero(counts):
+        scales[j] = float(np.median(ratio[defined[:, j], j]))
+    found = scales[np.isfinite(scales)]
+    fallback = float(np.median(found)) if found.size else 1.0
+    return np.where(np.isfinite(scales), scales, fallback), counts
+
+
+def _scaled(est: PrimitiveEstimator, scales: FloatArray) -> PrimitiveEstimator:
+    """A copy of ``est`` whose outputs are multiplied by ``scales`` (folded into its output standardization)."""
+    out = _copy(est)
+    out.y_mean_ = np.asarray(out.y_mean_ + np.log(scales), dtype=np.float64)
+    return out
+
+
+def _finetune(est: PrimitiveEstimator, parts: tuple[FloatArray, FloatArray, FloatArray, FloatArray], seed: int,
+              threads: int | None) -> PrimitiveEstimator:
+    """A copy of a neural ``est`` trained further on ``parts`` (fit x, fit y, stop x, stop y; y in its columns)."""
+    from edgeplan.costmodels._mlp import TrainConfig, torch_threads, train_masked
+
+    if not isinstance(est, NN1Model | NN2Model):
+        raise InvalidInputError(f"method finetune continues training a neural model; the source's primitives model "
+                                f"is {est.kind!r}: use method factor or scratch")
+    tuned = _copy(est)
+    assert isinstance(tuned, NN1Model | NN2Model)
+    x_fit, y_fit, x_stop, y_stop = parts
+    xs, ys = tuned._scale_x(x_fit), tuned._scale_y(y_fit)  # the source's standardization, kept
+    xv, yv = tuned._scale_x(x_stop), tuned._scale_y(y_stop)
+    lr = float(tuned.lr) * FINETUNE_LR_FACTOR
+    per_member = max(1, len(tuned.nets_) // max(1, int(tuned.n_members)))
+    logs = []
+    with torch_threads(int(threads or tuned.threads)):
+        for k, (cols, net) in enumerate(zip(tuned.groups_, tuned.nets_, strict=True)):
+            rows = ~np.isnan(ys[:, cols]).all(axis=1)
+            if not rows.any():  # no target sample for this net's outputs: it keeps the source's weights
+                continue
+            config = TrainConfig(lr=lr, weight_decay=tuned.weight_decay, batch_size=tuned.batch_size,
+                                 max_epochs=tuned.max_epochs, patience=tuned.patience,
+                                 lr_schedule=tuned.lr_schedule, min_lr=min(float(tuned.min_lr), lr),
+                                 seed=seed + k // per_member, time_limit_s=tuned.time_limit_s)
+            logs.append(train_masked(net, xs[rows], ys[rows][:, cols], xv, yv[:, cols], config))
+    tuned.n_epochs_ = tuple(log.epochs for log in logs)
+    tuned.best_epochs_ = tuple(e for log in logs for e in log.best_epochs)
+    tuned.stopped_by_ = tuple(log.stopped_by for log in logs)
+    tuned.on_validation_ = tuple(v for log in logs for v in log.on_validation)
+    tuned.fit_time_s_ = float(sum(log.elapsed_s for log in logs))
+    return tuned
+
+
+def _scratch(source: PrimitiveEstimator, names: tuple[str, ...],
+             parts: tuple[FloatArray, FloatArray, FloatArray, FloatArray], seed: int,
+             threads: int | None) -> PrimitiveEstimator:
+    """A fresh estimator of ``source``'s family and settings fitted on ``parts`` (columns ``names``)."""
+    params = dict(source.get_params())
+    if "random_state" in params:
+        params["random_state"] = seed
+    if threads is not None and "threads" in params:
+        params["threads"] = threads
+    est = make_estimator(source.kind, **params)
+    return est.fit(parts[0], parts[1], feature_names=source.feature_names_in_, output_names=names,
+                   X_val=parts[2], Y_val=parts[3])
+
+
+def _tensor_table(target: PrimitiveDataset, rows: IntArray) -> tuple[FloatArray, FloatArray, tuple[str, ...]]:
+    """Distinct ``(c, im)`` of ``rows`` and their transformation times."""
+    table = target.subset(rows).transform_table()
+    return table.features, table.times_ns, table.names
+
+
+def _transfer_transforms(source: EstimatorPair, target: PrimitiveDataset, rows: IntArray, method: str
+                         ) -> tuple[PrimitiveEstimator | None, PrimitiveEstimator | None, dict[str, float]]:
+    """The transformation models of the transferred model (see the module docstring) and their scales.
+
+    A target without transformation columns leaves ``factor`` and ``finetune`` the source's models uncorrected
+    (empty scales) and ``scratch`` none.
+    """
+    trans, paper = source
+    if trans is None or method == "direct":
+        return trans, paper, {}
+    if not target.transforms:
+        return (None, None, {}) if method == "scratch" else (trans, paper, {})
+    tx, ty, names = _tensor_table(target, rows)
+    if method == "scratch":
+        fresh = make_transform_estimator(trans.kind, **trans.get_params())
+        return fresh.fit(tx, _aligned(ty, names, trans.output_names_), feature_names=TRANSFORM_FEATURES,
+                         output_names=trans.output_names_), None, {}
+    scales, _ = factor_scales(trans, tx, _aligned(ty, names, trans.output_names_))
+    corrected_paper = None
+    if paper is not None:
+        paper_scales, _ = factor_scales(paper, tx, _aligned(ty, names, paper.output_names_))
+        corrected_paper = _scaled(paper, paper_scales)
+    return _scaled(trans, scales), corrected_paper, dict(zip(trans.output_names_, map(float, scales), strict=True))
+
+
+def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: float, seed: int,
+             method: str = "finetune", split_seed: int = 0, threads: int | None = None) -> PerformanceModel:
+    """A performance model of the target platform, from ``source`` and ``fraction`` of the target's training part.
+
+    Parameters
+    ----------
+    source
+        A fitted performance model of the source platform (NN2 or NN1 for ``finetune``).
+    target
+        The target platform's timing table; only the drawn rows of its training part are used.
+    fraction
+        Share of the target's training part to draw, in ``(0, 1]`` (mulder2020: 0.001 to 0.25); at least one row.
+    seed
+        Seed of the draw, of the early-stopping hold-out, of the shuffling in fine-tuning and of a fresh model's
+        initialisation.
+    method
+        ``finetune`` (default), ``factor``, ``scratch`` or ``direct`` (see the module docstring).
+    split_seed
+        Seed of the target's 80/10/10 split; the transferred model records it for its evaluation.
+    threads
+        Torch threads for training (default: the source's setting).
+
+    Returns
+    -------
+    PerformanceModel
+        A new model (``source`` is not modified) with ``info["transfer"]`` describing the transfer.
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown method, ``fraction`` outside ``(0, 1]``, a negative seed, no primitive column shared with the
+        source, or ``finetune`` from a linear model.
+    """
+    if method not in METHODS:
+        raise InvalidInputError(f"unknown transfer method {method!r}; use one of {', '.join(METHODS)}")
+    shared = [p for p in target.primitives if p in source.primitive_names]
+    if not shared:
+        raise InvalidInputError(f"{target.source or 'the target table'}: no primitive column in common with the source "
+                                f"model ({len(source.primitive_names)} primitives such as "
+                                f"{', '.join(source.primitive_names[:3])}); is it a table of the same primitives?")
+    sample = draw_samples(target, fraction, seed, split_seed)
+    started = time.monotonic()
+    outputs = source.primitive_names
+    y_all = _aligned(target.primitive_ns, target.primitives, outputs)
+    x_all = target.features
+    fit, stop = sample.fit_rows, sample.stop_rows
+    if len(stop) == 0:  # one sample: train on it and stop on its training loss
+        stop = fit
+    scales: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    prim: PrimitiveEstimator = source.primitives
+    if method == "factor":
+        found, n_cells = factor_scales(source.primitives, x_all[sample.rows], y_all[sample.rows])
+        prim = _scaled(source.primitives, found)
+        scales = dict(zip(outputs, map(float, found), strict=True))
+        counts = dict(zip(outputs, map(int, n_cells), strict=True))
+    elif method == "finetune":
+        prim = _finetune(source.primitives, (x_all[fit], y_all[fit], x_all[stop], y_all[stop]), seed, threads)
+    elif method == "scratch":
+        own = target.primitive_ns
+        prim = _scratch(source.primitives, target.primitives, (x_all[fit], own[fit], x_all[stop], own[stop]), seed,
+                        threads)
+    else:
+        prim = _copy(source.primitives)
+    trans, paper, t_scales = _transfer_transforms((source.transforms, source.transforms_paper), target, sample.rows,
+                                                  method)
+    info = _info(source, target, method, (fraction, seed, split_seed), sample, time.monotonic() - started)
+    info["transfer"].update({"ignored_columns": [p for p in target.primitives if p not in source.primitive_names],
+                             "primitive_scales": scales, "primitive_scale_samples": counts,
+                             "transform_scales": t_scales})
+    return PerformanceModel(prim.kind, prim, trans, info, paper)
+
+
+def _info(source: PerformanceModel, target: PrimitiveDataset, method: str, settings: tuple[float, int, int],
+          sample: TransferSample, elapsed_s: float) -> dict[str, Any]:
+    """The transferred model's provenance (JSON-able)."""
+    fraction, seed, split_seed = settings
+    train_rows = len(split_indices(target.features, split_seed).train)
+    return {"data": target.source, "split_seed": split_seed, "recipe": source.info.get("recipe"),
+            "rows": len(target), "train_rows": len(sample.fit_rows), "val_rows": len(sample.stop_rows),
+            "transform_model": source.transform_kind,
+            "transfer": {"method": method, "fraction": float(fraction), "seed": seed,
+                         "drawn_rows": len(sample), "target_train_rows": train_rows,
+                         "stop_rows": len(sample.stop_rows), "stop_fraction": STOP_FRACTION,
+                         "lr_factor": FINETUNE_LR_FACTOR if method == "finetune" else None,
+                         "seconds": round(elapsed_s, 3), "source_data": source.info.get("data"),
+                         "source_split_seed": source.info.get("split_seed"),
+                         "source_kind": source.kind, "features": list(LAYER_FEATURES)},
+            "fit_primitives_s": round(elapsed_s, 3)}

@@ -1,0 +1,299 @@
+"""Transfer of a performance model to another platform (mulder2020 §4.4): samples, factor, fine-tuning, scratch, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from edgeplan.cli.common import Context
+from edgeplan.cli.costmodel_cmd import transfer as transfer_cmd
+from edgeplan.costmodels import (
+    TRANSFORM_COLUMNS,
+    NN2Model,
+    PerformanceModel,
+    PrimitiveDataset,
+    draw_samples,
+    evaluate_performance_model,
+    fit_performance_model,
+    load_performance_model,
+    save_performance_model,
+    split_indices,
+    transfer,
+)
+from edgeplan.costmodels.transfer_learning import STOP_FRACTION, factor_scales
+from edgeplan.errors import InvalidInputError
+
+NAMES = ("p0", "p1", "wino")
+TINY_NN = {"hidden": (32, 32), "max_epochs": 600, "patience": 40, "threads": 1, "n_members": 2}
+
+
+def layers(n: int, seed: int = 0) -> np.ndarray:
+    """Distinct conv layer shapes ``(c, k, im, f, s)``."""
+    rng = np.random.default_rng(seed)
+    c = rng.choice([3, 16, 32, 64, 128, 256], n)
+    k = rng.choice([16, 32, 64, 128], n)
+    im = rng.choice([7, 14, 28, 56, 112], n)
+    f = rng.choice([1, 3, 5], n)
+    s = np.where(f == 1, 1, rng.choice([1, 2], n))
+    x = np.unique(np.column_stack([c, k, im, f, s]).astype(float), axis=0)
+    return x
+
+
+def times(x: np.ndarray, slow: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Three primitives (the third only for f = 3, s = 1) and the nine transformations, in closed form."""
+    c, k, im, f, s = x.T
+    macs = c * k * (im / s) ** 2 * f * f
+    prims = np.column_stack([10 * macs + 1e4, 3 * macs ** 0.9 + 5e3,
+                             np.where((f == 3) & (s == 1), 2 * macs, np.nan)]) * slow
+    trans = np.column_stack([(1.0 + j % 3) * c * im * im + 50 for j in range(9)]) * slow
+    return prims, trans
+
+
+def table(x: np.ndarray, prims: np.ndarray, trans: np.ndarray, names: tuple[str, ...] = NAMES,
+          source: str = "target.csv") -> PrimitiveDataset:
+    return PrimitiveDataset(x, names, prims, TRANSFORM_COLUMNS, trans, source)
+
+
+@pytest.fixture(scope="module")
+def source_data() -> PrimitiveDataset:
+    x = layers(400)
+    return table(x, *times(x), source="source.csv")
+
+
+@pytest.fixture(scope="module")
+def lin_source(source_data: PrimitiveDataset) -> PerformanceModel:
+    return fit_performance_model(source_data, "lin")
+
+
+@pytest.fixture(scope="module")
+def nn2_source(source_data: PrimitiveDataset) -> PerformanceModel:
+    return fit_performance_model(source_data, "nn2", params=TINY_NN)
+
+
+# -- samples ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fraction", [0.001, 0.01, 0.1, 0.5, 1.0])
+def test_samples_come_only_from_the_training_part(source_data: PrimitiveDataset, fraction: float) -> None:
+    split = split_indices(source_data.features, 3)
+    sample = draw_samples(source_data, fraction, seed=7, split_seed=3)
+    assert len(sample) == max(1, round(fraction * len(split.train)))
+    assert set(sample.rows) <= set(split.train)
+    assert not set(sample.fit_rows) & set(sample.stop_rows)
+    n = len(sample)
+    assert len(sample.stop_rows) == (max(1, round(STOP_FRACTION * n)) if n >= 2 else 0)
+
+
+def test_samples_are_seeded_and_nested_across_fractions(source_data: PrimitiveDataset) -> None:
+    a, b = draw_samples(source_data, 0.1, seed=1), draw_samples(source_data, 0.1, seed=1)
+    assert np.array_equal(a.fit_rows, b.fit_rows) and np.array_equal(a.stop_rows, b.stop_rows)
+    assert not np.array_equal(a.rows, draw_samples(source_data, 0.1, seed=2).rows)
+    assert set(draw_samples(source_data, 0.05, seed=1).rows) <= set(a.rows)
+
+
+def test_validation_and_test_rows_never_reach_the_transfer(source_data: PrimitiveDataset,
+                                                            lin_source: PerformanceModel) -> None:
+    """Poison the target's validation and test rows: a factor from the whole training part stays exact."""
+    x = source_data.features
+    prims = lin_source.predict_primitives(x) * 2.0
+    trans = lin_source.predict_transforms(x[:, [0, 2]]) * 3.0
+    split = split_indices(x, 0)
+    held = np.concatenate([split.val, split.test])
+    prims[held] *= 1000.0
+    trans[held] *= 1000.0
+    target = table(x, prims, trans)
+    model = transfer(lin_source, target, fraction=1.0, seed=0, method="factor")
+    assert model.info["transfer"]["primitive_scales"] == pytest.approx({n: 2.0 for n in NAMES}, rel=1e-9)
+    assert list(model.info["transfer"]["transform_scales"].values()) == pytest.approx([3.0] * 9, rel=1e-9)
+
+
+# -- factor ----------------------------------------------------------------------------------------------------------
+
+def test_factor_recovers_a_pure_per_primitive_scale_exactly(source_data: PrimitiveDataset,
+                                                             lin_source: PerformanceModel) -> None:
+    x = source_data.features
+    scales = np.array([2.5, 0.5, 4.0])
+    t_scales = np.linspace(1.5, 3.0, 9)
+    target = table(x, lin_source.predict_primitives(x) * scales,
+                   lin_source.predict_transforms(x[:, [0, 2]]) * t_scales)
+    model = transfer(lin_source, target, fraction=0.1, seed=0, method="factor")
+    np.testing.assert_allclose(model.predict_primitives(x), lin_source.predict_primitives(x) * scales, rtol=1e-9)
+    np.testing.assert_allclose(model.predict_transforms(x[:, [0, 2]]),
+                               lin_source.predict_transforms(x[:, [0, 2]]) * t_scales, rtol=1e-9)
+    assert evaluate_performance_model(model, target).median_primitive_mdrae == pytest.approx(0.0, abs=1e-9)
+    # the source is untouched
+    assert not np.allclose(lin_source.predict_primitives(x[:5])[:, 0], model.predict_primitives(x[:5])[:, 0])
+
+
+def test_factor_gives_a_primitive_without_samples_the_median_scale(lin_source: PerformanceModel) -> None:
+    x = np.array([[16, 32, 28, 1, 1], [32, 32, 14, 3, 2], [64, 16, 56, 5, 1]], dtype=float)
+    y = lin_source.predict_primitives(x) * np.array([2.0, 4.0, 1.0])  # wino: NaN on these layers (f, s)
+    scales, counts = factor_scales(lin_source.primitives, x, y)
+    assert counts.tolist() == [3, 3, 0]
+    np.testing.assert_allclose(scales, [2.0, 4.0, 3.0])
+
+
+# -- fine-tuning -----------------------------------------------------------------------------------------------------
+
+def shifted_target(base: PerformanceModel | None = None) -> PrimitiveDataset:
+    """The source's layers on a platform 3x slower, more so on large inputs (not a pure per-primitive scale)."""
+    x = layers(400)
+    prims, trans = times(x, slow=3.0)
+    prims = prims * (1.0 + x[:, [2]] / 56.0)
+    return table(x, prims, trans)
+
+
+def test_finetune_beats_direct_on_a_shifted_target(nn2_source: PerformanceModel) -> None:
+    target = shifted_target()
+    direct = transfer(nn2_source, target, fraction=0.3, seed=0, method="direct")
+    tuned = transfer(nn2_source, target, fraction=0.3, seed=0, method="finetune")
+    direct_err = evaluate_performance_model(direct, target).median_primitive_mdrae
+    tuned_err = evaluate_performance_model(tuned, target).median_primitive_mdrae
+    assert direct_err > 0.6 and tuned_err < 0.25 * direct_err
+    # the source's standardization is kept; the weights moved; the source did not
+    src, new = nn2_source.primitives, tuned.primitives
+    np.testing.assert_array_equal(src.x_mean_, new.x_mean_)
+    np.testing.assert_array_equal(src.y_std_, new.y_std_)
+    assert isinstance(src, NN2Model) and isinstance(new, NN2Model) and len(new.nets_) == 2
+    for before, after in zip(src.nets_, new.nets_, strict=True):  # every ensemble member was fine-tuned
+        assert not np.allclose(before.to_arrays()["w0"], after.to_arrays()["w0"])
+    assert tuned.info["transfer"]["lr_factor"] == 0.1
+    again = transfer(nn2_source, target, fraction=0.3, seed=0, method="direct")
+    np.testing.assert_array_equal(direct.predict_primitives(target.features), again.predict_primitives(target.features))
+
+
+def test_transfer_is_deterministic_per_seed(nn2_source: PerformanceModel) -> None:
+    target = shifted_target()
+    a = transfer(nn2_source, target, fraction=0.05, seed=4, method="finetune")
+    b = transfer(nn2_source, target, fraction=0.05, seed=4, method="finetune")
+    c = transfer(nn2_source, target, fraction=0.05, seed=5, method="finetune")
+    x = target.features
+    np.testing.assert_array_equal(a.predict_primitives(x), b.predict_primitives(x))
+    assert not np.allclose(a.predict_primitives(x), c.predict_primitives(x), equal_nan=True)
+
+
+@pytest.mark.parametrize("method", ["finetune", "scratch", "factor"])
+def test_a_single_sample_is_enough(nn2_source: PerformanceModel, method: str) -> None:
+    target = shifted_target()
+    sample = draw_samples(target, 1e-6, seed=0)
+    assert len(sample.fit_rows) == 1 and len(sample.stop_rows) == 0
+    model = transfer(nn2_source, target, fraction=1e-6, seed=0, method=method)
+    assert model.info["transfer"]["drawn_rows"] == 1 and model.info["transfer"]["stop_rows"] == 0
+    row = target.features[sample.fit_rows]
+    assert np.isfinite(model.predict_primitives(row)[~np.isnan(target.primitive_ns[sample.fit_rows])]).all()
+
+
+def test_scratch_learns_only_from_the_samples(nn2_source: PerformanceModel) -> None:
+    target = shifted_target()
+    model = transfer(nn2_source, target, fraction=0.3, seed=0, method="scratch")
+    sample = draw_samples(target, 0.3, 0)
+    fit = target.primitive_ns[sample.fit_rows]
+    # its own standardization, from the training samples
+    expected = np.nanmean(np.log(fit), axis=0)
+    np.testing.assert_allclose(model.primitives.y_mean_, expected)
+    assert model.primitive_names == target.primitives and model.transform_kind == "krr"
+    assert model.transforms_paper is None
+    assert evaluate_performance_model(model, target).median_primitive_mdrae < 1.0
+
+
+# -- columns, saving, errors -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["finetune", "factor"])
+def test_a_target_with_a_subset_of_the_columns_works(nn2_source: PerformanceModel, method: str) -> None:
+    full = shifted_target()
+    # the target lacks p1 and has a primitive the source never saw
+    extra = full.primitive_ns[:, [0]] * 0.7
+    target = PrimitiveDataset(full.features, ("wino", "p0", "new"),
+                              np.column_stack([full.primitive_ns[:, [2, 0]], extra]), full.transforms,
+                              full.transform_ns, "subset.csv")
+    model = transfer(nn2_source, target, fraction=0.2, seed=0, method=method)
+    assert model.primitive_names == nn2_source.primitive_names
+    assert model.info["transfer"]["ignored_columns"] == ["new"]
+    pred = model.predict_primitives(target.features)
+    assert np.isfinite(pred[:, 1]).all()  # p1 is still predicted, from the source
+    result = evaluate_performance_model(model, target)
+    assert set(result.primitive_mdrae) == {"p0", "wino"} and result.only_in_data == ("new",)
+
+
+@pytest.mark.parametrize("method", ["finetune", "factor", "scratch", "direct"])
+def test_a_transferred_model_saves_and_loads(tmp_path: Path, nn2_source: PerformanceModel, method: str) -> None:
+    target = shifted_target()
+    model = transfer(nn2_source, target, fraction=0.1, seed=1, method=method)
+    loaded = load_performance_model(save_performance_model(model, tmp_path / method))
+    x = target.features
+    np.testing.assert_allclose(loaded.predict_primitives(x), model.predict_primitives(x), rtol=1e-6)
+    np.testing.assert_allclose(loaded.predict_transforms(x[:, [0, 2]]), model.predict_transforms(x[:, [0, 2]]),
+                               rtol=1e-6)
+    assert loaded.info["transfer"]["method"] == method and loaded.info["split_seed"] == 0
+    assert not list(tmp_path.rglob("*.pkl"))
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"fraction": 0.0}, "outside (0, 1]"),
+    ({"fraction": 1.5}, "outside (0, 1]"),
+    ({"seed": -1}, "non-negative integer"),
+    ({"method": "magic"}, "unknown transfer method"),
+])
+def test_bad_arguments_are_refused(lin_source: PerformanceModel, kwargs: dict[str, object], message: str) -> None:
+    args: dict[str, object] = {"fraction": 0.1, "seed": 0, "method": "factor", **kwargs}
+    with pytest.raises(InvalidInputError, match=message.replace("(", r"\(").replace("]", r"\]")):
+        transfer(lin_source, shifted_target(), **args)  # type: ignore[arg-type]
+
+
+def test_no_shared_column_and_finetune_from_lin_are_refused(lin_source: PerformanceModel) -> None:
+    target = shifted_target()
+    other = PrimitiveDataset(target.features, ("q0", "q1", "q2"), target.primitive_ns, target.transforms,
+                             target.transform_ns, "other.csv")
+    with pytest.raises(InvalidInputError, match="no primitive column in common"):
+        transfer(lin_source, other, fraction=0.1, seed=0, method="factor")
+    with pytest.raises(InvalidInputError, match="use method factor or scratch"):
+        transfer(lin_source, target, fraction=0.1, seed=0, method="finetune")
+
+
+# -- CLI -------------------------------------------------------------------------------------------------------------
+
+def write_table(path: Path, data: PrimitiveDataset) -> Path:
+    header = ["c", "k", "im", "f", "s", *data.transforms, *data.primitives]
+    lines = [",".join(header)]
+    for x, t, p in zip(data.features, data.transform_ns, data.primitive_ns, strict=True):
+        cells = [f"{int(v)}" for v in x] + ["" if np.isnan(v) else f"{v:.9g}" for v in (*t, *p)]
+        lines.append(",".join(cells))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_cli_transfer(tmp_path: Path, lin_source: PerformanceModel) -> None:
+    src = save_performance_model(lin_source, tmp_path / "src")
+    csv = write_table(tmp_path / "target.csv", shifted_target())
+    out = tmp_path / "moved"
+    runner = CliRunner()
+    args = ["--model", str(src), "--data", str(csv), "--fraction", "0.05", "--seed", "2", "--method", "factor",
+            "--out", str(out)]
+    result = runner.invoke(transfer_cmd, [*args, "--json"], obj=Context())
+    assert result.exit_code == 0, (result.output, result.exception)
+    data = json.loads(result.output)
+    assert data["drawn_rows"] == round(0.05 * data["target_train_rows"]) and data["method"] == "factor"
+    assert data["test"]["median_primitive_mdrae"] is not None
+    assert load_performance_model(out).info["transfer"]["seed"] == 2
+    result = runner.invoke(transfer_cmd, args, obj=Context())
+    assert result.exit_code == 0 and "target test MdRAE (median over 3 primitives" in result.output
+
+
+@pytest.mark.parametrize(("fraction", "names", "message"), [
+    ("0", NAMES, "--fraction 0 is outside (0, 1]"),
+    ("1.01", NAMES, "outside (0, 1]"),
+    ("0.1", ("q0", "q1", "q2"), "no primitive column in common"),
+])
+def test_cli_transfer_bad_input(tmp_path: Path, lin_source: PerformanceModel, fraction: str,
+                                names: tuple[str, ...], message: str) -> None:
+    src = save_performance_model(lin_source, tmp_path / "src")
+    t = shifted_target()
+    csv = write_table(tmp_path / "target.csv", PrimitiveDataset(t.features, names, t.primitive_ns, t.transforms,
+                                                                t.transform_ns))
+    result = CliRunner().invoke(transfer_cmd, ["--model", str(src), "--data", str(csv), "--fraction", fraction,
+                                               "--seed", "0", "--out", str(tmp_path / "o")], obj=Context())
+    assert result.exit_code != 0 and isinstance(result.exception, InvalidInputError)
+    assert message in str(result.exception) and not (tmp_path / "o").exists()
