@@ -1,4 +1,4 @@
-"""Coverage of `inspect`: every torchvision classification model and the timm CNNs of timm_cnns.txt.
+"""Coverage of `inspect`: every torchvision classification model and the timm CNNs of the model set `timm-cnns`.
 
 Prints, per model, whether it imports to a validated IR graph (and its MACs, nodes, import time) or why not,
 then the totals. Usage: python benchmarks/bench_coverage.py [--json OUT] [--only torchvision|timm] [--limit N]
@@ -18,8 +18,9 @@ from _machine import machine
 
 
 def timm_names() -> list[str]:
-    lines = (Path(__file__).parent / "timm_cnns.txt").read_text().splitlines()
-    return [f"timm:{n.strip()}" for n in lines if n.strip() and not n.startswith("#")]
+    from edgeplan.measure.model_sets import model_set
+
+    return model_set("timm-cnns")
 
 
 def main() -> int:

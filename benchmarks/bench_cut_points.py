@@ -1,6 +1,6 @@
 """Candidate partition points over the zoo (parthasarathy2022 §III-A; paper: 64 of 66 Keras models partitionable).
 
-For every torchvision classification model and the timm CNNs of benchmarks/timm_cnns.txt: import the graph, find
+For every torchvision classification model and the `timm-cnns` model set: import the graph, find
 the candidate points by dominators, check them against the definition (remove a node: are the outputs still
 reachable?), and print the statistics table: nodes, points, inner points (neither an input nor the last node),
 partitionable or not, the largest share of the model's MACs between two consecutive points (a pipeline stage
@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from pathlib import Path
 
 from _machine import machine
 
@@ -33,9 +32,9 @@ def max_stage_share(graph: Graph, points: tuple[str, ...]) -> float:
 
 def main() -> int:
     print(machine(1))
-    timm = [line.strip() for line in (Path(__file__).parent / "timm_cnns.txt").read_text().splitlines()
-            if line.strip() and not line.startswith("#")]
-    specs = [f"torchvision:{n}" for n in torchvision_names()] + [f"timm:{n}" for n in timm]
+    from edgeplan.measure.model_sets import model_set
+
+    specs = [f"torchvision:{n}" for n in torchvision_names()] + model_set("timm-cnns")
     specs += ["timm:nasnetalarge", "timm:pnasnet5large"]
     print(f"{'model':<40} {'nodes':>6} {'points':>7} {'inner':>6} {'cut?':>5} {'max stage':>9} {'agree':>6} "
           f"{'dom ms':>7} {'brute ms':>9}")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
 
-__all__ = ["Context", "emit_json"]
+__all__ = ["Context", "emit_json", "model_specs"]
 
 
 @dataclass
@@ -28,3 +29,26 @@ class Context:
 def emit_json(data: Any) -> None:
     """Print ``data`` as indented JSON on standard output."""
     click.echo(json.dumps(data, indent=2, default=str))
+
+
+def model_specs(models: tuple[str, ...], models_file: Path | None) -> list[str]:
+    """The models of a command: its arguments then ``--models-file`` lines, with ranges and sets expanded.
+
+    Raises
+    ------
+    InvalidInputError
+        For a missing models file, or when no model is given at all.
+    """
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.measure.model_sets import expand_models
+
+    specs = list(models)
+    if models_file is not None:
+        if not models_file.is_file():
+            raise InvalidInputError(f"--models-file {models_file} does not exist")
+        specs += [ln for ln in models_file.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    names = expand_models(specs)
+    if not names:
+        raise InvalidInputError("no models given: name zoo strings (torchvision:resnet50), a range (synthetic:0-99) "
+                                "or a set (set:timm-cnns)")
+    return names

@@ -29,10 +29,13 @@ def cli(ctx: click.Context, home: str | None, debug: bool) -> None:
 
 def _register_commands() -> None:
     from edgeplan.cli import (
+        calibrate_cmd,
         inspect_cmd,
         measure_cmd,
         offload_cmd,
+        ops_cmd,
         partition_cmd,
+        predict_cmd,
         primitives_cmd,
         ranges_cmd,
         reproduce_cmd,
@@ -43,6 +46,9 @@ def _register_commands() -> None:
     cli.add_command(zoo_cmd.zoo)
     cli.add_command(inspect_cmd.inspect)
     cli.add_command(measure_cmd.measure)
+    cli.add_command(predict_cmd.predict)
+    cli.add_command(calibrate_cmd.calibrate)
+    cli.add_command(ops_cmd.ops)
     cli.add_command(ranges_cmd.profile_ranges_cmd)
     cli.add_command(offload_cmd.offload)
     cli.add_command(partition_cmd.partition)

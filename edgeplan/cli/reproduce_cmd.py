@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from edgeplan.cli.common import Context, emit_json
@@ -119,7 +121,6 @@ def parthasarathy2022(models: str | None, memories: str, nodes: str, classes: st
 def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own: bool, own_data: tuple[str, ...],
                own_model: str | None, threads: int, rounds: int, as_json: bool) -> None:
     """Primitive selection with NN2 vs profiling (Table 4 and Fig. 7) on the six networks."""
-    from pathlib import Path
 
     from edgeplan.costmodels import fit_performance_model, load_performance_model, save_performance_model
     from edgeplan.costmodels.primitive_data import load_primitive_csv
@@ -158,4 +159,27 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
         emit_json({"results": [r.to_dict() for r in results]})
         return
     for line in format_report(results):
+        click.echo(line)
+
+
+@reproduce.command("li2023")
+@click.option("--scenario", default="torch-fp32-1t", show_default=True, help="Whose shipped per-op dataset to use.")
+@click.option("--method", "methods", type=click.Choice(["lasso", "rf", "gbdt", "mlp"]), multiple=True,
+              default=("lasso", "rf", "gbdt", "mlp"), show_default=True, help="Repeat for several.")
+@click.option("--data", "data_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Another dataset file (from `edgeplan ops export`).")
+@click.option("--repeat-data", "repeat_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Its independent re-measurement, for the noise floor.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def li2023(scenario: str, methods: tuple[str, ...], data_file: Path | None, repeat_file: Path | None,
+           as_json: bool) -> None:
+    """Latency prediction (§5.1, §5.3, §5.5, §5.6) on this machine's per-op datasets."""
+    from edgeplan.experiments.li2023 import format_report
+    from edgeplan.experiments.li2023 import reproduce as run
+
+    result = run(scenario, methods, data_file, repeat_file, progress=not as_json)
+    if as_json:
+        emit_json(result)
+        return
+    for line in format_report(result):
         click.echo(line)

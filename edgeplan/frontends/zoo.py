@@ -207,6 +207,10 @@ def load_graph(spec: str, input_shape: Shape | None = None, opaque: bool = False
         if input_shape is not None:
             raise InvalidInputError(f"{spec}: an ONNX file has its own input shapes; drop --input-shape")
         return graph_from_onnx(Path(name), name=spec, opaque=opaque)
+    if family == "nb201" and input_shape is None:  # built directly: the traced graph, in milliseconds
+        from edgeplan.frontends.direct import nb201_graph
+
+        return nb201_graph(name)
     from edgeplan.frontends.torch_frontend import graph_from_torch
 
     model = build_model(spec, input_shape)

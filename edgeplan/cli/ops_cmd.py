@@ -1,0 +1,134 @@
+"""``edgeplan ops``: per-op latency campaigns in a scenario (li2023's training data), and their export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from edgeplan.cli.common import Context, emit_json, model_specs
+
+__all__ = ["ops"]
+
+_SCENARIOS = ["torch-fp32-1t", "torch-fp32-2t", "ort-fp32-1t", "ort-fp32-2t", "ort-int8-1t", "ort-int8-2t"]
+
+
+@click.group()
+def ops() -> None:
+    """Per-op latency campaigns: every op's latency from the runtime's profiler, and end-to-end latency."""
+
+
+@ops.command("profile")
+@click.argument("models", nargs=-1)
+@click.option("--scenario", "scenario_names", type=click.Choice(_SCENARIOS), multiple=True, required=True,
+              help="Runtime, dtype and threads (repeat for several; each is its own campaign).")
+@click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="More models, one zoo string per line.")
+@click.option("--runs", type=int, default=10, show_default=True, help="Profiled runs per model (per-op median).")
+@click.option("--plain-per-run", type=int, default=3, show_default=True,
+              help="Unprofiled runs timed before each profiled one; their median is the end-to-end latency.")
+@click.option("--max-time", "max_time_s", type=float, default=10.0, show_default=True,
+              help="With --plain-per-run 0: time cap of the separate end-to-end measurement, in seconds.")
+@click.option("--budget", "budget_s", type=float, default=None, help="Stop after this many seconds (resumable).")
+@click.option("--repeat", default="", help="Tag of an independent re-measurement (its own campaign): noise floors.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
+@click.pass_obj
+def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str, ...], models_file: Path | None,
+                runs: int, plain_per_run: int, max_time_s: float, budget_s: float | None, repeat: str,
+                as_json: bool) -> None:
+    """Measure MODELS per op and end to end in each scenario, into the Store; resumable.
+
+    MODELS are zoo strings; ``synthetic:0-999`` is a range and ``set:NAME`` a model set (synthetic,
+    torchvision-cnns, timm-cnns). Running the same command again measures only what is missing.
+    """
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.latency.campaign import run_op_campaign
+    from edgeplan.measure import Store, TimingConfig, default_store_path
+    from edgeplan.measure.scenarios import get_scenario
+
+    names = model_specs(models, models_file)
+    if plain_per_run < 0:
+        raise InvalidInputError(f"--plain-per-run must be 0 or more, got {plain_per_run}")
+    if budget_s is not None and budget_s <= 0:
+        raise InvalidInputError(f"--budget must be positive, got {budget_s}")
+    config = TimingConfig(max_time_s=max_time_s)
+    reports = []
+    with Store.open(default_store_path(ctx.home)) as store:
+        for s in scenario_names:
+            report = run_op_campaign(store, get_scenario(s), names, runs=runs, config=config, budget_s=budget_s,
+                                     progress=not as_json, command=ctx.command, home=ctx.home,
+                                     plain_per_run=plain_per_run, repeat=repeat)
+            reports.append(report)
+    if as_json:
+        emit_json([r.to_dict() for r in reports])
+        return
+    for r in reports:
+        click.echo(f"{r.campaign}: {r.done_before + r.done_now}/{r.total} models measured ({r.done_now} now, "
+                   f"{r.elapsed_s:.0f} s){'; stopped by the budget' if r.stopped_by_budget else ''}")
+        for f in r.failed:
+            click.echo(f"  not measured: {f.key}: {f.reason}")
+
+
+@ops.command("export")
+@click.option("--scenario", "scenario_name", type=click.Choice(_SCENARIOS), required=True)
+@click.option("--repeat", default="", help="Export this re-measurement instead of the main campaign.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Dataset file to write (gzip'd JSON lines, provenance first).")
+def export_cmd(scenario_name: str, repeat: str, out: Path) -> None:
+    """Write a scenario's measured models to a dataset file."""
+    from edgeplan.latency.campaign import export_dataset
+    from edgeplan.measure import Store, default_store_path
+    from edgeplan.measure.scenarios import get_scenario
+
+    ctx = click.get_current_context().find_object(Context)
+    home = ctx.home if ctx else None
+    with Store.open(default_store_path(home)) as store:
+        n = export_dataset(store, get_scenario(scenario_name), out, command=ctx.command if ctx else "",
+                           repeat=repeat)
+    click.echo(f"{n} models of {scenario_name} written to {out}")
+
+
+@ops.command("fit")
+@click.option("--data", "data_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Dataset file from `edgeplan ops export`.")
+@click.option("--method", "methods", type=click.Choice(["gbdt", "lasso", "rf", "mlp"]), multiple=True,
+              default=("gbdt",), show_default=True, help="Repeat for several.")
+@click.option("--train", "train_specs", multiple=True,
+              help="Train only on these models (zoo strings, ranges such as synthetic:0-899, sets); default all.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for {method}.json (a device profile folder).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--min-samples", type=click.IntRange(min=2), default=8, show_default=True,
+              help="Fewest training ops an op kind needs for its own predictor.")
+@click.option("--json", "as_json", is_flag=True)
+def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, ...], out: Path, seed: int,
+            min_samples: int, as_json: bool) -> None:
+    """Fit operation-wise predictors (li2023 §4.2) on a dataset; write one model per method."""
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.latency.model import LatencyModel
+    from edgeplan.measure.model_sets import expand_models
+    from edgeplan.measure.scenarios import get_scenario
+
+    data = load_dataset(data_path)
+    records = data.records
+    if train_specs:
+        keep = set(expand_models(train_specs))
+        records = [r for r in records if r["model"] in keep]
+        if not records:
+            raise InvalidInputError(f"none of the --train models is in {data_path}")
+    scenario = get_scenario(data.scenario)
+    info = {"kernel_profile": scenario.kernel_profile, "dataset": data_path.name, "source_scenario": scenario.name,
+            "device": data.provenance.get("device", {}), "train_models": [r["model"] for r in records]}
+    written = []
+    for m in methods:
+        model = LatencyModel.fit(records, m, scenario.name, seed=seed, progress=not as_json, info=info,
+                                 min_samples=min_samples)
+        written.append({"method": m, "path": str(model.save(out)), "models": len(records),
+                        "predictors": len(model.predictors), "overhead_ms": model.overhead_ms})
+    if as_json:
+        emit_json(written)
+        return
+    for w in written:
+        click.echo(f"{w['method']}: {w['predictors']} predictors from {w['models']} models, overhead "
+                   f"{w['overhead_ms']:.3f} ms -> {w['path']}")

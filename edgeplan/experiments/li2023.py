@@ -1,0 +1,376 @@
+"""li2023 (Li et al., ICPE 2023) on this machine: operation-wise latency prediction, paper vs edgeplan.
+
+Every figure is computed from shipped per-op datasets (``edgeplan/data/latency/{scenario}.jsonl.gz``, made by
+``edgeplan ops profile`` + ``edgeplan ops export``); nothing is measured here.
+
+- **§5.1** synthetic NAS space: train on ``synthetic:0-899``, test on ``synthetic:900-999``, all four methods;
+  end-to-end MAPE and the MAPE of the op categories that dominate latency (paper Fig. 13).
+- **§5.3** trained on the 900 synthetic networks, tested on the real-world zoo CNNs of the dataset (none of which
+  is in training; paper Fig. 18a).
+- **§5.5** training sizes 30, 100 and 900 synthetic networks (the first N seeds), tested on both (paper Fig. 21).
+- **§5.6** an nn-Meter-like baseline on the same data: one random forest per kernel kind with nn-Meter's
+  features (no group count, dense-convolution FLOPs) and its fixed hyperparameters, no overhead term (paper
+  Fig. 24).
+
+The noise floor printed beside the errors is the MAPE between two independent measurements of the same models
+(the ``{scenario}.repeat.jsonl.gz`` dataset, ``edgeplan ops profile --repeat``): no predictor can be expected to
+beat it on this machine.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeplan.errors import InvalidInputError
+from edgeplan.latency.campaign import OpDataset, load_dataset
+from edgeplan.latency.model import LatencyModel, mape, record_ops
+from edgeplan.latency.predictors import METHODS
+
+__all__ = ["PAPER", "dataset_path", "format_report", "noise_floor", "reproduce"]
+
+#: li2023's CPU figures (average over its six phones' CPU scenarios).
+PAPER: dict[str, Any] = {
+    "5.1": {"lasso": 11.2, "rf": 2.8, "gbdt": 2.4, "mlp": 2.8,
+            "note": "Fig. 13, mean MAPE over 6 CPUs (RF, GBDT, MLP: 'below 2.8%'; GBDT 2.4%)"},
+    "5.3": {"lasso": 5.4, "note": "Fig. 18a: Lasso 5.4% on 102 real-world NAs, 'similar to RF and GBDT'"},
+    "5.5": {"gbdt@30": 8.1, "lasso@30 real": 6.5, "note": "§1/§5.5: GBDT 8.1% from 30 synthetic NAs; Lasso 6.5% "
+            "on real-world NAs from 30"},
+    "5.6": {"note": "Fig. 24: the paper's predictors beat nn-Meter's RF on synthetic and real-world NAs at every "
+            "training size"},
+}
+
+_SIZES = (30, 100, 900)
+
+
+def dataset_path(scenario: str, repeat: bool = False) -> Path:
+    """The shipped dataset of ``scenario`` (or its independent re-measurement)."""
+    name = f"{scenario}.repeat.jsonl.gz" if repeat else f"{scenario}.jsonl.gz"
+    return Path(str(resources.files("edgeplan.data").joinpath(f"latency/{name}")))
+
+
+def _seed(model: str) -> int | None:
+    if model.startswith("synthetic:"):
+        return int(model.split(":", 1)[1])
+    return None
+
+
+def _split(data: OpDataset) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(synthetic train 0-899, synthetic test 900-999, real-world zoo models), each in seed / file order."""
+    train, test, zoo = [], [], []
+    for r in data.records:
+        s = _seed(r["model"])
+        if s is None:
+            zoo.append(r)
+        elif s < 900:
+            train.append(r)
+        else:
+            test.append(r)
+    train.sort(key=lambda r: _seed(r["model"]) or 0)
+    return train, test, zoo
+
+
+def noise_floor(data: OpDataset, repeat: OpDataset | None) -> dict[str, Any] | None:
+    """MAPE between two independent end-to-end measurements of the models the two datasets share."""
+    if repeat is None:
+        return None
+    first = {r["model"]: r["latency_ms"] for r in data.records}
+    pairs = [(r["latency_ms"], first[r["model"]]) for r in repeat.records if r["model"] in first]
+    if not pairs:
+        return None
+    again, once = zip(*pairs, strict=True)
+    return {"models": len(pairs), "mape": mape(again, once)}
+
+
+def _per_category(model: LatencyModel, records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """MAPE of each op category over the ops of ``records`` that have a prediction."""
+    pred: dict[str, list[float]] = defaultdict(list)
+    true: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        ops = record_ops(r)
+        p = model.predict_ops(ops)
+        for o, q in zip(ops, p.ops, strict=True):
+            if q.ms is not None and o.measured_ms and o.measured_ms > 0:
+                pred[o.category].append(q.ms)
+                true[o.category].append(o.measured_ms)
+    return {c: mape(pred[c], true[c]) for c in sorted(pred)}
+
+
+def _evaluate(model: LatencyModel, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    preds = [model.predict_record(r) for r in records]
+    unpredicted = sorted({u.split("@")[0] + " " + u.rsplit(" ", 1)[-1] for p in preds for u in p.unpredicted})
+    return {"models": len(records), "mape": mape([p.latency_ms for p in preds], [r["latency_ms"] for r in records]),
+            "unpredicted": unpredicted}
+
+
+def _nnmeter_features(nodes: Sequence[Mapping[str, Any]]) -> tuple[str, list[float]]:
+    """nn-Meter's kernel features: HW, CIN, COUT, kernel, stride, and FLOPs/params of a *dense* convolution."""
+    from edgeplan.latency.features import category, features
+
+    lead = nodes[0]
+    cat = category(lead)
+    _, x = features(nodes)
+    shape = (lead.get("input_shapes") or [[1, 1, 1, 1]])[0]
+    out = (lead.get("output_shapes") or [[1, 1, 1, 1]])[0]
+    hw = float(shape[2]) if len(shape) > 2 else 1.0
+    cin = float(shape[1]) if len(shape) > 1 else 1.0
+    cout = float(out[1]) if len(out) > 1 else 1.0
+    attrs = lead.get("attrs", {})
+    k = float((attrs.get("kernel") or [1])[0])
+    s = float((attrs.get("stride") or [1])[0])
+    if cat in ("conv", "gconv"):  # nn-Meter has no group count: a grouped conv looks dense
+        ohw = float(out[2]) if len(out) > 2 else 1.0
+        flops = 2 * ohw * ohw * cin * cout * k * k
+        return "conv", [hw, cin, cout, k, s, flops, cin * cout * k * k]
+    if cat == "dwconv":
+        ohw = float(out[2]) if len(out) > 2 else 1.0
+        return cat, [hw, cin, k, s, 2 * ohw * ohw * cin * k * k, cin * k * k]
+    if cat == "fc":
+        return cat, x
+    if cat == "pool":
+        return cat, [hw, cin, k, s]
+    return cat, [hw, cin, cout]
+
+
+def _nnmeter(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any]], seed: int = 0) -> float:
+    """End-to-end MAPE of the nn-Meter-like baseline (sum of per-kernel RF predictions, no overhead)."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    def rows(records: Sequence[Mapping[str, Any]]) -> list[tuple[int, str, list[float], float]]:
+        out = []
+        for i, r in enumerate(records):
+            for op in r["ops"]:
+                cat, x = _nnmeter_features([r["nodes"][n] for n in op["nodes"]])
+                out.append((i, f"{op['kind']}|{cat}", x, float(op["ms"])))
+        return out
+
+    by_key: dict[str, list[tuple[list[float], float]]] = defaultdict(list)
+    for _, key, x, y in rows(train):
+        by_key[key].append((x, y))
+    forests = {}
+    for key, data in by_key.items():
+        xs, ys = np.array([d[0] for d in data]), np.array([d[1] for d in data])
+        forests[key] = RandomForestRegressor(n_estimators=100, max_depth=70, min_samples_leaf=1, min_samples_split=2,
+                                             random_state=seed, n_jobs=1).fit(xs, ys)
+    totals = np.zeros(len(test))
+    for i, key, x, _ in rows(test):
+        if key in forests:
+            totals[i] += float(forests[key].predict(np.array([x]))[0])
+    return mape(totals, [r["latency_ms"] for r in test])
+
+
+def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS, data_file: Path | None = None,
+              repeat_file: Path | None = None, progress: bool = False) -> dict[str, Any]:
+    """Compute §5.1, §5.3, §5.5 and §5.6 on a scenario's dataset.
+
+    Parameters
+    ----------
+    scenario
+        Whose shipped dataset to use (ignored when ``data_file`` is given).
+    methods
+        Predictor methods to compare.
+    data_file, repeat_file
+        Other dataset files (an export of your own campaign, and its re-measurement).
+    progress
+        Progress bars while fitting.
+
+    Returns
+    -------
+    dict
+        Per section: paper figures and edgeplan's, and the noise floor.
+
+    Raises
+    ------
+    InvalidInputError
+        When the dataset is missing or has no synthetic test networks.
+    """
+    path = data_file or dataset_path(scenario)
+    if not path.is_file():
+        raise InvalidInputError(f"no per-op dataset {path}; measure one with `edgeplan ops profile` and export it")
+    data = load_dataset(path)
+    rpath = repeat_file or dataset_path(data.scenario, repeat=True)
+    repeat = load_dataset(rpath) if rpath.is_file() else None
+    train, test, zoo = _split(data)
+    if not train or not test:
+        raise InvalidInputError(f"{path} needs synthetic:0-899 for training and synthetic:900-999 for testing; it "
+                                f"has {len(train)} and {len(test)}")
+    out: dict[str, Any] = {"scenario": data.scenario, "dataset": str(path), "device": data.provenance.get("device"),
+                           "train": len(train), "test": len(test), "zoo": len(zoo),
+                           "noise_floor": noise_floor(data, repeat), "paper": PAPER}
+    sizes = sorted({min(n, len(train)) for n in _SIZES})
+    full = sizes[-1]
+    fitted = {(m, n): LatencyModel.fit(train[:n], m, data.scenario, progress=progress) for m in methods
+              for n in sizes}
+    out["5.1"] = {m: {**_evaluate(fitted[(m, full)], test), "per_category": _per_category(fitted[(m, full)], test)}
+                  for m in methods}
+    out["5.3"] = {m: _evaluate(fitted[(m, full)], zoo) for m in methods} if zoo else {}
+    out["5.5"] = {f"{m}@{n}": {"synthetic": _evaluate(fitted[(m, n)], test)["mape"],
+                               "zoo": _evaluate(fitted[(m, n)], zoo)["mape"] if zoo else None}
+                  for (m, n) in sorted(fitted)}
+    out["5.6"] = {f"nnmeter@{n}": {"synthetic": _nnmeter(train[:n], test), "zoo": _nnmeter(train[:n], zoo) if zoo
+                                   else None} for n in sizes}
+    return out
+
+
+def format_report(result: Mapping[str, Any]) -> list[str]:
+    """The result as text tables."""
+    lines = [f"li2023 on {result['scenario']}: trained on {result['train']} synthetic networks, tested on "
+             f"{result['test']} synthetic and {result['zoo']} real-world zoo CNNs"]
+    dev = result.get("device") or {}
+    if dev:
+        lines.append(f"  measured on: {dev.get('cpu_model')} ({dev.get('threads')} thread(s), {dev.get('runtime')} "
+                     f"{dev.get('runtime_version')})")
+    floor = result.get("noise_floor")
+    lines.append("  noise floor (end-to-end MAPE between two independent measurements): "
+                 + (f"{floor['mape']:.2f}% over {floor['models']} models" if floor else "not measured (no repeat)"))
+    lines += ["", "§5.1 synthetic 900/100: end-to-end MAPE (paper Fig. 13, CPUs)",
+              f"  {'method':<8} {'paper':>8} {'edgeplan':>9}   per category (edgeplan)"]
+    for m, r in result["5.1"].items():
+        paper = result["paper"]["5.1"].get(m)
+        cats = ", ".join(f"{c} {v:.1f}%" for c, v in r["per_category"].items())
+        lines.append(f"  {m:<8} {paper if paper is not None else '-':>7}% {r['mape']:>8.2f}%   {cats}")
+    if result["5.3"]:
+        lines += ["", f"§5.3 trained on synthetic, tested on {result['zoo']} zoo CNNs (paper Fig. 18a: Lasso 5.4%)"]
+        for m, r in result["5.3"].items():
+            extra = f"   unpredicted ops: {', '.join(r['unpredicted'])}" if r["unpredicted"] else ""
+            lines.append(f"  {m:<8} {r['mape']:>8.2f}%{extra}")
+    lines += ["", "§5.5 training size (paper: GBDT 8.1% synthetic from 30; Lasso 6.5% real-world from 30)",
+              f"  {'method@N':<12} {'synthetic':>10} {'zoo':>8}"]
+    for k, r in result["5.5"].items():
+        zoo = f"{r['zoo']:.2f}%" if r["zoo"] is not None else "-"
+        lines.append(f"  {k:<12} {r['synthetic']:>9.2f}% {zoo:>8}")
+    lines += ["", "§5.6 nn-Meter-like RF baseline on the same data (paper Fig. 24: worse than li2023's at every size)"]
+    for k, r in result["5.6"].items():
+        zoo = f"{r['zoo']:.2f}%" if r["zoo"] is not None else "-"
+        lines.append(f"  {k:<12} {r['synthetic']:>9.2f}% {zoo:>8}")
+    return lines
+
+
+# --- NAS-Bench-201 few-shot (HELP's devices) ----------------------------------------------------------------------
+
+#: HELP's 10 reference architectures (indices into the 15,625), which describe a new device.
+HELP_REFERENCE: tuple[int, ...] = (11982, 431, 55, 9, 14451, 8636, 9881, 13479, 6196, 1462)
+
+#: Where the HELP latency file is expected (``../shared`` beside the repository).
+HELP_DATA = Path("../shared/data/help-nasbench201/latency_ms.csv")
+
+
+def read_help(path: Path = HELP_DATA) -> tuple[list[str], dict[str, np.ndarray[Any, Any]]]:
+    """The cell strings (by index) and every device's latency column of the HELP NAS-Bench-201 file.
+
+    Raises
+    ------
+    InvalidInputError
+        When the file is missing or malformed.
+    """
+    import csv
+
+    if not path.is_file():
+        raise InvalidInputError(f"HELP NAS-Bench-201 latencies not found at {path}; pass --help-data PATH")
+    with path.open(newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        if header[:2] != ["index", "arch"]:
+            raise InvalidInputError(f"{path}: expected columns index,arch,<device>..., got {header[:3]}")
+        rows = list(reader)
+    rows.sort(key=lambda r: int(r[0]))
+    cells = [r[1] for r in rows]
+    devices = {name: np.array([float(r[j]) for r in rows]) for j, name in enumerate(header) if j >= 2}
+    return cells, devices
+
+
+def nb201_terms(cells: Sequence[str], source: LatencyModel, progress: bool = False) -> list[dict[str, float]]:
+    """The source model's prediction terms (:func:`edgeplan.latency.calibrate.source_terms`) of every cell.
+
+    Graphs come from the direct NAS-Bench-201 builder; predictions of repeated operations are computed once.
+    """
+    from edgeplan.frontends.direct import nb201_graph
+    from edgeplan.latency.calibrate import source_terms
+    from edgeplan.latency.model import OpInput, OpPrediction, Prediction
+    from edgeplan.latency.predict import graph_ops, kernel_profile_of
+    from edgeplan.measure.progress import counting_bar
+
+    profile = kernel_profile_of(source)
+    memo: dict[tuple[str, tuple[float, ...]], OpPrediction] = {}
+    out = []
+    with counting_bar(progress, "NAS-Bench-201 graphs", total=len(cells)) as advance:
+        for cell in cells:
+            ops, skipped = graph_ops(nb201_graph(cell), profile)
+            if skipped:
+                raise InvalidInputError(f"nb201:{cell}: kernels without IR nodes: {', '.join(skipped)}")
+            todo: list[OpInput] = [o for o in ops if (o.key, tuple(o.x)) not in memo]
+            if todo:
+                fresh = source.predict_ops(todo)
+                for o, p in zip(todo, fresh.ops, strict=True):
+                    memo[(o.key, tuple(o.x))] = p
+            preds = tuple(memo[(o.key, tuple(o.x))] for o in ops)
+            total = source.overhead_ms + sum(p.ms for p in preds if p.ms is not None)
+            out.append(source_terms(Prediction(total, source.overhead_ms, preds), ops))
+            advance(1)
+    return out
+
+
+def _scores(pred: np.ndarray[Any, Any], true: np.ndarray[Any, Any]) -> dict[str, float]:
+    from scipy.stats import spearmanr
+
+    rel = np.abs(pred - true) / true
+    return {"spearman": float(spearmanr(pred, true).statistic), "mape": float(100 * rel.mean()),
+            "acc10": float(100 * np.mean(rel <= 0.10))}
+
+
+def nb201_fewshot(source: LatencyModel, source_device: str, help_data: Path = HELP_DATA, seeds: int = 5,
+                  samples: int = 10, progress: bool = False) -> dict[str, Any]:
+    """Calibrate every HELP device from 10 architectures and predict all 15,625 (item 7 of the issue).
+
+    For each device: from HELP's 10 reference architectures, and from ``samples`` random ones for each of
+    ``seeds`` seeds (mean over seeds); Spearman rank correlation, MAPE and the share within +-10%, over all
+    architectures. No other data of the device is used.
+    """
+    from edgeplan.latency.calibrate import calibrate
+
+    cells, devices = read_help(help_data)
+    terms = nb201_terms(cells, source, progress)
+    out: dict[str, Any] = {"source": source_device, "method": source.method, "architectures": len(cells),
+                           "samples": samples, "seeds": seeds, "devices": {}}
+    draws = {"help": [list(HELP_REFERENCE)],
+             "random": [[int(i) for i in np.random.default_rng(s).choice(len(cells), samples, replace=False)]
+                        for s in range(seeds)]}
+    for name, lat in devices.items():
+        row: dict[str, Any] = {}
+        for label, picks in draws.items():
+            runs: list[dict[str, float]] = []
+            forms: set[str] = set()
+            for idx in picks:
+                dev = calibrate(name, [terms[i] for i in idx], [float(lat[i]) for i in idx], source, source_device)
+                pred = np.array([dev.predict_terms(t) for t in terms])
+                runs.append(_scores(pred, lat))
+                forms.add(dev.form)
+            row[label] = {k: float(np.mean([r[k] for r in runs])) for k in ("spearman", "mape", "acc10")}
+            row[label]["forms"] = sorted(forms)
+        out["devices"][name] = row
+    for label in ("help", "random"):
+        out[f"mean_{label}"] = {k: float(np.mean([d[label][k] for d in out["devices"].values()]))
+                                for k in ("spearman", "mape", "acc10")}
+    return out
+
+
+def format_nb201(result: Mapping[str, Any]) -> list[str]:
+    """The few-shot result as a table (HELP reports mean Spearman 0.93 from 10 samples)."""
+    lines = [f"NAS-Bench-201 few-shot: {result['samples']} measured architectures per device, all "
+             f"{result['architectures']} predicted; source {result['source']} ({result['method']})",
+             "  paper (HELP, NeurIPS 2021): mean Spearman 0.93 from 10 samples",
+             f"  {'device':<16} {'help: rho':>9} {'MAPE':>7} {'±10%':>6}   {'random: rho':>11} {'MAPE':>7} {'±10%':>6}"
+             "   forms"]
+    for name, row in result["devices"].items():
+        h, r = row["help"], row["random"]
+        lines.append(f"  {name:<16} {h['spearman']:>9.3f} {h['mape']:>6.1f}% {h['acc10']:>5.0f}%   "
+                     f"{r['spearman']:>11.3f} {r['mape']:>6.1f}% {r['acc10']:>5.0f}%   {','.join(h['forms'])}")
+    h, r = result["mean_help"], result["mean_random"]
+    lines.append(f"  {'mean':<16} {h['spearman']:>9.3f} {h['mape']:>6.1f}% {h['acc10']:>5.0f}%   "
+                 f"{r['spearman']:>11.3f} {r['mape']:>6.1f}% {r['acc10']:>5.0f}%")
+    return lines

@@ -1,0 +1,206 @@
+"""Per-op latency campaigns: measure models in a scenario into the Store, resumably, and export them.
+
+One task per model: the Store row holds the end-to-end timing (no profiler) and, in its ``extra``, every op's
+profiled latency and the IR nodes the ops compute (:class:`edgeplan.runtimes.op_profile.ModelProfile`). Running
+the campaign again measures only the models without a row; a model that cannot be measured (an operator the
+frontend does not know, ops that do not match the kernel rules) is reported by name and retried next time.
+
+:func:`export_dataset` writes a campaign's rows as a dataset file: gzip'd JSON lines, the first line the
+provenance (machine, versions, scenario, command, dates), then one line per model.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from edgeplan.errors import EdgeplanError, InvalidInputError, MeasurementError
+from edgeplan.measure.campaign import CampaignReport, MeasurementResult, Task, run_campaign
+from edgeplan.measure.device import describe_device
+from edgeplan.measure.harness import TimingConfig
+from edgeplan.measure.scenarios import Scenario
+from edgeplan.measure.store import Store
+
+__all__ = ["DATASET_FORMAT", "OpDataset", "campaign_name", "export_dataset", "load_dataset", "run_op_campaign"]
+
+#: Version tag in the first line of a dataset file.
+DATASET_FORMAT = "edgeplan-op-latency/1"
+
+
+def campaign_name(scenario: Scenario, repeat: str = "") -> str:
+    """The Store campaign of a scenario's per-op measurements; ``repeat`` names an independent re-measurement."""
+    if repeat and not repeat.replace("-", "").replace("_", "").isalnum():
+        raise InvalidInputError(f"repeat tag {repeat!r}: use letters, digits, '-' and '_'")
+    return f"ops/{scenario.name}" + (f"/{repeat}" if repeat else "")
+
+
+def run_op_campaign(
+    store: Store,
+    scenario: Scenario,
+    models: Sequence[str],
+    runs: int = 10,
+    config: TimingConfig | None = None,
+    budget_s: float | None = None,
+    progress: bool = False,
+    command: str = "",
+    home: str | Path | None = None,
+    plain_per_run: int = 3,
+    repeat: str = "",
+) -> CampaignReport:
+    """Measure ``models`` per op and end to end in ``scenario``; resume where an earlier call stopped.
+
+    Parameters
+    ----------
+    store
+        Where rows go.
+    scenario
+        The scenario (runtime, threads, dtype).
+    models
+        Zoo strings.
+    runs
+        Profiled runs per model (the per-op median is over them); part of the campaign's parameters, so a
+        resumed campaign must use the same value.
+    config
+        End-to-end harness settings (default: adaptive to +-2% CI, at most 10 s per model).
+    budget_s
+        Time budget of this call; the campaign stops between models once it is spent.
+    progress
+        Show a progress bar.
+    command
+        Command line stored as provenance.
+    home
+        The edgeplan home (ONNX exports and int8 models are cached there).
+    plain_per_run
+        Unprofiled timed runs before each profiled one (the end-to-end latency is their median); 0 measures end
+        to end separately with ``config``. Part of the campaign's parameters.
+    repeat
+        Tag of an independent re-measurement (its own campaign), e.g. to measure the noise floor.
+
+    Returns
+    -------
+    CampaignReport
+    """
+    from edgeplan.runtimes.op_profile import profile_model
+
+    if runs < 1:
+        raise InvalidInputError(f"runs must be a positive integer, got {runs}")
+    config = config or TimingConfig()
+    device = describe_device(scenario.runtime, scenario.threads, scenario.dtype)
+
+    def measure(task: Task) -> MeasurementResult:
+        try:
+            profile = profile_model(task.model, scenario, runs=runs, config=config, home=home,
+                                    plain_per_run=plain_per_run)
+        except MeasurementError:
+            raise
+        except EdgeplanError as e:  # an operator or a model the tools cannot handle: name it, go on
+            raise MeasurementError(f"{task.model}: {e}") from e
+        return MeasurementResult(profile.end_to_end, device, profile.extra())
+
+    tasks = [Task(key=m, model=m, kind="model_ops") for m in models]
+    params = {"scenario": scenario.name, "runs": runs, "plain_per_run": plain_per_run}
+    return run_campaign(store, campaign_name(scenario, repeat), tasks, measure, budget_s, progress,
+                        command=command, params=params)
+
+
+@dataclass(frozen=True)
+class OpDataset:
+    """A loaded dataset file: its provenance and one record per model.
+
+    Each record has ``model``, ``latency_ms`` (end-to-end median), ``iqr_rel``, ``repeats``, ``op_sum_ms``,
+    ``ops`` (list of op dicts: ``kernel``, ``kind``, ``nodes``, ``ms``, ``iqr_rel``) and ``nodes`` (IR node
+    descriptions by name).
+    """
+
+    provenance: dict[str, Any]
+    records: list[dict[str, Any]]
+
+    @property
+    def scenario(self) -> str:
+        """The scenario the data was measured in."""
+        return str(self.provenance["scenario"])
+
+    def models(self) -> list[str]:
+        """Model strings in file order."""
+        return [r["model"] for r in self.records]
+
+
+def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: str = "", repeat: str = "") -> int:
+    """Write every measured model of ``scenario``'s campaign (or of its ``repeat``) to ``out`` (gzip'd JSON lines).
+
+    Returns
+    -------
+    int
+        Number of models written.
+
+    Raises
+    ------
+    InvalidInputError
+        When the Store has no rows for the scenario.
+    """
+    name = campaign_name(scenario, repeat)
+    records = store.measurements(campaign=name)
+    if not records:
+        raise InvalidInputError(
+            f"the Store {store.path} has no measurements in campaign {name!r}; run "
+            f"`edgeplan ops profile MODEL... --scenario {scenario.name}` first"
+        )
+    first = records[0]
+    device = store.device(first.device_key)
+    header = {
+        "format": DATASET_FORMAT,
+        "scenario": scenario.name,
+        "repeat": repeat,
+        "runtime": scenario.runtime,
+        "threads": scenario.threads,
+        "dtype": scenario.dtype,
+        "device": device.to_dict() if device else {"key": first.device_key},
+        "versions": dict(first.versions),
+        "measured_from": first.created_at,
+        "measured_to": records[-1].created_at,
+        "campaign_command": first.command,
+        "exported_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "export_command": command,
+        "models": len(records),
+    }
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    with gzip.open(tmp, "wt", encoding="utf-8") as f:
+        f.write(json.dumps(header) + "\n")
+        for r in records:
+            extra = r.extra
+            iqr_rel = (r.p75_ms - r.p25_ms) / r.latency_ms if r.latency_ms > 0 else 0.0
+            row = {"model": r.model, "latency_ms": r.latency_ms, "iqr_rel": iqr_rel, "ci_rel": r.ci_rel,
+                   "repeats": r.repeats,
+                   "op_sum_ms": extra["op_sum_ms"], "ops": extra["ops"], "nodes": extra["nodes"]}
+            f.write(json.dumps(row, separators=(",", ":")) + "\n")
+    tmp.replace(out)
+    return len(records)
+
+
+def load_dataset(path: str | Path) -> OpDataset:
+    """Read a dataset file written by :func:`export_dataset`.
+
+    Raises
+    ------
+    InvalidInputError
+        For a missing file, or one that is not an edgeplan op-latency dataset.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInputError(f"dataset {path} does not exist")
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            header = json.loads(f.readline())
+            records = [json.loads(line) for line in f if line.strip()]
+    except (OSError, json.JSONDecodeError) as e:
+        raise InvalidInputError(f"{path} is not a gzip'd JSON-lines op dataset ({e})") from e
+    if not isinstance(header, dict) or header.get("format") != DATASET_FORMAT:
+        raise InvalidInputError(f"{path} is not an edgeplan op-latency dataset (format {DATASET_FORMAT})")
+    return OpDataset(header, records)

@@ -1,0 +1,151 @@
+"""Named features of an operation (li2023 Table 3), and the predictor key an operation is predicted by.
+
+An operation is a kernel the runtime runs (:class:`edgeplan.ir.kernels.Kernel`): one IR node in eager PyTorch, a
+fused group elsewhere. Its features come from its first node (the one that gives it its kind: the convolution of
+a fused conv+bn+relu) and its work from all its nodes. Node descriptions are the plain dicts of
+:func:`edgeplan.ir.serialize.node_to_dict`, so features are computed the same way from a live graph and from a
+stored dataset.
+
+Categories and their features (li2023 Table 3, with height and width kept apart because not every input is
+square, and a few additions marked +):
+
+===============  ===================================================================================================
+category         features
+===============  ===================================================================================================
+``conv``         in_h, in_w, in_c, out_h, out_w, stride, k_h, k_w, filters, input_size, output_size, kernel_size,
+                 flops
+``dwconv``       the same (a depthwise convolution: groups == in_c)
+``gconv``        the same and groups
+``fc``           in_c, filters, param_size, flops
+``mean``         in_h, in_w, in_c, k_h, k_w, input_size, flops (global and adaptive pooling, means)
+``pool``         in_h, in_w, in_c, out_h, out_w, stride, k_h, k_w, input_size, output_size, flops
+``concat``       in_h, in_w, in_c, parts (+: the tensors joined; Table 3's "kernel size"), out_c, input_size,
+                 output_size
+``split``        the same, over the outputs
+``pad``          in_h, in_w, in_c, out_h, out_w, pad_size, output_size
+``elementwise``  in_h, in_w, in_c, input_size, inputs (+), output_size (+): activations, batch norm, add, mul,
+                 views and everything else
+===============  ===================================================================================================
+
+The predictor key is ``{runtime kind}|{category}``: separate predictors for kernels the runtime runs differently
+(``aten::max_pool2d`` and ``aten::avg_pool2d``; ``aten::conv2d`` as dense, depthwise or grouped convolution).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["CATEGORY_FEATURES", "category", "features", "predictor_key"]
+
+_CONV = ("in_h", "in_w", "in_c", "out_h", "out_w", "stride", "k_h", "k_w", "filters", "input_size", "output_size",
+         "kernel_size", "flops")
+_JOIN = ("in_h", "in_w", "in_c", "parts", "out_c", "input_size", "output_size")
+
+#: Feature names of every category, in vector order.
+CATEGORY_FEATURES: dict[str, tuple[str, ...]] = {
+    "conv": _CONV,
+    "dwconv": _CONV,
+    "gconv": (*_CONV, "groups"),
+    "fc": ("in_c", "filters", "param_size", "flops"),
+    "mean": ("in_h", "in_w", "in_c", "k_h", "k_w", "input_size", "flops"),
+    "pool": ("in_h", "in_w", "in_c", "out_h", "out_w", "stride", "k_h", "k_w", "input_size", "output_size", "flops"),
+    "concat": _JOIN,
+    "split": _JOIN,
+    "pad": ("in_h", "in_w", "in_c", "out_h", "out_w", "pad_size", "output_size"),
+    "elementwise": ("in_h", "in_w", "in_c", "input_size", "inputs", "output_size"),
+}
+
+_MEAN_OPS = {"global_pool", "adaptive_pool2d", "mean", "reduce"}
+
+
+def category(lead: Mapping[str, Any]) -> str:
+    """The category of an operation whose first IR node is ``lead`` (a node dict)."""
+    op = lead["op"]
+    attrs = lead.get("attrs", {})
+    if op in ("conv2d", "conv_transpose2d"):
+        groups = int(attrs.get("groups", 1))
+        if groups == 1:
+            return "conv"
+        return "dwconv" if groups == int(attrs.get("in_channels", 0)) else "gconv"
+    if op in ("linear", "matmul"):
+        return "fc"
+    if op in _MEAN_OPS:
+        return "mean"
+    if op == "pool2d":
+        return "pool"
+    if op in ("concat", "stack"):
+        return "concat"
+    if op == "split":
+        return "split"
+    if op == "pad":
+        return "pad"
+    return "elementwise"
+
+
+def predictor_key(kind: str, lead: Mapping[str, Any]) -> str:
+    """The key of the predictor for an operation of runtime kind ``kind`` whose first IR node is ``lead``."""
+    return f"{kind}|{category(lead)}"
+
+
+def _chw(shape: Sequence[int]) -> tuple[int, int, int]:
+    """(channels, height, width) of a batch-first shape; missing axes count 1, axes beyond 4 fold into width."""
+    c = int(shape[1]) if len(shape) > 1 else 1
+    h = int(shape[2]) if len(shape) > 2 else 1
+    w = math.prod(int(d) for d in shape[3:]) if len(shape) > 3 else 1
+    return c, h, w
+
+
+def _size(shapes: Sequence[Sequence[int]]) -> int:
+    return sum(math.prod(int(d) for d in s) for s in shapes)
+
+
+def features(nodes: Sequence[Mapping[str, Any]]) -> tuple[str, list[float]]:
+    """The category and feature vector of an operation made of ``nodes`` (node dicts, execution order).
+
+    Parameters
+    ----------
+    nodes
+        The IR nodes the kernel runs; the first gives the category and shapes, FLOPs are summed over all.
+
+    Returns
+    -------
+    tuple[str, list[float]]
+        The category and its features in :data:`CATEGORY_FEATURES` order.
+    """
+    lead = nodes[0]
+    cat = category(lead)
+    attrs = lead.get("attrs", {})
+    ins = [s for s in lead.get("input_shapes", []) if s]
+    outs = lead.get("output_shapes", []) or [[1]]
+    first_in = ins[0] if ins else [1]
+    in_c, in_h, in_w = _chw(first_in)
+    out_c, out_h, out_w = _chw(outs[0])
+    kernel = attrs.get("kernel") or attrs.get("window") or attrs.get("kernel_size") or [1, 1]
+    if isinstance(kernel, int):
+        kernel = [kernel, kernel]
+    stride = attrs.get("stride") or [1]
+    stride = stride if isinstance(stride, int) else int(stride[0])
+    flops = float(sum(int(n.get("flops", 0)) for n in nodes))
+    value: dict[str, float] = {
+        "in_h": in_h, "in_w": in_w, "in_c": in_c, "out_h": out_h, "out_w": out_w, "out_c": out_c,
+        "stride": stride, "k_h": int(kernel[0]), "k_w": int(kernel[-1]),
+        "filters": out_c, "input_size": _size(ins), "output_size": _size(outs),
+        "kernel_size": int(lead.get("params", 0)), "param_size": int(lead.get("params", 0)), "flops": flops,
+        "groups": int(attrs.get("groups", 1)), "inputs": len(ins),
+    }
+    if cat == "fc":
+        value["in_c"] = int(first_in[-1])
+        value["filters"] = int(outs[0][-1])
+    elif cat == "mean":
+        value["k_h"], value["k_w"] = (in_h, in_w) if out_h * out_w == 1 else (kernel[0], kernel[-1])
+    elif cat == "concat":
+        value["in_c"] = sum(_chw(s)[0] for s in ins)
+        value["parts"] = len(ins)
+    elif cat == "split":
+        value["out_c"] = out_c
+        value["parts"] = len(outs)
+    elif cat == "pad":
+        value["pad_size"] = _size(outs) - _size(ins)
+    return cat, [float(value[f]) for f in CATEGORY_FEATURES[cat]]

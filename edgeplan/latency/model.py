@@ -1,0 +1,247 @@
+"""End-to-end latency model of one scenario: operation-wise predictors plus li2023's overhead term.
+
+``T(model) = T_overhead + sum over its operations c of f_key(c)(x_c)`` (li2023 §4.2), with one predictor per
+operation key (:func:`edgeplan.latency.features.predictor_key`) and ``T_overhead`` the mean difference between the
+measured end-to-end latency and the sum of the measured operation latencies over the training models.
+
+An operation whose key was never trained is predicted by its category's predictor (fitted on every operation of
+the category) and flagged ``by_category``; one with neither is *unpredicted*: reported by name, never counted as
+0 ms. A saved model is one JSON file (no pickle).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeplan.errors import InvalidInputError
+from edgeplan.latency.features import features, predictor_key
+from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
+
+__all__ = ["MODEL_FORMAT", "LatencyModel", "OpInput", "OpPrediction", "Prediction", "mape", "record_ops", "write_json"]
+
+#: Format tag of a saved model.
+MODEL_FORMAT = "edgeplan-latency-model/1"
+
+#: Fewest training operations a key needs for its own predictor.
+MIN_SAMPLES = 8
+
+
+@dataclass(frozen=True)
+class OpInput:
+    """One operation to predict: its name, runtime kind, key, category and features."""
+
+    name: str
+    kind: str
+    key: str
+    category: str
+    x: list[float]
+    measured_ms: float | None = None
+
+
+def record_ops(record: Mapping[str, Any]) -> list[OpInput]:
+    """The operations of a dataset record (see :func:`edgeplan.latency.campaign.load_dataset`) with features.
+
+    Raises
+    ------
+    InvalidInputError
+        When an operation has no IR nodes (an ONNX Runtime kernel whose origin is unknown): it cannot be featurized.
+    """
+    nodes = record["nodes"]
+    out = []
+    for op in record["ops"]:
+        if not op["nodes"]:
+            raise InvalidInputError(f"{record['model']}: op {op['kernel']!r} ({op['kind']}) is not matched to IR "
+                                    "nodes, so it has no features; this scenario's data cannot train predictors")
+        ns = [nodes[n] for n in op["nodes"]]
+        cat, x = features(ns)
+        out.append(OpInput(op["kernel"] + "@" + op["nodes"][0], op["kind"], predictor_key(op["kind"], ns[0]), cat, x,
+                           float(op["ms"])))
+    return out
+
+
+@dataclass(frozen=True)
+class OpPrediction:
+    """One operation's prediction: ``ms`` is None when no predictor covers it."""
+
+    name: str
+    kind: str
+    key: str
+    ms: float | None
+    by_category: bool = False
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A model's predicted latency and its breakdown."""
+
+    latency_ms: float
+    overhead_ms: float
+    ops: tuple[OpPrediction, ...]
+
+    @property
+    def unpredicted(self) -> list[str]:
+        """Names (with kind) of the operations no predictor covers."""
+        return [f"{o.name} ({o.kind})" for o in self.ops if o.ms is None]
+
+
+@dataclass
+class LatencyModel:
+    """Predictors of every operation key of a scenario, and the overhead.
+
+    Attributes
+    ----------
+    scenario
+        The scenario (device profile) trained on.
+    method
+        The predictor method.
+    predictors
+        By operation key, plus ``*|{category}`` fallbacks.
+    overhead_ms
+        li2023's ``T_overhead``.
+    info
+        Provenance: training models, date, dataset.
+    """
+
+    scenario: str
+    method: str
+    predictors: dict[str, OpPredictor]
+    overhead_ms: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def fit(cls, records: Sequence[Mapping[str, Any]], method: str, scenario: str, seed: int = 0,
+            progress: bool = False, info: Mapping[str, Any] | None = None,
+            min_samples: int = MIN_SAMPLES) -> LatencyModel:
+        """Fit every operation key's predictor and the overhead on ``records``.
+
+        Parameters
+        ----------
+        records
+            Dataset records (each a model's measured ops and end-to-end latency).
+        method
+            One of :data:`~edgeplan.latency.predictors.METHODS`.
+        scenario
+            Name recorded with the model.
+        seed
+            Seed of the CV folds and of the random methods.
+        progress
+            Show a progress bar over the keys.
+        info
+            Extra provenance to keep.
+        min_samples
+            Fewest training operations a key (or category) needs for a predictor of its own.
+        """
+        if method not in METHODS:
+            raise InvalidInputError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+        if not records:
+            raise InvalidInputError("no training models")
+        by_key: dict[str, list[OpInput]] = defaultdict(list)
+        by_cat: dict[str, list[OpInput]] = defaultdict(list)
+        gaps = []
+        for r in records:
+            ops = record_ops(r)
+            for o in ops:
+                by_key[o.key].append(o)
+                by_cat["*|" + o.category].append(o)
+            gaps.append(float(r["latency_ms"]) - sum(o.measured_ms or 0.0 for o in ops))
+        groups = {k: v for k, v in {**by_key, **by_cat}.items() if len(v) >= min_samples}
+        predictors: dict[str, OpPredictor] = {}
+        from edgeplan.measure.progress import counting_bar
+
+        with counting_bar(progress, f"fitting {method}", total=len(groups)) as advance:
+            for key, ops in sorted(groups.items()):
+                x = np.array([o.x for o in ops])
+                y = np.array([max(o.measured_ms or 0.0, 1e-6) for o in ops])
+                predictors[key] = fit_predictor(x, y, method, seed=seed)
+                advance(1)
+        meta = {"models": len(records), "min_samples": min_samples,
+                "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+                "ops_per_key": {k: len(v) for k, v in sorted(by_key.items())}, **dict(info or {})}
+        return cls(scenario, method, predictors, float(np.mean(gaps)), meta)
+
+    def predict_ops(self, ops: Sequence[OpInput]) -> Prediction:
+        """Predict a model from its operations (batched per key)."""
+        out: list[OpPrediction | None] = [None] * len(ops)
+        groups: dict[tuple[str, bool], list[int]] = defaultdict(list)
+        for i, o in enumerate(ops):
+            if o.key in self.predictors:
+                groups[(o.key, False)].append(i)
+            elif "*|" + o.category in self.predictors:
+                groups[("*|" + o.category, True)].append(i)
+            else:
+                out[i] = OpPrediction(o.name, o.kind, o.key, None)
+        for (key, by_cat), idx in groups.items():
+            ms = self.predictors[key].predict(np.array([ops[i].x for i in idx]))
+            for i, v in zip(idx, ms, strict=True):
+                out[i] = OpPrediction(ops[i].name, ops[i].kind, ops[i].key, max(float(v), 0.0), by_cat)
+        done = tuple(o for o in out if o is not None)
+        total = self.overhead_ms + sum(o.ms for o in done if o.ms is not None)
+        return Prediction(total, self.overhead_ms, done)
+
+    def predict_record(self, record: Mapping[str, Any]) -> Prediction:
+        """Predict a dataset record's model."""
+        return self.predict_ops(record_ops(record))
+
+    # --- persistence -----------------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"format": MODEL_FORMAT, "scenario": self.scenario, "method": self.method,
+                "overhead_ms": self.overhead_ms, "info": self.info,
+                "predictors": {k: p.to_dict() for k, p in sorted(self.predictors.items())}}
+
+    def save(self, path: str | Path) -> Path:
+        """Write the model as one JSON file (a folder gets ``{method}.json``)."""
+        path = Path(path)
+        if path.suffix != ".json":
+            path = path / f"{self.method}.json"
+        return write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | Path) -> LatencyModel:
+        """Read a model written by :meth:`save`.
+
+        Raises
+        ------
+        InvalidInputError
+            For a missing or foreign file.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise InvalidInputError(f"latency model {path} does not exist")
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise InvalidInputError(f"{path} is not a latency model ({e})") from e
+        if not isinstance(data, dict) or data.get("format") != MODEL_FORMAT:
+            raise InvalidInputError(f"{path} is not an edgeplan latency model (format {MODEL_FORMAT})")
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LatencyModel:
+        """Inverse of :meth:`to_dict`."""
+        preds = {k: OpPredictor.from_dict(v) for k, v in data["predictors"].items()}
+        return cls(data["scenario"], data["method"], preds, float(data["overhead_ms"]), dict(data["info"]))
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> Path:
+    """Write ``data`` as compact JSON to ``path`` atomically (a temporary file renamed over it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, separators=(",", ":")))
+    tmp.replace(path)
+    return path
+
+
+def mape(pred: Iterable[float], true: Iterable[float]) -> float:
+    """Mean absolute percentage error, in percent."""
+    p, t = np.asarray(list(pred), dtype=float), np.asarray(list(true), dtype=float)
+    return float(100.0 * np.mean(np.abs(p - t) / t))

@@ -1,0 +1,196 @@
+"""Predict a model's latency on a device profile from its graph alone (li2023 §4): no execution.
+
+The model's IR is imported, the kernels the scenario's runtime runs are deduced from it
+(:func:`edgeplan.ir.kernels.deduce_kernels`), each kernel is featurized like the training data, and the device's
+:class:`~edgeplan.latency.model.LatencyModel` sums the kernels' predictions and its overhead.
+
+Device profiles are the scenarios with shipped models (``edgeplan/data/latency/models/{scenario}/{method}.json``)
+and the ones ``edgeplan calibrate`` creates under the edgeplan home (``devices/{name}/{method}.json``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgeplan.errors import InvalidInputError
+from edgeplan.ir.graph import Graph
+from edgeplan.latency.features import features, predictor_key
+from edgeplan.latency.model import MODEL_FORMAT, LatencyModel, OpInput, Prediction
+
+if TYPE_CHECKING:
+    from edgeplan.latency.calibrate import CalibratedDevice
+
+__all__ = [
+    "ModelPrediction",
+    "available_devices",
+    "graph_ops",
+    "kernel_profile_of",
+    "load_device_model",
+    "predict_graph",
+    "predict_models",
+]
+
+DEFAULT_DEVICE = "torch-fp32-2t"
+DEFAULT_METHOD = "gbdt"
+
+
+def _shipped_root() -> Path:
+    return Path(str(resources.files("edgeplan.data").joinpath("latency/models")))
+
+
+def home_root(home: str | Path | None) -> Path:
+    """Where calibrated devices live: ``{edgeplan home}/devices``."""
+    from edgeplan.measure.paths import edgeplan_home
+
+    return edgeplan_home(home) / "devices"
+
+
+def available_devices(home: str | Path | None = None) -> dict[str, list[str]]:
+    """Device profiles with a model, and the methods each has: shipped scenarios and calibrated devices."""
+    out: dict[str, list[str]] = {}
+    for root in (_shipped_root(), home_root(home)):
+        if root.is_dir():
+            for d in sorted(p for p in root.iterdir() if p.is_dir()):
+                methods = sorted(f.stem for f in d.glob("*.json"))
+                if methods:
+                    out[d.name] = methods
+    return out
+
+
+def load_device_model(device: str, method: str, home: str | Path | None = None) -> LatencyModel | CalibratedDevice:
+    """The latency model of ``device`` (a calibrated device first, then a shipped scenario) for ``method``.
+
+    Raises
+    ------
+    InvalidInputError
+        When no such device or method exists; the message lists what does.
+    """
+    import json
+
+    for root in (home_root(home), _shipped_root()):
+        path = root / device / f"{method}.json"
+        if not path.is_file():
+            continue
+        try:
+            fmt = json.loads(path.read_text()).get("format")
+        except (json.JSONDecodeError, AttributeError) as e:
+            raise InvalidInputError(f"{path} is not a latency model ({e})") from e
+        if fmt == MODEL_FORMAT:
+            return LatencyModel.load(path)
+        from edgeplan.latency.calibrate import CALIBRATED_FORMAT, CalibratedDevice
+
+        if fmt == CALIBRATED_FORMAT:
+            return CalibratedDevice.from_dict(json.loads(path.read_text()))
+        raise InvalidInputError(f"{path} is neither a latency model nor a calibrated device")
+    have = available_devices(home)
+    if device in have:
+        raise InvalidInputError(f"device {device!r} has no {method!r} predictors; it has {', '.join(have[device])}")
+    listed = ", ".join(sorted(have)) or "none"
+    raise InvalidInputError(f"unknown device {device!r}; devices with predictors: {listed} (create one with "
+                            "`edgeplan calibrate`)")
+
+
+def graph_ops(graph: Graph, kernel_profile: str) -> tuple[list[OpInput], list[str]]:
+    """The featurized kernels ``kernel_profile`` runs for ``graph``, and kernels it cannot featurize (by name)."""
+    from edgeplan.ir.kernels import deduce_kernels
+    from edgeplan.ir.serialize import node_to_dict
+
+    deduction = deduce_kernels(graph, kernel_profile)
+    ops, skipped = [], []
+    for k in deduction.kernels:
+        if not k.nodes:
+            skipped.append(f"{k.name} ({k.kind})")
+            continue
+        nodes = [node_to_dict(graph.node(n)) for n in k.nodes]
+        cat, x = features(nodes)
+        ops.append(OpInput(f"{k.name}@{k.nodes[0]}", k.kind, predictor_key(k.kind, nodes[0]), cat, x))
+    return ops, skipped
+
+
+def predict_graph(graph: Graph, model: LatencyModel | CalibratedDevice, kernel_profile: str) -> Prediction:
+    """Predict ``graph`` with ``model``; kernels that cannot be featurized count as unpredicted."""
+    ops, skipped = graph_ops(graph, kernel_profile)
+    pred = model.predict_ops(ops)
+    if not skipped:
+        return pred
+    from edgeplan.latency.model import OpPrediction
+
+    extra = tuple(OpPrediction(s, s.rsplit("(", 1)[-1].rstrip(")"), "", None) for s in skipped)
+    return Prediction(pred.latency_ms, pred.overhead_ms, pred.ops + extra)
+
+
+@dataclass(frozen=True)
+class ModelPrediction:
+    """A zoo model's prediction on a device."""
+
+    model: str
+    device: str
+    method: str
+    prediction: Prediction
+
+    def to_dict(self, breakdown: bool = False) -> dict[str, Any]:
+        """JSON form: ``model``, ``latency_ms``, ``unpredicted_ops`` (and ``ops`` with ``breakdown``)."""
+        p = self.prediction
+        out: dict[str, Any] = {"model": self.model, "device": self.device, "method": self.method,
+                               "latency_ms": p.latency_ms, "overhead_ms": p.overhead_ms,
+                               "unpredicted_ops": p.unpredicted}
+        if breakdown:
+            out["ops"] = [{"op": o.name, "kernel": o.kind, "key": o.key, "ms": o.ms, "by_category": o.by_category}
+                          for o in p.ops]
+        return out
+
+
+def kernel_profile_of(device_model: LatencyModel | CalibratedDevice) -> str:
+    """The kernel rules whose kernels ``device_model`` predicts (a calibrated device: its source's)."""
+    if not isinstance(device_model, LatencyModel):
+        device_model = device_model.source
+    profile = device_model.info.get("kernel_profile")
+    if profile:
+        return str(profile)
+    from edgeplan.measure.scenarios import SCENARIOS
+
+    source = device_model.info.get("source_scenario", device_model.scenario)
+    if source in SCENARIOS:
+        return SCENARIOS[source].kernel_profile
+    raise InvalidInputError(f"latency model of {device_model.scenario!r} does not say which runtime's kernels it "
+                            "predicts; refit it")
+
+
+def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: str = DEFAULT_METHOD,
+                   home: str | Path | None = None, progress: bool = False) -> list[ModelPrediction]:
+    """Predict every zoo model of ``specs`` on ``device`` with ``method``'s predictors.
+
+    Parameters
+    ----------
+    specs
+        Zoo strings or ONNX paths.
+    device
+        A device profile (:func:`available_devices`).
+    method
+        ``gbdt``, ``lasso``, ``rf`` or ``mlp``.
+    home
+        The edgeplan home (calibrated devices).
+    progress
+        Show a progress bar.
+
+    Returns
+    -------
+    list[ModelPrediction]
+        One per model, in order.
+    """
+    from edgeplan.frontends.zoo import load_graph
+    from edgeplan.measure.progress import counting_bar
+
+    model = load_device_model(device, method, home)
+    profile = kernel_profile_of(model)
+    out = []
+    with counting_bar(progress and len(specs) > 1, "predicting", total=len(specs)) as advance:
+        for spec in specs:
+            graph = load_graph(spec)
+            out.append(ModelPrediction(spec, device, method, predict_graph(graph, model, profile)))
+            advance(1)
+    return out

@@ -1,0 +1,376 @@
+"""Operation-wise latency predictors of li2023 §4.2: non-negative Lasso, random forest, GBDT and MLP.
+
+Every method predicts one operation's latency (ms) from its standardized features (:mod:`edgeplan.latency.features`)
+and is fitted to *relative* error, as li2023 does, with 5-fold cross-validation over its hyperparameters scored by
+MAPE:
+
+- ``lasso``: ``w >= 0`` minimizing ``mean(((w.x + b - y) / y)^2) + alpha |w|_1`` (li2023 Eq. 1; the intercept ``b``,
+  also non-negative, is ours: standardized features are centred, so without it the model cannot be positive).
+  Solved as an ordinary positive Lasso on rows divided by ``y``; ``alpha`` on a log grid over ``[1e-5, 1e2]``.
+- ``rf``: random forest, 1-10 trees, minimum split 2-50 (li2023's ranges).
+- ``gbdt``: gradient-boosted trees, 1-200 stages, minimum split 2-7.
+- ``mlp``: ReLU MLP, 1-6 layers of 64-512 units, Adam with li2023's learning rates and weight decays, 20% of the
+  training data for early stopping with a patience of 50 epochs. The full grid (216 settings x 5 folds per op kind)
+  does not fit a 2-core budget: 6 settings drawn from it, seeded, are compared on the validation split.
+
+The tree and MLP methods fit ``log(y)``: the squared error of a log is the squared relative error to first order,
+and trees cannot minimize a relative loss directly (a leaf's weighted mean under weights ``1/y^2`` is biased low).
+
+Fitted predictors are plain data (:meth:`OpPredictor.to_dict`): weights, tree arrays and layer matrices evaluated by
+NumPy code here, so a saved model loads with any scikit-learn or torch version, and without pickle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from edgeplan.errors import InvalidInputError
+
+__all__ = ["METHODS", "OpPredictor", "fit_predictor"]
+
+#: The methods :func:`fit_predictor` knows.
+METHODS: tuple[str, ...] = ("lasso", "rf", "gbdt", "mlp")
+
+Array = np.ndarray[Any, Any]
+
+
+@dataclass
+class OpPredictor:
+    """A fitted predictor of one operation kind.
+
+    Attributes
+    ----------
+    method
+        One of :data:`METHODS`.
+    mean, std
+        Feature standardization (training-set mean and population standard deviation; 1 where constant).
+    params
+        The fitted model as plain data (see the module docstring).
+    hyper
+        The chosen hyperparameters.
+    cv_mape
+        Cross-validated (or validation) MAPE of the chosen setting.
+    n_train
+        Training samples.
+    """
+
+    method: str
+    mean: list[float]
+    std: list[float]
+    params: dict[str, Any]
+    hyper: dict[str, Any]
+    cv_mape: float
+    n_train: int
+
+    def predict(self, x: Array) -> Array:
+        """Latency (ms) of each row of raw features ``x``."""
+        z = (np.asarray(x, dtype=float) - np.asarray(self.mean)) / np.asarray(self.std)
+        return _predict(self.method, self.params, z)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"method": self.method, "mean": self.mean, "std": self.std, "params": self.params,
+                "hyper": self.hyper, "cv_mape": self.cv_mape, "n_train": self.n_train}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OpPredictor:
+        """Inverse of :meth:`to_dict`."""
+        if data.get("method") not in METHODS:
+            raise InvalidInputError(f"unknown predictor method {data.get('method')!r}; the file may be newer")
+        return cls(str(data["method"]), list(data["mean"]), list(data["std"]), dict(data["params"]),
+                   dict(data["hyper"]), float(data["cv_mape"]), int(data["n_train"]))
+
+
+def _predict(method: str, p: Mapping[str, Any], z: Array) -> Array:
+    if method == "lasso":
+        return np.asarray(z @ np.asarray(p["w"]) + float(p["b"]), dtype=float)
+    if method == "rf":
+        return np.exp(np.mean([_tree(t, z) for t in p["trees"]], axis=0))
+    if method == "gbdt":
+        out = np.full(len(z), float(p["init"]))
+        for t in p["trees"]:
+            out += float(p["rate"]) * _tree(t, z)
+        return np.exp(out)
+    if method == "mlp":
+        h = z
+        layers = p["layers"]
+        for i, (w, b) in enumerate(layers):
+            h = h @ np.asarray(w) + np.asarray(b)
+            if i < len(layers) - 1:
+                h = np.maximum(h, 0.0)
+        return np.exp(h[:, 0] * float(p["y_std"]) + float(p["y_mean"]))
+    raise InvalidInputError(f"unknown predictor method {method!r}")
+
+
+def _tree(t: Mapping[str, Any], z: Array) -> Array:
+    """Evaluate an exported decision tree on every row of ``z`` at once."""
+    left, right = np.asarray(t["left"]), np.asarray(t["right"])
+    feature, threshold, value = np.asarray(t["feature"]), np.asarray(t["threshold"]), np.asarray(t["value"])
+    node = np.zeros(len(z), dtype=np.int64)
+    rows = np.arange(len(z))
+    for _ in range(int(t["depth"]) + 1):
+        leaf = left[node] < 0
+        if leaf.all():
+            break
+        go_left = z[rows, np.maximum(feature[node], 0)] <= threshold[node]
+        node = np.where(leaf, node, np.where(go_left, left[node], right[node]))
+    return np.asarray(value[node], dtype=float)
+
+
+def _export_tree(estimator: Any) -> dict[str, Any]:
+    t = estimator.tree_
+    return {"left": t.children_left.tolist(), "right": t.children_right.tolist(), "feature": t.feature.tolist(),
+            "threshold": t.threshold.tolist(), "value": t.value[:, 0, 0].tolist(), "depth": int(t.max_depth)}
+
+
+def _mape(pred: Array, y: Array) -> float:
+    return float(np.mean(np.abs(pred - y) / y))
+
+
+def _folds(n: int, k: int, seed: int) -> list[tuple[Array, Array]]:
+    order = np.random.default_rng(seed).permutation(n)
+    parts = np.array_split(order, k)
+    return [(np.concatenate([parts[j] for j in range(k) if j != i]), parts[i]) for i in range(k)]
+
+
+def _standardize(x: Array) -> tuple[Array, Array]:
+    mean = x.mean(axis=0)
+    std = x.std(axis=0)
+    std[std == 0] = 1.0
+    return mean, std
+
+
+def fit_predictor(x: Array, y: Array, method: str, seed: int = 0) -> OpPredictor:
+    """Fit one operation kind's predictor, with hyperparameters chosen by 5-fold CV on MAPE.
+
+    Parameters
+    ----------
+    x
+        Raw features, one row per operation measured.
+    y
+        Latencies (ms), positive.
+    method
+        One of :data:`METHODS`.
+    seed
+        Seed of the folds, the forests and the MLP.
+
+    Returns
+    -------
+    OpPredictor
+
+    Raises
+    ------
+    InvalidInputError
+        For an unknown method, mismatched shapes, or non-positive latencies.
+    """
+    if method not in METHODS:
+        raise InvalidInputError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.ndim != 2 or len(x) != len(y) or len(y) == 0:
+        raise InvalidInputError(f"fit_predictor needs an (n, d) feature matrix and n latencies, got {x.shape}, "
+                                f"{y.shape}")
+    if not np.all(y > 0):
+        raise InvalidInputError("latencies must be positive to fit a relative-error predictor")
+    mean, std = _standardize(x)
+    z = (x - mean) / std
+    k = min(5, len(y))
+    folds = _folds(len(y), k, seed) if k >= 2 else []
+    fit = {"lasso": _fit_lasso, "rf": _fit_rf, "gbdt": _fit_gbdt, "mlp": _fit_mlp}[method]
+    params, hyper, score = fit(z, y, folds, seed)
+    return OpPredictor(method, mean.tolist(), std.tolist(), params, hyper, score, len(y))
+
+
+def _search(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], grid: Sequence[dict[str, Any]],
+            train: Any, predict: Any) -> tuple[dict[str, Any], float]:
+    """The grid point with the lowest mean CV MAPE (the first on ties); with no folds, the first point."""
+    if not folds or len(grid) == 1:
+        return dict(grid[0]), math.nan
+    best, best_score = dict(grid[0]), math.inf
+    for h in grid:
+        scores = [_mape(predict(train(z[a], y[a], h), z[b]), y[b]) for a, b in folds]
+        score = float(np.mean(scores))
+        if score < best_score:
+            best, best_score = dict(h), score
+    return best, best_score
+
+
+# --- Lasso ---------------------------------------------------------------------------------------------------------
+
+
+def _lasso_train(z: Array, y: Array, h: Mapping[str, Any]) -> tuple[Array, float]:
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import Lasso
+
+    design = np.hstack([z, np.ones((len(z), 1))]) / y[:, None]
+    model = Lasso(alpha=float(h["alpha"]), positive=True, fit_intercept=False, max_iter=20000, tol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(design, np.ones(len(y)))
+    coef = np.asarray(model.coef_, dtype=float)
+    return coef[:-1], float(coef[-1])
+
+
+def _lasso_predict(m: tuple[Array, float], z: Array) -> Array:
+    return np.asarray(z @ m[0] + m[1], dtype=float)
+
+
+def _fit_lasso(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int) -> tuple[
+        dict[str, Any], dict[str, Any], float]:
+    grid = [{"alpha": float(a)} for a in np.logspace(-5, 2, 15)]
+    hyper, score = _search(z, y, folds, grid, _lasso_train, _lasso_predict)
+    w, b = _lasso_train(z, y, hyper)
+    return {"w": w.tolist(), "b": b}, hyper, score
+
+
+# --- trees ---------------------------------------------------------------------------------------------------------
+# One fit per (min_split, fold) scores every tree count of the grid: a forest's first t trees are the forest of t
+# trees with the same seed, and boosting's staged predictions are the models with fewer stages.
+
+_RF_TREES = (1, 2, 5, 10)
+_RF_SPLITS = (2, 5, 10, 20, 50)
+_GBDT_STAGES = (25, 50, 100, 200)
+_GBDT_SPLITS = (2, 4, 7)
+
+
+def _rf_train(z: Array, y: Array, trees: int, min_split: int, seed: int) -> Any:
+    from sklearn.ensemble import RandomForestRegressor
+
+    return RandomForestRegressor(n_estimators=trees, min_samples_split=min_split, random_state=seed,
+                                 n_jobs=1).fit(z, np.log(y))
+
+
+def _rf_staged(model: Any, z: Array) -> dict[int, Array]:
+    per_tree = np.array([e.predict(z) for e in model.estimators_])
+    return {t: np.exp(per_tree[:t].mean(axis=0)) for t in _RF_TREES}
+
+
+def _fit_rf(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int) -> tuple[
+        dict[str, Any], dict[str, Any], float]:
+    hyper, score = _staged_search(z, y, folds, _RF_SPLITS, lambda zz, yy, s: _rf_train(zz, yy, max(_RF_TREES), s,
+                                                                                        seed), _rf_staged)
+    model = _rf_train(z, y, hyper["count"], hyper["min_split"], seed)
+    return {"trees": [_export_tree(e) for e in model.estimators_]}, {"trees": hyper["count"],
+                                                                     "min_split": hyper["min_split"]}, score
+
+
+def _gbdt_train(z: Array, y: Array, stages: int, min_split: int, seed: int) -> tuple[Any, float]:
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    target = np.log(y)
+    init = float(target.mean())
+    model = GradientBoostingRegressor(n_estimators=stages, min_samples_split=min_split, learning_rate=0.1,
+                                      max_depth=3, init="zero", random_state=seed)
+    return model.fit(z, target - init), init
+
+
+def _gbdt_staged(m: tuple[Any, float], z: Array) -> dict[int, Array]:
+    out = {}
+    for i, pred in enumerate(m[0].staged_predict(z), start=1):
+        if i in _GBDT_STAGES:
+            out[i] = np.exp(pred + m[1])
+    return out
+
+
+def _fit_gbdt(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int) -> tuple[
+        dict[str, Any], dict[str, Any], float]:
+    hyper, score = _staged_search(z, y, folds, _GBDT_SPLITS,
+                                  lambda zz, yy, s: _gbdt_train(zz, yy, max(_GBDT_STAGES), s, seed), _gbdt_staged)
+    model, init = _gbdt_train(z, y, hyper["count"], hyper["min_split"], seed)
+    trees = [_export_tree(e) for e in model.estimators_[:, 0]]
+    return ({"init": init, "rate": float(model.learning_rate), "trees": trees},
+            {"stages": hyper["count"], "min_split": hyper["min_split"]}, score)
+
+
+def _staged_search(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], splits: Sequence[int], train: Any,
+                   staged: Any) -> tuple[dict[str, int], float]:
+    """Best (tree count, min_split) by mean CV MAPE; with no folds, the largest count and the smallest split."""
+    if not folds:
+        return {"count": _largest(staged), "min_split": splits[0]}, math.nan
+    scores: dict[tuple[int, int], list[float]] = {}
+    for s in splits:
+        for a, b in folds:
+            for count, pred in staged(train(z[a], y[a], s), z[b]).items():
+                scores.setdefault((count, s), []).append(_mape(pred, y[b]))
+    (count, s), best = min(((k, float(np.mean(v))) for k, v in scores.items()), key=lambda kv: kv[1])
+    return {"count": count, "min_split": s}, best
+
+
+def _largest(staged: Any) -> int:
+    return max(_RF_TREES) if staged is _rf_staged else max(_GBDT_STAGES)
+
+
+# --- MLP -----------------------------------------------------------------------------------------------------------
+
+_MLP_GRID = [{"layers": n, "width": w, "lr": lr, "wd": wd} for n in range(1, 7) for w in (64, 128, 256, 512)
+             for lr in (5e-3, 5e-4, 5e-5) for wd in (1e-3, 1e-4, 1e-5)]
+
+
+def _mlp_train(z: Array, y: Array, h: Mapping[str, Any], seed: int, max_epochs: int = 2000) -> dict[str, Any]:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    target = np.log(y)
+    y_mean, y_std = float(target.mean()), float(target.std() or 1.0)
+    t = torch.tensor((target - y_mean) / y_std, dtype=torch.float32)
+    xs = torch.tensor(z, dtype=torch.float32)
+    order = torch.randperm(len(xs), generator=g)
+    n_val = max(1, len(xs) // 5) if len(xs) >= 5 else 0
+    val, tr = order[:n_val], order[n_val:]
+    torch.manual_seed(seed)
+    dims = [z.shape[1]] + [int(h["width"])] * int(h["layers"]) + [1]
+    mods: list[torch.nn.Module] = []
+    for i in range(len(dims) - 1):
+        mods.append(torch.nn.Linear(dims[i], dims[i + 1]))
+        if i < len(dims) - 2:
+            mods.append(torch.nn.ReLU())
+    net = torch.nn.Sequential(*mods)
+    opt = torch.optim.Adam(net.parameters(), lr=float(h["lr"]), weight_decay=float(h["wd"]))
+    best, best_state, stale = math.inf, None, 0
+    batch = 256
+    with torch.enable_grad():
+        for _ in range(max_epochs):
+            net.train()
+            perm = tr[torch.randperm(len(tr), generator=g)]
+            for i in range(0, len(perm), batch):
+                idx = perm[i:i + batch]
+                opt.zero_grad()
+                loss = torch.mean((net(xs[idx])[:, 0] - t[idx]) ** 2)
+                loss.backward()
+                opt.step()
+            if n_val == 0:
+                continue
+            net.eval()
+            with torch.no_grad():
+                pred = torch.exp(net(xs[val])[:, 0] * y_std + y_mean)
+                score = float(torch.mean(torch.abs(pred - torch.tensor(y[val.numpy()])) / torch.tensor(
+                    y[val.numpy()])))
+            if score < best - 1e-6:
+                best, stale = score, 0
+                best_state = {k: v.clone() for k, v in net.state_dict().items()}
+            else:
+                stale += 1
+                if stale >= 50:
+                    break
+    if best_state is not None:
+        net.load_state_dict(best_state)
+    linears = [m for m in net if isinstance(m, torch.nn.Linear)]
+    layers = [[m.weight.detach().numpy().T.tolist(), m.bias.detach().numpy().tolist()] for m in linears]
+    return {"layers": layers, "y_mean": y_mean, "y_std": y_std, "val_mape": best}
+
+
+def _fit_mlp(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int) -> tuple[
+        dict[str, Any], dict[str, Any], float]:
+    rng = np.random.default_rng(seed)
+    picks = [_MLP_GRID[i] for i in rng.choice(len(_MLP_GRID), size=6, replace=False)]
+    fitted = [(_mlp_train(z, y, h, seed), h) for h in picks]
+    params, hyper = min(fitted, key=lambda ph: ph[0]["val_mape"])
+    score = float(params.pop("val_mape"))
+    return params, dict(hyper), score

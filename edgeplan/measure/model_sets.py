@@ -1,0 +1,94 @@
+"""Named sets of zoo models for campaigns, and expansion of ranges such as ``synthetic:0-999``.
+
+============================  ===============================================================================
+set                           models
+============================  ===============================================================================
+``synthetic``                 ``synthetic:0`` .. ``synthetic:999``, li2023's 1000 sampled networks (§4.3.2)
+``torchvision-cnns``          every torchvision classification model but the transformers (ViT, Swin, MaxViT)
+``timm-cnns``                 the timm CNNs listed in ``edgeplan/data/model_sets/timm_cnns.txt`` (60 families'
+                              representatives, from ResNets and EfficientNets to RepVGG and ConvNeXt)
+``nb201-sample``              200 NAS-Bench-201 cells drawn uniformly (seed 0) from the 15,625: this machine's
+                              measurements of the benchmark's operation shapes (32x32 inputs, 16-64 channels)
+============================  ===============================================================================
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from importlib import resources
+
+from edgeplan.errors import InvalidInputError
+
+__all__ = ["MODEL_SETS", "expand_models", "model_set"]
+
+#: Names accepted by :func:`model_set`.
+MODEL_SETS: tuple[str, ...] = ("synthetic", "torchvision-cnns", "timm-cnns", "nb201-sample")
+
+_TRANSFORMERS = re.compile(r"^(vit_|swin_|maxvit_)")
+_RANGE = re.compile(r"^synthetic:(\d+)-(\d+)$")
+
+
+def _timm_cnns() -> list[str]:
+    text = resources.files("edgeplan.data").joinpath("model_sets/timm_cnns.txt").read_text()
+    return [f"timm:{line.strip()}" for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def _nb201_sample(n: int, seed: int) -> list[str]:
+    """``n`` distinct NAS-Bench-201 cells, each of the 5**6 equally likely, drawn with ``seed``."""
+    import random
+
+    from edgeplan.frontends.nb201 import NB201_OPS
+
+    rng = random.Random(seed)
+    picks = rng.sample(range(len(NB201_OPS) ** 6), n)
+    out = []
+    for code in picks:
+        ops = [NB201_OPS[(code // len(NB201_OPS) ** i) % len(NB201_OPS)] for i in range(6)]
+        out.append(f"nb201:|{ops[0]}~0|+|{ops[1]}~0|{ops[2]}~1|+|{ops[3]}~0|{ops[4]}~1|{ops[5]}~2|")
+    return out
+
+
+def model_set(name: str) -> list[str]:
+    """The zoo strings of the named set (see the module docstring).
+
+    Raises
+    ------
+    InvalidInputError
+        For an unknown set name.
+    """
+    if name == "synthetic":
+        return [f"synthetic:{i}" for i in range(1000)]
+    if name == "torchvision-cnns":
+        from edgeplan.frontends.zoo import torchvision_names
+
+        return [f"torchvision:{n}" for n in torchvision_names() if not _TRANSFORMERS.match(n)]
+    if name == "timm-cnns":
+        return _timm_cnns()
+    if name == "nb201-sample":
+        return _nb201_sample(200, seed=0)
+    raise InvalidInputError(f"unknown model set {name!r}; choose one of {', '.join(MODEL_SETS)}")
+
+
+def expand_models(specs: Iterable[str]) -> list[str]:
+    """Expand ``synthetic:A-B`` ranges (both ends included) and ``set:NAME``; keep order, drop repeats.
+
+    Raises
+    ------
+    InvalidInputError
+        For an empty range or an unknown set.
+    """
+    out: list[str] = []
+    for spec in specs:
+        spec = spec.strip()
+        m = _RANGE.match(spec)
+        if m:
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if hi < lo:
+                raise InvalidInputError(f"empty range {spec!r}: write synthetic:LOW-HIGH with LOW <= HIGH")
+            out.extend(f"synthetic:{i}" for i in range(lo, hi + 1))
+        elif spec.startswith("set:"):
+            out.extend(model_set(spec[4:]))
+        elif spec:
+            out.append(spec)
+    return list(dict.fromkeys(out))

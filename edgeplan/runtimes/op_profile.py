@@ -1,0 +1,610 @@
+"""Per-operation latencies from the runtime's own profiler, matched to the kernels deduced from the IR.
+
+li2023 predicts a network's latency as an overhead plus the sum of its operations' latencies, each predicted from
+the operation's features; training needs every operation's latency on the device. This module measures them with
+the runtime's profiler, not with timers of our own around each op: what is timed is exactly what the runtime runs.
+
+- **Eager PyTorch** (:func:`profile_torch_ops`): ``torch.profiler`` over ``runs`` calls of the module, each inside
+  a ``record_function`` marker. The operators directly under a marker are the top-level aten operators the model
+  dispatched; their inclusive CPU time is the op's latency in that run. They are matched one to one to the
+  kernels of the ``torch-eager`` deduction (:func:`edgeplan.ir.kernels.deduce_kernels`) in execution order; when
+  the orders differ (branches run in another order than the IR lists them), by aten kind and first input shape.
+  A model whose operators do not match is refused with the differences named, never half-matched.
+- **ONNX Runtime** (:func:`profile_onnxruntime_ops`): the session's own profiling (``enable_profiling``): one
+  ``*_kernel_time`` event per node of the *optimized* graph per run. Each kernel keeps ORT's node name and op type
+  (``FusedConv``, ``com.microsoft.nchwc.Conv``'s ``Conv``, ``QLinearConv``, ``ReorderInput``, ...), its shapes,
+  and the original ONNX nodes it computes when ORT kept the tensor names that show it.
+
+The latency of an op is the median over the profiled runs; the spread (interquartile range over the median) is
+kept beside it. The profiler adds a little time per op, so the sum of the ops is not the end-to-end latency,
+which is timed on unprofiled runs interleaved with the profiled ones (:func:`profile_model`): on a shared
+machine, latencies drift by tens of percent from one minute to the next, and interleaving keeps a model's two
+views coherent. li2023's overhead term absorbs the difference between them.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+from collections import defaultdict, deque
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgeplan.errors import InvalidInputError, MeasurementError
+from edgeplan.ir.graph import Graph
+from edgeplan.ir.kernels import KernelDeduction
+from edgeplan.measure.harness import Timing, TimingConfig, check_thread_count, use_threads
+from edgeplan.measure.scenarios import Scenario
+
+__all__ = [
+    "ModelProfile",
+    "OpTiming",
+    "profile_model",
+    "profile_onnxruntime_ops",
+    "profile_torch_ops",
+    "quantize_onnx",
+]
+
+_MARK = "edgeplan::run"
+
+
+@dataclass(frozen=True)
+class OpTiming:
+    """The measured latency of one kernel the runtime ran.
+
+    Attributes
+    ----------
+    kernel
+        The IR ops it runs joined by ``+`` (PyTorch), or ORT's node name (ONNX Runtime).
+    kind
+        The runtime's kernel kind (``aten::conv2d``, ``FusedConv``, ``QLinearConv``).
+    nodes
+        The IR nodes (PyTorch) or original ONNX nodes (ONNX Runtime) it computes; empty for a kernel the runtime
+        inserted (a layout reorder) or whose origin ORT's renaming hides.
+    median_ms
+        Median over the profiled runs.
+    iqr_rel
+        Interquartile range over the median (0 for fewer than 4 runs).
+    noop
+        A kernel that computes nothing (a view, eval dropout).
+    shapes
+        ORT only: input and output shapes as its profiler reports them.
+    """
+
+    kernel: str
+    kind: str
+    nodes: tuple[str, ...]
+    median_ms: float
+    iqr_rel: float
+    noop: bool = False
+    shapes: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        out: dict[str, Any] = {
+            "kernel": self.kernel, "kind": self.kind, "nodes": list(self.nodes),
+            "ms": self.median_ms, "iqr_rel": self.iqr_rel,
+        }
+        if self.noop:
+            out["noop"] = True
+        if self.shapes:
+            out["shapes"] = dict(self.shapes)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OpTiming:
+        """Inverse of :meth:`to_dict`."""
+        return cls(str(data["kernel"]), str(data["kind"]), tuple(data["nodes"]), float(data["ms"]),
+                   float(data["iqr_rel"]), bool(data.get("noop", False)), dict(data.get("shapes", {})))
+
+
+def _median_iqr(samples_ms: Sequence[float]) -> tuple[float, float]:
+    med = statistics.median(samples_ms)
+    if len(samples_ms) < 4 or med <= 0:
+        return med, 0.0
+    q = statistics.quantiles(samples_ms, n=4)
+    return med, (q[2] - q[0]) / med
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Eager PyTorch
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def profile_torch_ops(
+    module: Any,
+    example_inputs: Sequence[Any],
+    deduction: KernelDeduction,
+    graph: Graph,
+    threads: int,
+    runs: int = 10,
+    warmup: int = 3,
+    plain_per_run: int = 0,
+) -> tuple[list[OpTiming], list[float]]:
+    """Per-kernel latencies of eager PyTorch from ``torch.profiler``, matched to ``deduction``'s kernels.
+
+    Each profiled run is preceded by ``plain_per_run`` unprofiled runs timed end to end, so that the end-to-end
+    samples and the per-op samples are taken under the same machine conditions (on a shared machine, latencies
+    drift by tens of percent between minutes; interleaving keeps the two views of a model coherent).
+
+    Parameters
+    ----------
+    module
+        The model (an ``nn.Module``; put in eval mode, run under ``torch.inference_mode``).
+    example_inputs
+        Its forward's positional arguments.
+    deduction
+        The ``torch-eager`` kernels of ``graph``.
+    graph
+        The IR of ``module`` on these inputs.
+    threads
+        Intra-op threads.
+    runs, warmup
+        Profiled calls, and unprofiled warm-up calls before the first.
+    plain_per_run
+        Unprofiled, timed calls before each profiled one.
+
+    Returns
+    -------
+    tuple[list[OpTiming], list[float]]
+        One timing per kernel of ``deduction``, in its order; and the end-to-end times (ms) of the plain calls.
+
+    Raises
+    ------
+    MeasurementError
+        When the profiled operators cannot be matched to the deduced kernels (the message lists the kinds that
+        differ), or running the model fails.
+    """
+    import time
+
+    import torch
+
+    check_thread_count(threads)
+    if runs < 1 or warmup < 0 or plain_per_run < 0:
+        raise InvalidInputError(f"profile_torch_ops: runs must be >= 1, warmup and plain_per_run >= 0, got {runs}, "
+                                f"{warmup}, {plain_per_run}")
+    module.eval()
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    samples: list[list[float]] = [[] for _ in deduction.kernels]
+    plain_ms: list[float] = []
+    with use_threads(threads), torch.inference_mode():
+        for _ in range(warmup):
+            module(*example_inputs)
+        for _ in range(runs):
+            for _ in range(plain_per_run):
+                t0 = time.perf_counter_ns()
+                module(*example_inputs)
+                plain_ms.append((time.perf_counter_ns() - t0) / 1e6)
+            with _profiler(activities) as prof, torch.profiler.record_function(_MARK):
+                module(*example_inputs)
+            per_run = _top_level_by_run(prof.events())
+            if len(per_run) != 1:
+                raise MeasurementError(f"torch.profiler reported {len(per_run)} runs of {graph.name!r} instead of 1")
+            for k, event in enumerate(_match_run(per_run[0], deduction, graph)):
+                samples[k].append(event.time_range.elapsed_us() / 1000.0)
+    out = []
+    for kernel, s in zip(deduction.kernels, samples, strict=True):
+        med, iqr = _median_iqr(s)
+        out.append(OpTiming(kernel.name, kernel.kind, kernel.nodes, med, iqr, kernel.noop))
+    return out, plain_ms
+
+
+@contextmanager
+def _fd2_silenced() -> Iterator[None]:
+    """Send file descriptor 2 to /dev/null (kineto prints two lines to it at every profiler start and stop)."""
+    import os
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@contextmanager
+def _profiler(activities: Sequence[Any]) -> Iterator[Any]:
+    """``torch.profiler.profile`` with shapes recorded, quiet while it starts and stops."""
+    import torch
+
+    prof = torch.profiler.profile(activities=list(activities), record_shapes=True)
+    with _fd2_silenced():
+        prof.__enter__()
+    try:
+        yield prof
+    finally:
+        with _fd2_silenced():
+            prof.__exit__(None, None, None)
+
+
+def _top_level_by_run(events: Sequence[Any]) -> list[list[Any]]:
+    """The events directly under each ``record_function`` marker, per marker in time order."""
+    marks = sorted((e for e in events if e.name == _MARK), key=lambda e: e.time_range.start)
+    index = {id(m): i for i, m in enumerate(marks)}
+    runs: list[list[Any]] = [[] for _ in marks]
+    for e in events:
+        parent = e.cpu_parent
+        if parent is not None and id(parent) in index:
+            runs[index[id(parent)]].append(e)
+    for r in runs:
+        r.sort(key=lambda e: e.time_range.start)
+    return runs
+
+
+def _first_shape(shapes: Sequence[Any]) -> tuple[int, ...] | None:
+    for s in shapes:
+        if isinstance(s, (list, tuple)) and s and all(isinstance(d, int) for d in s):
+            return tuple(s)
+    return None
+
+
+def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph) -> list[Any]:
+    """The profiler event of each deduced kernel: in order when the kinds line up, else by kind and shape."""
+    kernels = deduction.kernels
+    names = [e.name for e in events]
+    kinds = [k.kind for k in kernels]
+    if sorted(names) != sorted(kinds):
+        extra = _multiset_diff(names, kinds)
+        missing = _multiset_diff(kinds, names)
+        raise MeasurementError(
+            f"{graph.name}: torch.profiler's operators do not match the torch-eager kernels deduced from the IR "
+            f"(profiled but not deduced: {extra or 'none'}; deduced but not profiled: {missing or 'none'}); "
+            "the kernel rules in edgeplan/data/kernel_rules/torch.json need this case"
+        )
+    keys = [_kernel_key(k, graph) for k in kernels]
+    if names == kinds and all(_agrees(e, key) for e, key in zip(events, keys, strict=True)):
+        return list(events)
+    queues: dict[tuple[str, tuple[int, ...] | None], deque[Any]] = defaultdict(deque)
+    for e in events:
+        queues[(e.name, _first_shape(e.input_shapes))].append(e)
+    matched = []
+    for k, key in zip(kernels, keys, strict=True):
+        queue = queues.get(key) or queues.get((k.kind, None))
+        if not queue:
+            raise MeasurementError(
+                f"{graph.name}: no profiled {k.kind} with input shape {key[1]} for kernel {k.name!r} "
+                f"(IR node {k.nodes[0]!r}); the profiled operators cannot be matched to the IR"
+            )
+        matched.append(queue.popleft())
+    return matched
+
+
+def _kernel_key(kernel: Any, graph: Graph) -> tuple[str, tuple[int, ...] | None]:
+    """(aten kind, first input shape) of a deduced kernel, as the profiler would record it."""
+    node = graph.node(kernel.nodes[0])
+    return kernel.kind, tuple(node.input_shapes[0]) if node.input_shapes else None
+
+
+def _agrees(event: Any, key: tuple[str, tuple[int, ...] | None]) -> bool:
+    """Whether a profiled event can be the kernel of ``key`` (an unrecorded shape on either side agrees)."""
+    shape = _first_shape(event.input_shapes)
+    return shape is None or key[1] is None or shape == key[1]
+
+
+def _multiset_diff(a: Sequence[str], b: Sequence[str]) -> str:
+    left: defaultdict[str, int] = defaultdict(int)
+    for x in a:
+        left[x] += 1
+    for x in b:
+        left[x] -= 1
+    return ", ".join(f"{k} x{v}" for k, v in sorted(left.items()) if v > 0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# ONNX Runtime
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def profile_onnxruntime_ops(
+    onnx_path: str | Path,
+    feed: Mapping[str, Any],
+    threads: int,
+    runs: int = 10,
+    warmup: int = 3,
+    plain_per_run: int = 0,
+) -> tuple[list[OpTiming], list[float]]:
+    """Per-kernel latencies of ONNX Runtime's CPU provider from its own profiler.
+
+    The session is the one :func:`edgeplan.measure.measure_onnxruntime` times (default optimizations, sequential,
+    ``threads`` intra-op threads), with profiling on. A second, unprofiled session runs ``plain_per_run`` timed
+    calls before each profiled call (see :func:`profile_torch_ops` for why they are interleaved).
+
+    Parameters
+    ----------
+    onnx_path
+        The model.
+    feed
+        Input arrays by name.
+    threads
+        Intra-op threads.
+    runs, warmup
+        Profiled runs kept, and runs before them whose events are dropped.
+    plain_per_run
+        Unprofiled, timed calls before each profiled one.
+
+    Returns
+    -------
+    tuple[list[OpTiming], list[float]]
+        One timing per node of ORT's optimized graph that ran, in execution order (``nodes`` are the original ONNX
+        nodes between its inputs and outputs when the tensor names show them); and the plain calls' times (ms).
+
+    Raises
+    ------
+    MeasurementError
+        If ORT cannot load or run the model, or a node ran a different number of times than the session.
+    """
+    import time
+
+    import onnx
+    import onnxruntime as ort
+
+    from edgeplan.runtimes.kernel_check import onnxruntime_kernels
+
+    check_thread_count(threads)
+    if runs < 1 or warmup < 0 or plain_per_run < 0:
+        raise InvalidInputError(f"profile_onnxruntime_ops: runs must be >= 1, warmup and plain_per_run >= 0, got "
+                                f"{runs}, {warmup}, {plain_per_run}")
+
+    def options(profile_prefix: str | None) -> Any:
+        o = ort.SessionOptions()
+        o.intra_op_num_threads = threads
+        o.inter_op_num_threads = 1
+        o.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        o.log_severity_level = 3
+        if profile_prefix:
+            o.enable_profiling = True
+            o.profile_file_prefix = profile_prefix
+        return o
+
+    plain_ms: list[float] = []
+    with tempfile.TemporaryDirectory() as folder:
+        profiled_options = options(str(Path(folder) / "ort"))
+        profiled_options.optimized_model_filepath = str(Path(folder) / "optimized.onnx")
+        feed = dict(feed)
+        try:
+            session = ort.InferenceSession(str(onnx_path), profiled_options, providers=["CPUExecutionProvider"])
+            plain = (ort.InferenceSession(str(onnx_path), options(None), providers=["CPUExecutionProvider"])
+                     if plain_per_run else None)
+            for i in range(warmup + runs):
+                for _ in range(plain_per_run if plain is not None else 0):
+                    t0 = time.perf_counter_ns()
+                    plain.run(None, feed)  # type: ignore[union-attr]
+                    if i >= warmup:
+                        plain_ms.append((time.perf_counter_ns() - t0) / 1e6)
+                session.run(None, feed)
+            trace = json.loads(Path(session.end_profiling()).read_text())
+        except Exception as e:  # ORT raises its own exception types
+            raise MeasurementError(f"profiling {onnx_path} with onnxruntime failed: {e}") from e
+        covered = {k.name: k.nodes for k in onnxruntime_kernels(onnx.load(str(onnx_path)),
+                                                                 onnx.load(profiled_options.optimized_model_filepath))}
+    return _ort_timings(trace, covered, runs, warmup, str(onnx_path)), plain_ms
+
+
+def _ort_timings(trace: Sequence[Mapping[str, Any]], covered: Mapping[str, tuple[str, ...]], runs: int,
+                 warmup: int, what: str) -> list[OpTiming]:
+    suffix = "_kernel_time"
+    order: list[str] = []
+    durations: dict[str, list[float]] = defaultdict(list)
+    info: dict[str, Mapping[str, Any]] = {}
+    for e in trace:
+        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith(suffix):
+            continue
+        name = str(e["name"])[: -len(suffix)]
+        if name not in info:
+            order.append(name)
+            info[name] = e.get("args", {})
+        durations[name].append(float(e["dur"]) / 1000.0)
+    out = []
+    for name in order:
+        d = durations[name]
+        if len(d) != warmup + runs:
+            raise MeasurementError(
+                f"{what}: ORT node {name!r} ran {len(d)} times in {warmup + runs} runs; cannot attribute its times"
+            )
+        med, iqr = _median_iqr(d[warmup:])
+        args = info[name]
+        shapes = {k: args[k] for k in ("input_type_shape", "output_type_shape") if k in args}
+        out.append(OpTiming(name, str(args.get("op_name", "")), tuple(covered.get(name, ())), med, iqr,
+                            shapes=shapes))
+    return out
+
+
+def quantize_onnx(src: str | Path, dst: str | Path, input_shapes: Mapping[str, Sequence[int]], seed: int = 0,
+                  calibration_batches: int = 4) -> Path:
+    """Quantize ``src`` to int8 the way ONNX Runtime deploys it on CPUs; write ``dst``.
+
+    Static quantization in the QDQ format: uint8 activations with ranges calibrated (min-max) on
+    ``calibration_batches`` seeded random inputs, int8 weights per output channel; ORT fuses the QDQ pairs into
+    ``QLinearConv`` & co. at load time. The model goes through ORT's pre-processing (shape inference and
+    optimization) first, as ORT's documentation recommends. Random calibration data gives other scales than real
+    images but the same kernels and shapes, which is what latency depends on.
+
+    Parameters
+    ----------
+    src, dst
+        Float model and where to write the quantized one.
+    input_shapes
+        Shape of every model input, by name.
+    seed
+        Seed of the calibration inputs.
+    calibration_batches
+        Number of calibration inputs.
+
+    Returns
+    -------
+    Path
+        ``dst``.
+    """
+    import numpy as np
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    rng = np.random.default_rng(seed)
+    batches = [{n: rng.standard_normal(tuple(s)).astype(np.float32) for n, s in input_shapes.items()}
+               for _ in range(calibration_batches)]
+
+    class _Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self._it = iter(batches)
+
+        def get_next(self) -> dict[str, Any] | None:
+            return next(self._it, None)
+
+    dst = Path(dst)
+    with tempfile.TemporaryDirectory() as folder:
+        pre = Path(folder) / "pre.onnx"
+        try:
+            quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
+            quantize_static(str(pre), str(dst), _Reader(), quant_format=QuantFormat.QDQ,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True)
+        except Exception as e:  # the quantizer raises many exception types
+            raise MeasurementError(f"quantizing {src} to int8 failed: {e}") from e
+    return dst
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A whole model in a scenario
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """A model measured in one scenario: end to end (no profiler) and per op (profiler).
+
+    Attributes
+    ----------
+    model
+        The zoo string.
+    scenario
+        The scenario's name.
+    end_to_end
+        The harness timing of whole runs.
+    ops
+        Per-kernel latencies.
+    kernel_profile
+        The kernel rules the ops were matched with (PyTorch), or the runtime (ORT).
+    nodes
+        JSON descriptions (:func:`edgeplan.ir.serialize.node_to_dict`) of the IR nodes the ops compute, by name,
+        so that features can be computed without rebuilding the model.
+    """
+
+    model: str
+    scenario: str
+    end_to_end: Timing
+    ops: tuple[OpTiming, ...]
+    kernel_profile: str
+    nodes: Mapping[str, Mapping[str, Any]]
+
+    @property
+    def op_sum_ms(self) -> float:
+        """Sum of the per-op medians."""
+        return sum(o.median_ms for o in self.ops)
+
+    def extra(self) -> dict[str, Any]:
+        """What the Store keeps beside the end-to-end timing."""
+        return {"scenario": self.scenario, "kernel_profile": self.kernel_profile,
+                "ops": [o.to_dict() for o in self.ops], "nodes": dict(self.nodes), "op_sum_ms": self.op_sum_ms}
+
+
+def profile_model(
+    spec: str,
+    scenario: Scenario,
+    runs: int = 10,
+    config: TimingConfig | None = None,
+    home: str | Path | None = None,
+    plain_per_run: int = 3,
+) -> ModelProfile:
+    """Measure a zoo model in ``scenario``: per-op latencies with the runtime's profiler, then end to end.
+
+    Parameters
+    ----------
+    spec
+        A zoo string (``synthetic:12``, ``torchvision:resnet18``, ``timm:...``).
+    scenario
+        Where and how it runs.
+    runs
+        Profiled runs (the per-op median is over these).
+    config
+        End-to-end harness settings when ``plain_per_run`` is 0 (default: adaptive to +-2%, at most 10 s).
+    home
+        The edgeplan home, where ONNX exports and int8 models are cached.
+    plain_per_run
+        Unprofiled runs timed before each profiled run; their median is the end-to-end latency, taken under the
+        same conditions as the per-op times (see :func:`profile_torch_ops`). 0: a separate harness measurement
+        after the profile.
+
+    Returns
+    -------
+    ModelProfile
+    """
+    from edgeplan.frontends.torch_frontend import graph_from_torch
+    from edgeplan.frontends.zoo import build_model
+    from edgeplan.ir.kernels import deduce_kernels
+    from edgeplan.ir.serialize import node_to_dict
+    from edgeplan.measure.runners import measure_onnxruntime, measure_torch
+
+    config = config or TimingConfig()
+    model = build_model(spec)
+    inputs = model.example_inputs()
+    if scenario.runtime == "torch":
+        graph = graph_from_torch(model.module, inputs, name=spec)
+        deduction = deduce_kernels(graph, scenario.kernel_profile)
+        ops, plain = profile_torch_ops(model.module, inputs, deduction, graph, scenario.threads, runs=runs,
+                                       plain_per_run=plain_per_run)
+        e2e = (Timing.from_samples(plain, "max_repeats") if plain
+               else measure_torch(model.module, inputs, scenario.threads, config, name=spec))
+        used = {n for o in ops for n in o.nodes}
+        nodes = {n.name: node_to_dict(n) for n in graph.nodes if n.name in used}
+        return ModelProfile(spec, scenario.name, e2e, tuple(ops), scenario.kernel_profile, nodes)
+    path = _onnx_for(spec, model, scenario, home)
+    names = _onnx_input_names(path)
+    feed = _feed(names, model.input_shapes)
+    ops, plain = profile_onnxruntime_ops(path, feed, scenario.threads, runs=runs, plain_per_run=plain_per_run)
+    e2e = (Timing.from_samples(plain, "max_repeats") if plain
+           else measure_onnxruntime(path, feed, scenario.threads, config))
+    return ModelProfile(spec, scenario.name, e2e, tuple(ops), f"onnxruntime-{scenario.dtype}", {})
+
+
+def _onnx_input_names(path: Path) -> list[str]:
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    inits = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
+def _feed(names: Sequence[str], shapes: Sequence[Sequence[int]]) -> dict[str, Any]:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    return {n: rng.standard_normal(tuple(s)).astype(np.float32) for n, s in zip(names, shapes, strict=True)}
+
+
+def _onnx_for(spec: str, model: Any, scenario: Scenario, home: str | Path | None) -> Path:
+    """The ONNX file ``scenario`` runs for ``spec``: the cached fp32 export, quantized for int8 (cached too)."""
+    from edgeplan.api import onnx_cache_path
+    from edgeplan.frontends.onnx_export import export_onnx
+    from edgeplan.measure.paths import edgeplan_home
+
+    home_dir = edgeplan_home(home)
+    path = onnx_cache_path(spec, None, home_dir)
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        export_onnx(model.module, model.example_inputs(), path)
+    if scenario.dtype == "float32":
+        return path
+    qpath = path.with_name(path.stem + ".int8.onnx")
+    if not qpath.is_file():
+        names = _onnx_input_names(path)
+        tmp = qpath.with_suffix(".tmp.onnx")
+        quantize_onnx(path, tmp, dict(zip(names, model.input_shapes, strict=True)))
+        tmp.replace(qpath)
+    return qpath

@@ -1,0 +1,124 @@
+"""Few-shot calibration of a new device, the calibrate CLI (and its refusals), and the NAS-Bench-201 experiment."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from edgeplan.cli.main import main
+from edgeplan.errors import InvalidInputError
+from edgeplan.frontends.direct import nb201_graph
+from edgeplan.ir.kernels import deduce_kernels
+from edgeplan.ir.serialize import node_to_dict
+from edgeplan.latency.calibrate import calibrate, read_measurements
+from edgeplan.latency.model import LatencyModel
+
+CELLS = [f"|{a}~0|+|{b}~0|{c}~1|+|skip_connect~0|{a}~1|{b}~2|"
+         for a in ("nor_conv_3x3", "nor_conv_1x1", "avg_pool_3x3")
+         for b in ("nor_conv_3x3", "skip_connect", "none", "nor_conv_1x1")
+         for c in ("avg_pool_3x3", "nor_conv_3x3")]
+
+
+def _record(cell: str) -> dict[str, Any]:
+    """A made-up measurement of an NB201 network: each op costs its FLOPs at 1 GFLOP/s plus 10 us."""
+    graph = nb201_graph(cell)
+    ops, nodes = [], {}
+    for k in deduce_kernels(graph, "torch-eager").kernels:
+        ns = [graph.node(n) for n in k.nodes]
+        nodes.update({n.name: node_to_dict(n) for n in ns})
+        ops.append({"kernel": k.name, "kind": k.kind, "nodes": list(k.nodes), "iqr_rel": 0.0,
+                    "ms": sum(n.flops for n in ns) * 1e-6 + 0.01})
+    total = sum(o["ms"] for o in ops)
+    return {"model": f"nb201:{cell}", "latency_ms": total + 0.2, "op_sum_ms": total, "ops": ops, "nodes": nodes}
+
+
+@pytest.fixture(scope="module")
+def source() -> LatencyModel:
+    return LatencyModel.fit([_record(c) for c in CELLS], "lasso", "src", min_samples=3,
+                            info={"kernel_profile": "torch-eager"})
+
+
+def test_calibration_recovers_a_scaled_device(source: LatencyModel) -> None:
+    from edgeplan.experiments.li2023 import nb201_terms
+
+    terms = nb201_terms(CELLS, source)
+    truth = np.array([3.0 * t["total"] + 0.5 for t in terms])  # a device 3x slower with 0.5 ms of overhead
+    dev = calibrate("x", terms[:10], truth[:10], source, "src", models=CELLS[:10])
+    assert dev.form in ("scale+overhead", "scale+kernels", "per-category")
+    pred = np.array([dev.predict_terms(t) for t in terms])
+    assert np.max(np.abs(pred - truth) / truth) < 0.02
+    with pytest.raises(InvalidInputError, match="positive"):
+        calibrate("x", terms[:3], [1.0, 0.0, 2.0], source, "src")
+
+
+def test_nb201_fewshot_on_a_help_like_file(tmp_path: Path, source: LatencyModel) -> None:
+    from edgeplan.experiments.li2023 import format_nb201, nb201_fewshot, nb201_terms
+
+    terms = nb201_terms(CELLS, source)
+    path = tmp_path / "help.csv"
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["index", "arch", "fast", "slow"])
+        for i, (c, t) in enumerate(zip(CELLS, terms, strict=True)):
+            w.writerow([i, c, 0.5 * t["total"] + 0.1, 4 * t["total"] + 0.02 * t["kernels"]])
+    import edgeplan.experiments.li2023 as li
+
+    old = li.HELP_REFERENCE
+    li.HELP_REFERENCE = tuple(range(10))
+    try:
+        result = nb201_fewshot(source, "src", help_data=path, seeds=2, samples=10)
+    finally:
+        li.HELP_REFERENCE = old
+    assert set(result["devices"]) == {"fast", "slow"} and result["architectures"] == len(CELLS)
+    assert result["mean_help"]["spearman"] > 0.99 and result["mean_random"]["mape"] < 2.0
+    assert "mean" in "\n".join(format_nb201(result))
+
+
+def _csv(path: Path, rows: list[list[Any]]) -> Path:
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    return path
+
+
+def test_cli_calibrate_then_predict_and_bad_files(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                  source: LatencyModel) -> None:
+    home = tmp_path / "home"
+    source.save(home / "devices" / "src")
+    good = _csv(tmp_path / "m.csv", [["model", "latency_ms"]] + [[f"nb201:{c}", 1.0 + i / 10]
+                                                                  for i, c in enumerate(CELLS[:10])])
+    bad = {
+        "missing": ([["model", "ms"], ["nb201:" + CELLS[0], 1.0]], "missing column"),
+        "unknown": ([["model", "latency_ms"], ["torchvision:resnet1000", 1.0]], "line 2: model torchvision:resnet1000"),
+        "negative": ([["model", "latency_ms"], ["nb201:" + CELLS[0], -2]], "line 2: latency_ms must be positive"),
+        "text": ([["model", "latency_ms"], ["nb201:" + CELLS[0], "fast"]], "is not a number"),
+    }
+    for name, (rows, message) in bad.items():
+        code = main(["--home", str(home), "calibrate", "--measurements", str(_csv(tmp_path / f"{name}.csv", rows)),
+                     "--name", "phone", "--from", "src"])
+        assert code != 0 and message in capsys.readouterr().err, name
+        assert not (home / "devices" / "phone").exists()
+    assert main(["--home", str(home), "calibrate", "--measurements", str(good), "--name", "phone", "--from", "src",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["samples"] == 10 and out["form"] in out["loo_mape"]
+    again = ["--home", str(home), "calibrate", "--measurements", str(good), "--name", "phone", "--from", "src"]
+    assert main(again) != 0
+    assert "already has lasso predictors" in capsys.readouterr().err
+    assert main(["--home", str(home), "predict", "nb201:" + CELLS[12], "--device", "phone", "--method", "lasso",
+                 "--json", "--breakdown"]) == 0
+    (pred,) = json.loads(capsys.readouterr().out)
+    assert pred["latency_ms"] > 0 and pred["unpredicted_ops"] == []
+    assert pred["latency_ms"] == pytest.approx(pred["overhead_ms"] + sum(o["ms"] for o in pred["ops"]))
+
+
+def test_read_measurements_refuses_duplicates(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "d.csv", [["model", "latency_ms"], ["a", 1], ["a", 2]])
+    with pytest.raises(InvalidInputError, match="appears twice"):
+        read_measurements(path)
+    with pytest.raises(InvalidInputError, match="no measurements"):
+        read_measurements(_csv(tmp_path / "e.csv", [["model", "latency_ms"]]))

@@ -1,0 +1,160 @@
+"""li2023 operation features, the four predictor methods, the end-to-end model and its JSON persistence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from edgeplan.errors import InvalidInputError
+from edgeplan.latency.features import CATEGORY_FEATURES, category, features, predictor_key
+from edgeplan.latency.model import LatencyModel, mape, record_ops
+from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
+
+
+def conv(c: int, k: int, size: int, groups: int = 1, kernel: int = 3, stride: int = 1) -> dict[str, Any]:
+    out = size // stride
+    macs = out * out * k * (c // groups) * kernel * kernel
+    return {"name": "c", "op": "conv2d", "input_shapes": [[1, c, size, size]], "output_shapes": [[1, k, out, out]],
+            "attrs": {"in_channels": c, "out_channels": k, "kernel": [kernel, kernel], "stride": [stride, stride],
+                      "groups": groups}, "flops": 2 * macs, "params": k * (c // groups) * kernel * kernel}
+
+
+def test_categories_and_feature_vectors() -> None:
+    assert category(conv(8, 8, 16)) == "conv"
+    assert category(conv(8, 8, 16, groups=8)) == "dwconv"
+    assert category(conv(8, 16, 16, groups=4)) == "gconv"
+    cat, x = features([conv(8, 16, 32, groups=4, kernel=5, stride=2)])
+    named = dict(zip(CATEGORY_FEATURES[cat], x, strict=True))
+    assert named == {"in_h": 32, "in_w": 32, "in_c": 8, "out_h": 16, "out_w": 16, "stride": 2, "k_h": 5, "k_w": 5,
+                     "filters": 16, "input_size": 8 * 32 * 32, "output_size": 16 * 16 * 16,
+                     "kernel_size": 16 * 2 * 25, "flops": named["flops"], "groups": 4}
+    cat_node = {"op": "concat", "input_shapes": [[1, 3, 4, 4], [1, 5, 4, 4]], "output_shapes": [[1, 8, 4, 4]]}
+    cat, x = features([cat_node])
+    assert cat == "concat" and dict(zip(CATEGORY_FEATURES[cat], x, strict=True))["in_c"] == 8
+    fc = {"op": "linear", "input_shapes": [[1, 512]], "output_shapes": [[1, 10]], "params": 5130, "flops": 10240,
+          "attrs": {"in_features": 512, "out_features": 10}}
+    assert features([fc]) == ("fc", [512.0, 10.0, 5130.0, 10240.0])
+    gp = {"op": "global_pool", "input_shapes": [[1, 64, 7, 7]], "output_shapes": [[1, 64, 1, 1]], "flops": 3136}
+    cat, x = features([gp])
+    assert cat == "mean" and x[3:5] == [7.0, 7.0]
+    assert predictor_key("aten::conv2d", conv(8, 8, 16, groups=8)) == "aten::conv2d|dwconv"
+    # Work is summed over a fused kernel's nodes.
+    relu = {"op": "activation", "input_shapes": [[1, 16, 16, 16]], "output_shapes": [[1, 16, 16, 16]], "flops": 99}
+    assert features([conv(8, 16, 16), relu])[1][-1] == conv(8, 16, 16)["flops"] + 99
+
+
+def _linear_data(n: int = 120, seed: int = 0) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(1, 100, size=(n, 3))
+    y = 0.02 * x[:, 0] + 0.005 * x[:, 1] + 0.3  # feature 2 is irrelevant
+    return x, y
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_learns_and_round_trips_through_json(method: str) -> None:
+    x, y = _linear_data()
+    p = fit_predictor(x[:100], y[:100], method, seed=1)
+    err = mape(p.predict(x[100:]), y[100:])
+    assert err < {"lasso": 2.0, "rf": 15.0, "gbdt": 10.0, "mlp": 15.0}[method]
+    again = OpPredictor.from_dict(json.loads(json.dumps(p.to_dict())))
+    np.testing.assert_allclose(again.predict(x[100:]), p.predict(x[100:]))
+    assert p.n_train == 100 and p.hyper
+
+
+def test_lasso_weights_are_non_negative_and_sparse() -> None:
+    x, y = _linear_data()
+    x = np.c_[x, -x[:, 0]]  # negatively correlated with latency: its weight must stay 0
+    p = fit_predictor(x, y, "lasso")
+    w = np.asarray(p.params["w"])
+    assert (w >= 0).all() and w[3] == 0 and p.params["b"] >= 0
+
+
+def test_bad_training_data_is_refused() -> None:
+    x, y = _linear_data(10)
+    with pytest.raises(InvalidInputError, match="unknown method"):
+        fit_predictor(x, y, "svm")
+    with pytest.raises(InvalidInputError, match="positive"):
+        fit_predictor(x, -y, "lasso")
+    with pytest.raises(InvalidInputError, match="feature matrix"):
+        fit_predictor(x[:5], y, "lasso")
+
+
+def _record(i: int, rng: np.random.Generator) -> dict[str, Any]:
+    c = int(rng.integers(8, 64))
+    nodes = {"c1": {**conv(c, c, 28), "name": "c1"},
+             "c2": {**conv(c, c, 28, groups=c), "name": "c2"},
+             "r": {"name": "r", "op": "activation", "input_shapes": [[1, c, 28, 28]],
+                   "output_shapes": [[1, c, 28, 28]], "flops": c * 784}}
+    ms = {"c1": 1e-6 * nodes["c1"]["flops"] + 0.05, "c2": 2e-6 * nodes["c2"]["flops"] + 0.02, "r": 1e-5 * c + 0.01}
+    ops = [{"kernel": n, "kind": "aten::conv2d" if n != "r" else "aten::relu", "nodes": [n], "ms": v, "iqr_rel": 0}
+           for n, v in ms.items()]
+    return {"model": f"m{i}", "latency_ms": sum(ms.values()) + 0.4, "op_sum_ms": sum(ms.values()), "ops": ops,
+            "nodes": nodes}
+
+
+def test_end_to_end_model_fits_predicts_and_saves(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    records = [_record(i, rng) for i in range(40)]
+    model = LatencyModel.fit(records[:30], "lasso", "test-scenario")
+    assert model.overhead_ms == pytest.approx(0.4)
+    assert {"aten::conv2d|conv", "aten::conv2d|dwconv", "aten::relu|elementwise", "*|conv"} <= set(model.predictors)
+    preds = [model.predict_record(r) for r in records[30:]]
+    assert mape([p.latency_ms for p in preds], [r["latency_ms"] for r in records[30:]]) < 2.0
+    assert not preds[0].unpredicted and len(preds[0].ops) == 3
+    path = model.save(tmp_path)
+    loaded = LatencyModel.load(path)
+    assert loaded.predict_record(records[35]).latency_ms == pytest.approx(preds[5].latency_ms)
+    # An op kind never trained is predicted by its category, or named as unpredicted: never counted as 0.
+    odd = dict(records[31])
+    odd["ops"] = [*odd["ops"], {"kernel": "sig", "kind": "aten::sigmoid", "nodes": ["r"], "ms": 1.0, "iqr_rel": 0},
+                  {"kernel": "x", "kind": "aten::cat", "nodes": ["x"], "ms": 1.0, "iqr_rel": 0}]
+    odd["nodes"] = {**odd["nodes"], "x": {"op": "concat", "input_shapes": [[1, 2, 2, 2]],
+                                          "output_shapes": [[1, 2, 2, 2]]}}
+    p = model.predict_ops(record_ops(odd))
+    assert p.unpredicted == ["x@x (aten::cat)"]
+    sig = next(o for o in p.ops if o.kind == "aten::sigmoid")
+    assert sig.by_category and sig.ms is not None and sig.ms > 0
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(InvalidInputError, match="not an edgeplan latency model"):
+        LatencyModel.load(bad)
+    with pytest.raises(InvalidInputError, match="not matched to IR nodes"):
+        record_ops({"model": "m", "nodes": {}, "ops": [{"kernel": "k", "kind": "Conv", "nodes": [], "ms": 1}]})
+
+
+def _write_dataset(path: Path, records: list[dict[str, Any]], scenario: str = "torch-fp32-1t") -> Path:
+    import gzip
+
+    from edgeplan.latency.campaign import DATASET_FORMAT
+
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps({"format": DATASET_FORMAT, "scenario": scenario, "device": {"threads": 1}}) + "\n")
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    return path
+
+
+def test_li2023_report_from_a_dataset(tmp_path: Path) -> None:
+    from edgeplan.experiments.li2023 import format_report, reproduce
+
+    rng = np.random.default_rng(3)
+    records = [_record(i, rng) for i in range(45)]
+    for i, r in enumerate(records):
+        r["model"] = f"synthetic:{i}" if i < 35 else (f"synthetic:{900 + i}" if i < 42 else f"timm:m{i}")
+    data = _write_dataset(tmp_path / "d.jsonl.gz", records)
+    again = [{**r, "latency_ms": r["latency_ms"] * 1.1} for r in records[35:40]]
+    rep = _write_dataset(tmp_path / "r.jsonl.gz", again)
+    result = reproduce(methods=("lasso",), data_file=data, repeat_file=rep)
+    assert (result["train"], result["test"], result["zoo"]) == (35, 7, 3)
+    assert result["noise_floor"] == {"models": 5, "mape": pytest.approx(10.0)}
+    assert result["5.1"]["lasso"]["mape"] < 2.0 and "conv" in result["5.1"]["lasso"]["per_category"]
+    assert set(result["5.5"]) == {"lasso@30", "lasso@35"} and result["5.3"]["lasso"]["models"] == 3
+    assert set(result["5.6"]) == {"nnmeter@30", "nnmeter@35"}
+    text = "\n".join(format_report(result))
+    assert "§5.1" in text and "noise floor" in text and "10.00% over 5 models" in text
+    with pytest.raises(InvalidInputError, match="synthetic:900-999 for testing"):
+        reproduce(methods=("lasso",), data_file=_write_dataset(tmp_path / "x.jsonl.gz", records[:30]))
