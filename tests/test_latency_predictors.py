@@ -90,20 +90,27 @@ def _record(i: int, rng: np.random.Generator) -> dict[str, Any]:
              "r": {"name": "r", "op": "activation", "input_shapes": [[1, c, 28, 28]],
                    "output_shapes": [[1, c, 28, 28]], "flops": c * 784}}
     ms = {"c1": 1e-6 * nodes["c1"]["flops"] + 0.05, "c2": 2e-6 * nodes["c2"]["flops"] + 0.02, "r": 1e-5 * c + 0.01}
-    ops = [{"kernel": n, "kind": "aten::conv2d" if n != "r" else "aten::relu", "nodes": [n], "ms": v, "iqr_rel": 0}
-           for n, v in ms.items()]
-    return {"model": f"m{i}", "latency_ms": sum(ms.values()) + 0.4, "op_sum_ms": sum(ms.values()), "ops": ops,
-            "nodes": nodes}
+    ops = [{"kernel": n, "kind": "aten::conv2d" if n != "r" else "aten::relu", "nodes": [n], "ms": 1.2 * v,
+            "min_ms": v, "iqr_rel": 0} for n, v in ms.items()]
+    return {"model": f"m{i}", "latency_ms": 1.2 * sum(ms.values()) + 0.5, "latency_min_ms": sum(ms.values()) + 0.4,
+            "op_sum_ms": 1.2 * sum(ms.values()), "ops": ops, "nodes": nodes}
 
 
 def test_end_to_end_model_fits_predicts_and_saves(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     records = [_record(i, rng) for i in range(40)]
     model = LatencyModel.fit(records[:30], "lasso", "test-scenario")
-    assert model.overhead_ms == pytest.approx(0.4)
+    assert model.overhead_ms == pytest.approx(0.4) and model.statistic == "min"
+    medians = LatencyModel.fit(records[:30], "lasso", "test-scenario", statistic="median")
+    assert medians.overhead_ms == pytest.approx(0.5)
+    assert medians.predict_record(records[33]).latency_ms == pytest.approx(records[33]["latency_ms"], rel=0.03)
+    with pytest.raises(InvalidInputError, match="has no minima"):
+        LatencyModel.fit([{k: v for k, v in r.items() if k != "latency_min_ms"} for r in records[:5]], "lasso", "s")
+    with pytest.raises(InvalidInputError, match="unknown statistic"):
+        LatencyModel.fit(records[:5], "lasso", "s", statistic="mean")
     assert {"aten::conv2d|conv", "aten::conv2d|dwconv", "aten::relu|elementwise", "*|conv"} <= set(model.predictors)
     preds = [model.predict_record(r) for r in records[30:]]
-    assert mape([p.latency_ms for p in preds], [r["latency_ms"] for r in records[30:]]) < 2.0
+    assert mape([p.latency_ms for p in preds], [r["latency_min_ms"] for r in records[30:]]) < 2.0
     assert not preds[0].unpredicted and len(preds[0].ops) == 3
     path = model.save(tmp_path)
     loaded = LatencyModel.load(path)
@@ -146,7 +153,7 @@ def test_li2023_report_from_a_dataset(tmp_path: Path) -> None:
     for i, r in enumerate(records):
         r["model"] = f"synthetic:{i}" if i < 35 else (f"synthetic:{900 + i}" if i < 42 else f"timm:m{i}")
     data = _write_dataset(tmp_path / "d.jsonl.gz", records)
-    again = [{**r, "latency_ms": r["latency_ms"] * 1.1} for r in records[35:40]]
+    again = [{**r, "latency_min_ms": r["latency_min_ms"] * 1.1} for r in records[35:40]]
     rep = _write_dataset(tmp_path / "r.jsonl.gz", again)
     result = reproduce(methods=("lasso",), data_file=data, repeat_file=rep)
     assert (result["train"], result["test"], result["zoo"]) == (35, 7, 3)

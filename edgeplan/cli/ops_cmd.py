@@ -100,9 +100,11 @@ def export_cmd(scenario_name: str, repeat: str, out: Path) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--min-samples", type=click.IntRange(min=2), default=8, show_default=True,
               help="Fewest training ops an op kind needs for its own predictor.")
+@click.option("--statistic", type=click.Choice(["min", "median"]), default="min", show_default=True,
+              help="Learn the fastest runs (reproducible on a shared machine) or the medians.")
 @click.option("--json", "as_json", is_flag=True)
 def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, ...], out: Path, seed: int,
-            min_samples: int, as_json: bool) -> None:
+            min_samples: int, statistic: str, as_json: bool) -> None:
     """Fit operation-wise predictors (li2023 §4.2) on a dataset; write one model per method."""
     from edgeplan.errors import InvalidInputError
     from edgeplan.latency.campaign import load_dataset
@@ -123,7 +125,7 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
     written = []
     for m in methods:
         model = LatencyModel.fit(records, m, scenario.name, seed=seed, progress=not as_json, info=info,
-                                 min_samples=min_samples)
+                                 min_samples=min_samples, statistic=statistic)
         written.append({"method": m, "path": str(model.save(out)), "models": len(records),
                         "predictors": len(model.predictors), "overhead_ms": model.overhead_ms})
     if as_json:

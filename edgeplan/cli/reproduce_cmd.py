@@ -170,14 +170,41 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
               help="Another dataset file (from `edgeplan ops export`).")
 @click.option("--repeat-data", "repeat_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Its independent re-measurement, for the noise floor.")
+@click.option("--statistic", type=click.Choice(["min", "median"]), default="min", show_default=True,
+              help="Learn and evaluate the fastest runs or the medians.")
+@click.option("--nb201", is_flag=True,
+              help="Instead: few-shot calibration of every HELP NAS-Bench-201 device from 10 architectures.")
+@click.option("--help-data", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("../shared/data/help-nasbench201/latency_ms.csv"), show_default=True)
+@click.option("--source", default="torch-fp32-1t", show_default=True, help="--nb201: the source device profile.")
+@click.option("--source-method", type=click.Choice(["lasso", "rf", "gbdt", "mlp"]), default="lasso",
+              show_default=True, help="--nb201: the source's predictor method.")
+@click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True,
+              help="--nb201: random draws of 10 architectures per device.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def li2023(scenario: str, methods: tuple[str, ...], data_file: Path | None, repeat_file: Path | None,
+@click.pass_obj
+def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Path | None, repeat_file: Path | None,
+           statistic: str, nb201: bool, help_data: Path, source: str, source_method: str, seeds: int,
            as_json: bool) -> None:
-    """Latency prediction (§5.1, §5.3, §5.5, §5.6) on this machine's per-op datasets."""
-    from edgeplan.experiments.li2023 import format_report
+    """Latency prediction (§5.1, §5.3, §5.5, §5.6) on this machine's per-op datasets, or --nb201 few-shot."""
+    from edgeplan.experiments.li2023 import format_nb201, format_report, nb201_fewshot
     from edgeplan.experiments.li2023 import reproduce as run
 
-    result = run(scenario, methods, data_file, repeat_file, progress=not as_json)
+    if nb201:
+        from edgeplan.latency.model import LatencyModel
+        from edgeplan.latency.predict import load_device_model
+
+        model = load_device_model(source, source_method, ctx.home)
+        if not isinstance(model, LatencyModel):
+            model = model.source
+        few = nb201_fewshot(model, source, help_data, seeds=seeds, progress=not as_json)
+        if as_json:
+            emit_json(few)
+            return
+        for line in format_nb201(few):
+            click.echo(line)
+        return
+    result = run(scenario, methods, data_file, repeat_file, progress=not as_json, statistic=statistic)
     if as_json:
         emit_json(result)
         return

@@ -29,7 +29,7 @@ import numpy as np
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.latency.campaign import OpDataset, load_dataset
-from edgeplan.latency.model import LatencyModel, mape, record_ops
+from edgeplan.latency.model import LatencyModel, mape, record_latency, record_ops
 from edgeplan.latency.predictors import METHODS
 
 __all__ = ["PAPER", "dataset_path", "format_report", "noise_floor", "reproduce"]
@@ -75,12 +75,12 @@ def _split(data: OpDataset) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
     return train, test, zoo
 
 
-def noise_floor(data: OpDataset, repeat: OpDataset | None) -> dict[str, Any] | None:
+def noise_floor(data: OpDataset, repeat: OpDataset | None, statistic: str = "min") -> dict[str, Any] | None:
     """MAPE between two independent end-to-end measurements of the models the two datasets share."""
     if repeat is None:
         return None
-    first = {r["model"]: r["latency_ms"] for r in data.records}
-    pairs = [(r["latency_ms"], first[r["model"]]) for r in repeat.records if r["model"] in first]
+    first = {r["model"]: record_latency(r, statistic) for r in data.records}
+    pairs = [(record_latency(r, statistic), first[r["model"]]) for r in repeat.records if r["model"] in first]
     if not pairs:
         return None
     again, once = zip(*pairs, strict=True)
@@ -92,7 +92,7 @@ def _per_category(model: LatencyModel, records: Sequence[Mapping[str, Any]]) -> 
     pred: dict[str, list[float]] = defaultdict(list)
     true: dict[str, list[float]] = defaultdict(list)
     for r in records:
-        ops = record_ops(r)
+        ops = record_ops(r, model.statistic)
         p = model.predict_ops(ops)
         for o, q in zip(ops, p.ops, strict=True):
             if q.ms is not None and o.measured_ms and o.measured_ms > 0:
@@ -104,7 +104,8 @@ def _per_category(model: LatencyModel, records: Sequence[Mapping[str, Any]]) -> 
 def _evaluate(model: LatencyModel, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     preds = [model.predict_record(r) for r in records]
     unpredicted = sorted({u.split("@")[0] + " " + u.rsplit(" ", 1)[-1] for p in preds for u in p.unpredicted})
-    return {"models": len(records), "mape": mape([p.latency_ms for p in preds], [r["latency_ms"] for r in records]),
+    truth = [record_latency(r, model.statistic) for r in records]
+    return {"models": len(records), "mape": mape([p.latency_ms for p in preds], truth),
             "unpredicted": unpredicted}
 
 
@@ -137,7 +138,8 @@ def _nnmeter_features(nodes: Sequence[Mapping[str, Any]]) -> tuple[str, list[flo
     return cat, [hw, cin, cout]
 
 
-def _nnmeter(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any]], seed: int = 0) -> float:
+def _nnmeter(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any]], statistic: str,
+             seed: int = 0) -> float:
     """End-to-end MAPE of the nn-Meter-like baseline (sum of per-kernel RF predictions, no overhead)."""
     from sklearn.ensemble import RandomForestRegressor
 
@@ -146,7 +148,8 @@ def _nnmeter(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any
         for i, r in enumerate(records):
             for op in r["ops"]:
                 cat, x = _nnmeter_features([r["nodes"][n] for n in op["nodes"]])
-                out.append((i, f"{op['kind']}|{cat}", x, float(op["ms"])))
+                y = op.get("min_ms", op["ms"]) if statistic == "min" else op["ms"]
+                out.append((i, f"{op['kind']}|{cat}", x, float(y)))
         return out
 
     by_key: dict[str, list[tuple[list[float], float]]] = defaultdict(list)
@@ -161,11 +164,11 @@ def _nnmeter(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any
     for i, key, x, _ in rows(test):
         if key in forests:
             totals[i] += float(forests[key].predict(np.array([x]))[0])
-    return mape(totals, [r["latency_ms"] for r in test])
+    return mape(totals, [record_latency(r, statistic) for r in test])
 
 
 def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS, data_file: Path | None = None,
-              repeat_file: Path | None = None, progress: bool = False) -> dict[str, Any]:
+              repeat_file: Path | None = None, progress: bool = False, statistic: str = "min") -> dict[str, Any]:
     """Compute §5.1, §5.3, §5.5 and §5.6 on a scenario's dataset.
 
     Parameters
@@ -178,6 +181,8 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
         Other dataset files (an export of your own campaign, and its re-measurement).
     progress
         Progress bars while fitting.
+    statistic
+        Learn and evaluate the fastest runs (``min``) or the medians.
 
     Returns
     -------
@@ -201,10 +206,12 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
                                 f"has {len(train)} and {len(test)}")
     out: dict[str, Any] = {"scenario": data.scenario, "dataset": str(path), "device": data.provenance.get("device"),
                            "train": len(train), "test": len(test), "zoo": len(zoo),
-                           "noise_floor": noise_floor(data, repeat), "paper": PAPER}
+                           "noise_floor": noise_floor(data, repeat, statistic), "paper": PAPER,
+                           "statistic": statistic}
     sizes = sorted({min(n, len(train)) for n in _SIZES})
     full = sizes[-1]
-    fitted = {(m, n): LatencyModel.fit(train[:n], m, data.scenario, progress=progress) for m in methods
+    fitted = {(m, n): LatencyModel.fit(train[:n], m, data.scenario, progress=progress, statistic=statistic)
+              for m in methods
               for n in sizes}
     out["5.1"] = {m: {**_evaluate(fitted[(m, full)], test), "per_category": _per_category(fitted[(m, full)], test)}
                   for m in methods}
@@ -212,7 +219,8 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
     out["5.5"] = {f"{m}@{n}": {"synthetic": _evaluate(fitted[(m, n)], test)["mape"],
                                "zoo": _evaluate(fitted[(m, n)], zoo)["mape"] if zoo else None}
                   for (m, n) in sorted(fitted)}
-    out["5.6"] = {f"nnmeter@{n}": {"synthetic": _nnmeter(train[:n], test), "zoo": _nnmeter(train[:n], zoo) if zoo
+    out["5.6"] = {f"nnmeter@{n}": {"synthetic": _nnmeter(train[:n], test, statistic),
+                                   "zoo": _nnmeter(train[:n], zoo, statistic) if zoo
                                    else None} for n in sizes}
     return out
 
@@ -220,7 +228,8 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
 def format_report(result: Mapping[str, Any]) -> list[str]:
     """The result as text tables."""
     lines = [f"li2023 on {result['scenario']}: trained on {result['train']} synthetic networks, tested on "
-             f"{result['test']} synthetic and {result['zoo']} real-world zoo CNNs"]
+             f"{result['test']} synthetic and {result['zoo']} real-world zoo CNNs; latency = the {result['statistic']} "
+             "over runs"]
     dev = result.get("device") or {}
     if dev:
         lines.append(f"  measured on: {dev.get('cpu_model')} ({dev.get('threads')} thread(s), {dev.get('runtime')} "

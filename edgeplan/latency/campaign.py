@@ -112,9 +112,9 @@ def run_op_campaign(
 class OpDataset:
     """A loaded dataset file: its provenance and one record per model.
 
-    Each record has ``model``, ``latency_ms`` (end-to-end median), ``iqr_rel``, ``repeats``, ``op_sum_ms``,
-    ``ops`` (list of op dicts: ``kernel``, ``kind``, ``nodes``, ``ms``, ``iqr_rel``) and ``nodes`` (IR node
-    descriptions by name).
+    Each record has ``model``, ``latency_ms`` (end-to-end median), ``latency_min_ms`` (fastest run), ``iqr_rel``,
+    ``repeats``, ``op_sum_ms``, ``op_sum_min_ms``, ``ops`` (list of op dicts: ``kernel``, ``kind``, ``nodes``,
+    ``ms`` (median), ``min_ms``, ``iqr_rel``) and ``nodes`` (IR node descriptions by name).
     """
 
     provenance: dict[str, Any]
@@ -176,9 +176,9 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         for r in records:
             extra = r.extra
             iqr_rel = (r.p75_ms - r.p25_ms) / r.latency_ms if r.latency_ms > 0 else 0.0
-            row = {"model": r.model, "latency_ms": r.latency_ms, "iqr_rel": iqr_rel, "ci_rel": r.ci_rel,
-                   "repeats": r.repeats,
-                   "op_sum_ms": extra["op_sum_ms"], "ops": extra["ops"], "nodes": extra["nodes"]}
+            row = {"model": r.model, "latency_ms": r.latency_ms, "latency_min_ms": r.min_ms, "iqr_rel": iqr_rel,
+                   "ci_rel": r.ci_rel, "repeats": r.repeats, "op_sum_ms": extra["op_sum_ms"],
+                   "op_sum_min_ms": extra.get("op_sum_min_ms"), "ops": extra["ops"], "nodes": extra["nodes"]}
             f.write(json.dumps(row, separators=(",", ":")) + "\n")
     tmp.replace(out)
     return len(records)

@@ -25,13 +25,44 @@ from edgeplan.errors import InvalidInputError
 from edgeplan.latency.features import features, predictor_key
 from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
 
-__all__ = ["MODEL_FORMAT", "LatencyModel", "OpInput", "OpPrediction", "Prediction", "mape", "record_ops", "write_json"]
+__all__ = [
+    "MODEL_FORMAT",
+    "STATISTICS",
+    "LatencyModel",
+    "OpInput",
+    "OpPrediction",
+    "Prediction",
+    "mape",
+    "record_latency",
+    "record_ops",
+    "write_json",
+]
 
 #: Format tag of a saved model.
 MODEL_FORMAT = "edgeplan-latency-model/1"
 
 #: Fewest training operations a key needs for its own predictor.
 MIN_SAMPLES = 8
+
+#: Which measured statistic a model learns: ``min`` (the fastest run, op by op and end to end) or ``median``.
+#: On a shared machine interference only adds time, and the minimum is the more reproducible of the two (see
+#: :mod:`edgeplan.runtimes.op_profile`); ``median`` is the usual choice on a dedicated device.
+STATISTICS: tuple[str, ...] = ("min", "median")
+
+
+def _check_statistic(statistic: str) -> None:
+    if statistic not in STATISTICS:
+        raise InvalidInputError(f"unknown statistic {statistic!r}; choose one of {', '.join(STATISTICS)}")
+
+
+def record_latency(record: Mapping[str, Any], statistic: str = "median") -> float:
+    """A dataset record's measured end-to-end latency under ``statistic``."""
+    _check_statistic(statistic)
+    if statistic == "min":
+        if record.get("latency_min_ms") is None:
+            raise InvalidInputError(f"{record['model']}: the dataset has no minima (an older export); use the median")
+        return float(record["latency_min_ms"])
+    return float(record["latency_ms"])
 
 
 @dataclass(frozen=True)
@@ -46,8 +77,10 @@ class OpInput:
     measured_ms: float | None = None
 
 
-def record_ops(record: Mapping[str, Any]) -> list[OpInput]:
+def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpInput]:
     """The operations of a dataset record (see :func:`edgeplan.latency.campaign.load_dataset`) with features.
+
+    ``measured_ms`` is the op's ``statistic`` (``min_ms`` or ``ms``, the median).
 
     Raises
     ------
@@ -62,8 +95,9 @@ def record_ops(record: Mapping[str, Any]) -> list[OpInput]:
                                     "nodes, so it has no features; this scenario's data cannot train predictors")
         ns = [nodes[n] for n in op["nodes"]]
         cat, x = features(ns)
+        measured = float(op.get("min_ms", op["ms"]) if statistic == "min" else op["ms"])
         out.append(OpInput(op["kernel"] + "@" + op["nodes"][0], op["kind"], predictor_key(op["kind"], ns[0]), cat, x,
-                           float(op["ms"])))
+                           measured))
     return out
 
 
@@ -106,6 +140,8 @@ class LatencyModel:
         By operation key, plus ``*|{category}`` fallbacks.
     overhead_ms
         li2023's ``T_overhead``.
+    statistic
+        The measured statistic it learnt (:data:`STATISTICS`).
     info
         Provenance: training models, date, dataset.
     """
@@ -115,11 +151,12 @@ class LatencyModel:
     predictors: dict[str, OpPredictor]
     overhead_ms: float
     info: dict[str, Any] = field(default_factory=dict)
+    statistic: str = "median"
 
     @classmethod
     def fit(cls, records: Sequence[Mapping[str, Any]], method: str, scenario: str, seed: int = 0,
             progress: bool = False, info: Mapping[str, Any] | None = None,
-            min_samples: int = MIN_SAMPLES) -> LatencyModel:
+            min_samples: int = MIN_SAMPLES, statistic: str = "min") -> LatencyModel:
         """Fit every operation key's predictor and the overhead on ``records``.
 
         Parameters
@@ -138,7 +175,10 @@ class LatencyModel:
             Extra provenance to keep.
         min_samples
             Fewest training operations a key (or category) needs for a predictor of its own.
+        statistic
+            Learn the fastest runs (``min``, default) or the medians.
         """
+        _check_statistic(statistic)
         if method not in METHODS:
             raise InvalidInputError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
         if not records:
@@ -147,11 +187,11 @@ class LatencyModel:
         by_cat: dict[str, list[OpInput]] = defaultdict(list)
         gaps = []
         for r in records:
-            ops = record_ops(r)
+            ops = record_ops(r, statistic)
             for o in ops:
                 by_key[o.key].append(o)
                 by_cat["*|" + o.category].append(o)
-            gaps.append(float(r["latency_ms"]) - sum(o.measured_ms or 0.0 for o in ops))
+            gaps.append(record_latency(r, statistic) - sum(o.measured_ms or 0.0 for o in ops))
         groups = {k: v for k, v in {**by_key, **by_cat}.items() if len(v) >= min_samples}
         predictors: dict[str, OpPredictor] = {}
         from edgeplan.measure.progress import counting_bar
@@ -165,7 +205,7 @@ class LatencyModel:
         meta = {"models": len(records), "min_samples": min_samples,
                 "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"),
                 "ops_per_key": {k: len(v) for k, v in sorted(by_key.items())}, **dict(info or {})}
-        return cls(scenario, method, predictors, float(np.mean(gaps)), meta)
+        return cls(scenario, method, predictors, float(np.mean(gaps)), meta, statistic)
 
     def predict_ops(self, ops: Sequence[OpInput]) -> Prediction:
         """Predict a model from its operations (batched per key)."""
@@ -188,14 +228,14 @@ class LatencyModel:
 
     def predict_record(self, record: Mapping[str, Any]) -> Prediction:
         """Predict a dataset record's model."""
-        return self.predict_ops(record_ops(record))
+        return self.predict_ops(record_ops(record, self.statistic))
 
     # --- persistence -----------------------------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"format": MODEL_FORMAT, "scenario": self.scenario, "method": self.method,
-                "overhead_ms": self.overhead_ms, "info": self.info,
+                "statistic": self.statistic, "overhead_ms": self.overhead_ms, "info": self.info,
                 "predictors": {k: p.to_dict() for k, p in sorted(self.predictors.items())}}
 
     def save(self, path: str | Path) -> Path:
@@ -229,7 +269,8 @@ class LatencyModel:
     def from_dict(cls, data: Mapping[str, Any]) -> LatencyModel:
         """Inverse of :meth:`to_dict`."""
         preds = {k: OpPredictor.from_dict(v) for k, v in data["predictors"].items()}
-        return cls(data["scenario"], data["method"], preds, float(data["overhead_ms"]), dict(data["info"]))
+        return cls(data["scenario"], data["method"], preds, float(data["overhead_ms"]), dict(data["info"]),
+                   str(data.get("statistic", "median")))
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> Path:

@@ -69,6 +69,9 @@ class OpTiming:
         Median over the profiled runs.
     iqr_rel
         Interquartile range over the median (0 for fewer than 4 runs).
+    min_ms
+        Fastest profiled run: on a shared machine interference only adds time, so the minimum is the most
+        reproducible estimate of the op's uncontended latency.
     noop
         A kernel that computes nothing (a view, eval dropout).
     shapes
@@ -80,6 +83,7 @@ class OpTiming:
     nodes: tuple[str, ...]
     median_ms: float
     iqr_rel: float
+    min_ms: float
     noop: bool = False
     shapes: Mapping[str, Any] = field(default_factory=dict)
 
@@ -87,7 +91,7 @@ class OpTiming:
         """JSON-ready form."""
         out: dict[str, Any] = {
             "kernel": self.kernel, "kind": self.kind, "nodes": list(self.nodes),
-            "ms": self.median_ms, "iqr_rel": self.iqr_rel,
+            "ms": self.median_ms, "iqr_rel": self.iqr_rel, "min_ms": self.min_ms,
         }
         if self.noop:
             out["noop"] = True
@@ -99,7 +103,8 @@ class OpTiming:
     def from_dict(cls, data: Mapping[str, Any]) -> OpTiming:
         """Inverse of :meth:`to_dict`."""
         return cls(str(data["kernel"]), str(data["kind"]), tuple(data["nodes"]), float(data["ms"]),
-                   float(data["iqr_rel"]), bool(data.get("noop", False)), dict(data.get("shapes", {})))
+                   float(data["iqr_rel"]), float(data.get("min_ms", data["ms"])), bool(data.get("noop", False)),
+                   dict(data.get("shapes", {})))
 
 
 def _median_iqr(samples_ms: Sequence[float]) -> tuple[float, float]:
@@ -189,7 +194,7 @@ def profile_torch_ops(
     out = []
     for kernel, s in zip(deduction.kernels, samples, strict=True):
         med, iqr = _median_iqr(s)
-        out.append(OpTiming(kernel.name, kernel.kind, kernel.nodes, med, iqr, kernel.noop))
+        out.append(OpTiming(kernel.name, kernel.kind, kernel.nodes, med, iqr, min(s), kernel.noop))
     return out, plain_ms
 
 
@@ -410,9 +415,10 @@ def _ort_timings(trace: Sequence[Mapping[str, Any]], covered: Mapping[str, tuple
                 f"{what}: ORT node {name!r} ran {len(d)} times in {warmup + runs} runs; cannot attribute its times"
             )
         med, iqr = _median_iqr(d[warmup:])
+        fastest = min(d[warmup:])
         args = info[name]
         shapes = {k: args[k] for k in ("input_type_shape", "output_type_shape") if k in args}
-        out.append(OpTiming(name, str(args.get("op_name", "")), tuple(covered.get(name, ())), med, iqr,
+        out.append(OpTiming(name, str(args.get("op_name", "")), tuple(covered.get(name, ())), med, iqr, fastest,
                             shapes=shapes))
     return out
 
@@ -508,10 +514,16 @@ class ModelProfile:
         """Sum of the per-op medians."""
         return sum(o.median_ms for o in self.ops)
 
+    @property
+    def op_sum_min_ms(self) -> float:
+        """Sum of the per-op minima."""
+        return sum(o.min_ms for o in self.ops)
+
     def extra(self) -> dict[str, Any]:
         """What the Store keeps beside the end-to-end timing."""
         return {"scenario": self.scenario, "kernel_profile": self.kernel_profile,
-                "ops": [o.to_dict() for o in self.ops], "nodes": dict(self.nodes), "op_sum_ms": self.op_sum_ms}
+                "ops": [o.to_dict() for o in self.ops], "nodes": dict(self.nodes), "op_sum_ms": self.op_sum_ms,
+                "op_sum_min_ms": self.op_sum_min_ms}
 
 
 def profile_model(
