@@ -7,7 +7,7 @@ import random
 import pytest
 
 from edgeplan.errors import InvalidInputError
-from edgeplan.frontends.direct import nb201_graph
+from edgeplan.frontends.direct import nb201_graph, synthetic_graph
 from edgeplan.frontends.nb201 import NB201_OPS, build_nb201
 from edgeplan.frontends.zoo import load_graph
 
@@ -38,3 +38,22 @@ def test_nb201_graph_equals_the_traced_graph(cell: str) -> None:
 def test_nb201_graph_rejects_bad_cells() -> None:
     with pytest.raises(InvalidInputError):
         nb201_graph("|conv~0|+|none~0|none~1|+|none~0|none~1|none~2|")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 6, 69, 999])  # split, pool, grouped conv, SE + residual bottlenecks
+def test_synthetic_graph_equals_the_traced_graph(seed: int) -> None:
+    import torch
+
+    from edgeplan.frontends.synthetic import build_synthetic
+    from edgeplan.frontends.torch_frontend import graph_from_torch
+
+    module, shapes = build_synthetic(seed)
+    traced = graph_from_torch(module, [torch.randn(*shapes[0])], name=f"synthetic:{seed}")
+    direct = synthetic_graph(seed)
+    assert direct.nodes == traced.nodes and direct.outputs == traced.outputs and direct.name == traced.name
+    assert load_graph(f"synthetic:{seed}") is direct
+
+
+def test_synthetic_graph_rejects_bad_seeds() -> None:
+    with pytest.raises(InvalidInputError, match="non-negative integer"):
+        load_graph("synthetic:x")

@@ -1,10 +1,11 @@
 """IR graphs of generated architecture families built directly, without running or tracing torch.
 
-Tracing a NAS-Bench-201 network through the torch frontend takes about two seconds; a NAS loop or the 15,625
-architectures of the benchmark need the graph in milliseconds. :func:`nb201_graph` writes the graph the torch
-frontend produces for :func:`edgeplan.frontends.nb201.build_nb201` node for node (names, kinds, ATen sources,
-attributes, shapes and order; ``tests/test_direct_graphs.py`` checks equality on sampled cells), from the cell
-string alone. It imports neither torch nor numpy.
+Tracing a network through the torch frontend takes 0.4-2 seconds; a NAS loop, li2023's 1000 synthetic networks or
+the 15,625 architectures of NAS-Bench-201 need the graph in milliseconds. :func:`nb201_graph` and
+:func:`synthetic_graph` write the graph the torch frontend produces for
+:func:`edgeplan.frontends.nb201.build_nb201` and :func:`edgeplan.frontends.synthetic.build_synthetic` node for node
+(names, kinds, ATen sources, attributes, shapes and order; ``tests/test_direct_graphs.py`` checks equality on
+sampled architectures) from the architecture alone, without importing torch.
 """
 
 from __future__ import annotations
@@ -13,10 +14,15 @@ from collections import Counter
 from functools import lru_cache
 
 from edgeplan.frontends.nb201 import _CELLS_PER_STAGE, _INPUT_SHAPE, _NUM_NODES, _STEM_CHANNELS, parse_cell
+from edgeplan.frontends.synthetic import INPUT_SIZE as SYN_INPUT
+from edgeplan.frontends.synthetic import NUM_CLASSES as SYN_CLASSES
+from edgeplan.frontends.synthetic import STEM_CHANNELS as SYN_STEM
+from edgeplan.frontends.synthetic import SyntheticBlock, sample_synthetic
 from edgeplan.ir.graph import Graph, Node, Ref
 from edgeplan.ir.ops import (
     Activation,
     ActivationAttrs,
+    AxisAttrs,
     ConvAttrs,
     EltwiseAttrs,
     EltwiseOp,
@@ -28,9 +34,10 @@ from edgeplan.ir.ops import (
     OpKind,
     PoolAttrs,
     PoolMode,
+    SplitAttrs,
 )
 
-__all__ = ["nb201_graph"]
+__all__ = ["nb201_graph", "synthetic_graph"]
 
 Shape = tuple[int, ...]
 
@@ -55,12 +62,43 @@ class _Builder:
         self._counts[op] += 1
         return f"{scope}/{op}" + (f"_{n}" if n else "")
 
-    def conv(self, name: str, x: str, c_out: int, kernel: int, stride: int) -> str:
+    def conv(self, name: str, x: str, c_out: int, kernel: int, stride: int, groups: int = 1,
+             bias: bool = False) -> str:
         n, c, h, w = self.shapes[x]
         pad = kernel // 2
         oh, ow = (h + 2 * pad - kernel) // stride + 1, (w + 2 * pad - kernel) // stride + 1
-        attrs = ConvAttrs(c, c_out, (kernel, kernel), (stride, stride), (pad, pad, pad, pad), bias=False)
+        attrs = ConvAttrs(c, c_out, (kernel, kernel), (stride, stride), (pad, pad, pad, pad), groups=groups,
+                          bias=bias)
         return self.add(name, OpKind.CONV2D, attrs, [x], (n, c_out, oh, ow), "aten.conv2d.default")
+
+    def activation(self, name: str, x: str, fn: Activation, source: str, low: float | None = None,
+                   high: float | None = None) -> str:
+        return self.add(name, OpKind.ACTIVATION, ActivationAttrs(fn, low=low, high=high), [x], self.shapes[x],
+                        source)
+
+    def max_pool(self, name: str, x: str, kernel: int, stride: int, pad: int) -> str:
+        n, c, h, w = self.shapes[x]
+        out = (n, c, (h + 2 * pad - kernel) // stride + 1, (w + 2 * pad - kernel) // stride + 1)
+        attrs = PoolAttrs(PoolMode.MAX, (kernel, kernel), (stride, stride), (pad, pad, pad, pad))
+        return self.add(name, OpKind.POOL2D, attrs, [x], out, "aten.max_pool2d.default")
+
+    def global_pool(self, name: str, x: str) -> str:
+        n, c = self.shapes[x][:2]
+        return self.add(name, OpKind.GLOBAL_POOL, GlobalPoolAttrs(PoolMode.AVG), [x], (n, c, 1, 1),
+                        "aten.adaptive_avg_pool2d.default")
+
+    def binary(self, scope: str, op: EltwiseOp, a: str, b: str) -> str:
+        fn = op.value
+        return self.add(self.function(scope, fn), OpKind.ELTWISE, EltwiseAttrs(op), [a, b], self.shapes[a],
+                        f"aten.{fn}.Tensor")
+
+    def head(self, x: str, classes: int) -> str:
+        """Global average pooling, flatten and the linear classifier."""
+        n, c = self.shapes[x][:2]
+        x = self.global_pool("global_pool", x)
+        x = self.add("flatten", OpKind.FLATTEN, FlattenAttrs(1, -1), [x], (n, c), "aten.flatten.using_ints")
+        return self.add("classifier", OpKind.LINEAR, LinearAttrs(c, classes), [x], (n, classes),
+                        "aten.linear.default")
 
     def bn(self, name: str, x: str) -> str:
         c = self.shapes[x][1]
@@ -83,8 +121,7 @@ class _Builder:
         return self.add(name, OpKind.POOL2D, attrs, [x], out, "aten.avg_pool2d.default")
 
     def add_tensors(self, scope: str, a: str, b: str) -> str:
-        return self.add(self.function(scope, "add"), OpKind.ELTWISE, EltwiseAttrs(EltwiseOp.ADD), [a, b],
-                        self.shapes[a], "aten.add.Tensor")
+        return self.binary(scope, EltwiseOp.ADD, a, b)
 
     def times_zero(self, scope: str, x: str) -> str:
         return self.add(self.function(scope, "mul"), OpKind.ELTWISE, EltwiseAttrs(EltwiseOp.MUL, const_shape=()),
@@ -155,9 +192,97 @@ def nb201_graph(cell: str, num_classes: int = 10) -> Graph:
             x = nodes[-1]
     x = b.bn("last_bn", x)
     x = b.relu("last_relu", x, inplace=True)
-    n = b.shapes[x][0]
-    x = b.add("global_pool", OpKind.GLOBAL_POOL, GlobalPoolAttrs(PoolMode.AVG), [x], (n, c, 1, 1),
-              "aten.adaptive_avg_pool2d.default")
-    x = b.add("flatten", OpKind.FLATTEN, FlattenAttrs(1, -1), [x], (n, c), "aten.flatten.using_ints")
-    x = b.add("classifier", OpKind.LINEAR, LinearAttrs(c, num_classes), [x], (n, num_classes), "aten.linear.default")
+    x = b.head(x, num_classes)
     return Graph(name=f"nb201:{text}", nodes=tuple(b.nodes), outputs=(Ref(x),)).validate()
+
+
+def _conv_bn(b: _Builder, prefix: str, x: str, c_out: int, kernel: int, stride: int, groups: int = 1,
+             act: bool = True) -> str:
+    """The synthetic space's ``conv_bn``: conv (no bias), batch norm, ReLU6 (``hardtanh_``)."""
+    x = b.conv(f"{prefix}.0", x, c_out, kernel, stride, groups)
+    x = b.bn(f"{prefix}.1", x)
+    if act:
+        x = b.activation(f"{prefix}.2", x, Activation.RELU6, "aten.hardtanh_.default", 0.0, 6.0)
+    return x
+
+
+def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str) -> str:
+    if block.kind == "conv":
+        return _conv_bn(b, name, x, block.out_channels, block.kernel or 3, block.stride, block.groups or 1)
+    if block.kind == "dwsep":
+        x = _conv_bn(b, f"{name}.0", x, block.in_channels, block.kernel or 3, block.stride, block.in_channels)
+        return _conv_bn(b, f"{name}.1", x, block.out_channels, 1, 1)
+    if block.kind == "bottleneck":
+        hidden = block.in_channels * (block.expansion or 1)
+        y, i = x, 0
+        if block.expansion != 1:
+            y = _conv_bn(b, f"{name}.body.{i}", y, hidden, 1, 1)
+            i += 1
+        y = _conv_bn(b, f"{name}.body.{i}", y, hidden, block.kernel or 3, block.stride, hidden)
+        i += 1
+        if block.se:
+            gate = f"{name}.body.{i}.gate"
+            g = b.global_pool(f"{gate}.0", y)
+            g = b.conv(f"{gate}.1", g, max(8, hidden // 4), 1, 1, bias=True)
+            g = b.activation(f"{gate}.2", g, Activation.RELU, "aten.relu_.default")
+            g = b.conv(f"{gate}.3", g, hidden, 1, 1, bias=True)
+            g = b.activation(f"{gate}.4", g, Activation.SIGMOID, "aten.sigmoid.default")
+            y = b.binary(f"{name}.body.{i}", EltwiseOp.MUL, y, g)
+            i += 1
+        y = _conv_bn(b, f"{name}.body.{i}", y, block.out_channels, 1, 1, act=False)
+        if block.stride == 1 and block.in_channels == block.out_channels:
+            return b.binary(name, EltwiseOp.ADD, x, y)
+        return y
+    if block.kind == "pool":
+        k = block.kernel or 1
+        if block.pool == "avg":
+            return b.avg_pool(name, x, k, block.stride, k // 2, include_pad=False)
+        return b.max_pool(name, x, k, block.stride, k // 2)
+    # split: optional subsampling, split, an element-wise op per part, concatenation
+    if block.stride == 2:
+        x = b.max_pool(f"{name}.subsample", x, 1, 2, 0)
+    n, c, h, w = b.shapes[x]
+    splits, ops = block.splits or 1, block.elementwise or ()
+    base, extra = divmod(c, splits)
+    sizes = tuple(base + (1 if i < extra else 0) for i in range(splits))
+    sp = b.function(name, "split_with_sizes")
+    b.nodes.append(Node(sp, OpKind.SPLIT, SplitAttrs(1, sizes), (Ref(x),), ((n, c, h, w),),
+                        tuple((n, s, h, w) for s in sizes), source="aten.split_with_sizes.default"))
+    parts = []
+    for i, (op, size) in enumerate(zip(ops, sizes, strict=True)):
+        ref, shape = Ref(sp, i), (n, size, h, w)
+        if op == "relu":
+            out = b.function(name, "relu")
+            node = Node(out, OpKind.ACTIVATION, ActivationAttrs(Activation.RELU), (ref,), (shape,), (shape,),
+                        source="aten.relu.default")
+        else:
+            fn = EltwiseOp.ADD if op == "add" else EltwiseOp.MUL
+            out = b.function(name, fn.value)
+            node = Node(out, OpKind.ELTWISE, EltwiseAttrs(fn), (ref, ref), (shape, shape), (shape,),
+                        source=f"aten.{fn.value}.Tensor")
+        b.nodes.append(node)
+        b.shapes[out] = shape
+        parts.append(out)
+    return b.add(b.function(name, "cat"), OpKind.CONCAT, AxisAttrs(1), parts, (n, c, h, w), "aten.cat.default")
+
+
+@lru_cache(maxsize=256)
+def synthetic_graph(seed: int) -> Graph:
+    """The IR of li2023's synthetic network ``seed`` (the graph ``load_graph(f"synthetic:{seed}")`` returns).
+
+    Raises
+    ------
+    InvalidInputError
+        For a seed that is not a non-negative integer.
+    """
+    arch = sample_synthetic(seed)
+    b = _Builder()
+    shape = (1, 3, SYN_INPUT, SYN_INPUT)
+    b.shapes["input"] = shape
+    b.nodes.append(Node("input", OpKind.INPUT, InputAttrs(0), (), (), (shape,), source="placeholder"))
+    x = _conv_bn(b, "stem", "input", SYN_STEM, 3, 2)
+    for index, block in enumerate(arch.blocks, start=1):
+        x = _synthetic_block(b, f"block{index}_{block.kind}", block, x)
+    x = _conv_bn(b, "head_conv", x, arch.head_channels, 1, 1)
+    x = b.head(x, SYN_CLASSES)
+    return Graph(name=f"synthetic:{seed}", nodes=tuple(b.nodes), outputs=(Ref(x),)).validate()

@@ -207,10 +207,17 @@ def load_graph(spec: str, input_shape: Shape | None = None, opaque: bool = False
         if input_shape is not None:
             raise InvalidInputError(f"{spec}: an ONNX file has its own input shapes; drop --input-shape")
         return graph_from_onnx(Path(name), name=spec, opaque=opaque)
-    if family == "nb201" and input_shape is None:  # built directly: the traced graph, in milliseconds
-        from edgeplan.frontends.direct import nb201_graph
+    if family in ("nb201", "synthetic") and input_shape is None:  # built directly: the traced graph, in ms
+        from edgeplan.frontends.direct import nb201_graph, synthetic_graph
 
-        return nb201_graph(name)
+        if family == "nb201":
+            return nb201_graph(name)
+        try:
+            seed = int(name)
+        except ValueError:
+            raise InvalidInputError(f"synthetic:{name}: the seed must be a non-negative integer, e.g. synthetic:42") \
+                from None
+        return synthetic_graph(seed)
     from edgeplan.frontends.torch_frontend import graph_from_torch
 
     model = build_model(spec, input_shape)

@@ -188,7 +188,13 @@ class CalibratedDevice:
 
     def predict_ops(self, ops: Sequence[OpInput]) -> Prediction:
         """Predict a model from its operations; the breakdown shows every op's corrected time."""
-        src = self.source.predict_ops(ops)
+        return self._correct(self.source.predict_ops(ops), ops)
+
+    def predict_batch(self, models: Sequence[Sequence[OpInput]]) -> list[Prediction]:
+        """Predict many models at once (the source's predictors batched over all their operations)."""
+        return [self._correct(p, ops) for p, ops in zip(self.source.predict_batch(models), models, strict=True)]
+
+    def _correct(self, src: Prediction, ops: Sequence[OpInput]) -> Prediction:
         scaled = tuple(OpPrediction(p.name, p.kind, p.key,
                                     None if p.ms is None else p.ms * self._op_scale(o.key, o.category), p.by_category)
                        for o, p in zip(ops, src.ops, strict=True))

@@ -226,6 +226,18 @@ class LatencyModel:
         total = self.overhead_ms + sum(o.ms for o in done if o.ms is not None)
         return Prediction(total, self.overhead_ms, done)
 
+    def predict_batch(self, models: Sequence[Sequence[OpInput]]) -> list[Prediction]:
+        """Predict many models at once: one batched call per predictor over all their operations."""
+        flat = [o for ops in models for o in ops]
+        done = self.predict_ops(flat).ops
+        out, start = [], 0
+        for ops in models:
+            part = done[start:start + len(ops)]
+            start += len(ops)
+            total = self.overhead_ms + sum(o.ms for o in part if o.ms is not None)
+            out.append(Prediction(total, self.overhead_ms, part))
+        return out
+
     def predict_record(self, record: Mapping[str, Any]) -> Prediction:
         """Predict a dataset record's model."""
         return self.predict_ops(record_ops(record, self.statistic))

@@ -114,7 +114,11 @@ def graph_ops(graph: Graph, kernel_profile: str) -> tuple[list[OpInput], list[st
 def predict_graph(graph: Graph, model: LatencyModel | CalibratedDevice, kernel_profile: str) -> Prediction:
     """Predict ``graph`` with ``model``; kernels that cannot be featurized count as unpredicted."""
     ops, skipped = graph_ops(graph, kernel_profile)
-    pred = model.predict_ops(ops)
+    return _with_skipped(model.predict_ops(ops), skipped)
+
+
+def _with_skipped(pred: Prediction, skipped: Sequence[str]) -> Prediction:
+    """``pred`` with the kernels that could not be featurized listed as unpredicted ops."""
     if not skipped:
         return pred
     from edgeplan.latency.model import OpPrediction
@@ -187,10 +191,13 @@ def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: s
 
     model = load_device_model(device, method, home)
     profile = kernel_profile_of(model)
-    out = []
-    with counting_bar(progress and len(specs) > 1, "predicting", total=len(specs)) as advance:
+    featurized: list[tuple[list[OpInput], list[str]]] = []
+    with counting_bar(progress and len(specs) > 1, "importing", total=len(specs)) as advance:
         for spec in specs:
-            graph = load_graph(spec)
-            out.append(ModelPrediction(spec, device, method, predict_graph(graph, model, profile)))
+            featurized.append(graph_ops(load_graph(spec), profile))
             advance(1)
+    preds = model.predict_batch([ops for ops, _ in featurized])
+    out = []
+    for spec, pred, (_, skipped) in zip(specs, preds, featurized, strict=True):
+        out.append(ModelPrediction(spec, device, method, _with_skipped(pred, skipped)))
     return out
