@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-li2023 bench-li2023-nb201 bench-predict clean
 
 install: $(STAMP)
 
@@ -29,7 +29,8 @@ lint: $(STAMP)
 # One command per target; each prints its figure and the machine.
 bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
        bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points \
-       bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer
+       bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer \
+       bench-li2023 bench-li2023-nb201 bench-predict
 
 bench-help: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli_help.py
@@ -91,3 +92,12 @@ bench-selection: $(STAMP)
 # needs the Intel and AMD NN2 of `edgeplan reproduce mulder2020 --models-dir out/mulder2020-v2` (it says so)
 bench-transfer: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer.py
+
+bench-li2023: $(STAMP)
+	$(BIN)/edgeplan reproduce li2023
+
+bench-li2023-nb201: $(STAMP)
+	$(BIN)/edgeplan reproduce li2023 --nb201
+
+bench-predict: $(STAMP)
+	$(BIN)/python benchmarks/bench_predict.py

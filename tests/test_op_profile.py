@@ -241,6 +241,15 @@ def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str],
     assert result["latency_ms"] == pytest.approx(result["overhead_ms"] + sum(o["ms"] for o in result["ops"]))
     assert main(["--home", home, "predict", CELL, "--device", "mine", "--method", "lasso", "--breakdown"]) == 0
     assert "per-op predictions" in capsys.readouterr().out
+    assert main(["--home", home, "predict", CELL, "--device", "mine", "--method", "lasso", "--measure", "2"]) != 0
+    assert "--measure runs the model here" in capsys.readouterr().err
+    assert main(["ops", "fit", "--data", str(data), "--method", "lasso", "--out",
+                 str(tmp_path / "devices" / "torch-fp32-1t"), "--min-samples", "3", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["--home", home, "predict", CELL, "--device", "torch-fp32-1t", "--method", "lasso", "--measure", "2",
+                 "--breakdown", "--json"]) == 0
+    (both,) = json.loads(capsys.readouterr().out)
+    assert both["measured_ms"] > 0 and all(o["measured_ms"] is not None and o["measured_ms"] >= 0 for o in both["ops"])
     assert main(["--home", home, "predict", CELL, "--device", "nowhere"]) != 0
     assert "unknown device 'nowhere'" in capsys.readouterr().err
     assert main(["--home", home, "predict", CELL, "--device", "mine", "--method", "gbdt"]) != 0

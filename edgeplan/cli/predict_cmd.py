@@ -19,10 +19,13 @@ __all__ = ["predict"]
               help="Device profile: a measured scenario, or a device made by `edgeplan calibrate`.")
 @click.option("--method", type=click.Choice(["gbdt", "lasso", "rf", "mlp"]), default="gbdt", show_default=True)
 @click.option("--breakdown", is_flag=True, help="Per-op predictions and the runtime kernel each op became.")
+@click.option("--measure", "measure_runs", type=click.IntRange(min=0), default=0,
+              help="Also measure each model here, in the device's scenario, with this many profiled runs (per op "
+                   "and end to end), and print the measurement beside the prediction (scenario devices only).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, device: str, method: str,
-            breakdown: bool, as_json: bool) -> None:
+            breakdown: bool, measure_runs: int, as_json: bool) -> None:
     """Predict the latency of MODELS on a device without running them (sum of per-op predictions + overhead).
 
     MODELS are zoo strings (``synthetic:0-99`` ranges and ``set:NAME`` sets too) or ONNX paths. Ops without a
@@ -32,26 +35,69 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
 
     names = model_specs(models, models_file)
     results = predict_models(names, device=device, method=method, home=ctx.home, progress=not as_json)
+    measured = _measure(names, device, method, measure_runs, ctx.home) if measure_runs else {}
     if as_json:
-        emit_json([r.to_dict(breakdown) for r in results])
+        rows = []
+        for r in results:
+            row = r.to_dict(breakdown)
+            if r.model in measured:
+                e2e, per_op = measured[r.model]
+                row["measured_ms"] = e2e
+                for op in row.get("ops", []):
+                    op["measured_ms"] = per_op.get(op["op"])
+            rows.append(row)
+        emit_json(rows)
         return
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
     table = Table(title=f"predicted latency on {device} ({method})")
-    for col in ("model", "latency ms", "overhead ms", "unpredicted ops"):
+    cols = ["model", "latency ms", *(["measured ms"] if measured else []), "overhead ms", "unpredicted ops"]
+    for col in cols:
         table.add_column(col, justify="right" if "ms" in col else "left")
     for r in results:
         p = r.prediction
-        table.add_row(r.model, f"{p.latency_ms:.3f}", f"{p.overhead_ms:.3f}", ", ".join(p.unpredicted) or "-")
+        cells = [r.model, f"{p.latency_ms:.3f}"]
+        if measured:
+            cells.append(f"{measured[r.model][0]:.3f}")
+        table.add_row(*cells, f"{p.overhead_ms:.3f}", ", ".join(p.unpredicted) or "-")
     console.print(table)
     if breakdown:
         for r in results:
             t = Table(title=f"{r.model}: per-op predictions")
-            for col in ("op", "runtime kernel", "predictor", "ms"):
-                t.add_column(col, justify="right" if col == "ms" else "left")
+            per_op = measured.get(r.model, (0.0, {}))[1]
+            for col in ("op", "runtime kernel", "predictor", "ms", *(["measured ms"] if measured else [])):
+                t.add_column(col, justify="right" if "ms" in col else "left")
             for o in r.prediction.ops:
                 key = ("category " + o.key.split("|")[-1]) if o.by_category else o.key
-                t.add_row(o.name, o.kind, key or "-", "unpredicted" if o.ms is None else f"{o.ms:.4f}")
+                cells = [o.name, o.kind, key or "-", "unpredicted" if o.ms is None else f"{o.ms:.4f}"]
+                if measured:
+                    m = per_op.get(o.name)
+                    cells.append("-" if m is None else f"{m:.4f}")
+                t.add_row(*cells)
             console.print(t)
+
+
+def _measure(names: list[str], device: str, method: str, runs: int,
+             home: str | None) -> dict[str, tuple[float, dict[str, float]]]:
+    """Measure each model in the device's scenario: end to end and per op, in the statistic the model learnt."""
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.latency.model import LatencyModel
+    from edgeplan.latency.predict import load_device_model
+    from edgeplan.measure.scenarios import SCENARIOS
+    from edgeplan.runtimes.op_profile import profile_model
+
+    if device not in SCENARIOS or SCENARIOS[device].runtime != "torch":
+        raise InvalidInputError(f"--measure runs the model here, so --device must be a PyTorch scenario of this "
+                                f"machine ({', '.join(s for s in SCENARIOS if s.startswith('torch'))}), not {device!r}")
+    model = load_device_model(device, method, home)
+    statistic = model.statistic if isinstance(model, LatencyModel) else "min"
+    out = {}
+    for spec in names:
+        prof = profile_model(spec, SCENARIOS[device], runs=runs, home=home)
+        use_min = statistic == "min"
+        e2e = prof.end_to_end.min_ms if use_min else prof.end_to_end.median_ms
+        per_op = {f"{o.kernel}@{o.nodes[0]}": (o.min_ms if use_min else o.median_ms) for o in prof.ops if o.nodes}
+        out[spec] = (e2e, per_op)
+    return out

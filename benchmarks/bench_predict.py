@@ -1,0 +1,58 @@
+"""Speed of `edgeplan predict` (issue targets: resnet50 <= 30 ms after its graph is imported; 1000 `synthetic:`
+models in one call <= 10 s, import included).
+
+Usage, from the repository root::
+
+    python benchmarks/bench_predict.py [--device torch-fp32-1t] [--method gbdt] [--repeats 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from _machine import machine
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Time the two targets and print them with the machine."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--device", default="torch-fp32-1t")
+    parser.add_argument("--method", default="gbdt")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--count", type=int, default=1000, help="synthetic models in the batch call")
+    args = parser.parse_args(argv)
+    print(machine(1))
+    from edgeplan.frontends.zoo import load_graph
+    from edgeplan.latency.predict import kernel_profile_of, load_device_model, predict_graph, predict_models
+
+    model = load_device_model(args.device, args.method)
+    profile = kernel_profile_of(model)
+    t0 = time.perf_counter()
+    graph = load_graph("torchvision:resnet50")
+    imported = time.perf_counter() - t0
+    times = []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        pred = predict_graph(graph, model, profile)
+        times.append(time.perf_counter() - t0)
+    med = 1000 * statistics.median(times)
+    spread = f"min {1000 * min(times):.1f}, max {1000 * max(times):.1f}"
+    print(f"resnet50 on {args.device} ({args.method}): {pred.latency_ms:.2f} ms predicted; graph import "
+          f"{imported:.2f} s; predict median {med:.1f} ms over {args.repeats} ({spread}); "
+          f"target <= 30 ms: {'met' if med <= 30 else 'NOT met'}")
+    specs = [f"synthetic:{i}" for i in range(args.count)]
+    t0 = time.perf_counter()
+    preds = predict_models(specs, device=args.device, method=args.method)
+    total = time.perf_counter() - t0
+    unpredicted = sum(bool(p.prediction.unpredicted) for p in preds)
+    print(f"{len(preds)} synthetic models in one call, graphs built included: {total:.2f} s "
+          f"({1000 * total / len(preds):.1f} ms per model; {unpredicted} with unpredicted ops); target <= 10 s: "
+          f"{'met' if total <= 10 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
