@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.zoo import Shape, is_onnx_path, load_graph
@@ -30,7 +31,7 @@ from edgeplan.measure import (
     edgeplan_home,
 )
 
-__all__ = ["RUNTIME_CHOICES", "ModelMeasurement", "load_graph", "measure_model", "onnx_cache_path"]
+__all__ = ["RUNTIME_CHOICES", "ModelMeasurement", "load_graph", "measure_model", "onnx_cache_path", "predict_latency"]
 
 RUNTIME_CHOICES = ("torch", "onnxruntime")
 
@@ -137,3 +138,31 @@ def _time(spec: str, runtime: str, threads: int, config: TimingConfig, input_sha
 def _onnx_input_shapes(path: Path) -> list[Shape]:
     graph = load_graph(str(path))
     return [n.output_shapes[0] for n in graph.inputs]
+
+
+def predict_latency(models: str | list[str], device: str = "torch-fp32-1t", method: str = "gbdt",
+                    home: str | Path | None = None) -> Any:
+    """Predict latency on a device profile without running the models (what ``edgeplan predict`` prints).
+
+    Parameters
+    ----------
+    models
+        A zoo string (or ONNX path), or a list of them.
+    device
+        A scenario with shipped predictors or a device made by ``edgeplan calibrate``.
+    method
+        ``gbdt``, ``lasso``, ``rf`` or ``mlp``.
+    home
+        The edgeplan home (calibrated devices).
+
+    Returns
+    -------
+    ModelPrediction or list of ModelPrediction
+        ``.prediction.latency_ms``, ``.prediction.ops`` (per-op breakdown), ``.prediction.unpredicted``; one per
+        model, or a single one when ``models`` is a string.
+    """
+    from edgeplan.latency.predict import predict_models
+
+    if isinstance(models, str):
+        return predict_models([models], device=device, method=method, home=home)[0]
+    return predict_models(list(models), device=device, method=method, home=home)

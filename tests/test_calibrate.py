@@ -115,6 +115,11 @@ def test_cli_calibrate_then_predict_and_bad_files(capsys: pytest.CaptureFixture[
     (pred,) = json.loads(capsys.readouterr().out)
     assert pred["latency_ms"] > 0 and pred["unpredicted_ops"] == []
     assert pred["latency_ms"] == pytest.approx(pred["overhead_ms"] + sum(o["ms"] for o in pred["ops"]))
+    from edgeplan.api import predict_latency
+
+    one = predict_latency("nb201:" + CELLS[12], device="phone", method="lasso", home=home)
+    assert one.prediction.latency_ms == pytest.approx(pred["latency_ms"])
+    assert len(predict_latency(["nb201:" + CELLS[12], "nb201:" + CELLS[13]], "phone", "lasso", home)) == 2
 
 
 def test_read_measurements_refuses_duplicates(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ __all__ = ["predict"]
 @click.argument("models", nargs=-1)
 @click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="More models, one zoo string per line.")
-@click.option("--device", default="torch-fp32-2t", show_default=True,
+@click.option("--device", default="torch-fp32-1t", show_default=True,
               help="Device profile: a measured scenario, or a device made by `edgeplan calibrate`.")
 @click.option("--method", type=click.Choice(["gbdt", "lasso", "rf", "mlp"]), default="gbdt", show_default=True)
 @click.option("--breakdown", is_flag=True, help="Per-op predictions and the runtime kernel each op became.")

@@ -34,7 +34,7 @@ __all__ = [
     "predict_models",
 ]
 
-DEFAULT_DEVICE = "torch-fp32-2t"
+DEFAULT_DEVICE = "torch-fp32-1t"
 DEFAULT_METHOD = "gbdt"
 
 
