@@ -62,6 +62,10 @@ def test_every_method_learns_and_round_trips_through_json(method: str) -> None:
     assert err < {"lasso": 2.0, "rf": 15.0, "gbdt": 10.0, "mlp": 15.0}[method]
     again = OpPredictor.from_dict(json.loads(json.dumps(p.to_dict())))
     np.testing.assert_allclose(again.predict(x[100:]), p.predict(x[100:]))
+    from edgeplan.latency.predictors import _predict
+
+    z = (x[100:] - np.asarray(p.mean)) / np.asarray(p.std)  # the stacked forests equal tree-by-tree evaluation
+    np.testing.assert_allclose(p.predict(x[100:]), _predict(method, p.params, z), rtol=1e-12)
     assert p.n_train == 100 and p.hyper
 
 
@@ -165,3 +169,23 @@ def test_li2023_report_from_a_dataset(tmp_path: Path) -> None:
     assert "§5.1" in text and "noise floor" in text and "10.00% over 5 models" in text
     with pytest.raises(InvalidInputError, match="synthetic:900-999 for testing"):
         reproduce(methods=("lasso",), data_file=_write_dataset(tmp_path / "x.jsonl.gz", records[:30]))
+
+
+def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
+    from edgeplan.experiments.li2023 import dataset_path
+    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.latency.model import record_latency
+    from edgeplan.latency.predict import available_devices, load_device_model
+
+    data = load_dataset(dataset_path("torch-fp32-1t"))
+    seeds = {int(r["model"].split(":")[1]) for r in data.records if r["model"].startswith("synthetic:")}
+    assert seeds == set(range(1000))
+    assert data.provenance["device"]["threads"] == 1 and data.provenance["versions"]["torch"]
+    assert {"lasso", "gbdt"} <= set(available_devices()["torch-fp32-1t"])
+    model = load_device_model("torch-fp32-1t", "lasso")
+    assert isinstance(model, LatencyModel) and model.statistic == "min"
+    held_out = {f"synthetic:{i}" for i in range(900, 1000)}
+    assert not held_out & set(model.info["train_models"])
+    test = [r for r in data.records if r["model"] in held_out]
+    err = mape([model.predict_record(r).latency_ms for r in test], [record_latency(r, "min") for r in test])
+    assert err < 30.0  # a broken model is off by far more; the measured figure is in the README
