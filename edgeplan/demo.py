@@ -2,8 +2,8 @@
 
 Shows the zoo, a summary of several models' work, the per-layer table of one model, real end-to-end
 latency measurements on this machine (stored in the Store under ``$EDGEPLAN_HOME``), offloading plans and a real
-split run, a pipeline plan over a simulated edge cluster, a family of convolution primitives and a primitive
-selection run for real.
+split run, a pipeline plan over a simulated edge cluster, a family of convolution primitives, a primitive
+selection run for real, and a latency prediction with its per-op breakdown beside a measurement of the same model.
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ def main() -> int:
     # primitive selection with PBQP on the shipped measured table, then the optimized network run for real
     _run("select", "torchvision:resnet18", "--costs", "measured", "--data",
          str(SHIPPED / "reference_cpu_1t.csv"), "--run", "--threads", "1", "--rounds", "5")
+    # latency prediction (li2023): a held-out synthetic network predicted from its graph, then measured here
+    _run("predict", "synthetic:950", "--device", "torch-fp32-1t", "--method", "gbdt", "--breakdown", "--measure", "5")
     _run("reproduce", "eshratifar2018", "--costs", "shipped", "--paper-regime")
     return 0
 

@@ -161,9 +161,12 @@ def _nnmeter(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any
         forests[key] = RandomForestRegressor(n_estimators=100, max_depth=70, min_samples_leaf=1, min_samples_split=2,
                                              random_state=seed, n_jobs=1).fit(xs, ys)
     totals = np.zeros(len(test))
+    by_test: dict[str, list[tuple[int, list[float]]]] = defaultdict(list)
     for i, key, x, _ in rows(test):
+        by_test[key].append((i, x))
+    for key, items in by_test.items():  # one batched call per kernel kind; unknown kinds count 0, as nn-Meter's do
         if key in forests:
-            totals[i] += float(forests[key].predict(np.array([x]))[0])
+            np.add.at(totals, [i for i, _ in items], forests[key].predict(np.array([x for _, x in items])))
     return mape(totals, [record_latency(r, statistic) for r in test])
 
 
