@@ -55,6 +55,13 @@ def test_calibration_recovers_a_scaled_device(source: LatencyModel) -> None:
     assert np.max(np.abs(pred - truth) / truth) < 0.02
     with pytest.raises(InvalidInputError, match="positive"):
         calibrate("x", terms[:3], [1.0, 0.0, 2.0], source, "src")
+    # A category the samples never contain is scaled like the rest, never counted as zero.
+    def made_up(conv: float, pool: float) -> dict[str, float]:
+        return {"conv": conv, "pool": pool, "total": conv + pool, "kernels": 10.0, "overhead": 0.0}
+
+    no_pool = [made_up(1.0 + i, 0.0) for i in range(8)]
+    dev = calibrate("y", no_pool, [3.0 * t["total"] for t in no_pool], source, "src", forms=("per-category",))
+    assert dev.predict_terms(made_up(2.0, 1.0)) == pytest.approx(9.0, rel=0.01)
 
 
 def test_nb201_fewshot_on_a_help_like_file(tmp_path: Path, source: LatencyModel) -> None:

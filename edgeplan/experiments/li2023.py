@@ -61,12 +61,16 @@ def _seed(model: str) -> int | None:
 
 
 def _split(data: OpDataset) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(synthetic train 0-899, synthetic test 900-999, real-world zoo models), each in seed / file order."""
+    """(synthetic train 0-899, synthetic test 900-999, real-world zoo CNNs), each in seed / file order.
+
+    Real-world means torchvision, timm and paper models; NAS-Bench-201 cells are neither (they are left out).
+    """
     train, test, zoo = [], [], []
     for r in data.records:
         s = _seed(r["model"])
         if s is None:
-            zoo.append(r)
+            if r["model"].split(":", 1)[0] in ("torchvision", "timm", "paper"):
+                zoo.append(r)
         elif s < 900:
             train.append(r)
         else:

@@ -114,6 +114,9 @@ def _fit_form(form: str, terms: Sequence[Mapping[str, float]], y: np.ndarray[Any
         names = simple[form]
     elif form in ("per-category", "per-category+kernels"):
         names = [*_present(terms, _CATEGORIES), "const"] + (["kernels"] if form.endswith("kernels") else [])
+        x = np.array([[_value(n, t) for n in names] for t in terms])
+        base = _fit_form("scale+kernels", terms, y)  # categories absent from the samples get the common scale
+        return {**dict(zip(names, map(float, _nnls_relative(x, y)), strict=True)), "scale": base["total"]}
     else:
         lam = _shrinkage(form)
         if lam is None:
@@ -133,10 +136,12 @@ def _fit_form(form: str, terms: Sequence[Mapping[str, float]], y: np.ndarray[Any
 
 def _predict_form(form: str, coef: Mapping[str, float], t: Mapping[str, float]) -> float:
     """A model's latency from its :func:`source_terms` under a fitted form."""
+    fixed = coef.get("const", 0.0) + coef.get("kernels", 0.0) * t["kernels"]
     if _shrinkage(form) is not None:
         scale = coef["scale"]
-        keyed = sum(coef.get(k, scale) * v for k, v in t.items() if k.startswith("key|"))
-        return keyed + coef.get("const", 0.0) + coef.get("kernels", 0.0) * t["kernels"]
+        return fixed + sum(coef.get(k, scale) * v for k, v in t.items() if k.startswith("key|"))
+    if form.startswith("per-category"):
+        return fixed + sum(coef.get(c, coef["scale"]) * t.get(c, 0.0) for c in _CATEGORIES)
     return sum(c * _value(n, t) for n, c in coef.items())
 
 
@@ -184,7 +189,7 @@ class CalibratedDevice:
             return self.coef["total"]
         if _shrinkage(self.form) is not None:
             return self.coef.get("key|" + key, self.coef["scale"])
-        return self.coef.get(cat, 0.0)
+        return self.coef.get(cat, self.coef["scale"])
 
     def predict_ops(self, ops: Sequence[OpInput]) -> Prediction:
         """Predict a model from its operations; the breakdown shows every op's corrected time."""
