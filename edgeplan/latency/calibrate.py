@@ -268,7 +268,7 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
     if len(y) < 4:
         candidates = ["scale"]
     scores = {f: (_loo(f, terms, y) if len(y) >= 4 else math.nan) for f in candidates}
-    best = min(candidates, key=lambda f: (0.0 if math.isnan(scores[f]) else scores[f], FORMS.index(f)))
+    best = min(candidates, key=lambda f: (0.0 if math.isnan(scores[f]) else scores[f], list(forms).index(f)))
     coef = _fit_form(best, terms, y)
     samples = [{"model": m, "latency_ms": float(v)} for m, v in zip(models or [""] * len(y), y, strict=True)]
     info = {"calibrated_utc": datetime.now(UTC).isoformat(timespec="seconds"), "n_samples": len(y)}

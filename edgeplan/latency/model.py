@@ -93,6 +93,11 @@ def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpI
         if not op["nodes"]:
             raise InvalidInputError(f"{record['model']}: op {op['kernel']!r} ({op['kind']}) is not matched to IR "
                                     "nodes, so it has no features; this scenario's data cannot train predictors")
+        missing = [n for n in op["nodes"] if n not in nodes]
+        if missing:
+            raise InvalidInputError(f"{record['model']}: op {op['kernel']!r} ({op['kind']}) names nodes without IR "
+                                    f"descriptions ({', '.join(missing[:3])}); only PyTorch scenarios' data can "
+                                    "train predictors yet")
         ns = [nodes[n] for n in op["nodes"]]
         cat, x = features(ns)
         measured = float(op.get("min_ms", op["ms"]) if statistic == "min" else op["ms"])

@@ -123,7 +123,8 @@ def _with_skipped(pred: Prediction, skipped: Sequence[str]) -> Prediction:
         return pred
     from edgeplan.latency.model import OpPrediction
 
-    extra = tuple(OpPrediction(s, s.rsplit("(", 1)[-1].rstrip(")"), "", None) for s in skipped)
+    extra = tuple(OpPrediction(name, kind.rstrip(")"), "", None)
+                  for name, kind in (s.rsplit(" (", 1) for s in skipped))
     return Prediction(pred.latency_ms, pred.overhead_ms, pred.ops + extra)
 
 
