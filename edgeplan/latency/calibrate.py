@@ -15,8 +15,8 @@ li2023's predictors are) by non-negative least squares. The candidate forms, sim
 
 The form is chosen per device by leave-one-out MAPE on the samples themselves (ties to the simpler form): devices
 differ in what separates them from the source (per-kernel costs on GPUs at batch 1, per-category speed ratios on
-CPUs), and NAS-Bench-201 shows it (``edgeplan reproduce li2023 --nb201``: ``scale+kernels`` alone reaches a mean
-Spearman of 0.89 over HELP's 21 devices, the per-category and per-key forms chosen by leave-one-out 0.93).
+CPUs): on NAS-Bench-201 (``edgeplan reproduce li2023 --nb201``, the ``forms`` column) the chosen form differs from
+device to device.
 
 A calibrated device is saved under the edgeplan home as ``devices/{name}/{method}.json`` with its source model
 inside, and predicts like any device (``edgeplan predict --device NAME``).
@@ -57,8 +57,8 @@ def source_terms(pred: Prediction, ops: Sequence[OpInput]) -> dict[str, float]:
     Returns
     -------
     dict
-        ``total`` (ops' sum + source overhead), ``kernels`` (count), ``overhead`` (the source's), and the summed
-        predicted ms of every category.
+        ``total`` (ops' sum + source overhead), ``kernels`` (count), the summed predicted ms of every category
+        and, under ``key|{op key}``, of every operation key.
 
     Raises
     ------
@@ -73,7 +73,6 @@ def source_terms(pred: Prediction, ops: Sequence[OpInput]) -> dict[str, float]:
         terms[o.category] += p.ms
         terms["key|" + o.key] = terms.get("key|" + o.key, 0.0) + p.ms
     terms["kernels"] = float(len(ops))
-    terms["overhead"] = pred.overhead_ms
     terms["total"] = pred.latency_ms
     return terms
 
