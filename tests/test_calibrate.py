@@ -127,6 +127,16 @@ def test_cli_calibrate_then_predict_and_bad_files(capsys: pytest.CaptureFixture[
     one = predict_latency("nb201:" + CELLS[12], device="phone", method="lasso", home=home)
     assert one.prediction.latency_ms == pytest.approx(pred["latency_ms"])
     assert len(predict_latency(["nb201:" + CELLS[12], "nb201:" + CELLS[13]], "phone", "lasso", home)) == 2
+    # From a calibrated device: the new correction is of the same source scenario, and says so.
+    assert main(["--home", str(home), "calibrate", "--measurements", str(good), "--name", "phone2", "--from", "phone",
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["source"] == "src" and "calibrating against its source src" in captured.err
+    from edgeplan.latency.predict import available_devices
+
+    assert available_devices(home)["phone2"] == ["lasso"]
+    source.save(home / "devices" / "torch-fp32-1t")  # a home device named like a shipped scenario: methods merge
+    assert {"lasso", "gbdt"} <= set(available_devices(home)["torch-fp32-1t"])
 
 
 def test_read_measurements_refuses_duplicates(tmp_path: Path) -> None:

@@ -38,6 +38,14 @@ def test_categories_and_feature_vectors() -> None:
     fc = {"op": "linear", "input_shapes": [[1, 512]], "output_shapes": [[1, 10]], "params": 5130, "flops": 10240,
           "attrs": {"in_features": 512, "out_features": 10}}
     assert features([fc]) == ("fc", [512.0, 10.0, 5130.0, 10240.0])
+    # A linear layer over channels-last tokens (ConvNeXt) is a 1x1 convolution over them.
+    tokens = {"op": "linear", "input_shapes": [[1, 56, 56, 96]], "output_shapes": [[1, 56, 56, 384]],
+              "params": 96 * 384 + 384, "flops": 2 * 56 * 56 * 96 * 384}
+    cat, x = features([tokens])
+    named = dict(zip(CATEGORY_FEATURES[cat], x, strict=True))
+    assert cat == "conv" and predictor_key("aten::linear", tokens) == "aten::linear|conv"
+    assert (named["in_h"], named["in_w"], named["in_c"], named["filters"], named["k_h"], named["stride"]) == (
+        56, 56, 96, 384, 1, 1)
     gp = {"op": "global_pool", "input_shapes": [[1, 64, 7, 7]], "output_shapes": [[1, 64, 1, 1]], "flops": 3136}
     cat, x = features([gp])
     assert cat == "mean" and x[3:5] == [7.0, 7.0]
@@ -67,6 +75,19 @@ def test_every_method_learns_and_round_trips_through_json(method: str) -> None:
     z = (x[100:] - np.asarray(p.mean)) / np.asarray(p.std)  # the stacked forests equal tree-by-tree evaluation
     np.testing.assert_allclose(p.predict(x[100:]), _predict(method, p.params, z), rtol=1e-12)
     assert p.n_train == 100 and p.hyper
+
+
+@pytest.mark.parametrize("method", ["rf", "gbdt"])
+def test_forests_extrapolate_through_their_linear_baseline(method: str) -> None:
+    x, y = _linear_data()
+    p = fit_predictor(x, y, method, seed=1)
+    big = np.array([[1000.0, 500.0, 50.0]])  # ten times the largest training op
+    truth = 0.02 * 1000 + 0.005 * 500 + 0.3
+    assert p.params["base"] is not None and abs(p.predict(big)[0] / truth - 1) < 0.2  # a plain forest: ~2.3 ms
+    again = OpPredictor.from_dict(json.loads(json.dumps(p.to_dict())))
+    np.testing.assert_allclose(again.predict(big), p.predict(big))
+    old = {**p.to_dict(), "params": {**p.params, "base": None}}  # saved before baselines: still loads
+    assert OpPredictor.from_dict(old).predict(big)[0] < truth / 2
 
 
 def test_lasso_weights_are_non_negative_and_sparse() -> None:
@@ -189,3 +210,41 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
     test = [r for r in data.records if r["model"] in held_out]
     err = mape([model.predict_record(r).latency_ms for r in test], [record_latency(r, "min") for r in test])
     assert err < 30.0  # a broken model is off by far more; the measured figure is in the README
+
+
+def test_speedup_insight_per_category(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from edgeplan.cli.main import main
+    from edgeplan.experiments.li2023 import format_insight, speedup_insight
+    from edgeplan.latency.campaign import load_dataset
+
+    rng = np.random.default_rng(3)
+    base = [_record(i, rng) for i in range(6)]
+    # The other scenario: dense conv twice as fast, depthwise the same, the activation 20% slower, and an inserted
+    # kernel without IR nodes (a reorder); one model only in the base.
+    factor = {"c1": 0.5, "c2": 1.0, "r": 1.2}
+    other = []
+    for r in base[:5]:
+        ops = [{**o, "ms": o["ms"] * factor[o["nodes"][0]], "min_ms": o["min_ms"] * factor[o["nodes"][0]]}
+               for o in r["ops"]]
+        ops.append({"kernel": "ReorderInput_token_1", "kind": "com.microsoft.nchwc.ReorderInput", "nodes": ["c1"],
+                    "ms": 0.01, "min_ms": 0.01})
+        lat = r["latency_min_ms"] * 0.8
+        other.append({**r, "ops": ops, "latency_min_ms": lat, "latency_ms": lat})
+    a = _write_dataset(tmp_path / "a.jsonl.gz", base, "torch-fp32-1t")
+    b = _write_dataset(tmp_path / "b.jsonl.gz", other, "torch-fp32-2t")
+    result = speedup_insight(load_dataset(a), load_dataset(b))
+    cats = result["categories"]
+    assert result["models"] == 5 and result["end_to_end"][1] == pytest.approx(1.25)
+    assert cats["conv"]["speedup"] == pytest.approx(2.0) and cats["dwconv"]["speedup"] == pytest.approx(1.0)
+    assert cats["elementwise"]["speedup"] == pytest.approx(1 / 1.2)
+    reorder = cats["[com.microsoft.nchwc.ReorderInput]"]  # inserted by the runtime: its own category
+    assert reorder["speedup"] is None and reorder["models"] == 0 and reorder["other_share"] > 0 == reorder["share"]
+    assert sum(c["share"] for c in cats.values()) == pytest.approx(1.0)
+    text = "\n".join(format_insight("threads", result))
+    assert "Insight 1" in text and "2.00x" in text and "only in torch-fp32-2t" in text
+    assert main(["reproduce", "li2023", "--insight", "threads", "--data", str(a), "--versus-data", str(b),
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["categories"]["conv"]["speedup"] == pytest.approx(2.0)
+    alone = _write_dataset(tmp_path / "c.jsonl.gz", [{**base[0], "model": "synthetic:99"}], "torch-fp32-2t")
+    assert main(["reproduce", "li2023", "--insight", "threads", "--data", str(a), "--versus-data", str(alone)]) != 0
+    assert "share no model" in capsys.readouterr().err

@@ -31,6 +31,7 @@ def test_scenarios_cover_runtimes_threads_and_int8() -> None:
     s = get_scenario("ort-int8-2t")
     assert (s.runtime, s.threads, s.dtype) == ("onnxruntime", 2, "int8")
     assert get_scenario("torch-fp32-1t").kernel_profile == "torch-eager"
+    assert get_scenario("ort-int8-2t").kernel_profile == "onnxruntime-int8"
     with pytest.raises(InvalidInputError, match="unknown scenario 'tflite'.*torch-fp32-1t"):
         get_scenario("tflite")
 
@@ -98,9 +99,86 @@ def test_events_are_matched_by_kind_and_shape_when_the_order_differs() -> None:
               _Event("aten::conv2d", [[1, 3, 8, 8], [4, 3, 3, 3]], _Range(5, 7)),
               _Event("aten::relu", [[1, 4, 8, 8]], _Range(7, 8))]
     matched = _match_run(events, deduction, graph)  # type: ignore[arg-type]
-    assert [e.time_range.elapsed_us() for e in matched] == [2, 5, 1]
+    assert [round(ms * 1000) for ms in matched] == [2, 5, 1]
     with pytest.raises(MeasurementError, match="profiled but not deduced: aten::add x1"):
         _match_run([*events, _Event("aten::add", [], _Range(8, 9))], deduction, graph)  # type: ignore[arg-type]
+    # An event whose recorded shape fits no kernel (a scalar operand, a list) takes the kernel of its kind left over.
+    odd = [events[0], _Event("aten::conv2d", [[7], [1, 3, 8, 8]], _Range(5, 8)), events[2]]
+    matched = _match_run(odd, deduction, graph)  # type: ignore[arg-type]
+    assert [round(ms * 1000) for ms in matched] == [3, 5, 1]
+    # Operators the IR elides as aliases (a contiguous copy, a cat of one tensor) add their time to the one before.
+    elided = {"aten::contiguous": "", "aten::cat": ""}
+    in_order = [events[1], events[0], events[2]]
+    for e, t in zip(in_order, (0, 2, 7), strict=True):
+        e.time_range = _Range(t, t + e.time_range.elapsed_us())
+    more = [*in_order, _Event("aten::contiguous", [[1, 4, 8, 8]], _Range(8, 11)),
+            _Event("aten::cat", [[], []], _Range(11, 15))]
+    matched = _match_run(more, deduction, graph, elided)  # type: ignore[arg-type]
+    assert [round(ms * 1000) for ms in matched] == [2, 5, 8]
+    # Not elidable: an add the IR does not have.
+    with pytest.raises(MeasurementError, match="profiled but not deduced: aten::add x1"):
+        _match_run([*more, _Event("aten::add", [], _Range(20, 21))], deduction, graph, elided)  # type: ignore[arg-type]
+    # A leftover event whose shape cannot be the kernel's is refused, not matched.
+    wrong = [events[0], _Event("aten::conv2d", [[9, 9, 9, 9]], _Range(5, 8)), events[2]]
+    with pytest.raises(MeasurementError, match="cannot be matched"):
+        _match_run(wrong, deduction, graph)  # type: ignore[arg-type]
+
+
+def test_a_surplus_of_a_deduced_kind_is_found_in_order() -> None:
+    from edgeplan.runtimes.op_profile import _match_run
+
+    # DenseNet: the IR has conv -> bn -> cat; eager also runs a cat of one tensor (and a contiguous copy after it).
+    kernels = (Kernel("conv2d", "aten::conv2d", ("a",)), Kernel("bn", "aten::batch_norm", ("b",)),
+               Kernel("cat", "aten::cat", ("c",)))
+    graph = _Graph({"a": _Node(((1, 3, 8, 8),)), "b": _Node(((1, 4, 8, 8),)), "c": _Node(((1, 4, 8, 8),))})
+    deduction = KernelDeduction("g", "torch-eager", kernels)
+    elided = {"aten::cat": "", "aten::contiguous": ""}
+    events = [_Event("aten::conv2d", [[1, 3, 8, 8]], _Range(0, 10)), _Event("aten::cat", [[], []], _Range(10, 13)),
+              _Event("aten::contiguous", [[1, 4, 8, 8]], _Range(13, 20)),
+              _Event("aten::batch_norm", [[1, 4, 8, 8]], _Range(20, 21)),
+              _Event("aten::cat", [[], []], _Range(21, 25))]
+    matched = _match_run(events, deduction, graph, elided)  # type: ignore[arg-type]
+    assert [round(ms * 1000) for ms in matched] == [20, 1, 4]  # nothing lost: 25 us in all
+    # A walk that cannot align (a surplus cat before any operator it could belong to) is refused.
+    early = [_Event("aten::cat", [[], []], _Range(0, 1)), *[e for e in events if e.name != "aten::contiguous"][0:1],
+             events[3], events[4]]
+    with pytest.raises(MeasurementError, match="do not match"):
+        _match_run(early, deduction, graph, elided)  # type: ignore[arg-type]
+
+
+def test_onnxruntime_kernels_are_traced_to_the_float_nodes() -> None:
+    import onnx
+    from onnx import helper
+
+    from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins
+
+    def node(op: str, ins: list[str], outs: list[str], name: str, domain: str = "") -> onnx.NodeProto:
+        return helper.make_node(op, ins, outs, name=name, domain=domain)
+
+    original = helper.make_model(helper.make_graph(
+        [node("Conv", ["x", "w"], ["c"], "conv"), node("Relu", ["c"], ["r"], "relu"),
+         node("Add", ["r", "x"], ["a"], "add"), node("Constant", [], ["k"], "const")],
+        "m", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, (1, 8, 4, 4))],
+        [helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, (1, 8, 4, 4))]))
+    # NCHWc: reorder of the input, the conv renamed after its activation's tensor, reorder back, the add.
+    nchwc = helper.make_graph(
+        [node("ReorderInput", ["x"], ["t0"], "ReorderInput", "com.microsoft.nchwc"),
+         node("Conv", ["t0", "t1"], ["t2"], "r_nchwc", "com.microsoft.nchwc"),
+         node("ReorderOutput", ["t2"], ["r"], "ReorderOutput_token_3", "com.microsoft.nchwc"),
+         node("Add", ["r", "x"], ["a"], "add"), node("Mystery", ["zz"], ["yy"], "fresh")], "o", [], [])
+    known = {"conv", "relu", "add"}
+    got = onnxruntime_kernel_origins(helper.make_model(nchwc), original, known)
+    assert got == {"ReorderInput": ("conv",), "r_nchwc": ("conv", "relu"), "ReorderOutput_token_3": ("relu",),
+                   "add": ("add",), "fresh": ()}
+    # int8: QLinear kernels keep the float node's name with a token, Q/DQ the tensor's.
+    int8 = helper.make_graph(
+        [node("QuantizeLinear", ["x", "s", "z"], ["x_QuantizeLinear_Output"], "x_QuantizeLinear"),
+         node("QLinearConv", ["x_QuantizeLinear_Output"], ["conv"], "conv_token_4", "com.microsoft"),
+         node("DequantizeLinear", ["conv"], ["r_DequantizeLinear"], "r_DequantizeLinear"),
+         node("QuantizeLinear", ["r_DequantizeLinear"], ["q9"], "brand_new")], "q", [], [])
+    got = onnxruntime_kernel_origins(helper.make_model(int8), original, known)
+    assert got == {"x_QuantizeLinear": ("conv",), "conv_token_4": ("conv",), "r_DequantizeLinear": ("relu",),
+                   "brand_new": ("relu",)}
 
 
 def test_torch_ops_profile_every_deduced_kernel() -> None:
@@ -161,13 +239,21 @@ def test_profile_model_in_each_runtime(scenario: str, plain: int, tmp_path: Path
     assert p.end_to_end.median_ms > 0 and p.ops and all(o.median_ms >= 0 for o in p.ops)
     assert p.end_to_end.repeats == (3 * plain if plain else FAST.max_repeats)
     kinds = {o.kind for o in p.ops}
+    # Every kernel, ORT's included, is traced to IR nodes whose descriptions the profile keeps: it can train.
+    assert p.nodes and all(o.nodes for o in p.ops) and all(n in p.nodes for o in p.ops for n in o.nodes)
     if scenario.startswith("torch"):
-        assert "aten::conv2d" in kinds and p.nodes and all(n in p.nodes for o in p.ops for n in o.nodes)
+        assert "aten::conv2d" in kinds
     elif "int8" in scenario:
-        assert "QLinearConv" in kinds
+        assert "com.microsoft.QLinearConv" in kinds
         assert any(f.name.endswith(".int8.onnx") for f in (tmp_path / "onnx").iterdir())
     else:
-        assert kinds & {"Conv", "FusedConv"}
+        assert kinds & {"Conv", "com.microsoft.FusedConv", "com.microsoft.nchwc.Conv"}
+    if scenario.startswith("ort"):
+        from edgeplan.latency.model import record_ops
+
+        ops = record_ops({"model": CELL, "ops": [o.to_dict() for o in p.ops], "nodes": p.nodes}, "min")
+        convs = [o for o in ops if "Conv" in o.kind and "Reorder" not in o.kind]
+        assert convs and all(o.category in ("conv", "dwconv", "gconv") for o in convs)
     assert json.loads(json.dumps(p.extra()))["scenario"] == scenario
 
 
@@ -221,14 +307,23 @@ def test_cli_ops_profile_and_export(capsys: pytest.CaptureFixture[str], tmp_path
     assert "1 models" in capsys.readouterr().out
 
 
+CELLS = [CELL, "nb201:|nor_conv_1x1~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_1x1~1|none~2|",
+         "nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_1x1~0|skip_connect~1|avg_pool_3x3~2|"]
+
+
+def _profiled_dataset(tmp_path: Path, scenario: str, runs: int) -> Path:
+    """Three NB201 cells measured in ``scenario`` through the CLI and exported; the home is ``tmp_path``."""
+    home = str(tmp_path)
+    assert main(["--home", home, "ops", "profile", *CELLS, "--scenario", scenario, "--runs", str(runs),
+                 "--plain-per-run", "1", "--json"]) == 0
+    data = tmp_path / f"{scenario}.jsonl.gz"
+    assert main(["--home", home, "ops", "export", "--scenario", scenario, "--out", str(data)]) == 0
+    return data
+
+
 def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     home = str(tmp_path)
-    cells = [CELL, "nb201:|nor_conv_1x1~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_1x1~1|none~2|",
-             "nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_1x1~0|skip_connect~1|avg_pool_3x3~2|"]
-    assert main(["--home", home, "ops", "profile", *cells, "--scenario", "torch-fp32-1t", "--runs", "3",
-                 "--plain-per-run", "1", "--json"]) == 0
-    data = tmp_path / "d.jsonl.gz"
-    assert main(["--home", home, "ops", "export", "--scenario", "torch-fp32-1t", "--out", str(data)]) == 0
+    data = _profiled_dataset(tmp_path, "torch-fp32-1t", runs=3)
     device = tmp_path / "devices" / "mine"
     assert main(["ops", "fit", "--data", str(data), "--method", "lasso", "--out", str(device), "--json",
                  "--min-samples", "3"]) == 0
@@ -254,3 +349,46 @@ def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str],
     assert "unknown device 'nowhere'" in capsys.readouterr().err
     assert main(["--home", home, "predict", CELL, "--device", "mine", "--method", "gbdt"]) != 0
     assert "has no 'gbdt' predictors" in capsys.readouterr().err
+
+
+def test_onnxruntime_int8_data_trains_and_predicts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    home = str(tmp_path)
+    data = _profiled_dataset(tmp_path, "ort-int8-1t", runs=2)
+    capsys.readouterr()
+    assert main(["ops", "fit", "--data", str(data), "--method", "lasso", "--out",
+                 str(tmp_path / "devices" / "ort-int8-1t"), "--min-samples", "2", "--json"]) == 0
+    capsys.readouterr()
+    # Prediction reads the kernels from ORT's optimized int8 graph (QLinearConv, QuantizeLinear, ...), not rules.
+    assert main(["--home", home, "predict", CELLS[1], "--device", "ort-int8-1t", "--method", "lasso", "--json",
+                 "--breakdown", "--measure", "1"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    kinds = {o["kernel"] for o in result["ops"]}
+    assert "com.microsoft.QLinearConv" in kinds and "QuantizeLinear" in kinds
+    assert result["latency_ms"] > 0 and result["measured_ms"] > 0
+    assert all(o["measured_ms"] is not None for o in result["ops"])
+    from edgeplan.frontends.zoo import load_graph
+    from edgeplan.latency.predict import graph_ops
+
+    with pytest.raises(InvalidInputError, match="reads its kernels from ORT's optimizer"):
+        graph_ops(load_graph(CELLS[1]), "onnxruntime-int8")
+
+
+def test_onnxruntime_conv_walk_back_takes_the_unclaimed_branch() -> None:
+    import onnx
+    from onnx import helper
+
+    from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins
+
+    # relu(conv_a(x) + conv_b(x)): ORT runs conv_a alone and fuses conv_b with the add (Sum) and the relu.
+    original = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "wa"], ["ca"], name="conv_a"),
+         helper.make_node("Conv", ["x", "wb"], ["cb"], name="conv_b"),
+         helper.make_node("Add", ["ca", "cb"], ["s"], name="add"), helper.make_node("Relu", ["s"], ["r"], name="relu")],
+        "m", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, (1, 8, 4, 4))],
+        [helper.make_tensor_value_info("r", onnx.TensorProto.FLOAT, (1, 8, 4, 4))]))
+    optimized = helper.make_graph(
+        [helper.make_node("Conv", ["t0", "w0"], ["ca"], name="conv_a", domain="com.microsoft.nchwc"),
+         helper.make_node("Conv", ["t1", "w1", "b", "ca"], ["t2"], name="r_nchwc", domain="com.microsoft.nchwc")],
+        "o", [], [])
+    got = onnxruntime_kernel_origins(helper.make_model(optimized), original, {"conv_a", "conv_b", "add", "relu"})
+    assert got == {"conv_a": ("conv_a",), "r_nchwc": ("conv_b", "add", "relu")}

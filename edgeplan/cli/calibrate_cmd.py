@@ -30,11 +30,10 @@ def calibrate(ctx: Context, measurements: Path, name: str, source: str, method: 
     latency is refused with its line, and no profile is stored.
     """
     from edgeplan.errors import EdgeplanError, InvalidInputError
-    from edgeplan.frontends.zoo import load_graph
     from edgeplan.latency.calibrate import calibrate as fit
     from edgeplan.latency.calibrate import read_measurements, source_terms
     from edgeplan.latency.model import LatencyModel
-    from edgeplan.latency.predict import graph_ops, home_root, kernel_profile_of, load_device_model
+    from edgeplan.latency.predict import home_root, kernel_profile_of, load_device_model, spec_ops
 
     if not name or "/" in name or name.startswith("."):
         raise InvalidInputError(f"--name {name!r}: use a plain name such as my-phone")
@@ -45,12 +44,15 @@ def calibrate(ctx: Context, measurements: Path, name: str, source: str, method: 
                                 "or pass --replace")
     model = load_device_model(source, method, ctx.home)
     if not isinstance(model, LatencyModel):
-        model = model.source
+        # A calibrated device's correction is not stacked: the new one corrects the same source scenario.
+        click.echo(f"note: {source} is a calibrated device; calibrating against its source {model.source_device}",
+                   err=True)
+        source, model = model.source_device, model.source
     profile = kernel_profile_of(model)
     terms = []
     for line, (spec, _) in enumerate(rows, start=2):
         try:
-            ops, skipped = graph_ops(load_graph(spec), profile)
+            ops, skipped = spec_ops(spec, profile, ctx.home)
             if skipped:
                 raise InvalidInputError(f"kernels {', '.join(skipped)} have no IR nodes to predict from")
             terms.append(source_terms(model.predict_ops(ops), ops))

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from edgeplan.cli.common import Context, emit_json
+from edgeplan.errors import InvalidInputError
 
 __all__ = ["reproduce"]
 
@@ -174,6 +175,11 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
               help="Learn and evaluate the fastest runs or the medians.")
 @click.option("--nb201", is_flag=True,
               help="Instead: few-shot calibration of every HELP NAS-Bench-201 device from 10 architectures.")
+@click.option("--insight", type=click.Choice(["threads", "int8"]), default=None,
+              help="Instead: li2023 §3.1.1 (threads: torch-fp32-1t vs -2t) or §3.1.2 (int8: ort-fp32-1t vs "
+                   "ort-int8-1t) speed-up per op category, from the shipped datasets (or --data and --versus-data).")
+@click.option("--versus-data", "versus_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="--insight: the second scenario's dataset file.")
 @click.option("--help-data", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("../shared/data/help-nasbench201/latency_ms.csv"), show_default=True)
 @click.option("--source", default="torch-fp32-1t", show_default=True, help="--nb201: the source device profile.")
@@ -184,11 +190,28 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Path | None, repeat_file: Path | None,
-           statistic: str, nb201: bool, help_data: Path, source: str, source_method: str, seeds: int,
-           as_json: bool) -> None:
-    """Latency prediction (§5.1, §5.3, §5.5, §5.6) on this machine's per-op datasets, or --nb201 few-shot."""
+           statistic: str, nb201: bool, insight: str | None, versus_file: Path | None, help_data: Path, source: str,
+           source_method: str, seeds: int, as_json: bool) -> None:
+    """Latency prediction (§5.1, §5.3, §5.5, §5.6) on this machine's per-op datasets, --nb201 few-shot, or an
+    --insight of §3.1."""
     from edgeplan.experiments.li2023 import format_nb201, format_report, nb201_fewshot
     from edgeplan.experiments.li2023 import reproduce as run
+
+    if versus_file is not None and not insight:
+        raise InvalidInputError("--versus-data goes with --insight threads|int8")
+    if insight:
+        from edgeplan.experiments.li2023 import INSIGHT_SCENARIOS, dataset_path, format_insight, speedup_insight
+        from edgeplan.latency.campaign import load_dataset
+
+        a, b = INSIGHT_SCENARIOS[insight]
+        result = speedup_insight(load_dataset(data_file or dataset_path(a)),
+                                 load_dataset(versus_file or dataset_path(b)), statistic)
+        if as_json:
+            emit_json(result)
+            return
+        for line in format_insight(insight, result):
+            click.echo(line)
+        return
 
     if nb201:
         from edgeplan.latency.model import LatencyModel

@@ -32,7 +32,17 @@ from edgeplan.latency.campaign import OpDataset, load_dataset
 from edgeplan.latency.model import LatencyModel, mape, record_latency, record_ops
 from edgeplan.latency.predictors import METHODS
 
-__all__ = ["PAPER", "dataset_path", "format_report", "noise_floor", "reproduce"]
+__all__ = [
+    "INSIGHTS",
+    "INSIGHT_SCENARIOS",
+    "PAPER",
+    "dataset_path",
+    "format_insight",
+    "format_report",
+    "noise_floor",
+    "reproduce",
+    "speedup_insight",
+]
 
 #: li2023's CPU figures (average over its six phones' CPU scenarios).
 PAPER: dict[str, Any] = {
@@ -396,4 +406,127 @@ def format_nb201(result: Mapping[str, Any]) -> list[str]:
     h, r = result["mean_help"], result["mean_random"]
     lines.append(f"  {'mean':<16} {h['spearman']:>9.3f} {h['mape']:>6.1f}% {h['acc10']:>5.0f}%   "
                  f"{r['spearman']:>11.3f} {r['mape']:>6.1f}% {r['acc10']:>5.0f}%")
+    return lines
+
+
+# --- §3.1.1 / §3.1.2 insights: speed-up per op category between two scenarios --------------------------------------
+
+#: What li2023 observed (§3.1, Figs. 3-6), printed beside ours.
+INSIGHTS: dict[str, dict[str, str]] = {
+    "threads": {
+        "title": "§3.1.1 multithreading: 1 -> 2 threads",
+        "paper": "Insight 1 (Figs. 3-4, TFLite on homogeneous phone cores): sublinear end-to-end speed-up; conv, "
+                 "depthwise conv and FC speed up sublinearly, the other operations negligibly (no parallel kernels)",
+    },
+    "int8": {
+        "title": "§3.1.2 quantization: fp32 -> int8",
+        "paper": "Insight 2 (Figs. 5-6, TFLite int8): distinct end-to-end speed-up; most operations faster, but "
+                 "padding and element-wise operations slower (element-wise 2.55x / 2.60x slower on Snapdragon 855 / "
+                 "Exynos 9820: matching the inputs' quantization ranges)",
+    },
+}
+
+#: The scenario pairs each insight compares (base, other) when no files are given.
+INSIGHT_SCENARIOS: dict[str, tuple[str, str]] = {
+    "threads": ("torch-fp32-1t", "torch-fp32-2t"),
+    "int8": ("ort-fp32-1t", "ort-int8-1t"),
+}
+
+
+def _op_category(op: Mapping[str, Any], nodes: Mapping[str, Mapping[str, Any]]) -> str:
+    """An op's li2023 category from its IR nodes; a kernel the runtime inserted (layout, precision) by its kind."""
+    from edgeplan.latency.features import category
+    from edgeplan.runtimes.kernel_check import INSERTED_KINDS
+
+    inserted = op["kind"] in INSERTED_KINDS and op["kernel"] not in op["nodes"]  # not the model's own Transpose
+    if not inserted and op["nodes"] and op["nodes"][0] in nodes:
+        return category(nodes[op["nodes"][0]])
+    return f"[{op['kind']}]"
+
+
+def _category_ms(record: Mapping[str, Any], statistic: str) -> dict[str, float]:
+    out: dict[str, float] = defaultdict(float)
+    for op in record["ops"]:
+        ms = float(op.get("min_ms", op["ms"]) if statistic == "min" else op["ms"])
+        out[_op_category(op, record["nodes"])] += ms
+    return dict(out)
+
+
+def _quartiles(values: Sequence[float]) -> tuple[float, float, float]:
+    q1, q2, q3 = np.percentile(np.asarray(values, dtype=float), [25, 50, 75])
+    return float(q1), float(q2), float(q3)
+
+
+def speedup_insight(base: OpDataset, other: OpDataset, statistic: str = "min") -> dict[str, Any]:
+    """Speed-up from scenario ``base`` to ``other`` end to end and per op category, over the models both measured.
+
+    Parameters
+    ----------
+    base, other
+        Per-op datasets of the same models in two scenarios (e.g. 1 and 2 threads, fp32 and int8).
+    statistic
+        ``min`` or ``median`` latencies.
+
+    Returns
+    -------
+    dict
+        ``models`` (how many both have), ``end_to_end`` (quartiles of the per-model speed-up ``base / other``),
+        and per category: ``share`` and ``other_share`` (of each scenario's summed op time), ``speedup`` (summed
+        base time over summed other time; None when only one scenario runs the category), the quartiles of the
+        per-model speed-up, and ``models`` (how many have the category in both). Kernels a runtime inserts (layout
+        reorders, (de)quantization) are their own ``[kind]`` categories.
+
+    Raises
+    ------
+    InvalidInputError
+        When the datasets share no model.
+    """
+    first = {r["model"]: r for r in base.records}
+    pairs = [(first[r["model"]], r) for r in other.records if r["model"] in first]
+    if not pairs:
+        raise InvalidInputError(f"the {base.scenario} and {other.scenario} datasets share no model; measure the same "
+                                "models in both scenarios (`edgeplan ops profile ... --scenario A --scenario B`)")
+    e2e = [record_latency(a, statistic) / record_latency(b, statistic) for a, b in pairs]
+    totals_a: dict[str, float] = defaultdict(float)
+    totals_b: dict[str, float] = defaultdict(float)
+    per_model: dict[str, list[float]] = defaultdict(list)
+    for a, b in pairs:
+        ca, cb = _category_ms(a, statistic), _category_ms(b, statistic)
+        for c in ca.keys() | cb.keys():
+            totals_a[c] += ca.get(c, 0.0)
+            totals_b[c] += cb.get(c, 0.0)
+            if ca.get(c, 0.0) > 0 and cb.get(c, 0.0) > 0:
+                per_model[c].append(ca[c] / cb[c])
+    grand, grand_b = sum(totals_a.values()), sum(totals_b.values())
+    cats = {}
+    for c in sorted(totals_a.keys() | totals_b.keys(), key=lambda c: -(totals_a[c] + totals_b[c])):
+        q = _quartiles(per_model[c]) if per_model[c] else None
+        cats[c] = {"share": totals_a[c] / grand if grand else 0.0,
+                   "other_share": totals_b[c] / grand_b if grand_b else 0.0,
+                   "speedup": totals_a[c] / totals_b[c] if totals_a[c] > 0 and totals_b[c] > 0 else None,
+                   "base_ms": totals_a[c], "other_ms": totals_b[c],
+                   "quartiles": q, "models": len(per_model[c])}
+    return {"base": base.scenario, "other": other.scenario, "statistic": statistic, "models": len(pairs),
+            "end_to_end": _quartiles(e2e), "categories": cats, "device": other.provenance.get("device", {})}
+
+
+def format_insight(kind: str, result: Mapping[str, Any]) -> list[str]:
+    """A :func:`speedup_insight` result beside li2023's observation."""
+    text = INSIGHTS[kind]
+    q1, q2, q3 = result["end_to_end"]
+    lines = [f"{text['title']} ({result['base']} -> {result['other']}, {result['models']} models both measured, "
+             f"latency = the {result['statistic']} over runs)",
+             f"  li2023: {text['paper']}",
+             f"  edgeplan end to end: speed-up median {q2:.2f}x (quartiles {q1:.2f}-{q3:.2f}x)"]
+    width = max([8, *map(len, result["categories"])])
+    lines.append(f"  {'category':<{width}} {'share1':>6} {'share2':>6} {'speed-up':>9} {'per model (quartiles)':>24} "
+                 f"{'models':>7}")
+    for c, r in result["categories"].items():
+        sp = f"{r['speedup']:.2f}x" if r["speedup"] is not None else "-"
+        qs = "{:.2f} / {:.2f} / {:.2f}".format(*r["quartiles"]) if r["quartiles"] else (
+            f"only in {result['other']}" if r["base_ms"] == 0 else f"only in {result['base']}")
+        lines.append(f"  {c:<{width}} {r['share'] * 100:>5.1f}% {r['other_share'] * 100:>5.1f}% {sp:>9} {qs:>24} "
+                     f"{r['models']:>7}")
+    lines.append(f"  (share1, share2: of {result['base']}'s and of {result['other']}'s op time; speed-up = "
+                 f"{result['base']} time / {result['other']} time, summed over the models)")
     return lines

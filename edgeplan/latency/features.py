@@ -16,7 +16,8 @@ category         features
                  flops
 ``dwconv``       the same (a depthwise convolution: groups == in_c)
 ``gconv``        the same and groups
-``fc``           in_c, filters, param_size, flops
+``fc``           in_c, filters, param_size, flops (a linear layer over one vector per sample; over H x W tokens,
+                 as ConvNeXt's, it is a 1x1 ``conv``)
 ``mean``         in_h, in_w, in_c, k_h, k_w, input_size, flops (global and adaptive pooling, means)
 ``pool``         in_h, in_w, in_c, out_h, out_w, stride, k_h, k_w, input_size, output_size, flops
 ``concat``       in_h, in_w, in_c, parts (+: the tensors joined; Table 3's "kernel size"), out_c, input_size,
@@ -69,7 +70,9 @@ def category(lead: Mapping[str, Any]) -> str:
         if groups == 1:
             return "conv"
         return "dwconv" if groups == int(attrs.get("in_channels", 0)) else "gconv"
-    if op in ("linear", "matmul"):
+    if op == "linear":
+        return "conv" if _rows(lead) > 1 else "fc"
+    if op == "matmul":
         return "fc"
     if op in _MEAN_OPS:
         return "mean"
@@ -82,6 +85,12 @@ def category(lead: Mapping[str, Any]) -> str:
     if op == "pad":
         return "pad"
     return "elementwise"
+
+
+def _rows(lead: Mapping[str, Any]) -> int:
+    """Rows a linear layer multiplies per sample: 1 for a vector, H x W for ConvNeXt's channels-last tokens."""
+    shapes = [s for s in lead.get("input_shapes", []) if s]
+    return math.prod(int(d) for d in shapes[0][1:-1]) if shapes and len(shapes[0]) > 2 else 1
 
 
 def predictor_key(kind: str, lead: Mapping[str, Any]) -> str:
@@ -135,9 +144,13 @@ def features(nodes: Sequence[Mapping[str, Any]]) -> tuple[str, list[float]]:
         "kernel_size": int(lead.get("params", 0)), "param_size": int(lead.get("params", 0)), "flops": flops,
         "groups": int(attrs.get("groups", 1)), "inputs": len(ins),
     }
-    if cat == "fc":
+    if cat == "fc" or lead["op"] == "linear":
         value["in_c"] = int(first_in[-1])
         value["filters"] = int(outs[0][-1])
+        if cat == "conv":  # a linear layer over H x W tokens is a 1x1 convolution over them
+            value["in_h"] = value["out_h"] = int(first_in[1]) if len(first_in) == 4 else _rows(lead)
+            value["in_w"] = value["out_w"] = int(first_in[2]) if len(first_in) == 4 else 1
+            value["k_h"] = value["k_w"] = value["stride"] = 1
     elif cat == "mean":
         value["k_h"], value["k_w"] = (in_h, in_w) if out_h * out_w == 1 else (kernel[0], kernel[-1])
     elif cat == "concat":

@@ -44,6 +44,10 @@ MODEL_FORMAT = "edgeplan-latency-model/1"
 #: Fewest training operations a key needs for its own predictor.
 MIN_SAMPLES = 8
 
+#: Smallest op latency a predictor is trained on (ms): the profilers report microseconds, and a relative-error
+#: fit on a target below their resolution would weigh a rounding error like a real one.
+MIN_TARGET_MS = 1e-3
+
 #: Which measured statistic a model learns: ``min`` (the fastest run, op by op and end to end) or ``median``.
 #: On a shared machine interference only adds time, and the minimum is the more reproducible of the two (see
 #: :mod:`edgeplan.runtimes.op_profile`); ``median`` is the usual choice on a dedicated device.
@@ -92,12 +96,13 @@ def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpI
     for op in record["ops"]:
         if not op["nodes"]:
             raise InvalidInputError(f"{record['model']}: op {op['kernel']!r} ({op['kind']}) is not matched to IR "
-                                    "nodes, so it has no features; this scenario's data cannot train predictors")
+                                    "nodes, so it has no features; re-measure it with this edgeplan version (ONNX "
+                                    "Runtime campaigns before it recorded none), under a new --repeat tag")
         missing = [n for n in op["nodes"] if n not in nodes]
         if missing:
             raise InvalidInputError(f"{record['model']}: op {op['kernel']!r} ({op['kind']}) names nodes without IR "
-                                    f"descriptions ({', '.join(missing[:3])}); only PyTorch scenarios' data can "
-                                    "train predictors yet")
+                                    f"descriptions ({', '.join(missing[:3])}); re-export the dataset with this "
+                                    "edgeplan version")
         ns = [nodes[n] for n in op["nodes"]]
         cat, x = features(ns)
         measured = float(op.get("min_ms", op["ms"]) if statistic == "min" else op["ms"])
@@ -204,7 +209,7 @@ class LatencyModel:
         with counting_bar(progress, f"fitting {method}", total=len(groups)) as advance:
             for key, ops in sorted(groups.items()):
                 x = np.array([o.x for o in ops])
-                y = np.array([max(o.measured_ms or 0.0, 1e-6) for o in ops])
+                y = np.array([max(o.measured_ms or 0.0, MIN_TARGET_MS) for o in ops])
                 predictors[key] = fit_predictor(x, y, method, seed=seed)
                 advance(1)
         meta = {"models": len(records), "min_samples": min_samples,

@@ -1,7 +1,8 @@
 """Predict a model's latency on a device profile from its graph alone (li2023 §4): no execution.
 
 The model's IR is imported, the kernels the scenario's runtime runs are deduced from it
-(:func:`edgeplan.ir.kernels.deduce_kernels`), each kernel is featurized like the training data, and the device's
+(:func:`edgeplan.ir.kernels.deduce_kernels`; for ONNX Runtime scenarios, read from ORT's optimized graph of the
+exported model, :func:`onnxruntime_ops`), each kernel is featurized like the training data, and the device's
 :class:`~edgeplan.latency.model.LatencyModel` sums the kernels' predictions and its overhead.
 
 Device profiles are the scenarios with shipped models (``edgeplan/data/latency/models/{scenario}/{method}.json``)
@@ -30,11 +31,16 @@ __all__ = [
     "graph_ops",
     "kernel_profile_of",
     "load_device_model",
+    "onnxruntime_ops",
+    "spec_ops",
     "predict_graph",
     "predict_models",
 ]
 
 DEFAULT_DEVICE = "torch-fp32-1t"
+
+#: Kernel profiles of ONNX Runtime scenarios: their kernels are read from ORT's optimized graph, not deduced.
+ORT_OBSERVED = ("onnxruntime-float32", "onnxruntime-int8")
 DEFAULT_METHOD = "gbdt"
 
 
@@ -55,9 +61,9 @@ def available_devices(home: str | Path | None = None) -> dict[str, list[str]]:
     for root in (_shipped_root(), home_root(home)):
         if root.is_dir():
             for d in sorted(p for p in root.iterdir() if p.is_dir()):
-                methods = sorted(f.stem for f in d.glob("*.json"))
+                methods = {f.stem for f in d.glob("*.json")}
                 if methods:
-                    out[d.name] = methods
+                    out[d.name] = sorted(methods | set(out.get(d.name, ())))
     return out
 
 
@@ -99,6 +105,9 @@ def graph_ops(graph: Graph, kernel_profile: str) -> tuple[list[OpInput], list[st
     from edgeplan.ir.kernels import deduce_kernels
     from edgeplan.ir.serialize import node_to_dict
 
+    if kernel_profile in ORT_OBSERVED:
+        raise InvalidInputError(f"an ONNX Runtime device ({kernel_profile}) reads its kernels from ORT's optimizer on "
+                                "the exported model, not from a graph: predict a zoo model by name")
     deduction = deduce_kernels(graph, kernel_profile)
     ops, skipped = [], []
     for k in deduction.kernels:
@@ -109,6 +118,38 @@ def graph_ops(graph: Graph, kernel_profile: str) -> tuple[list[OpInput], list[st
         cat, x = features(nodes)
         ops.append(OpInput(f"{k.name}@{k.nodes[0]}", k.kind, predictor_key(k.kind, nodes[0]), cat, x))
     return ops, skipped
+
+
+def onnxruntime_ops(spec: str, kernel_profile: str, home: str | Path | None = None) -> tuple[list[OpInput], list[str]]:
+    """The featurized kernels ONNX Runtime runs for ``spec`` (``kernel_profile`` one of :data:`ORT_OBSERVED`).
+
+    ORT's own optimizer says which kernels run (its NCHWc and int8 rewrites depend on the CPU and on
+    quantization choices that rules cannot foresee), see :func:`edgeplan.runtimes.op_profile.onnxruntime_kernel_ops`;
+    the model is not timed (for int8, the first prediction of a model quantizes it, which runs a few calibration
+    inputs through it; the result is cached). Kernels that cannot be traced to IR nodes are returned by name.
+    """
+    from edgeplan.ir.serialize import node_to_dict
+    from edgeplan.runtimes.op_profile import onnxruntime_kernel_ops
+
+    graph, kernels = onnxruntime_kernel_ops(spec, kernel_profile.split("-", 1)[1], home)
+    ops, skipped = [], []
+    for name, kind, nodes in kernels:
+        if not nodes:
+            skipped.append(f"{name} ({kind})")
+            continue
+        dicts = [node_to_dict(graph.node(n)) for n in nodes]
+        cat, x = features(dicts)
+        ops.append(OpInput(f"{name}@{nodes[0]}", kind, predictor_key(kind, dicts[0]), cat, x))
+    return ops, skipped
+
+
+def spec_ops(spec: str, kernel_profile: str, home: str | Path | None = None) -> tuple[list[OpInput], list[str]]:
+    """:func:`graph_ops` of a zoo model, or :func:`onnxruntime_ops` for an ONNX Runtime scenario's profile."""
+    if kernel_profile in ORT_OBSERVED:
+        return onnxruntime_ops(spec, kernel_profile, home)
+    from edgeplan.frontends.zoo import load_graph
+
+    return graph_ops(load_graph(spec), kernel_profile)
 
 
 def predict_graph(graph: Graph, model: LatencyModel | CalibratedDevice, kernel_profile: str) -> Prediction:
@@ -187,7 +228,6 @@ def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: s
     list[ModelPrediction]
         One per model, in order.
     """
-    from edgeplan.frontends.zoo import load_graph
     from edgeplan.measure.progress import counting_bar
 
     model = load_device_model(device, method, home)
@@ -195,7 +235,7 @@ def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: s
     featurized: list[tuple[list[OpInput], list[str]]] = []
     with counting_bar(progress and len(specs) > 1, "importing", total=len(specs)) as advance:
         for spec in specs:
-            featurized.append(graph_ops(load_graph(spec), profile))
+            featurized.append(spec_ops(spec, profile, home))
             advance(1)
     preds = model.predict_batch([ops for ops, _ in featurized])
     out = []

@@ -52,13 +52,13 @@ class Scenario:
 
     @property
     def kernel_profile(self) -> str:
-        """The kernel-rule profile that says which kernels the runtime runs (see :mod:`edgeplan.ir.kernels`)."""
+        """Which kernels the runtime runs: the kernel-rule profile ``torch-eager`` (see :mod:`edgeplan.ir.kernels`),
+        or for ONNX Runtime ``onnxruntime-{dtype}``: its kernels are read from ORT's own optimized graph
+        (:func:`edgeplan.latency.predict.onnxruntime_ops`), whose NCHWc and int8 rewrites depend on the CPU and the
+        quantizer (the rule profiles ``onnxruntime-nchwc*`` check the float case against it)."""
         if self.runtime == "torch":
             return "torch-eager"
-        from edgeplan.runtimes.kernel_check import onnxruntime_nchwc_block_size
-
-        block = onnxruntime_nchwc_block_size()
-        return f"onnxruntime-nchwc{block}" if block and self.dtype == "float32" else "onnxruntime"
+        return f"onnxruntime-{self.dtype}"
 
 
 def _make(runtime: str, short: str, dtype: str, threads: int) -> Scenario:

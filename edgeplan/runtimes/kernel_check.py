@@ -8,8 +8,9 @@ onnx and onnxruntime are imported when a function needs them.
 
 from __future__ import annotations
 
+import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -28,7 +29,15 @@ from edgeplan.ir.kernels import (
 )
 from edgeplan.ir.ops import OpKind
 
-__all__ = ["check_onnxruntime", "onnxruntime_kernels", "onnxruntime_nchwc_block_size", "onnxruntime_optimized_kernels"]
+__all__ = [
+    "INSERTED_KINDS",
+    "check_onnxruntime",
+    "onnxruntime_kernel_origins",
+    "onnxruntime_kernels",
+    "onnxruntime_nchwc_block_size",
+    "onnxruntime_optimized_kernels",
+    "onnxruntime_optimized_model",
+]
 
 
 def onnxruntime_kernels(original: Any, optimized: Any) -> list[Kernel]:
@@ -126,6 +135,12 @@ def _optimized_model(onnx_path: str | Path, nchwc: bool) -> Any:
         return onnx.load(str(out))
 
 
+def onnxruntime_optimized_model(onnx_path: str | Path) -> Any:
+    """The graph ONNX Runtime's CPU provider runs for ``onnx_path`` at its default level (NCHWc where the CPU has
+    it, QDQ pairs fused into ``QLinear*`` kernels), as an ``onnx.ModelProto``."""
+    return _optimized_model(onnx_path, True)
+
+
 def onnxruntime_optimized_kernels(onnx_path: str | Path, profile: str = "onnxruntime") -> list[Kernel]:
     """Run ONNX Runtime's graph optimizations on ``onnx_path`` at the level ``profile`` is compared at.
 
@@ -220,3 +235,125 @@ def onnxruntime_nchwc_block_size() -> int | None:
     inits = {t.name: t.dims[0] for t in opt.graph.initializer}
     convs = [n for n in opt.graph.node if n.domain == "com.microsoft.nchwc" and n.op_type == "Conv"]
     return int(inits[convs[0].input[1]]) if convs else None
+
+
+#: Suffixes ONNX Runtime's optimizers and quantizer append to the node and tensor names they derive from the
+#: original ones (NCHWc transform, node splitting, QDQ insertion); stripped one at a time to find the origin.
+_DERIVED_SUFFIX = re.compile(r"(_nchwc|_token_\d+|_(?:Quantize|Dequantize)Linear(?:_Output)?|_quantized|_output_\d+)$")
+
+#: Ops ORT folds into a convolution kernel after it (NCHWc ``Conv``'s activation and ``Sum``, ``FusedConv``).
+_CONV_EPILOGUE = {"Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "Add", "Sum", "BatchNormalization"}
+
+#: Optimized-graph kinds that a runtime inserts around the model's own ops (layout, precision).
+INSERTED_KINDS = frozenset({"com.microsoft.nchwc.ReorderInput", "com.microsoft.nchwc.ReorderOutput", "QuantizeLinear",
+                            "DequantizeLinear", "Transpose", "com.microsoft.QuantizeLinear",
+                            "com.microsoft.DequantizeLinear"})
+
+
+def onnxruntime_kernel_origins(optimized: Any, original: Any, known: Collection[str]) -> dict[str, tuple[str, ...]]:
+    """The nodes of the original float model that each kernel of ONNX Runtime's optimized graph computes.
+
+    Works for the float graph (fusions, NCHWc) and for the int8 one ORT makes of a QDQ model (``QLinearConv`` and
+    friends keep the float node's name, ``Q``/``DQ`` the tensor's). For each optimized node: the original nodes
+    between its inputs and outputs when the tensor names show them; else the original node or tensor its name, an
+    output or an input is derived from (ORT's suffixes stripped), a tensor standing for its producer (or, for a
+    model input or weight, its first consumer); a convolution kernel found through its activation or ``Sum`` is
+    walked back to the ``Conv`` (the ops it absorbed follow it). A kernel the runtime inserted (a layout reorder,
+    a (de)quantization, a transpose) gets the node whose tensor it converts, so that it has features; a node still
+    untraced, the origin of its neighbour in the optimized graph.
+
+    Parameters
+    ----------
+    optimized
+        ORT's optimized model (``onnx.ModelProto`` or path).
+    original
+        The float model it was made from (for int8: the model before quantization).
+    known
+        Names of the nodes to keep (the IR's nodes, from :func:`edgeplan.frontends.onnx_frontend.graph_from_onnx`
+        of ``original``); other original nodes (constants, eliminated identities) are dropped.
+
+    Returns
+    -------
+    dict[str, tuple[str, ...]]
+        Node names in execution order by optimized node name; empty when nothing could be traced.
+    """
+    import onnx
+
+    orig = original if isinstance(original, onnx.ModelProto) else onnx.load(str(original))
+    opt = optimized if isinstance(optimized, onnx.ModelProto) else onnx.load(str(optimized))
+    by_name = {n.name: n for n in orig.graph.node}
+    producer = {t: n for n in orig.graph.node for t in n.output}
+    consumers: dict[str, list[Any]] = {}
+    for n in orig.graph.node:
+        for t in n.input:
+            consumers.setdefault(t, []).append(n)
+
+    def resolve(name: str) -> Any | None:
+        while name:
+            if name in by_name:
+                return by_name[name]
+            if name in producer:
+                return producer[name]
+            if consumers.get(name):
+                return consumers[name][0]
+            stripped = _DERIVED_SUFFIX.sub("", name)
+            if stripped == name:
+                return None
+            name = stripped
+        return None
+
+    def kind_of(n: Any) -> str:
+        return f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+
+    def inserted(n: Any) -> bool:
+        # A Transpose of the model's own keeps its node's name; ORT's layout transposes get fresh ones.
+        return kind_of(n) in INSERTED_KINDS and not (n.op_type == "Transpose" and n.name in by_name)
+
+    out: dict[str, tuple[str, ...]] = {}
+    pending: list[tuple[Any, Any]] = []
+    for n in opt.graph.node:
+        nodes = [x for x in _covered(n, producer) if x in known] if not inserted(n) else []
+        if not nodes:
+            anchor = next((a for a in map(resolve, [n.name, *n.output, *n.input]) if a is not None
+                           and a.name in known), None)
+            if anchor is not None and n.op_type in ("Conv", "FusedConv", "QLinearConv") and anchor.op_type != "Conv":
+                pending.append((n, anchor))  # walked back to its Conv once every direct claim is known
+                continue
+            nodes = [anchor.name] if anchor is not None else []
+        out[n.name] = tuple(nodes)
+    claimed = {x for n in opt.graph.node if n.name in out and not inserted(n) for x in out[n.name]}
+    for n, anchor in pending:
+        chain = _walk_to_conv(anchor, producer, claimed)
+        out[n.name] = tuple(x.name for x in reversed(chain or [anchor]) if x.name in known)
+        claimed.update(out[n.name])
+    # Still untraced (a node ORT named afresh between two others): the origin of its neighbour in the optimized
+    # graph, the kernel producing its input first, else the one consuming its output.
+    made_by = {t: n.name for n in opt.graph.node for t in n.output}
+    used_by = {t: n.name for n in reversed(opt.graph.node) for t in n.input}
+    for n in opt.graph.node:
+        if not out[n.name]:
+            near = [made_by.get(t) for t in n.input] + [used_by.get(t) for t in n.output]
+            out[n.name] = next((out[x] for x in near if x is not None and out.get(x)), ())
+    return {n.name: out[n.name] for n in opt.graph.node}
+
+
+def _walk_to_conv(anchor: Any, producer: Mapping[str, Any], claimed: Collection[str]) -> list[Any] | None:
+    """The chain from ``anchor`` (a fused activation or ``Add``) back through ORT's conv epilogue to a ``Conv`` no
+    other kernel computes: at an ``Add``, the input whose chain reaches an unclaimed ``Conv``. None if there is none."""
+    chain = [anchor]
+    walk = anchor
+    while walk.op_type in _CONV_EPILOGUE:
+        inputs = [producer[t] for t in walk.input if t in producer]
+        if walk.op_type in ("Add", "Sum"):
+            for p in inputs:
+                rest = [p] if p.op_type == "Conv" else (_walk_to_conv(p, producer, claimed) or [])
+                if rest and rest[-1].op_type == "Conv" and rest[-1].name not in claimed:
+                    return chain + rest
+            return None
+        if not inputs:
+            return None
+        walk = inputs[0]
+        chain.append(walk)
+        if walk.op_type == "Conv":
+            return chain if walk.name not in claimed else None
+    return None

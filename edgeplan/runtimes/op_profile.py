@@ -9,11 +9,14 @@ the runtime's profiler, not with timers of our own around each op: what is timed
   dispatched; their inclusive CPU time is the op's latency in that run. They are matched one to one to the
   kernels of the ``torch-eager`` deduction (:func:`edgeplan.ir.kernels.deduce_kernels`) in execution order; when
   the orders differ (branches run in another order than the IR lists them), by aten kind and first input shape.
-  A model whose operators do not match is refused with the differences named, never half-matched.
+  Operators the IR writes as aliases of their input (``contiguous`` after a transpose, ``cat`` of one tensor,
+  listed under ``elided_by_ir`` in the torch rules) add their time to the operator before them. A model whose
+  operators still do not match is refused with the differences named, never half-matched.
 - **ONNX Runtime** (:func:`profile_onnxruntime_ops`): the session's own profiling (``enable_profiling``): one
   ``*_kernel_time`` event per node of the *optimized* graph per run. Each kernel keeps ORT's node name and op type
-  (``FusedConv``, ``com.microsoft.nchwc.Conv``'s ``Conv``, ``QLinearConv``, ``ReorderInput``, ...), its shapes,
-  and the original ONNX nodes it computes when ORT kept the tensor names that show it.
+  (``com.microsoft.FusedConv``, ``com.microsoft.nchwc.Conv``, ``com.microsoft.QLinearConv``, ``ReorderInput``,
+  ...), its shapes, and the IR nodes of the float ONNX model it computes, traced through ORT's names
+  (:func:`edgeplan.runtimes.kernel_check.onnxruntime_kernel_origins`), so ORT's data trains predictors too.
 
 The latency of an op is the median over the profiled runs; the spread (interquartile range over the median) is
 kept beside it. The profiler adds a little time per op, so the sum of the ops is not the end-to-end latency,
@@ -27,10 +30,10 @@ from __future__ import annotations
 import json
 import statistics
 import tempfile
-from collections import defaultdict, deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter, defaultdict, deque
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,7 @@ from edgeplan.measure.scenarios import Scenario
 __all__ = [
     "ModelProfile",
     "OpTiming",
+    "onnxruntime_kernel_ops",
     "profile_model",
     "profile_onnxruntime_ops",
     "profile_torch_ops",
@@ -61,10 +65,11 @@ class OpTiming:
     kernel
         The IR ops it runs joined by ``+`` (PyTorch), or ORT's node name (ONNX Runtime).
     kind
-        The runtime's kernel kind (``aten::conv2d``, ``FusedConv``, ``QLinearConv``).
+        The runtime's kernel kind (``aten::conv2d``, ``com.microsoft.FusedConv``, ``com.microsoft.QLinearConv``).
     nodes
-        The IR nodes (PyTorch) or original ONNX nodes (ONNX Runtime) it computes; empty for a kernel the runtime
-        inserted (a layout reorder) or whose origin ORT's renaming hides.
+        The IR nodes it computes (for ONNX Runtime, of the float ONNX file's IR; a kernel ORT inserted, a layout
+        reorder or a (de)quantization, has the node whose tensor it converts). Empty only when ORT's names hide
+        the origin, or when no float model was given to :func:`profile_onnxruntime_ops`.
     median_ms
         Median over the profiled runs.
     iqr_rel
@@ -172,6 +177,9 @@ def profile_torch_ops(
     if runs < 1 or warmup < 0 or plain_per_run < 0:
         raise InvalidInputError(f"profile_torch_ops: runs must be >= 1, warmup and plain_per_run >= 0, got {runs}, "
                                 f"{warmup}, {plain_per_run}")
+    from edgeplan.ir.kernels import load_rules
+
+    elided: Mapping[str, str] = load_rules(deduction.profile).data.get("elided_by_ir", {})
     module.eval()
     activities = [torch.profiler.ProfilerActivity.CPU]
     samples: list[list[float]] = [[] for _ in deduction.kernels]
@@ -189,8 +197,8 @@ def profile_torch_ops(
             per_run = _top_level_by_run(prof.events())
             if len(per_run) != 1:
                 raise MeasurementError(f"torch.profiler reported {len(per_run)} runs of {graph.name!r} instead of 1")
-            for k, event in enumerate(_match_run(per_run[0], deduction, graph)):
-                samples[k].append(event.time_range.elapsed_us() / 1000.0)
+            for k, ms in enumerate(_match_run(per_run[0], deduction, graph, elided)):
+                samples[k].append(ms)
     out = []
     for kernel, s in zip(deduction.kernels, samples, strict=True):
         med, iqr = _median_iqr(s)
@@ -245,17 +253,60 @@ def _top_level_by_run(events: Sequence[Any]) -> list[list[Any]]:
 
 
 def _first_shape(shapes: Sequence[Any]) -> tuple[int, ...] | None:
+    """The first tensor shape the profiler recorded for an operator (a tensor list's first tensor)."""
     for s in shapes:
+        if isinstance(s, (list, tuple)) and s and all(isinstance(d, (list, tuple)) for d in s):
+            s = s[0]
         if isinstance(s, (list, tuple)) and s and all(isinstance(d, int) for d in s):
             return tuple(s)
     return None
 
 
-def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph) -> list[Any]:
-    """The profiler event of each deduced kernel: in order when the kinds line up, else by kind and shape."""
+def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph,
+               elided: Mapping[str, str] | None = None) -> list[float]:
+    """Each deduced kernel's time in one run (ms), from the profiler events directly under the run's marker.
+
+    Events are matched in order when the kinds line up, else by kind and first input shape, else the remaining
+    events of a kernel's kind in order. An operator the IR elides as an alias (``elided``: ``contiguous`` after a
+    transpose, ``cat`` of one tensor) is not a kernel of its own: its time goes to the operator before it, whose
+    output it copies. ``aten::cat`` is both (the profiler does not record its tensor list): a surplus of cats is
+    found by walking the events and the kernels in order.
+    """
+    elided = elided or {}
+    events = sorted(events, key=lambda e: e.time_range.start)
     kernels = deduction.kernels
-    names = [e.name for e in events]
     kinds = [k.kind for k in kernels]
+    deduced = set(kinds)
+    folded: dict[int, float] = defaultdict(float)
+
+    def fold(keep: Sequence[Any], e: Any) -> None:
+        # ``e``'s own time and whatever was already folded into it go to the event before it.
+        folded[id(keep[-1])] += e.time_range.elapsed_us() / 1000.0 + folded.pop(id(e), 0.0)
+
+    kept: list[Any] = []
+    for e in events:
+        if e.name in elided and e.name not in deduced and kept:
+            fold(kept, e)
+        else:
+            kept.append(e)
+    names = [e.name for e in kept]
+    surplus = Counter(names) - Counter(kinds)
+    if surplus and not Counter(kinds) - Counter(names) and all(k in elided for k in surplus):
+        walked: list[Any] = []
+        j = 0
+        for e in kept:
+            if j < len(kinds) and e.name == kinds[j]:
+                walked.append(e)
+                j += 1
+            elif surplus[e.name] > 0 and walked:
+                surplus[e.name] -= 1
+                fold(walked, e)
+            else:
+                break
+        else:
+            if j == len(kinds):
+                kept, names = walked, [e.name for e in walked]
+    events = kept
     if sorted(names) != sorted(kinds):
         extra = _multiset_diff(names, kinds)
         missing = _multiset_diff(kinds, names)
@@ -266,20 +317,52 @@ def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph) 
         )
     keys = [_kernel_key(k, graph) for k in kernels]
     if names == kinds and all(_agrees(e, key) for e, key in zip(events, keys, strict=True)):
-        return list(events)
+        matched = list(events)
+    else:
+        matched = _match_unordered(events, kernels, keys, graph.name)
+    return [e.time_range.elapsed_us() / 1000.0 + folded.get(id(e), 0.0) for e in matched]
+
+
+def _match_unordered(events: Sequence[Any], kernels: Sequence[Any],
+                     keys: Sequence[tuple[str, tuple[int, ...] | None]], what: str) -> list[Any]:
+    """Kernels whose (kind, first input shape) a profiled event shows take that event; the rest take the remaining
+    events of their kind in execution order, if the event shows the kernel's shape among its inputs (swapped
+    operands: a layer scale's ``gamma * x``) or its first input has a lower rank or no shape (a scalar or parameter
+    operand). Anything else is refused with both shapes named."""
     queues: dict[tuple[str, tuple[int, ...] | None], deque[Any]] = defaultdict(deque)
     for e in events:
         queues[(e.name, _first_shape(e.input_shapes))].append(e)
-    matched = []
-    for k, key in zip(kernels, keys, strict=True):
-        queue = queues.get(key) or queues.get((k.kind, None))
-        if not queue:
-            raise MeasurementError(
-                f"{graph.name}: no profiled {k.kind} with input shape {key[1]} for kernel {k.name!r} "
-                f"(IR node {k.nodes[0]!r}); the profiled operators cannot be matched to the IR"
-            )
-        matched.append(queue.popleft())
+    matched: list[Any] = [None] * len(kernels)
+    for i, key in enumerate(keys):
+        queue = queues.get(key)
+        if queue:
+            matched[i] = queue.popleft()
+    taken = {id(e) for e in matched if e is not None}
+    left_by_kind: dict[str, deque[Any]] = defaultdict(deque)
+    for e in events:
+        if id(e) not in taken:
+            left_by_kind[e.name].append(e)
+    for i, k in enumerate(kernels):
+        if matched[i] is None:
+            e = left_by_kind[k.kind].popleft()
+            if not _plausible(e, keys[i]):
+                raise MeasurementError(
+                    f"{what}: the profiled {k.kind} left for kernel {k.name!r} (IR node {k.nodes[0]!r}, input shape "
+                    f"{keys[i][1]}) has input shapes {list(e.input_shapes)}; the profiled operators cannot be "
+                    "matched to the IR"
+                )
+            matched[i] = e
     return matched
+
+
+def _plausible(event: Any, key: tuple[str, tuple[int, ...] | None]) -> bool:
+    """Whether a leftover ``event`` of the kernel's kind can be that kernel (see :func:`_match_unordered`)."""
+    first = _first_shape(event.input_shapes)
+    if first is None or key[1] is None or len(first) < len(key[1]):
+        return True
+    shapes = [tuple(s) for s in event.input_shapes
+              if isinstance(s, (list, tuple)) and s and all(isinstance(d, int) for d in s)]
+    return key[1] in shapes
 
 
 def _kernel_key(kernel: Any, graph: Graph) -> tuple[str, tuple[int, ...] | None]:
@@ -315,6 +398,7 @@ def profile_onnxruntime_ops(
     runs: int = 10,
     warmup: int = 3,
     plain_per_run: int = 0,
+    origin: tuple[str | Path, Collection[str]] | None = None,
 ) -> tuple[list[OpTiming], list[float]]:
     """Per-kernel latencies of ONNX Runtime's CPU provider from its own profiler.
 
@@ -334,12 +418,18 @@ def profile_onnxruntime_ops(
         Profiled runs kept, and runs before them whose events are dropped.
     plain_per_run
         Unprofiled, timed calls before each profiled one.
+    origin
+        The float model ``onnx_path`` was made from (itself, or the model before int8 quantization) and the names of
+        its IR nodes: each kernel's ``nodes`` are then those IR nodes
+        (:func:`edgeplan.runtimes.kernel_check.onnxruntime_kernel_origins`). Without it, the original ONNX nodes
+        between a kernel's inputs and outputs when the tensor names show them.
 
     Returns
     -------
     tuple[list[OpTiming], list[float]]
-        One timing per node of ORT's optimized graph that ran, in execution order (``nodes`` are the original ONNX
-        nodes between its inputs and outputs when the tensor names show them); and the plain calls' times (ms).
+        One timing per node of ORT's optimized graph that ran, in execution order, its ``kind`` the optimized
+        node's op type qualified by a non-default domain (``com.microsoft.nchwc.Conv``, ``com.microsoft.QLinearConv``);
+        and the plain calls' times (ms).
 
     Raises
     ------
@@ -351,7 +441,7 @@ def profile_onnxruntime_ops(
     import onnx
     import onnxruntime as ort
 
-    from edgeplan.runtimes.kernel_check import onnxruntime_kernels
+    from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins, onnxruntime_kernels
 
     check_thread_count(threads)
     if runs < 1 or warmup < 0 or plain_per_run < 0:
@@ -388,13 +478,18 @@ def profile_onnxruntime_ops(
             trace = json.loads(Path(session.end_profiling()).read_text())
         except Exception as e:  # ORT raises its own exception types
             raise MeasurementError(f"profiling {onnx_path} with onnxruntime failed: {e}") from e
-        covered = {k.name: k.nodes for k in onnxruntime_kernels(onnx.load(str(onnx_path)),
-                                                                 onnx.load(profiled_options.optimized_model_filepath))}
-    return _ort_timings(trace, covered, runs, warmup, str(onnx_path)), plain_ms
+        optimized = onnx.load(profiled_options.optimized_model_filepath)
+        kernels = onnxruntime_kernels(onnx.load(str(onnx_path)), optimized)
+        kinds = {k.name: k.kind.split("+")[0] for k in kernels}
+        if origin is None:
+            covered = {k.name: k.nodes for k in kernels}
+        else:
+            covered = onnxruntime_kernel_origins(optimized, origin[0], origin[1])
+    return _ort_timings(trace, covered, runs, warmup, str(onnx_path), kinds), plain_ms
 
 
 def _ort_timings(trace: Sequence[Mapping[str, Any]], covered: Mapping[str, tuple[str, ...]], runs: int,
-                 warmup: int, what: str) -> list[OpTiming]:
+                 warmup: int, what: str, kinds: Mapping[str, str] | None = None) -> list[OpTiming]:
     suffix = "_kernel_time"
     order: list[str] = []
     durations: dict[str, list[float]] = defaultdict(list)
@@ -418,8 +513,8 @@ def _ort_timings(trace: Sequence[Mapping[str, Any]], covered: Mapping[str, tuple
         fastest = min(d[warmup:])
         args = info[name]
         shapes = {k: args[k] for k in ("input_type_shape", "output_type_shape") if k in args}
-        out.append(OpTiming(name, str(args.get("op_name", "")), tuple(covered.get(name, ())), med, iqr, fastest,
-                            shapes=shapes))
+        kind = (kinds or {}).get(name) or str(args.get("op_name", ""))
+        out.append(OpTiming(name, kind, tuple(covered.get(name, ())), med, iqr, fastest, shapes=shapes))
     return out
 
 
@@ -576,13 +671,24 @@ def profile_model(
         used = {n for o in ops for n in o.nodes}
         nodes = {n.name: node_to_dict(n) for n in graph.nodes if n.name in used}
         return ModelProfile(spec, scenario.name, e2e, tuple(ops), scenario.kernel_profile, nodes)
+    from edgeplan.frontends.onnx_frontend import graph_from_onnx
+
     path = _onnx_for(spec, model, scenario, home)
+    float_path = _onnx_for(spec, model, replace(scenario, dtype="float32"), home)
+    graph = graph_from_onnx(float_path)
     names = _onnx_input_names(path)
     feed = _feed(names, model.input_shapes)
-    ops, plain = profile_onnxruntime_ops(path, feed, scenario.threads, runs=runs, plain_per_run=plain_per_run)
+    ops, plain = profile_onnxruntime_ops(path, feed, scenario.threads, runs=runs, plain_per_run=plain_per_run,
+                                         origin=(float_path, {n.name for n in graph.nodes}))
+    untraced = [o.kernel for o in ops if not o.nodes]
+    if untraced:
+        raise MeasurementError(f"{spec}: ONNX Runtime kernels {', '.join(untraced[:5])} cannot be traced to the "
+                               "model's ONNX nodes; their time would have no features")
     e2e = (Timing.from_samples(plain, "max_repeats") if plain
            else measure_onnxruntime(path, feed, scenario.threads, config))
-    return ModelProfile(spec, scenario.name, e2e, tuple(ops), f"onnxruntime-{scenario.dtype}", {})
+    used = {n for o in ops for n in o.nodes}
+    nodes = {n.name: node_to_dict(n) for n in graph.nodes if n.name in used}
+    return ModelProfile(spec, scenario.name, e2e, tuple(ops), scenario.kernel_profile, nodes)
 
 
 def _onnx_input_names(path: Path) -> list[str]:
@@ -598,6 +704,49 @@ def _feed(names: Sequence[str], shapes: Sequence[Sequence[int]]) -> dict[str, An
 
     rng = np.random.default_rng(0)
     return {n: rng.standard_normal(tuple(s)).astype(np.float32) for n, s in zip(names, shapes, strict=True)}
+
+
+def onnxruntime_kernel_ops(
+    spec: str, dtype: str, home: str | Path | None = None
+) -> tuple[Graph, list[tuple[str, str, tuple[str, ...]]]]:
+    """The kernels ONNX Runtime's CPU provider runs for a zoo model, each traced to IR nodes; nothing is timed.
+
+    The model is exported to ONNX (and quantized for ``int8``), both cached under the edgeplan home, and given
+    to ORT's graph optimizer at the default level, exactly as :func:`profile_model` runs it; its kernels are
+    traced to the nodes of the float ONNX file's IR (:func:`edgeplan.runtimes.kernel_check.onnxruntime_kernel_origins`).
+
+    Parameters
+    ----------
+    spec
+        A zoo string.
+    dtype
+        ``float32`` or ``int8``.
+    home
+        The edgeplan home.
+
+    Returns
+    -------
+    tuple[Graph, list[tuple[str, str, tuple[str, ...]]]]
+        The IR of the float ONNX file, and (ORT node name, kind, IR nodes) per kernel in ORT's order.
+    """
+    from edgeplan.frontends.onnx_frontend import graph_from_onnx
+    from edgeplan.frontends.zoo import build_model, is_onnx_path
+    from edgeplan.measure.scenarios import Scenario
+    from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins, onnxruntime_optimized_model
+
+    if is_onnx_path(spec):
+        raise InvalidInputError(f"{spec}: ONNX Runtime devices predict zoo models (exported and, for int8, quantized "
+                                "by edgeplan, as they were measured); an ONNX file of your own is not supported yet")
+    model = build_model(spec)
+    scenario = Scenario(f"onnxruntime-{dtype}", "onnxruntime", 1, dtype)
+    path = _onnx_for(spec, model, scenario, home)
+    float_path = _onnx_for(spec, model, replace(scenario, dtype="float32"), home)
+    graph = graph_from_onnx(float_path)
+    optimized = onnxruntime_optimized_model(path)
+    origins = onnxruntime_kernel_origins(optimized, float_path, {n.name for n in graph.nodes})
+    kinds = [(n.name, f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type)
+             for n in optimized.graph.node]
+    return graph, [(name, kind, origins.get(name, ())) for name, kind in kinds]
 
 
 def _onnx_for(spec: str, model: Any, scenario: Scenario, home: str | Path | None) -> Path:
