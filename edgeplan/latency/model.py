@@ -5,8 +5,8 @@ operation key (:func:`edgeplan.latency.features.predictor_key`) and ``T_overhead
 measured end-to-end latency and the sum of the measured operation latencies over the training models.
 
 An operation whose key was never trained is predicted by its category's predictor (fitted on every operation of
-the category) and flagged ``by_category``; one with neither is *unpredicted*: reported by name, never counted as
-0 ms. A saved model is one JSON file (no pickle).
+the category) and flagged ``by_category``; one with neither is *unpredicted*: reported by name, and missing from
+the total (which is then a lower bound), never silently. A saved model is one JSON file (no pickle).
 """
 
 from __future__ import annotations

@@ -258,7 +258,8 @@ def onnxruntime_kernel_origins(optimized: Any, original: Any, known: Collection[
     between its inputs and outputs when the tensor names show them; else the original node or tensor its name, an
     output or an input is derived from (ORT's suffixes stripped), a tensor standing for its producer (or, for a
     model input or weight, its first consumer); a convolution kernel found through its activation or ``Sum`` is
-    walked back to the ``Conv`` (the ops it absorbed follow it). A kernel the runtime inserted (a layout reorder,
+    walked back to the ``Conv`` (the ops it absorbed follow it; when no unclaimed ``Conv`` is found it stays
+    untraced, never featurized as its activation). A kernel the runtime inserted (a layout reorder,
     a (de)quantization, a transpose) gets the node whose tensor it converts, so that it has features; a node still
     untraced, the origin of its neighbour in the optimized graph.
 
@@ -322,16 +323,21 @@ def onnxruntime_kernel_origins(optimized: Any, original: Any, known: Collection[
             nodes = [anchor.name] if anchor is not None else []
         out[n.name] = tuple(nodes)
     claimed = {x for n in opt.graph.node if n.name in out and not inserted(n) for x in out[n.name]}
+    lost: set[str] = set()
     for n, anchor in pending:
         chain = _walk_to_conv(anchor, producer, claimed)
-        out[n.name] = tuple(x.name for x in reversed(chain or [anchor]) if x.name in known)
+        if chain is None:  # a convolution kernel without its Conv: left untraced, so the model is refused
+            out[n.name] = ()
+            lost.add(n.name)
+            continue
+        out[n.name] = tuple(x.name for x in reversed(chain) if x.name in known)
         claimed.update(out[n.name])
     # Still untraced (a node ORT named afresh between two others): the origin of its neighbour in the optimized
     # graph, the kernel producing its input first, else the one consuming its output.
     made_by = {t: n.name for n in opt.graph.node for t in n.output}
     used_by = {t: n.name for n in reversed(opt.graph.node) for t in n.input}
     for n in opt.graph.node:
-        if not out[n.name]:
+        if not out[n.name] and n.name not in lost:
             near = [made_by.get(t) for t in n.input] + [used_by.get(t) for t in n.output]
             out[n.name] = next((out[x] for x in near if x is not None and out.get(x)), ())
     return {n.name: out[n.name] for n in opt.graph.node}

@@ -68,8 +68,9 @@ class OpTiming:
         The runtime's kernel kind (``aten::conv2d``, ``com.microsoft.FusedConv``, ``com.microsoft.QLinearConv``).
     nodes
         The IR nodes it computes (for ONNX Runtime, of the float ONNX file's IR; a kernel ORT inserted, a layout
-        reorder or a (de)quantization, has the node whose tensor it converts). Empty only when ORT's names hide
-        the origin, or when no float model was given to :func:`profile_onnxruntime_ops`.
+        reorder or a (de)quantization, has the node whose tensor it converts; empty when ORT's names hide the
+        origin). Without a float model given to :func:`profile_onnxruntime_ops`: the original ONNX nodes between
+        the kernel's inputs and outputs that the tensor names show.
     median_ms
         Median over the profiled runs.
     iqr_rel
