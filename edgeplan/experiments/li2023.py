@@ -29,7 +29,7 @@ import numpy as np
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.latency.campaign import OpDataset, load_dataset
-from edgeplan.latency.model import LatencyModel, mape, record_latency, record_ops
+from edgeplan.latency.model import LatencyModel, mape, op_ms, record_latency, record_ops
 from edgeplan.latency.predictors import METHODS
 
 __all__ = [
@@ -162,8 +162,7 @@ def _nnmeter(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any
         for i, r in enumerate(records):
             for op in r["ops"]:
                 cat, x = _nnmeter_features([r["nodes"][n] for n in op["nodes"]])
-                y = op.get("min_ms", op["ms"]) if statistic == "min" else op["ms"]
-                out.append((i, f"{op['kind']}|{cat}", x, float(y)))
+                out.append((i, f"{op['kind']}|{cat}", x, op_ms(op, statistic)))
         return out
 
     by_key: dict[str, list[tuple[list[float], float]]] = defaultdict(list)
@@ -447,8 +446,7 @@ def _op_category(op: Mapping[str, Any], nodes: Mapping[str, Mapping[str, Any]]) 
 def _category_ms(record: Mapping[str, Any], statistic: str) -> dict[str, float]:
     out: dict[str, float] = defaultdict(float)
     for op in record["ops"]:
-        ms = float(op.get("min_ms", op["ms"]) if statistic == "min" else op["ms"])
-        out[_op_category(op, record["nodes"])] += ms
+        out[_op_category(op, record["nodes"])] += op_ms(op, statistic)
     return dict(out)
 
 

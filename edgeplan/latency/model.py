@@ -33,6 +33,7 @@ __all__ = [
     "OpPrediction",
     "Prediction",
     "mape",
+    "op_ms",
     "record_latency",
     "record_ops",
     "write_json",
@@ -81,6 +82,11 @@ class OpInput:
     measured_ms: float | None = None
 
 
+def op_ms(op: Mapping[str, Any], statistic: str = "median") -> float:
+    """A dataset op's latency (ms) in ``statistic``: its ``min_ms`` (``min``) or its median ``ms``."""
+    return float(op.get("min_ms", op["ms"]) if statistic == "min" else op["ms"])
+
+
 def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpInput]:
     """The operations of a dataset record (see :func:`edgeplan.latency.campaign.load_dataset`) with features.
 
@@ -105,7 +111,7 @@ def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpI
                                     "edgeplan version")
         ns = [nodes[n] for n in op["nodes"]]
         cat, x = features(ns)
-        measured = float(op.get("min_ms", op["ms"]) if statistic == "min" else op["ms"])
+        measured = op_ms(op, statistic)
         out.append(OpInput(op["kernel"] + "@" + op["nodes"][0], op["kind"], predictor_key(op["kind"], ns[0]), cat, x,
                            measured))
     return out

@@ -38,10 +38,10 @@ __all__ = [
 ]
 
 DEFAULT_DEVICE = "torch-fp32-1t"
+DEFAULT_METHOD = "gbdt"
 
 #: Kernel profiles of ONNX Runtime scenarios: their kernels are read from ORT's optimized graph, not deduced.
 ORT_OBSERVED = ("onnxruntime-float32", "onnxruntime-int8")
-DEFAULT_METHOD = "gbdt"
 
 
 def _shipped_root() -> Path:
@@ -103,20 +103,26 @@ def load_device_model(device: str, method: str, home: str | Path | None = None) 
 def graph_ops(graph: Graph, kernel_profile: str) -> tuple[list[OpInput], list[str]]:
     """The featurized kernels ``kernel_profile`` runs for ``graph``, and kernels it cannot featurize (by name)."""
     from edgeplan.ir.kernels import deduce_kernels
-    from edgeplan.ir.serialize import node_to_dict
 
     if kernel_profile in ORT_OBSERVED:
         raise InvalidInputError(f"an ONNX Runtime device ({kernel_profile}) reads its kernels from ORT's optimizer on "
                                 "the exported model, not from a graph: predict a zoo model by name")
     deduction = deduce_kernels(graph, kernel_profile)
+    return _featurize(graph, [(k.name, k.kind, k.nodes) for k in deduction.kernels])
+
+
+def _featurize(graph: Graph, kernels: Sequence[tuple[str, str, Sequence[str]]]) -> tuple[list[OpInput], list[str]]:
+    """(name, kind, IR nodes) of each kernel as predictor inputs, and those without IR nodes by name."""
+    from edgeplan.ir.serialize import node_to_dict
+
     ops, skipped = [], []
-    for k in deduction.kernels:
-        if not k.nodes:
-            skipped.append(f"{k.name} ({k.kind})")
+    for name, kind, nodes in kernels:
+        if not nodes:
+            skipped.append(f"{name} ({kind})")
             continue
-        nodes = [node_to_dict(graph.node(n)) for n in k.nodes]
-        cat, x = features(nodes)
-        ops.append(OpInput(f"{k.name}@{k.nodes[0]}", k.kind, predictor_key(k.kind, nodes[0]), cat, x))
+        dicts = [node_to_dict(graph.node(n)) for n in nodes]
+        cat, x = features(dicts)
+        ops.append(OpInput(f"{name}@{nodes[0]}", kind, predictor_key(kind, dicts[0]), cat, x))
     return ops, skipped
 
 
@@ -128,19 +134,9 @@ def onnxruntime_ops(spec: str, kernel_profile: str, home: str | Path | None = No
     the model is not timed (for int8, the first prediction of a model quantizes it, which runs a few calibration
     inputs through it; the result is cached). Kernels that cannot be traced to IR nodes are returned by name.
     """
-    from edgeplan.ir.serialize import node_to_dict
     from edgeplan.runtimes.op_profile import onnxruntime_kernel_ops
 
-    graph, kernels = onnxruntime_kernel_ops(spec, kernel_profile.split("-", 1)[1], home)
-    ops, skipped = [], []
-    for name, kind, nodes in kernels:
-        if not nodes:
-            skipped.append(f"{name} ({kind})")
-            continue
-        dicts = [node_to_dict(graph.node(n)) for n in nodes]
-        cat, x = features(dicts)
-        ops.append(OpInput(f"{name}@{nodes[0]}", kind, predictor_key(kind, dicts[0]), cat, x))
-    return ops, skipped
+    return _featurize(*onnxruntime_kernel_ops(spec, kernel_profile.split("-", 1)[1], home))
 
 
 def spec_ops(spec: str, kernel_profile: str, home: str | Path | None = None) -> tuple[list[OpInput], list[str]]:

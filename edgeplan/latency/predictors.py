@@ -81,11 +81,7 @@ class OpPredictor:
         if self.method in ("rf", "gbdt"):
             if self._forest is None:
                 self._forest = _Forest(self.params["trees"])
-            raw = self._forest.values(z)  # (rows, trees)
-            base = _base(self.params, z)
-            if self.method == "rf":
-                return np.asarray(base * np.exp(raw.mean(axis=1)))
-            return np.asarray(base * np.exp(float(self.params["init"]) + float(self.params["rate"]) * raw.sum(axis=1)))
+            return _forest_output(self.method, self.params, self._forest.values(z), z)
         return _predict(self.method, self.params, z)
 
     def to_dict(self) -> dict[str, Any]:
@@ -105,13 +101,8 @@ class OpPredictor:
 def _predict(method: str, p: Mapping[str, Any], z: Array) -> Array:
     if method == "lasso":
         return np.asarray(z @ np.asarray(p["w"]) + float(p["b"]), dtype=float)
-    if method == "rf":
-        return _base(p, z) * np.exp(np.mean([_tree(t, z) for t in p["trees"]], axis=0))
-    if method == "gbdt":
-        out = np.full(len(z), float(p["init"]))
-        for t in p["trees"]:
-            out += float(p["rate"]) * _tree(t, z)
-        return _base(p, z) * np.exp(out)
+    if method in ("rf", "gbdt"):  # tree by tree; OpPredictor.predict evaluates them stacked
+        return _forest_output(method, p, np.stack([_tree(t, z) for t in p["trees"]], axis=1), z)
     if method == "mlp":
         h = z
         layers = p["layers"]
@@ -123,9 +114,15 @@ def _predict(method: str, p: Mapping[str, Any], z: Array) -> Array:
     raise InvalidInputError(f"unknown predictor method {method!r}")
 
 
-def _base(p: Mapping[str, Any], z: Array) -> Array:
+def _forest_output(method: str, p: Mapping[str, Any], raw: Array, z: Array) -> Array:
+    """Latency from every tree's leaf value ``raw`` (rows, trees): the baseline times exp(mean) for a random forest,
+    times exp(init + rate x sum) for boosting."""
+    log_ratio = raw.mean(axis=1) if method == "rf" else float(p["init"]) + float(p["rate"]) * raw.sum(axis=1)
+    return np.asarray(_base(p.get("base"), z) * np.exp(log_ratio))
+
+
+def _base(b: Mapping[str, Any] | None, z: Array) -> Array:
     """The linear baseline a forest's output multiplies (1 for forests fitted without one)."""
-    b = p.get("base")
     if not b:
         return np.ones(len(z))
     return np.maximum(z @ np.asarray(b["w"]) + float(b["b"]), float(b["floor"]))
@@ -323,12 +320,12 @@ def _rf_train(z: Array, y: Array, trees: int, min_split: int, seed: int) -> tupl
 
     base = _baseline(z, y)
     model = RandomForestRegressor(n_estimators=trees, min_samples_split=min_split, random_state=seed, n_jobs=1)
-    return model.fit(z, np.log(y) - np.log(_base({"base": base}, z))), base
+    return model.fit(z, np.log(y) - np.log(_base(base, z))), base
 
 
 def _rf_staged(m: tuple[Any, dict[str, Any] | None], z: Array) -> dict[int, Array]:
     per_tree = np.array([e.predict(z) for e in m[0].estimators_])
-    base = _base({"base": m[1]}, z)
+    base = _base(m[1], z)
     return {t: base * np.exp(per_tree[:t].mean(axis=0)) for t in _RF_TREES}
 
 
@@ -346,7 +343,7 @@ def _gbdt_train(z: Array, y: Array, stages: int, min_split: int, seed: int) -> t
     from sklearn.ensemble import GradientBoostingRegressor
 
     base = _baseline(z, y)
-    target = np.log(y) - np.log(_base({"base": base}, z))
+    target = np.log(y) - np.log(_base(base, z))
     init = float(target.mean())
     model = GradientBoostingRegressor(n_estimators=stages, min_samples_split=min_split, learning_rate=0.1,
                                       max_depth=3, init="zero", random_state=seed)
@@ -355,7 +352,7 @@ def _gbdt_train(z: Array, y: Array, stages: int, min_split: int, seed: int) -> t
 
 def _gbdt_staged(m: tuple[Any, float, dict[str, Any] | None], z: Array) -> dict[int, Array]:
     out = {}
-    base = _base({"base": m[2]}, z)
+    base = _base(m[2], z)
     for i, pred in enumerate(m[0].staged_predict(z), start=1):
         if i in _GBDT_STAGES:
             out[i] = base * np.exp(pred + m[1])

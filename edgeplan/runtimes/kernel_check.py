@@ -34,10 +34,17 @@ __all__ = [
     "check_onnxruntime",
     "onnxruntime_kernel_origins",
     "onnxruntime_kernels",
+    "onnxruntime_kind",
     "onnxruntime_nchwc_block_size",
     "onnxruntime_optimized_kernels",
     "onnxruntime_optimized_model",
 ]
+
+
+def onnxruntime_kind(node: Any) -> str:
+    """The kind of an ONNX node as edgeplan names kernels: the op type, prefixed by a non-default domain
+    (``Conv``, ``com.microsoft.FusedConv``, ``com.microsoft.nchwc.Conv``, ``com.microsoft.QLinearConv``)."""
+    return f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
 
 
 def onnxruntime_kernels(original: Any, optimized: Any) -> list[Kernel]:
@@ -63,7 +70,7 @@ def onnxruntime_kernels(original: Any, optimized: Any) -> list[Kernel]:
     producer = {t: n for n in orig.graph.node for t in n.output}
     kernels = []
     for n in opt.graph.node:
-        kind = f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+        kind = onnxruntime_kind(n)
         if kind == "com.microsoft.nchwc.Conv" and len(n.input) > 3 and n.input[3]:
             kind += "+Sum"
         if any(a.name == "activation" for a in n.attribute) and kind.startswith("com.microsoft.nchwc.Conv"):
@@ -303,12 +310,9 @@ def onnxruntime_kernel_origins(optimized: Any, original: Any, known: Collection[
             name = stripped
         return None
 
-    def kind_of(n: Any) -> str:
-        return f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
-
     def inserted(n: Any) -> bool:
         # A Transpose of the model's own keeps its node's name; ORT's layout transposes get fresh ones.
-        return kind_of(n) in INSERTED_KINDS and not (n.op_type == "Transpose" and n.name in by_name)
+        return onnxruntime_kind(n) in INSERTED_KINDS and not (n.op_type == "Transpose" and n.name in by_name)
 
     out: dict[str, tuple[str, ...]] = {}
     pending: list[tuple[Any, Any]] = []

@@ -33,7 +33,7 @@ import tempfile
 from collections import Counter, defaultdict, deque
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -442,7 +442,7 @@ def profile_onnxruntime_ops(
     import onnx
     import onnxruntime as ort
 
-    from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins, onnxruntime_kernels
+    from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins, onnxruntime_kernels, onnxruntime_kind
 
     check_thread_count(threads)
     if runs < 1 or warmup < 0 or plain_per_run < 0:
@@ -480,10 +480,9 @@ def profile_onnxruntime_ops(
         except Exception as e:  # ORT raises its own exception types
             raise MeasurementError(f"profiling {onnx_path} with onnxruntime failed: {e}") from e
         optimized = onnx.load(profiled_options.optimized_model_filepath)
-        kernels = onnxruntime_kernels(onnx.load(str(onnx_path)), optimized)
-        kinds = {k.name: k.kind.split("+")[0] for k in kernels}
+        kinds = {n.name: onnxruntime_kind(n) for n in optimized.graph.node}
         if origin is None:
-            covered = {k.name: k.nodes for k in kernels}
+            covered = {k.name: k.nodes for k in onnxruntime_kernels(onnx.load(str(onnx_path)), optimized)}
         else:
             covered = onnxruntime_kernel_origins(optimized, origin[0], origin[1])
     return _ort_timings(trace, covered, runs, warmup, str(onnx_path), kinds), plain_ms
@@ -656,7 +655,6 @@ def profile_model(
     from edgeplan.frontends.torch_frontend import graph_from_torch
     from edgeplan.frontends.zoo import build_model
     from edgeplan.ir.kernels import deduce_kernels
-    from edgeplan.ir.serialize import node_to_dict
     from edgeplan.measure.runners import measure_onnxruntime, measure_torch
 
     config = config or TimingConfig()
@@ -669,14 +667,8 @@ def profile_model(
                                        plain_per_run=plain_per_run)
         e2e = (Timing.from_samples(plain, "max_repeats") if plain
                else measure_torch(model.module, inputs, scenario.threads, config, name=spec))
-        used = {n for o in ops for n in o.nodes}
-        nodes = {n.name: node_to_dict(n) for n in graph.nodes if n.name in used}
-        return ModelProfile(spec, scenario.name, e2e, tuple(ops), scenario.kernel_profile, nodes)
-    from edgeplan.frontends.onnx_frontend import graph_from_onnx
-
-    path = _onnx_for(spec, model, scenario, home)
-    float_path = _onnx_for(spec, model, replace(scenario, dtype="float32"), home)
-    graph = graph_from_onnx(float_path)
+        return ModelProfile(spec, scenario.name, e2e, tuple(ops), scenario.kernel_profile, _node_dicts(graph, ops))
+    path, float_path, graph = _ort_files(spec, model, scenario.dtype, home)
     names = _onnx_input_names(path)
     feed = _feed(names, model.input_shapes)
     ops, plain = profile_onnxruntime_ops(path, feed, scenario.threads, runs=runs, plain_per_run=plain_per_run,
@@ -687,9 +679,24 @@ def profile_model(
                                "model's ONNX nodes; their time would have no features")
     e2e = (Timing.from_samples(plain, "max_repeats") if plain
            else measure_onnxruntime(path, feed, scenario.threads, config))
+    return ModelProfile(spec, scenario.name, e2e, tuple(ops), scenario.kernel_profile, _node_dicts(graph, ops))
+
+
+def _node_dicts(graph: Graph, ops: Sequence[OpTiming]) -> dict[str, dict[str, Any]]:
+    """JSON descriptions of the IR nodes ``ops`` compute, by name (what a dataset needs for features)."""
+    from edgeplan.ir.serialize import node_to_dict
+
     used = {n for o in ops for n in o.nodes}
-    nodes = {n.name: node_to_dict(n) for n in graph.nodes if n.name in used}
-    return ModelProfile(spec, scenario.name, e2e, tuple(ops), scenario.kernel_profile, nodes)
+    return {n.name: node_to_dict(n) for n in graph.nodes if n.name in used}
+
+
+def _ort_files(spec: str, model: Any, dtype: str, home: str | Path | None) -> tuple[Path, Path, Graph]:
+    """The ONNX file ORT runs for ``spec`` in ``dtype``, the float file it was made from, and the latter's IR."""
+    from edgeplan.frontends.onnx_frontend import graph_from_onnx
+
+    float_path = _onnx_for(spec, model, "float32", home)
+    path = _onnx_for(spec, model, dtype, home)
+    return path, float_path, graph_from_onnx(float_path)
 
 
 def _onnx_input_names(path: Path) -> list[str]:
@@ -730,28 +737,20 @@ def onnxruntime_kernel_ops(
     tuple[Graph, list[tuple[str, str, tuple[str, ...]]]]
         The IR of the float ONNX file, and (ORT node name, kind, IR nodes) per kernel in ORT's order.
     """
-    from edgeplan.frontends.onnx_frontend import graph_from_onnx
     from edgeplan.frontends.zoo import build_model, is_onnx_path
-    from edgeplan.measure.scenarios import Scenario
-    from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins, onnxruntime_optimized_model
+    from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins, onnxruntime_kind, onnxruntime_optimized_model
 
     if is_onnx_path(spec):
         raise InvalidInputError(f"{spec}: ONNX Runtime devices predict zoo models (exported and, for int8, quantized "
                                 "by edgeplan, as they were measured); an ONNX file of your own is not supported yet")
-    model = build_model(spec)
-    scenario = Scenario(f"onnxruntime-{dtype}", "onnxruntime", 1, dtype)
-    path = _onnx_for(spec, model, scenario, home)
-    float_path = _onnx_for(spec, model, replace(scenario, dtype="float32"), home)
-    graph = graph_from_onnx(float_path)
+    path, float_path, graph = _ort_files(spec, build_model(spec), dtype, home)
     optimized = onnxruntime_optimized_model(path)
     origins = onnxruntime_kernel_origins(optimized, float_path, {n.name for n in graph.nodes})
-    kinds = [(n.name, f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type)
-             for n in optimized.graph.node]
-    return graph, [(name, kind, origins.get(name, ())) for name, kind in kinds]
+    return graph, [(n.name, onnxruntime_kind(n), origins[n.name]) for n in optimized.graph.node]
 
 
-def _onnx_for(spec: str, model: Any, scenario: Scenario, home: str | Path | None) -> Path:
-    """The ONNX file ``scenario`` runs for ``spec``: the cached fp32 export, quantized for int8 (cached too)."""
+def _onnx_for(spec: str, model: Any, dtype: str, home: str | Path | None) -> Path:
+    """The ONNX file ORT runs for ``spec`` in ``dtype``: the cached fp32 export, quantized for int8 (cached too)."""
     from edgeplan.api import onnx_cache_path
     from edgeplan.frontends.onnx_export import export_onnx
     from edgeplan.measure.paths import edgeplan_home
@@ -761,7 +760,7 @@ def _onnx_for(spec: str, model: Any, scenario: Scenario, home: str | Path | None
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         export_onnx(model.module, model.example_inputs(), path)
-    if scenario.dtype == "float32":
+    if dtype == "float32":
         return path
     qpath = path.with_name(path.stem + ".int8.onnx")
     if not qpath.is_file():
