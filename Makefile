@@ -94,13 +94,13 @@ bench-transfer: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer.py
 
 bench-li2023: $(STAMP)
-	$(BIN)/edgeplan reproduce li2023 --method lasso --method gbdt --method rf
+	$(BIN)/edgeplan reproduce li2023 --method lasso --method gbdt --method rf --statistic median
 
 bench-li2023-2t: $(STAMP)
-	$(BIN)/edgeplan reproduce li2023 --scenario torch-fp32-2t --method lasso --method gbdt --method rf
+	$(BIN)/edgeplan reproduce li2023 --scenario torch-fp32-2t --method lasso --method gbdt --method rf --statistic median
 
 bench-li2023-threads: $(STAMP)
-	$(BIN)/edgeplan reproduce li2023 --insight threads
+	$(BIN)/edgeplan reproduce li2023 --insight threads --statistic median
 
 bench-li2023-int8: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --insight int8

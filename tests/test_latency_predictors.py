@@ -150,6 +150,25 @@ def test_end_to_end_model_fits_predicts_and_saves(tmp_path: Path) -> None:
     assert p.unpredicted == ["x@x (aten::cat)"]
     sig = next(o for o in p.ops if o.kind == "aten::sigmoid")
     assert sig.by_category and sig.ms is not None and sig.ms > 0
+    # A grouped convolution, a category never trained, is predicted by the dense convolution predictor from the
+    # features they share (its FLOPs count the groups); an op of a category without a family stays unpredicted.
+    grouped = dict(records[31])
+    grouped["nodes"] = {**grouped["nodes"], "g": {**conv(32, 32, 28, groups=4), "name": "g"}}
+    grouped["ops"] = [*grouped["ops"], {"kernel": "g", "kind": "aten::conv2d", "nodes": ["g"], "ms": 1.0,
+                                        "iqr_rel": 0}]
+    (g,) = [o for o in model.predict_ops(record_ops(grouped)).ops if o.name == "g@g"]
+    assert g.key == "aten::conv2d|gconv" and g.by_category
+    dense = {**conv(32, 32, 28), "name": "d"}
+    (as_dense,) = model.predict_ops(record_ops({"model": "d", "nodes": {"d": dense}, "ops": [
+        {"kernel": "d", "kind": "aten::conv2d", "nodes": ["d"], "ms": 1.0, "iqr_rel": 0}]})).ops
+    assert g.ms is not None and as_dense.ms is not None and 0 < g.ms < as_dense.ms  # a quarter of the FLOPs
+    assert model.predict_ops(record_ops(odd)).unpredicted == ["x@x (aten::cat)"]
+    # A negative overhead (the profiler inflating every op) never takes a small model's total below half its ops.
+    negative = LatencyModel(model.scenario, model.method, model.predictors, -100.0, statistic="min")
+    tiny = negative.predict_record(records[33])
+    ops_ms = sum(o.ms for o in tiny.ops if o.ms is not None)
+    assert tiny.latency_ms == pytest.approx(0.5 * ops_ms) and ops_ms > 0
+    assert negative.predict_batch([record_ops(records[33])])[0].latency_ms == pytest.approx(tiny.latency_ms)
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     with pytest.raises(InvalidInputError, match="not an edgeplan latency model"):
@@ -192,6 +211,28 @@ def test_li2023_report_from_a_dataset(tmp_path: Path) -> None:
         reproduce(methods=("lasso",), data_file=_write_dataset(tmp_path / "x.jsonl.gz", records[:30]))
 
 
+def test_noise_floor_compares_paired_and_raw_times(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from edgeplan.cli.main import main
+
+    rng = np.random.default_rng(4)
+    records = [{**_record(i, rng), "model": f"synthetic:{900 + i}"} for i in range(4)]
+    for r in records:
+        r["raw_latency_ms"], r["raw_latency_min_ms"] = 2 * r["latency_ms"], 2 * r["latency_min_ms"]
+    # The re-measurement's raw times moved 50%, its paired (converted) times 10%.
+    again = [{**r, "latency_ms": 1.1 * r["latency_ms"], "raw_latency_ms": 1.5 * r["raw_latency_ms"]} for r in records]
+    a = _write_dataset(tmp_path / "a.jsonl.gz", records)
+    b = _write_dataset(tmp_path / "b.jsonl.gz", again)
+    assert main(["reproduce", "li2023", "--floor", "--data", str(a), "--repeat-data", str(b), "--json"]) == 0
+    floors = json.loads(capsys.readouterr().out)["noise_floor"]
+    assert floors["median"]["mape"] == pytest.approx(100 * 0.1 / 1.0) and floors["median"]["models"] == 4
+    assert floors["median"]["raw_mape"] == pytest.approx(100 * 0.5)
+    assert floors["min"]["mape"] == pytest.approx(0.0) and floors["min"]["raw_mape"] == pytest.approx(0.0)
+    assert main(["reproduce", "li2023", "--floor", "--data", str(a), "--repeat-data", str(b)]) == 0
+    assert "before the reference pairing: 50.00%" in capsys.readouterr().out
+    assert main(["reproduce", "li2023", "--floor", "--data", str(a), "--repeat-data", str(tmp_path / "no")]) != 0
+    assert "no repeat" in capsys.readouterr().err
+
+
 def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
     from edgeplan.experiments.li2023 import dataset_path
     from edgeplan.latency.campaign import load_dataset
@@ -204,11 +245,13 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
     assert data.provenance["device"]["threads"] == 1 and data.provenance["versions"]["torch"]
     assert {"lasso", "gbdt"} <= set(available_devices()["torch-fp32-1t"])
     model = load_device_model("torch-fp32-1t", "lasso")
-    assert isinstance(model, LatencyModel) and model.statistic == "min"
+    # Measured beside a reference model: times at the scenario's typical speed, and the model learnt median ratios.
+    assert data.provenance["reference"]["model"] == "synthetic:0" and model.info["reference"]["model"] == "synthetic:0"
+    assert isinstance(model, LatencyModel) and model.statistic == "median"
     held_out = {f"synthetic:{i}" for i in range(900, 1000)}
     assert not held_out & set(model.info["train_models"])
     test = [r for r in data.records if r["model"] in held_out]
-    err = mape([model.predict_record(r).latency_ms for r in test], [record_latency(r, "min") for r in test])
+    err = mape([model.predict_record(r).latency_ms for r in test], [record_latency(r, "median") for r in test])
     assert err < 30.0  # a broken model is off by far more; the measured figure is in the README
 
 
@@ -248,3 +291,5 @@ def test_speedup_insight_per_category(tmp_path: Path, capsys: pytest.CaptureFixt
     alone = _write_dataset(tmp_path / "c.jsonl.gz", [{**base[0], "model": "synthetic:99"}], "torch-fp32-2t")
     assert main(["reproduce", "li2023", "--insight", "threads", "--data", str(a), "--versus-data", str(alone)]) != 0
     assert "share no model" in capsys.readouterr().err
+    assert main(["reproduce", "li2023", "--insight", "int8", "--scenario", "ort-int8-1t"]) != 0
+    assert "fixed pair of scenarios" in capsys.readouterr().err

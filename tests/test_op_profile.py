@@ -201,15 +201,36 @@ def test_torch_ops_profile_every_deduced_kernel() -> None:
     module, x = Branchy().eval(), torch.randn(1, 8, 16, 16)
     graph = graph_from_torch(module, (x,))
     deduction = deduce_kernels(graph, "torch-eager")
-    ops, plain = profile_torch_ops(module, (x,), deduction, graph, threads=1, runs=4, warmup=1, plain_per_run=2)
+    measured = profile_torch_ops(module, (x,), deduction, graph, threads=1, runs=4, warmup=1, plain_per_run=2)
+    ops, plain = measured.ops, measured.plain_ms
     assert [o.kind for o in ops] == [k.kind for k in deduction.kernels]
     assert len(plain) == 8 and all(t > 0 for t in plain)
-    assert all(o.median_ms > 0 and o.iqr_rel >= 0 for o in ops)
+    assert all(o.median_ms > 0 and o.iqr_rel >= 0 and o.ratio is None for o in ops)
+    assert measured.reference_ms == [] and measured.reference_profiled_ms == []
+    calls = []
+    paired = profile_torch_ops(module, (x,), deduction, graph, threads=1, runs=3, warmup=1, plain_per_run=2,
+                               reference=lambda: calls.append(1) or module(x))
+    # The reference runs once per warm-up, once before every plain call and once before every profiled call.
+    assert len(calls) == 1 + 3 * 2 + 3
+    assert len(paired.reference_ms) == len(paired.plain_ms) == 6 and len(paired.reference_profiled_ms) == 3
+    assert all(o.ratio is not None and o.ratio > 0 and o.min_ratio is not None for o in paired.ops if not o.noop)
     conv = next(o for o in ops if o.kind == "aten::conv2d")
     assert conv.nodes and all(n in {nd.name for nd in graph.nodes} for n in conv.nodes)
     other = deduce_kernels(graph_from_torch(torch.nn.Sequential(torch.nn.ReLU()), (x,)), "torch-eager")
     with pytest.raises(MeasurementError, match="do not match"):
         profile_torch_ops(module, (x,), other, graph, threads=1, runs=1, warmup=0)
+
+
+def test_op_ratios_pair_each_run_with_the_reference_before_it() -> None:
+    from edgeplan.runtimes.op_profile import OpTiming, _with_ratios
+
+    op = OpTiming("conv", "aten::conv2d", ("c",), 2.0, 0.1, 1.0)
+    assert _with_ratios(op, [1.0, 2.0, 4.0], []) is op
+    # Runs 2x, 2x and 4x the reference just before them: the median ratio is 2 although the times vary 4-fold.
+    got = _with_ratios(op, [1.0, 2.0, 8.0], [0.5, 1.0, 2.0])
+    assert got.ratio == pytest.approx(2.0) and got.min_ratio == pytest.approx(1.0 / 0.5)
+    assert OpTiming.from_dict(got.to_dict()) == got
+    assert "ratio" not in op.to_dict() and OpTiming.from_dict(op.to_dict()) == op
 
 
 def test_ort_trace_is_split_into_runs() -> None:
@@ -291,6 +312,45 @@ def test_campaign_resumes_and_exports_a_dataset(tmp_path: Path) -> None:
         load_dataset(bad)
 
 
+@pytest.mark.parametrize("scenario", ["torch-fp32-1t", "ort-fp32-1t"])
+def test_campaign_with_a_reference_exports_normalised_times(scenario: str, tmp_path: Path) -> None:
+    from edgeplan.latency.campaign import export_dataset, load_dataset, run_op_campaign
+
+    s = get_scenario(scenario)
+    other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
+    with Store.open(tmp_path / "store.sqlite") as store:
+        with pytest.raises(InvalidInputError, match="plain_per_run >= 1"):
+            run_op_campaign(store, s, [CELL], runs=2, home=tmp_path, plain_per_run=0, reference=CELL)
+        with pytest.raises(InvalidInputError, match="reference model 'resnet9000'"):
+            run_op_campaign(store, s, [CELL], runs=2, home=tmp_path, plain_per_run=1, reference="resnet9000")
+        rep = run_op_campaign(store, s, [CELL, other], runs=2, home=tmp_path, plain_per_run=2, reference=CELL)
+        assert rep.done_now == 2 and not rep.failed
+        with pytest.raises(InvalidInputError):  # a resumed campaign keeps its reference
+            run_op_campaign(store, s, [CELL], runs=2, home=tmp_path, plain_per_run=2)
+        raw = {r.model: r for r in store.measurements(campaign=f"ops/{scenario}")}
+        run_op_campaign(store, s, [other], runs=2, home=tmp_path, plain_per_run=2, reference=CELL, repeat="again")
+        export_dataset(store, s, tmp_path / "d.jsonl.gz")
+        export_dataset(store, s, tmp_path / "r.jsonl.gz", repeat="again")
+    data, again = load_dataset(tmp_path / "d.jsonl.gz"), load_dataset(tmp_path / "r.jsonl.gz")
+    scale = data.provenance["reference"]
+    assert scale["model"] == CELL and scale["models"] == 2 and scale["from_campaign"] == f"ops/{scenario}"
+    refs = [raw[m].extra["reference"] for m in (CELL, other)]
+    assert scale["ms"] == pytest.approx(sum(r["ms"] for r in refs) / 2)  # the median of two
+    # The repeat converts its ratios with the main campaign's reference latency.
+    assert again.provenance["reference"] == {**scale}
+    for rec in data.records:
+        ref = raw[rec["model"]].extra["reference"]
+        assert rec["latency_ms"] == pytest.approx(ref["ratio"] * scale["ms"])
+        assert rec["latency_min_ms"] == pytest.approx(ref["min_ratio"] * scale["min_ms"])
+        assert rec["raw_latency_ms"] == pytest.approx(raw[rec["model"]].latency_ms)
+        assert rec["op_sum_ms"] == pytest.approx(sum(o["ms"] for o in rec["ops"]))
+        for o in rec["ops"]:
+            assert o["ms"] == pytest.approx(o["ratio"] * scale["ms"]) and "raw_ms" in o
+    # A model that is its own reference runs at one reference: ratio 1 up to the noise between two calls.
+    cell = next(r for r in data.records if r["model"] == CELL)
+    assert 0.5 < cell["latency_ms"] / scale["ms"] < 2.0
+
+
 def test_cli_ops_profile_and_export(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     home = str(tmp_path)
     assert main(["--home", home, "ops", "profile", "--scenario", "torch-fp32-1t"]) != 0
@@ -311,11 +371,11 @@ CELLS = [CELL, "nb201:|nor_conv_1x1~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_con
          "nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_1x1~0|skip_connect~1|avg_pool_3x3~2|"]
 
 
-def _profiled_dataset(tmp_path: Path, scenario: str, runs: int) -> Path:
+def _profiled_dataset(tmp_path: Path, scenario: str, runs: int, reference: str | None = None) -> Path:
     """Three NB201 cells measured in ``scenario`` through the CLI and exported; the home is ``tmp_path``."""
     home = str(tmp_path)
     assert main(["--home", home, "ops", "profile", *CELLS, "--scenario", scenario, "--runs", str(runs),
-                 "--plain-per-run", "1", "--json"]) == 0
+                 "--plain-per-run", "1", "--json", *(["--reference", reference] if reference else [])]) == 0
     data = tmp_path / f"{scenario}.jsonl.gz"
     assert main(["--home", home, "ops", "export", "--scenario", scenario, "--out", str(data)]) == 0
     return data
@@ -353,11 +413,14 @@ def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str],
 
 def test_onnxruntime_int8_data_trains_and_predicts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     home = str(tmp_path)
-    data = _profiled_dataset(tmp_path, "ort-int8-1t", runs=2)
+    data = _profiled_dataset(tmp_path, "ort-int8-1t", runs=2, reference=CELLS[0])
     capsys.readouterr()
     assert main(["ops", "fit", "--data", str(data), "--method", "lasso", "--out",
                  str(tmp_path / "devices" / "ort-int8-1t"), "--min-samples", "2", "--json"]) == 0
     capsys.readouterr()
+    # Measured beside a reference: the model knows it, and --measure times the reference beside the model too.
+    fitted = json.loads((tmp_path / "devices" / "ort-int8-1t" / "lasso.json").read_text())
+    assert fitted["info"]["reference"]["model"] == CELLS[0] and fitted["info"]["reference"]["min_ms"] > 0
     # Prediction reads the kernels from ORT's optimized int8 graph (QLinearConv, QuantizeLinear, ...), not rules.
     assert main(["--home", home, "predict", CELLS[1], "--device", "ort-int8-1t", "--method", "lasso", "--json",
                  "--breakdown", "--measure", "1"]) == 0

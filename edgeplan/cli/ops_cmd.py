@@ -31,11 +31,14 @@ def ops() -> None:
               help="With --plain-per-run 0: time cap of the separate end-to-end measurement, in seconds.")
 @click.option("--budget", "budget_s", type=float, default=None, help="Stop after this many seconds (resumable).")
 @click.option("--repeat", default="", help="Tag of an independent re-measurement (its own campaign): noise floors.")
+@click.option("--reference", default=None, metavar="MODEL",
+              help="Zoo model timed before every call; times are kept as ratios to it, which cancels most of a "
+                   "shared machine's drift (the shipped campaigns use synthetic:0).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
 @click.pass_obj
 def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str, ...], models_file: Path | None,
                 runs: int, plain_per_run: int, max_time_s: float, budget_s: float | None, repeat: str,
-                as_json: bool) -> None:
+                reference: str | None, as_json: bool) -> None:
     """Measure MODELS per op and end to end in each scenario, into the Store; resumable.
 
     MODELS are zoo strings; ``synthetic:0-999`` is a range and ``set:NAME`` a model set (synthetic,
@@ -57,7 +60,7 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
         for s in scenario_names:
             report = run_op_campaign(store, get_scenario(s), names, runs=runs, config=config, budget_s=budget_s,
                                      progress=not as_json, command=ctx.command, home=ctx.home,
-                                     plain_per_run=plain_per_run, repeat=repeat)
+                                     plain_per_run=plain_per_run, repeat=repeat, reference=reference)
             reports.append(report)
     if as_json:
         emit_json([r.to_dict() for r in reports])
@@ -122,6 +125,8 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
     scenario = get_scenario(data.scenario)
     info = {"kernel_profile": scenario.kernel_profile, "dataset": data_path.name, "source_scenario": scenario.name,
             "device": data.provenance.get("device", {}), "train_models": [r["model"] for r in records]}
+    if data.provenance.get("reference"):  # the times are ratios to this model at the scenario's typical speed
+        info["reference"] = data.provenance["reference"]
     written = []
     for m in methods:
         model = LatencyModel.fit(records, m, scenario.name, seed=seed, progress=not as_json, info=info,

@@ -81,23 +81,37 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
 
 def _measure(names: list[str], device: str, method: str, runs: int,
              home: str | None) -> dict[str, tuple[float, dict[str, float]]]:
-    """Measure each model in the device's scenario: end to end and per op, in the statistic the model learnt."""
+    """Measure each model in the device's scenario: end to end and per op, in the statistic the model learnt.
+
+    When the model learnt times measured beside a reference model (its ``info["reference"]``), the reference is
+    timed beside these runs too and the times are converted the same way, so that both columns are at the
+    scenario's typical speed."""
     from edgeplan.errors import InvalidInputError
     from edgeplan.latency.model import LatencyModel
     from edgeplan.latency.predict import load_device_model
     from edgeplan.measure.scenarios import SCENARIOS
-    from edgeplan.runtimes.op_profile import profile_model
+    from edgeplan.runtimes.op_profile import profile_model, reference_runner
 
     if device not in SCENARIOS:
         raise InvalidInputError(f"--measure runs the model here, so --device must be a scenario of this machine "
                                 f"({', '.join(SCENARIOS)}), not {device!r}")
     model = load_device_model(device, method, home)
     statistic = model.statistic if isinstance(model, LatencyModel) else "min"
+    latency = model if isinstance(model, LatencyModel) else model.source
+    scale = latency.info.get("reference")
+    scenario = SCENARIOS[device]
+    reference = (scale["model"], reference_runner(scale["model"], scenario, home)) if scale else None
+    use_min = statistic == "min"
     out = {}
     for spec in names:
-        prof = profile_model(spec, SCENARIOS[device], runs=runs, home=home)
-        use_min = statistic == "min"
-        e2e = prof.end_to_end.min_ms if use_min else prof.end_to_end.median_ms
-        per_op = {f"{o.kernel}@{o.nodes[0]}": (o.min_ms if use_min else o.median_ms) for o in prof.ops if o.nodes}
+        prof = profile_model(spec, scenario, runs=runs, home=home, reference=reference)
+        if scale and prof.reference:
+            unit = scale["min_ms"] if use_min else scale["ms"]
+            e2e = unit * prof.reference["min_ratio" if use_min else "ratio"]
+            per_op = {f"{o.kernel}@{o.nodes[0]}": unit * ((o.min_ratio if use_min else o.ratio) or 0.0)
+                      for o in prof.ops if o.nodes}
+        else:
+            e2e = prof.end_to_end.min_ms if use_min else prof.end_to_end.median_ms
+            per_op = {f"{o.kernel}@{o.nodes[0]}": (o.min_ms if use_min else o.median_ms) for o in prof.ops if o.nodes}
         out[spec] = (e2e, per_op)
     return out

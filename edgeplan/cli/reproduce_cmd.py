@@ -178,6 +178,8 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
 @click.option("--insight", type=click.Choice(["threads", "int8"]), default=None,
               help="Instead: li2023 §3.1.1 (threads: torch-fp32-1t vs -2t) or §3.1.2 (int8: ort-fp32-1t vs "
                    "ort-int8-1t) speed-up per op category, from the shipped datasets (or --data and --versus-data).")
+@click.option("--floor", "floor_only", is_flag=True,
+              help="Instead: only the noise floor of the scenario's dataset against its repeat, for both statistics.")
 @click.option("--versus-data", "versus_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="--insight: the second scenario's dataset file.")
 @click.option("--help-data", type=click.Path(dir_okay=False, path_type=Path),
@@ -190,8 +192,8 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Path | None, repeat_file: Path | None,
-           statistic: str, nb201: bool, insight: str | None, versus_file: Path | None, help_data: Path, source: str,
-           source_method: str, seeds: int, as_json: bool) -> None:
+           statistic: str, nb201: bool, insight: str | None, floor_only: bool, versus_file: Path | None,
+           help_data: Path, source: str, source_method: str, seeds: int, as_json: bool) -> None:
     """Latency prediction (§5.1, §5.3, §5.5, §5.6) on this machine's per-op datasets, --nb201 few-shot, or an
     --insight of §3.1."""
     from edgeplan.experiments.li2023 import format_nb201, format_report, nb201_fewshot
@@ -199,6 +201,30 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
 
     if versus_file is not None and not insight:
         raise InvalidInputError("--versus-data goes with --insight threads|int8")
+    given = click.get_current_context().get_parameter_source("scenario") == click.core.ParameterSource.COMMANDLINE
+    if given and (insight or nb201):
+        raise InvalidInputError(
+            "--scenario picks the dataset of §5; --insight compares a fixed pair of scenarios (give other datasets "
+            "with --data and --versus-data) and --nb201 starts from --source"
+        )
+    if floor_only:
+        from edgeplan.experiments.li2023 import dataset_path, format_floor, noise_floor
+        from edgeplan.latency.campaign import load_dataset
+
+        data = load_dataset(data_file or dataset_path(scenario))
+        rpath = repeat_file or dataset_path(data.scenario, repeat=True)
+        if not rpath.is_file():
+            raise InvalidInputError(f"no repeat {rpath}: measure one with `edgeplan ops profile ... --repeat TAG`, "
+                                    "export it and give it with --repeat-data")
+        again = load_dataset(rpath)
+        floors = {st: noise_floor(data, again, st) for st in ("min", "median")}
+        if as_json:
+            emit_json({"scenario": data.scenario, "noise_floor": floors})
+            return
+        click.echo(f"noise floor of {data.scenario} (end-to-end MAPE between two independent measurements)")
+        for st, f in floors.items():
+            click.echo(f"  {st:<7} {format_floor(f)}")
+        return
     if insight:
         from edgeplan.experiments.li2023 import INSIGHT_SCENARIOS, dataset_path, format_insight, speedup_insight
         from edgeplan.latency.campaign import load_dataset

@@ -37,6 +37,7 @@ __all__ = [
     "INSIGHT_SCENARIOS",
     "PAPER",
     "dataset_path",
+    "format_floor",
     "format_insight",
     "format_report",
     "noise_floor",
@@ -90,15 +91,32 @@ def _split(data: OpDataset) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
 
 
 def noise_floor(data: OpDataset, repeat: OpDataset | None, statistic: str = "min") -> dict[str, Any] | None:
-    """MAPE between two independent end-to-end measurements of the models the two datasets share."""
+    """MAPE between two independent end-to-end measurements of the models the two datasets share.
+
+    For datasets measured beside a reference model, ``raw_mape`` is the same between the times as measured (before
+    the conversion from ratios): how much the pairing removes.
+    """
     if repeat is None:
         return None
-    first = {r["model"]: record_latency(r, statistic) for r in data.records}
-    pairs = [(record_latency(r, statistic), first[r["model"]]) for r in repeat.records if r["model"] in first]
-    if not pairs:
+    first = {r["model"]: r for r in data.records}
+    shared = [(r, first[r["model"]]) for r in repeat.records if r["model"] in first]
+    if not shared:
         return None
-    again, once = zip(*pairs, strict=True)
-    return {"models": len(pairs), "mape": mape(again, once)}
+    out: dict[str, Any] = {"models": len(shared), "mape": mape([record_latency(a, statistic) for a, _ in shared],
+                                                               [record_latency(b, statistic) for _, b in shared])}
+    key = "raw_latency_min_ms" if statistic == "min" else "raw_latency_ms"
+    if all(key in a and key in b for a, b in shared):
+        out["raw_mape"] = mape([a[key] for a, _ in shared], [b[key] for _, b in shared])
+    return out
+
+
+def format_floor(floor: Mapping[str, Any] | None) -> str:
+    """One line for a :func:`noise_floor` result."""
+    if not floor:
+        return "not measured (no repeat)"
+    raw = (f" (times as measured, before the reference pairing: {floor['raw_mape']:.2f}%)"
+           if "raw_mape" in floor else "")
+    return f"{floor['mape']:.2f}% over {floor['models']} models{raw}"
 
 
 def _per_category(model: LatencyModel, records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
@@ -255,8 +273,7 @@ def format_report(result: Mapping[str, Any]) -> list[str]:
         lines.append(f"  measured on: {dev.get('cpu_model')} ({dev.get('threads')} thread(s), {dev.get('runtime')} "
                      f"{dev.get('runtime_version')})")
     floor = result.get("noise_floor")
-    lines.append("  noise floor (end-to-end MAPE between two independent measurements): "
-                 + (f"{floor['mape']:.2f}% over {floor['models']} models" if floor else "not measured (no repeat)"))
+    lines.append("  noise floor (end-to-end MAPE between two independent measurements): " + format_floor(floor))
     lines += ["", "§5.1 synthetic 900/100: end-to-end MAPE (paper Fig. 13, CPUs)",
               f"  {'method':<8} {'paper':>8} {'edgeplan':>9}   per category (edgeplan)"]
     for m, r in result["5.1"].items():

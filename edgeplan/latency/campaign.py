@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from edgeplan.errors import EdgeplanError, InvalidInputError, MeasurementError
 from edgeplan.measure.campaign import CampaignReport, MeasurementResult, Task, run_campaign
@@ -51,6 +53,7 @@ def run_op_campaign(
     home: str | Path | None = None,
     plain_per_run: int = 3,
     repeat: str = "",
+    reference: str | None = None,
 ) -> CampaignReport:
     """Measure ``models`` per op and end to end in ``scenario``; resume where an earlier call stopped.
 
@@ -80,22 +83,33 @@ def run_op_campaign(
         to end separately with ``config``. Part of the campaign's parameters.
     repeat
         Tag of an independent re-measurement (its own campaign), e.g. to measure the noise floor.
+    reference
+        A zoo model timed just before every call of every measured model
+        (:func:`edgeplan.runtimes.op_profile.reference_runner`): the rows keep each model's times over the
+        reference's, which :func:`export_dataset` turns into milliseconds at the scenario's typical speed. Part of
+        the campaign's parameters; use the same reference for a scenario's main campaign and its repeats.
 
     Returns
     -------
     CampaignReport
     """
-    from edgeplan.runtimes.op_profile import profile_model
+    from edgeplan.runtimes.op_profile import profile_model, reference_runner
 
     if runs < 1:
         raise InvalidInputError(f"runs must be a positive integer, got {runs}")
+    if reference is not None and plain_per_run < 1:
+        raise InvalidInputError("a reference model is timed beside the unprofiled runs: give plain_per_run >= 1")
     config = config or TimingConfig()
     device = describe_device(scenario.runtime, scenario.threads, scenario.dtype)
+    try:
+        ref = (reference, reference_runner(reference, scenario, home)) if reference else None
+    except EdgeplanError as e:
+        raise InvalidInputError(f"reference model {reference!r} cannot be built: {e}") from e
 
     def measure(task: Task) -> MeasurementResult:
         try:
             profile = profile_model(task.model, scenario, runs=runs, config=config, home=home,
-                                    plain_per_run=plain_per_run)
+                                    plain_per_run=plain_per_run, reference=ref)
         except MeasurementError:
             raise
         except EdgeplanError as e:  # an operator or a model the tools cannot handle: name it, go on
@@ -103,7 +117,9 @@ def run_op_campaign(
         return MeasurementResult(profile.end_to_end, device, profile.extra())
 
     tasks = [Task(key=m, model=m, kind="model_ops") for m in models]
-    params = {"scenario": scenario.name, "runs": runs, "plain_per_run": plain_per_run}
+    params: dict[str, Any] = {"scenario": scenario.name, "runs": runs, "plain_per_run": plain_per_run}
+    if reference:
+        params["reference"] = reference
     return run_campaign(store, campaign_name(scenario, repeat), tasks, measure, budget_s, progress,
                         command=command, params=params)
 
@@ -150,6 +166,7 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
             f"the Store {store.path} has no measurements in campaign {name!r}; run "
             f"`edgeplan ops profile MODEL... --scenario {scenario.name}` first"
         )
+    scale = _reference_scale(store, scenario, records, name)
     first = records[0]
     device = store.device(first.device_key)
     header = {
@@ -168,6 +185,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         "export_command": command,
         "models": len(records),
     }
+    if scale is not None:
+        header["reference"] = scale
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
@@ -179,9 +198,47 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
             row = {"model": r.model, "latency_ms": r.latency_ms, "latency_min_ms": r.min_ms, "iqr_rel": iqr_rel,
                    "ci_rel": r.ci_rel, "repeats": r.repeats, "op_sum_ms": extra["op_sum_ms"],
                    "op_sum_min_ms": extra.get("op_sum_min_ms"), "ops": extra["ops"], "nodes": extra["nodes"]}
+            if scale is not None:
+                row = _normalised(row, extra["reference"], scale["ms"], scale["min_ms"])
             f.write(json.dumps(row, separators=(",", ":")) + "\n")
     tmp.replace(out)
     return len(records)
+
+
+def _reference_scale(store: Store, scenario: Scenario, records: Sequence[Any], name: str) -> dict[str, Any] | None:
+    """The scenario's typical reference latency, when ``records`` were measured beside a reference model.
+
+    It is the median, over the models of the scenario's main campaign (the campaign itself when there is none), of
+    the reference's median (and fastest) time beside each model, so that a scenario's main campaign and its repeats
+    convert ratios to milliseconds with the same factor.
+    """
+    refs = [r.extra.get("reference") for r in records]
+    if all(x is None for x in refs):
+        return None
+    if any(x is None for x in refs):
+        raise InvalidInputError(f"campaign {name!r} mixes rows measured with and without a reference model")
+    model = refs[0]["model"]
+    main = campaign_name(scenario)
+    base = [r.extra.get("reference") for r in store.measurements(campaign=main)] if name != main else refs
+    base = [x for x in base if x and x["model"] == model] or refs
+    return {"model": model, "ms": float(np.median([x["ms"] for x in base])),
+            "min_ms": float(np.median([x["min_ms"] for x in base])),
+            "from_campaign": main if base is not refs else name, "models": len(base)}
+
+
+def _normalised(row: dict[str, Any], ref: Mapping[str, Any], ms: float, min_ms: float) -> dict[str, Any]:
+    """A dataset row whose times are its ratios to the reference multiplied by the scenario's reference latency;
+    the times as measured are kept as ``raw_*``."""
+    ops = []
+    for o in row["ops"]:
+        o = dict(o)
+        if o.get("ratio") is not None:
+            o["raw_ms"], o["raw_min_ms"] = o["ms"], o["min_ms"]
+            o["ms"], o["min_ms"] = o["ratio"] * ms, o["min_ratio"] * min_ms
+        ops.append(o)
+    return {**row, "raw_latency_ms": row["latency_ms"], "raw_latency_min_ms": row["latency_min_ms"],
+            "latency_ms": ref["ratio"] * ms, "latency_min_ms": ref["min_ratio"] * min_ms, "iqr_rel": ref["iqr_rel"],
+            "ops": ops, "op_sum_ms": sum(o["ms"] for o in ops), "op_sum_min_ms": sum(o["min_ms"] for o in ops)}
 
 
 def load_dataset(path: str | Path) -> OpDataset:

@@ -23,6 +23,14 @@ kept beside it. The profiler adds a little time per op, so the sum of the ops is
 which is timed on unprofiled runs interleaved with the profiled ones (:func:`profile_model`): on a shared
 machine, latencies drift by tens of percent from one minute to the next, and interleaving keeps a model's two
 views coherent. li2023's overhead term absorbs the difference between them.
+
+With a **reference model** (:func:`reference_runner`, ``edgeplan ops profile --reference synthetic:0``), every
+call, profiled or not, is preceded by a timed call of the reference, and each time is also kept as its ratio to
+the reference's time just before it (median over the runs; fastest over fastest). The neighbours' load that slows a
+model down slows the reference down with it, so the ratios move far less than the times between two
+measurements of the same networks (the noise floors in the README).
+:func:`edgeplan.latency.campaign.export_dataset` converts the ratios back to milliseconds with the scenario's
+typical reference latency.
 """
 
 from __future__ import annotations
@@ -31,9 +39,9 @@ import json
 import statistics
 import tempfile
 from collections import Counter, defaultdict, deque
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +53,14 @@ from edgeplan.measure.scenarios import Scenario
 
 __all__ = [
     "ModelProfile",
+    "OpRuns",
     "OpTiming",
     "onnxruntime_kernel_ops",
     "profile_model",
     "profile_onnxruntime_ops",
     "profile_torch_ops",
     "quantize_onnx",
+    "reference_runner",
 ]
 
 _MARK = "edgeplan::run"
@@ -82,6 +92,9 @@ class OpTiming:
         A kernel that computes nothing (a view, eval dropout).
     shapes
         ORT only: input and output shapes as its profiler reports them.
+    ratio, min_ratio
+        With a reference model (:func:`profile_torch_ops`): the median over the profiled runs of the op's time over
+        the reference's time just before, and the op's fastest time over the reference's fastest; else None.
     """
 
     kernel: str
@@ -92,6 +105,8 @@ class OpTiming:
     min_ms: float
     noop: bool = False
     shapes: Mapping[str, Any] = field(default_factory=dict)
+    ratio: float | None = None
+    min_ratio: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -103,6 +118,8 @@ class OpTiming:
             out["noop"] = True
         if self.shapes:
             out["shapes"] = dict(self.shapes)
+        if self.ratio is not None:
+            out["ratio"], out["min_ratio"] = self.ratio, self.min_ratio
         return out
 
     @classmethod
@@ -110,7 +127,43 @@ class OpTiming:
         """Inverse of :meth:`to_dict`."""
         return cls(str(data["kernel"]), str(data["kind"]), tuple(data["nodes"]), float(data["ms"]),
                    float(data["iqr_rel"]), float(data.get("min_ms", data["ms"])), bool(data.get("noop", False)),
-                   dict(data.get("shapes", {})))
+                   dict(data.get("shapes", {})), _opt_float(data.get("ratio")), _opt_float(data.get("min_ratio")))
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class OpRuns:
+    """What a profiling call measured.
+
+    Attributes
+    ----------
+    ops
+        One timing per kernel.
+    plain_ms
+        End-to-end times (ms) of the unprofiled calls.
+    reference_ms
+        With a reference model: its time just before each unprofiled call (aligned with ``plain_ms``); else empty.
+    reference_profiled_ms
+        With a reference model: its time just before each profiled call; else empty.
+    """
+
+    ops: list[OpTiming]
+    plain_ms: list[float]
+    reference_ms: list[float] = field(default_factory=list)
+    reference_profiled_ms: list[float] = field(default_factory=list)
+
+
+def _with_ratios(op: OpTiming, samples_ms: Sequence[float], reference_ms: Sequence[float]) -> OpTiming:
+    """``op`` with its times over the reference's paired times (unchanged without reference samples)."""
+    if not reference_ms:
+        return op
+    ratios = [a / b for a, b in zip(samples_ms, reference_ms, strict=True) if b > 0]
+    if not ratios:
+        return op
+    return replace(op, ratio=statistics.median(ratios), min_ratio=min(samples_ms) / min(reference_ms))
 
 
 def _median_iqr(samples_ms: Sequence[float]) -> tuple[float, float]:
@@ -135,12 +188,15 @@ def profile_torch_ops(
     runs: int = 10,
     warmup: int = 3,
     plain_per_run: int = 0,
-) -> tuple[list[OpTiming], list[float]]:
+    reference: Callable[[], object] | None = None,
+) -> OpRuns:
     """Per-kernel latencies of eager PyTorch from ``torch.profiler``, matched to ``deduction``'s kernels.
 
     Each profiled run is preceded by ``plain_per_run`` unprofiled runs timed end to end, so that the end-to-end
     samples and the per-op samples are taken under the same machine conditions (on a shared machine, latencies
-    drift by tens of percent between minutes; interleaving keeps the two views of a model coherent).
+    drift by tens of percent between minutes; interleaving keeps the two views of a model coherent). With a
+    ``reference``, every call, profiled or not, is preceded by a timed call of the reference: a time over the
+    reference's time just before it cancels most of the machine's drift (see :func:`profile_model`).
 
     Parameters
     ----------
@@ -158,11 +214,14 @@ def profile_torch_ops(
         Profiled calls, and unprofiled warm-up calls before the first.
     plain_per_run
         Unprofiled, timed calls before each profiled one.
+    reference
+        A call of the reference model, run in the same threads and inference mode.
 
     Returns
     -------
-    tuple[list[OpTiming], list[float]]
-        One timing per kernel of ``deduction``, in its order; and the end-to-end times (ms) of the plain calls.
+    OpRuns
+        One timing per kernel of ``deduction``, in its order, with ratios to the reference when one is given; the
+        end-to-end times (ms) of the plain calls; the reference's times.
 
     Raises
     ------
@@ -185,14 +244,26 @@ def profile_torch_ops(
     activities = [torch.profiler.ProfilerActivity.CPU]
     samples: list[list[float]] = [[] for _ in deduction.kernels]
     plain_ms: list[float] = []
+    ref_ms: list[float] = []
+    ref_profiled_ms: list[float] = []
+
+    def timed(call: Callable[[], object]) -> float:
+        t0 = time.perf_counter_ns()
+        call()
+        return (time.perf_counter_ns() - t0) / 1e6
+
     with use_threads(threads), torch.inference_mode():
         for _ in range(warmup):
             module(*example_inputs)
+            if reference is not None:
+                reference()
         for _ in range(runs):
             for _ in range(plain_per_run):
-                t0 = time.perf_counter_ns()
-                module(*example_inputs)
-                plain_ms.append((time.perf_counter_ns() - t0) / 1e6)
+                if reference is not None:
+                    ref_ms.append(timed(reference))
+                plain_ms.append(timed(lambda: module(*example_inputs)))
+            if reference is not None:
+                ref_profiled_ms.append(timed(reference))
             with _profiler(activities) as prof, torch.profiler.record_function(_MARK):
                 module(*example_inputs)
             per_run = _top_level_by_run(prof.events())
@@ -203,8 +274,9 @@ def profile_torch_ops(
     out = []
     for kernel, s in zip(deduction.kernels, samples, strict=True):
         med, iqr = _median_iqr(s)
-        out.append(OpTiming(kernel.name, kernel.kind, kernel.nodes, med, iqr, min(s), kernel.noop))
-    return out, plain_ms
+        out.append(_with_ratios(OpTiming(kernel.name, kernel.kind, kernel.nodes, med, iqr, min(s), kernel.noop), s,
+                                ref_profiled_ms))
+    return OpRuns(out, plain_ms, ref_ms, ref_profiled_ms)
 
 
 @contextmanager
@@ -400,12 +472,14 @@ def profile_onnxruntime_ops(
     warmup: int = 3,
     plain_per_run: int = 0,
     origin: tuple[str | Path, Collection[str]] | None = None,
-) -> tuple[list[OpTiming], list[float]]:
+    reference: Callable[[], object] | None = None,
+) -> OpRuns:
     """Per-kernel latencies of ONNX Runtime's CPU provider from its own profiler.
 
     The session is the one :func:`edgeplan.measure.measure_onnxruntime` times (default optimizations, sequential,
     ``threads`` intra-op threads), with profiling on. A second, unprofiled session runs ``plain_per_run`` timed
-    calls before each profiled call (see :func:`profile_torch_ops` for why they are interleaved).
+    calls before each profiled call (see :func:`profile_torch_ops` for why they are interleaved, and for the
+    ``reference`` calls before every call).
 
     Parameters
     ----------
@@ -424,13 +498,15 @@ def profile_onnxruntime_ops(
         its IR nodes: each kernel's ``nodes`` are then those IR nodes
         (:func:`edgeplan.runtimes.kernel_check.onnxruntime_kernel_origins`). Without it, the original ONNX nodes
         between a kernel's inputs and outputs when the tensor names show them.
+    reference
+        A call of the reference model (its own session, same threads).
 
     Returns
     -------
-    tuple[list[OpTiming], list[float]]
+    OpRuns
         One timing per node of ORT's optimized graph that ran, in execution order, its ``kind`` the optimized
         node's op type qualified by a non-default domain (``com.microsoft.nchwc.Conv``, ``com.microsoft.QLinearConv``);
-        and the plain calls' times (ms).
+        the plain calls' times (ms); the reference's times.
 
     Raises
     ------
@@ -449,32 +525,32 @@ def profile_onnxruntime_ops(
         raise InvalidInputError(f"profile_onnxruntime_ops: runs must be >= 1, warmup and plain_per_run >= 0, got "
                                 f"{runs}, {warmup}, {plain_per_run}")
 
-    def options(profile_prefix: str | None) -> Any:
-        o = ort.SessionOptions()
-        o.intra_op_num_threads = threads
-        o.inter_op_num_threads = 1
-        o.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        o.log_severity_level = 3
-        if profile_prefix:
-            o.enable_profiling = True
-            o.profile_file_prefix = profile_prefix
-        return o
-
     plain_ms: list[float] = []
+    ref_ms: list[float] = []
+    ref_profiled_ms: list[float] = []
+
+    def timed(call: Callable[[], object], into: list[float] | None) -> None:
+        t0 = time.perf_counter_ns()
+        call()
+        if into is not None:
+            into.append((time.perf_counter_ns() - t0) / 1e6)
+
     with tempfile.TemporaryDirectory() as folder:
-        profiled_options = options(str(Path(folder) / "ort"))
+        profiled_options = _ort_options(threads, str(Path(folder) / "ort"))
         profiled_options.optimized_model_filepath = str(Path(folder) / "optimized.onnx")
         feed = dict(feed)
         try:
             session = ort.InferenceSession(str(onnx_path), profiled_options, providers=["CPUExecutionProvider"])
-            plain = (ort.InferenceSession(str(onnx_path), options(None), providers=["CPUExecutionProvider"])
+            plain = (ort.InferenceSession(str(onnx_path), _ort_options(threads), providers=["CPUExecutionProvider"])
                      if plain_per_run else None)
             for i in range(warmup + runs):
+                kept = i >= warmup
                 for _ in range(plain_per_run if plain is not None else 0):
-                    t0 = time.perf_counter_ns()
-                    plain.run(None, feed)  # type: ignore[union-attr]
-                    if i >= warmup:
-                        plain_ms.append((time.perf_counter_ns() - t0) / 1e6)
+                    if reference is not None:
+                        timed(reference, ref_ms if kept else None)
+                    timed(lambda: plain.run(None, feed), plain_ms if kept else None)  # type: ignore[union-attr]
+                if reference is not None:
+                    timed(reference, ref_profiled_ms if kept else None)
                 session.run(None, feed)
             trace = json.loads(Path(session.end_profiling()).read_text())
         except Exception as e:  # ORT raises its own exception types
@@ -485,11 +561,28 @@ def profile_onnxruntime_ops(
             covered = {k.name: k.nodes for k in onnxruntime_kernels(onnx.load(str(onnx_path)), optimized)}
         else:
             covered = onnxruntime_kernel_origins(optimized, origin[0], origin[1])
-    return _ort_timings(trace, covered, runs, warmup, str(onnx_path), kinds), plain_ms
+    ops = _ort_timings(trace, covered, runs, warmup, str(onnx_path), kinds, ref_profiled_ms)
+    return OpRuns(ops, plain_ms, ref_ms, ref_profiled_ms)
+
+
+def _ort_options(threads: int, profile_prefix: str | None = None) -> Any:
+    """The session options edgeplan measures ORT with: ``threads`` intra-op threads, sequential, quiet."""
+    import onnxruntime as ort
+
+    o = ort.SessionOptions()
+    o.intra_op_num_threads = threads
+    o.inter_op_num_threads = 1
+    o.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    o.log_severity_level = 3
+    if profile_prefix:
+        o.enable_profiling = True
+        o.profile_file_prefix = profile_prefix
+    return o
 
 
 def _ort_timings(trace: Sequence[Mapping[str, Any]], covered: Mapping[str, tuple[str, ...]], runs: int,
-                 warmup: int, what: str, kinds: Mapping[str, str] | None = None) -> list[OpTiming]:
+                 warmup: int, what: str, kinds: Mapping[str, str] | None = None,
+                 reference_ms: Sequence[float] = ()) -> list[OpTiming]:
     suffix = "_kernel_time"
     order: list[str] = []
     durations: dict[str, list[float]] = defaultdict(list)
@@ -514,7 +607,8 @@ def _ort_timings(trace: Sequence[Mapping[str, Any]], covered: Mapping[str, tuple
         args = info[name]
         shapes = {k: args[k] for k in ("input_type_shape", "output_type_shape") if k in args}
         kind = (kinds or {}).get(name) or str(args.get("op_name", ""))
-        out.append(OpTiming(name, kind, tuple(covered.get(name, ())), med, iqr, fastest, shapes=shapes))
+        out.append(_with_ratios(OpTiming(name, kind, tuple(covered.get(name, ())), med, iqr, fastest, shapes=shapes),
+                                d[warmup:], reference_ms))
     return out
 
 
@@ -595,6 +689,11 @@ class ModelProfile:
     nodes
         JSON descriptions (:func:`edgeplan.ir.serialize.node_to_dict`) of the IR nodes the ops compute, by name,
         so that features can be computed without rebuilding the model.
+    reference
+        With a reference model (:func:`reference_runner`): its zoo string (``model``), its median and fastest
+        time (``ms``, ``min_ms``) over the calls just before the unprofiled ones, the median of the paired ratios
+        of those calls (``ratio``), their spread (``iqr_rel``) and the fastest over fastest (``min_ratio``);
+        else None.
     """
 
     model: str
@@ -603,6 +702,7 @@ class ModelProfile:
     ops: tuple[OpTiming, ...]
     kernel_profile: str
     nodes: Mapping[str, Mapping[str, Any]]
+    reference: Mapping[str, Any] | None = None
 
     @property
     def op_sum_ms(self) -> float:
@@ -618,7 +718,53 @@ class ModelProfile:
         """What the Store keeps beside the end-to-end timing."""
         return {"scenario": self.scenario, "kernel_profile": self.kernel_profile,
                 "ops": [o.to_dict() for o in self.ops], "nodes": dict(self.nodes), "op_sum_ms": self.op_sum_ms,
-                "op_sum_min_ms": self.op_sum_min_ms}
+                "op_sum_min_ms": self.op_sum_min_ms, **({"reference": dict(self.reference)} if self.reference else {})}
+
+
+def _reference_summary(spec: str, runs: OpRuns) -> dict[str, Any] | None:
+    if not runs.reference_ms or not runs.plain_ms:
+        return None
+    ratios = [a / b for a, b in zip(runs.plain_ms, runs.reference_ms, strict=True)]
+    ratio, iqr = _median_iqr(ratios)
+    return {"model": spec, "ms": statistics.median(runs.reference_ms), "min_ms": min(runs.reference_ms),
+            "ratio": ratio, "iqr_rel": iqr, "min_ratio": min(runs.plain_ms) / min(runs.reference_ms)}
+
+
+def reference_runner(spec: str, scenario: Scenario, home: str | Path | None = None) -> Callable[[], object]:
+    """A call of the zoo model ``spec`` as ``scenario`` runs it, to time beside each measured call.
+
+    On a shared machine a model's latency moves by tens of percent from one second to the next with the
+    neighbours' load; the latency of a fixed reference model timed just before moves with it. The ratio of the two
+    is what a campaign with a reference keeps, and :func:`edgeplan.latency.campaign.export_dataset` turns ratios
+    back into milliseconds with the scenario's typical reference latency.
+
+    Parameters
+    ----------
+    spec
+        The reference (a zoo string; ``synthetic:0`` in the shipped campaigns).
+    scenario
+        Runtime, dtype and threads; the call must be made inside the measuring function's thread setting (PyTorch)
+        or runs its own ORT session with the scenario's threads.
+    home
+        The edgeplan home (ONNX exports and int8 models are cached there).
+
+    Returns
+    -------
+    Callable[[], object]
+        One inference of the reference on its example inputs.
+    """
+    from edgeplan.frontends.zoo import build_model
+
+    model = build_model(spec)
+    if scenario.runtime == "torch":
+        module, inputs = model.module.eval(), model.example_inputs()
+        return lambda: module(*inputs)
+    import onnxruntime as ort
+
+    path, _, _ = _ort_files(spec, model, scenario.dtype, home)
+    session = ort.InferenceSession(str(path), _ort_options(scenario.threads), providers=["CPUExecutionProvider"])
+    feed = _feed(_onnx_input_names(path), model.input_shapes)
+    return lambda: session.run(None, feed)
 
 
 def profile_model(
@@ -628,6 +774,7 @@ def profile_model(
     config: TimingConfig | None = None,
     home: str | Path | None = None,
     plain_per_run: int = 3,
+    reference: tuple[str, Callable[[], object]] | None = None,
 ) -> ModelProfile:
     """Measure a zoo model in ``scenario``: per-op latencies with the runtime's profiler, then end to end.
 
@@ -647,6 +794,9 @@ def profile_model(
         Unprofiled runs timed before each profiled run; their median is the end-to-end latency, taken under the
         same conditions as the per-op times (see :func:`profile_torch_ops`). 0: a separate harness measurement
         after the profile.
+    reference
+        A reference model's zoo string and :func:`reference_runner` call, timed before every call of the model
+        (needs ``plain_per_run`` > 0): the profile then keeps the model's times over the reference's.
 
     Returns
     -------
@@ -657,29 +807,36 @@ def profile_model(
     from edgeplan.ir.kernels import deduce_kernels
     from edgeplan.measure.runners import measure_onnxruntime, measure_torch
 
+    if reference is not None and plain_per_run < 1:
+        raise InvalidInputError("a reference model is timed beside the unprofiled runs: give plain_per_run >= 1")
+    ref_call = reference[1] if reference else None
     config = config or TimingConfig()
     model = build_model(spec)
     inputs = model.example_inputs()
     if scenario.runtime == "torch":
         graph = graph_from_torch(model.module, inputs, name=spec)
         deduction = deduce_kernels(graph, scenario.kernel_profile)
-        ops, plain = profile_torch_ops(model.module, inputs, deduction, graph, scenario.threads, runs=runs,
-                                       plain_per_run=plain_per_run)
-        e2e = (Timing.from_samples(plain, "max_repeats") if plain
-               else measure_torch(model.module, inputs, scenario.threads, config, name=spec))
-        return ModelProfile(spec, scenario.name, e2e, tuple(ops), scenario.kernel_profile, _node_dicts(graph, ops))
-    path, float_path, graph = _ort_files(spec, model, scenario.dtype, home)
-    names = _onnx_input_names(path)
-    feed = _feed(names, model.input_shapes)
-    ops, plain = profile_onnxruntime_ops(path, feed, scenario.threads, runs=runs, plain_per_run=plain_per_run,
-                                         origin=(float_path, {n.name for n in graph.nodes}))
-    untraced = [o.kernel for o in ops if not o.nodes]
-    if untraced:
-        raise MeasurementError(f"{spec}: ONNX Runtime kernels {', '.join(untraced[:5])} cannot be traced to the "
-                               "model's ONNX nodes; their time would have no features")
-    e2e = (Timing.from_samples(plain, "max_repeats") if plain
-           else measure_onnxruntime(path, feed, scenario.threads, config))
-    return ModelProfile(spec, scenario.name, e2e, tuple(ops), scenario.kernel_profile, _node_dicts(graph, ops))
+        measured = profile_torch_ops(model.module, inputs, deduction, graph, scenario.threads, runs=runs,
+                                     plain_per_run=plain_per_run, reference=ref_call)
+    else:
+        path, float_path, graph = _ort_files(spec, model, scenario.dtype, home)
+        names = _onnx_input_names(path)
+        feed = _feed(names, model.input_shapes)
+        measured = profile_onnxruntime_ops(path, feed, scenario.threads, runs=runs, plain_per_run=plain_per_run,
+                                           origin=(float_path, {n.name for n in graph.nodes}), reference=ref_call)
+        untraced = [o.kernel for o in measured.ops if not o.nodes]
+        if untraced:
+            raise MeasurementError(f"{spec}: ONNX Runtime kernels {', '.join(untraced[:5])} cannot be traced to the "
+                                   "model's ONNX nodes; their time would have no features")
+    plain, ops = measured.plain_ms, measured.ops
+    if plain:
+        e2e = Timing.from_samples(plain, "max_repeats")
+    elif scenario.runtime == "torch":
+        e2e = measure_torch(model.module, inputs, scenario.threads, config, name=spec)
+    else:
+        e2e = measure_onnxruntime(path, feed, scenario.threads, config)
+    return ModelProfile(spec, scenario.name, e2e, tuple(ops), scenario.kernel_profile, _node_dicts(graph, ops),
+                        _reference_summary(reference[0], measured) if reference else None)
 
 
 def _node_dicts(graph: Graph, ops: Sequence[OpTiming]) -> dict[str, dict[str, Any]]:
