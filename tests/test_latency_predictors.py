@@ -231,6 +231,8 @@ def test_noise_floor_compares_paired_and_raw_times(tmp_path: Path, capsys: pytes
     assert "before the reference pairing: 50.00%" in capsys.readouterr().out
     assert main(["reproduce", "li2023", "--floor", "--data", str(a), "--repeat-data", str(tmp_path / "no")]) != 0
     assert "no repeat" in capsys.readouterr().err
+    assert main(["reproduce", "li2023", "--floor", "--insight", "threads"]) != 0
+    assert "separate runs" in capsys.readouterr().err
 
 
 def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:

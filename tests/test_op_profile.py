@@ -231,6 +231,10 @@ def test_op_ratios_pair_each_run_with_the_reference_before_it() -> None:
     assert got.ratio == pytest.approx(2.0) and got.min_ratio == pytest.approx(1.0 / 0.5)
     assert OpTiming.from_dict(got.to_dict()) == got
     assert "ratio" not in op.to_dict() and OpTiming.from_dict(op.to_dict()) == op
+    # A reference time of zero (a clock too coarse) is skipped, never divided by.
+    odd = _with_ratios(op, [1.0, 3.0], [0.0, 1.0])
+    assert odd.ratio == pytest.approx(3.0) and odd.min_ratio == pytest.approx(1.0)
+    assert _with_ratios(op, [1.0], [0.0]) is op
 
 
 def test_ort_trace_is_split_into_runs() -> None:

@@ -108,8 +108,8 @@ def _measure(names: list[str], device: str, method: str, runs: int,
         if scale and prof.reference:
             unit = scale["min_ms"] if use_min else scale["ms"]
             e2e = unit * prof.reference["min_ratio" if use_min else "ratio"]
-            per_op = {f"{o.kernel}@{o.nodes[0]}": unit * ((o.min_ratio if use_min else o.ratio) or 0.0)
-                      for o in prof.ops if o.nodes}
+            per_op = {f"{o.kernel}@{o.nodes[0]}": (o.min_ms if use_min else o.median_ms) if o.ratio is None
+                      else unit * ((o.min_ratio if use_min else o.ratio) or 0.0) for o in prof.ops if o.nodes}
         else:
             e2e = prof.end_to_end.min_ms if use_min else prof.end_to_end.median_ms
             per_op = {f"{o.kernel}@{o.nodes[0]}": (o.min_ms if use_min else o.median_ms) for o in prof.ops if o.nodes}

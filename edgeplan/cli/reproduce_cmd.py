@@ -202,6 +202,8 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
     if versus_file is not None and not insight:
         raise InvalidInputError("--versus-data goes with --insight threads|int8")
     given = click.get_current_context().get_parameter_source("scenario") == click.core.ParameterSource.COMMANDLINE
+    if sum(map(bool, (floor_only, insight, nb201))) > 1:
+        raise InvalidInputError("--floor, --insight and --nb201 are separate runs: give one of them")
     if given and (insight or nb201):
         raise InvalidInputError(
             "--scenario picks the dataset of §5; --insight compares a fixed pair of scenarios (give other datasets "

@@ -358,7 +358,7 @@ def nb201_terms(cells: Sequence[str], source: LatencyModel, progress: bool = Fal
                 for o, p in zip(todo, fresh.ops, strict=True):
                     memo[(o.key, tuple(o.x))] = p
             preds = tuple(memo[(o.key, tuple(o.x))] for o in ops)
-            total = source.overhead_ms + sum(p.ms for p in preds if p.ms is not None)
+            total = source.total_ms(preds)
             out.append(source_terms(Prediction(total, source.overhead_ms, preds), ops))
             advance(1)
     return out

@@ -203,8 +203,8 @@ class CalibratedDevice:
                                     None if p.ms is None else p.ms * self._op_scale(o.key, o.category), p.by_category)
                        for o, p in zip(ops, src.ops, strict=True))
         overhead = self.coef.get("const", 0.0) + self.coef.get("kernels", 0.0) * len(ops)
-        if "total" in self.coef:
-            overhead += self.coef["total"] * src.overhead_ms
+        if "total" in self.coef:  # the source's overhead as in its total (which never falls below half its ops)
+            overhead += self.coef["total"] * (src.latency_ms - sum(p.ms for p in src.ops if p.ms is not None))
         total = overhead + sum(p.ms for p in scaled if p.ms is not None)
         return Prediction(total, overhead, scaled)
 

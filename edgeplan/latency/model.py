@@ -251,9 +251,9 @@ class LatencyModel:
             for i, v in zip(idx, ms, strict=True):
                 out[i] = OpPrediction(ops[i].name, ops[i].kind, ops[i].key, max(float(v), 0.0), by_cat)
         done = tuple(o for o in out if o is not None)
-        return Prediction(self._total(done), self.overhead_ms, done)
+        return Prediction(self.total_ms(done), self.overhead_ms, done)
 
-    def _total(self, ops: Sequence[OpPrediction]) -> float:
+    def total_ms(self, ops: Sequence[OpPrediction]) -> float:
         """Overhead plus the op predictions. The overhead is negative where the profiler inflates each op more than
         the runs outside the ops cost (ONNX Runtime int8); the total then stays at least half the ops' sum, never
         near or below zero for a model of a few tiny ops."""
@@ -276,7 +276,7 @@ class LatencyModel:
         for ops in models:
             part = done[start:start + len(ops)]
             start += len(ops)
-            out.append(Prediction(self._total(part), self.overhead_ms, part))
+            out.append(Prediction(self.total_ms(part), self.overhead_ms, part))
         return out
 
     def predict_record(self, record: Mapping[str, Any]) -> Prediction:

@@ -163,7 +163,8 @@ def _with_ratios(op: OpTiming, samples_ms: Sequence[float], reference_ms: Sequen
     ratios = [a / b for a, b in zip(samples_ms, reference_ms, strict=True) if b > 0]
     if not ratios:
         return op
-    return replace(op, ratio=statistics.median(ratios), min_ratio=min(samples_ms) / min(reference_ms))
+    fastest = min(b for b in reference_ms if b > 0)
+    return replace(op, ratio=statistics.median(ratios), min_ratio=min(samples_ms) / fastest)
 
 
 def _median_iqr(samples_ms: Sequence[float]) -> tuple[float, float]:
@@ -722,7 +723,7 @@ class ModelProfile:
 
 
 def _reference_summary(spec: str, runs: OpRuns) -> dict[str, Any] | None:
-    if not runs.reference_ms or not runs.plain_ms:
+    if not runs.reference_ms or not runs.plain_ms or min(runs.reference_ms) <= 0:
         return None
     ratios = [a / b for a, b in zip(runs.plain_ms, runs.reference_ms, strict=True)]
     ratio, iqr = _median_iqr(ratios)
