@@ -102,16 +102,19 @@ def _measure(names: list[str], device: str, method: str, runs: int,
     scenario = SCENARIOS[device]
     reference = (scale["model"], reference_runner(scale["model"], scenario, home)) if scale else None
     use_min = statistic == "min"
+
+    def ms(measured: float, ratio: float | None, unit: float | None) -> float:
+        """Paired: the ratio at the scenario's reference latency ``unit``; else the time as measured."""
+        return measured if unit is None or ratio is None else unit * ratio
+
     out = {}
     for spec in names:
         prof = profile_model(spec, scenario, runs=runs, home=home, reference=reference)
-        if scale and prof.reference:
-            unit = scale["min_ms"] if use_min else scale["ms"]
-            e2e = unit * prof.reference["min_ratio" if use_min else "ratio"]
-            per_op = {f"{o.kernel}@{o.nodes[0]}": (o.min_ms if use_min else o.median_ms) if o.ratio is None
-                      else unit * ((o.min_ratio if use_min else o.ratio) or 0.0) for o in prof.ops if o.nodes}
-        else:
-            e2e = prof.end_to_end.min_ms if use_min else prof.end_to_end.median_ms
-            per_op = {f"{o.kernel}@{o.nodes[0]}": (o.min_ms if use_min else o.median_ms) for o in prof.ops if o.nodes}
+        unit = (scale["min_ms"] if use_min else scale["ms"]) if scale and prof.reference else None
+        ref = prof.reference or {}
+        e2e = (ms(prof.end_to_end.min_ms, ref.get("min_ratio"), unit) if use_min
+               else ms(prof.end_to_end.median_ms, ref.get("ratio"), unit))
+        per_op = {f"{o.kernel}@{o.nodes[0]}": ms(o.min_ms, o.min_ratio, unit) if use_min
+                  else ms(o.median_ms, o.ratio, unit) for o in prof.ops if o.nodes}
         out[spec] = (e2e, per_op)
     return out

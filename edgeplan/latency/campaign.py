@@ -219,11 +219,12 @@ def _reference_scale(store: Store, scenario: Scenario, records: Sequence[Any], n
         raise InvalidInputError(f"campaign {name!r} mixes rows measured with and without a reference model")
     model = refs[0]["model"]
     main = campaign_name(scenario)
-    base = [r.extra.get("reference") for r in store.measurements(campaign=main)] if name != main else refs
-    base = [x for x in base if x and x["model"] == model] or refs
+    main_refs = refs if name == main else [r.extra.get("reference") for r in store.measurements(campaign=main)]
+    base, source = [x for x in main_refs if x and x["model"] == model], main
+    if not base:  # a repeat without its main campaign in this Store
+        base, source = refs, name
     return {"model": model, "ms": float(np.median([x["ms"] for x in base])),
-            "min_ms": float(np.median([x["min_ms"] for x in base])),
-            "from_campaign": main if base is not refs else name, "models": len(base)}
+            "min_ms": float(np.median([x["min_ms"] for x in base])), "from_campaign": source, "models": len(base)}
 
 
 def _normalised(row: dict[str, Any], ref: Mapping[str, Any], ms: float, min_ms: float) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import statistics
 import tempfile
+import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -156,15 +157,27 @@ class OpRuns:
     reference_profiled_ms: list[float] = field(default_factory=list)
 
 
-def _with_ratios(op: OpTiming, samples_ms: Sequence[float], reference_ms: Sequence[float]) -> OpTiming:
-    """``op`` with its times over the reference's paired times (unchanged without reference samples)."""
-    if not reference_ms:
-        return op
+def _paired(samples_ms: Sequence[float], reference_ms: Sequence[float]) -> tuple[float, float, float] | None:
+    """Median and relative spread of each sample over the reference time paired with it, and fastest over fastest
+    reference; reference times of zero are skipped (None when none is left)."""
     ratios = [a / b for a, b in zip(samples_ms, reference_ms, strict=True) if b > 0]
     if not ratios:
-        return op
-    fastest = min(b for b in reference_ms if b > 0)
-    return replace(op, ratio=statistics.median(ratios), min_ratio=min(samples_ms) / fastest)
+        return None
+    ratio, iqr = _median_iqr(ratios)
+    return ratio, iqr, min(samples_ms) / min(b for b in reference_ms if b > 0)
+
+
+def _with_ratios(op: OpTiming, samples_ms: Sequence[float], reference_ms: Sequence[float]) -> OpTiming:
+    """``op`` with its times over the reference's paired times (unchanged without reference samples)."""
+    paired = _paired(samples_ms, reference_ms) if reference_ms else None
+    return op if paired is None else replace(op, ratio=paired[0], min_ratio=paired[2])
+
+
+def _timed(call: Callable[[], object]) -> float:
+    """Milliseconds one call takes."""
+    t0 = time.perf_counter_ns()
+    call()
+    return (time.perf_counter_ns() - t0) / 1e6
 
 
 def _median_iqr(samples_ms: Sequence[float]) -> tuple[float, float]:
@@ -230,8 +243,6 @@ def profile_torch_ops(
         When the profiled operators cannot be matched to the deduced kernels (the message lists the kinds that
         differ), or running the model fails.
     """
-    import time
-
     import torch
 
     check_thread_count(threads)
@@ -247,12 +258,6 @@ def profile_torch_ops(
     plain_ms: list[float] = []
     ref_ms: list[float] = []
     ref_profiled_ms: list[float] = []
-
-    def timed(call: Callable[[], object]) -> float:
-        t0 = time.perf_counter_ns()
-        call()
-        return (time.perf_counter_ns() - t0) / 1e6
-
     with use_threads(threads), torch.inference_mode():
         for _ in range(warmup):
             module(*example_inputs)
@@ -261,10 +266,10 @@ def profile_torch_ops(
         for _ in range(runs):
             for _ in range(plain_per_run):
                 if reference is not None:
-                    ref_ms.append(timed(reference))
-                plain_ms.append(timed(lambda: module(*example_inputs)))
+                    ref_ms.append(_timed(reference))
+                plain_ms.append(_timed(lambda: module(*example_inputs)))
             if reference is not None:
-                ref_profiled_ms.append(timed(reference))
+                ref_profiled_ms.append(_timed(reference))
             with _profiler(activities) as prof, torch.profiler.record_function(_MARK):
                 module(*example_inputs)
             per_run = _top_level_by_run(prof.events())
@@ -514,8 +519,6 @@ def profile_onnxruntime_ops(
     MeasurementError
         If ORT cannot load or run the model, or a node ran a different number of times than the session.
     """
-    import time
-
     import onnx
     import onnxruntime as ort
 
@@ -531,10 +534,9 @@ def profile_onnxruntime_ops(
     ref_profiled_ms: list[float] = []
 
     def timed(call: Callable[[], object], into: list[float] | None) -> None:
-        t0 = time.perf_counter_ns()
-        call()
+        ms = _timed(call)
         if into is not None:
-            into.append((time.perf_counter_ns() - t0) / 1e6)
+            into.append(ms)
 
     with tempfile.TemporaryDirectory() as folder:
         profiled_options = _ort_options(threads, str(Path(folder) / "ort"))
@@ -725,10 +727,9 @@ class ModelProfile:
 def _reference_summary(spec: str, runs: OpRuns) -> dict[str, Any] | None:
     if not runs.reference_ms or not runs.plain_ms or min(runs.reference_ms) <= 0:
         return None
-    ratios = [a / b for a, b in zip(runs.plain_ms, runs.reference_ms, strict=True)]
-    ratio, iqr = _median_iqr(ratios)
+    ratio, iqr, min_ratio = _paired(runs.plain_ms, runs.reference_ms) or (0.0, 0.0, 0.0)
     return {"model": spec, "ms": statistics.median(runs.reference_ms), "min_ms": min(runs.reference_ms),
-            "ratio": ratio, "iqr_rel": iqr, "min_ratio": min(runs.plain_ms) / min(runs.reference_ms)}
+            "ratio": ratio, "iqr_rel": iqr, "min_ratio": min_ratio}
 
 
 def reference_runner(spec: str, scenario: Scenario, home: str | Path | None = None) -> Callable[[], object]:
