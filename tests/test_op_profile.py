@@ -409,6 +409,7 @@ def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str],
                  "--breakdown", "--json"]) == 0
     (both,) = json.loads(capsys.readouterr().out)
     assert both["measured_ms"] > 0 and all(o["measured_ms"] is not None and o["measured_ms"] >= 0 for o in both["ops"])
+    assert both["measured_reference"] is None  # data measured without a reference: times as measured
     assert main(["--home", home, "predict", CELL, "--device", "nowhere"]) != 0
     assert "unknown device 'nowhere'" in capsys.readouterr().err
     assert main(["--home", home, "predict", CELL, "--device", "mine", "--method", "gbdt"]) != 0
@@ -433,6 +434,10 @@ def test_onnxruntime_int8_data_trains_and_predicts(capsys: pytest.CaptureFixture
     assert "com.microsoft.QLinearConv" in kinds and "QuantizeLinear" in kinds
     assert result["latency_ms"] > 0 and result["measured_ms"] > 0
     assert all(o["measured_ms"] is not None for o in result["ops"])
+    assert result["measured_reference"] == CELLS[0]  # paired with the reference the model's data was measured beside
+    assert main(["--home", home, "predict", CELLS[1], "--device", "ort-int8-1t", "--method", "lasso",
+                 "--measure", "1"]) == 0
+    assert f"paired with the reference {CELLS[0]}" in " ".join(capsys.readouterr().out.split())
     from edgeplan.frontends.zoo import load_graph
     from edgeplan.latency.predict import graph_ops
 

@@ -78,16 +78,25 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Dataset file to write (gzip'd JSON lines, provenance first).")
 def export_cmd(scenario_name: str, repeat: str, out: Path) -> None:
-    """Write a scenario's measured models to a dataset file."""
+    """Write a scenario's measured models to a dataset file.
+
+    Times measured beside a reference model are written at the scenario's reference latency, the main campaign's
+    for a repeat too; a repeat exported without its main campaign in the Store uses its own, with a warning.
+    """
+    import warnings
+
     from edgeplan.latency.campaign import export_dataset
     from edgeplan.measure import Store, default_store_path
     from edgeplan.measure.scenarios import get_scenario
 
     ctx = click.get_current_context().find_object(Context)
     home = ctx.home if ctx else None
-    with Store.open(default_store_path(home)) as store:
+    with Store.open(default_store_path(home)) as store, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         n = export_dataset(store, get_scenario(scenario_name), out, command=ctx.command if ctx else "",
                            repeat=repeat)
+    for w in caught:
+        click.echo(f"warning: {w.message}", err=True)
     click.echo(f"{n} models of {scenario_name} written to {out}")
 
 

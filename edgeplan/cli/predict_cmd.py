@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import click
 
@@ -22,7 +23,9 @@ __all__ = ["predict"]
 @click.option("--measure", "measure_runs", type=click.IntRange(min=0), default=0,
               help="Also measure each model here, in the device's scenario, with this many profiled runs (per op "
                    "and end to end), and print the measurement beside the prediction (scenario devices only).")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Machine-readable output (with --measure: measured_ms, and measured_reference, the reference "
+                   "model the measurement was paired with, or null).")
 @click.pass_obj
 def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, device: str, method: str,
             breakdown: bool, measure_runs: int, as_json: bool) -> None:
@@ -41,10 +44,11 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
         for r in results:
             row = r.to_dict(breakdown)
             if r.model in measured:
-                e2e, per_op = measured[r.model]
-                row["measured_ms"] = e2e
+                m = measured[r.model]
+                row["measured_ms"] = m.ms
+                row["measured_reference"] = m.reference
                 for op in row.get("ops", []):
-                    op["measured_ms"] = per_op.get(op["op"])
+                    op["measured_ms"] = m.per_op.get(op["op"])
             rows.append(row)
         emit_json(rows)
         return
@@ -60,32 +64,51 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
         p = r.prediction
         cells = [r.model, f"{p.latency_ms:.3f}"]
         if measured:
-            cells.append(f"{measured[r.model][0]:.3f}")
-        table.add_row(*cells, f"{p.overhead_ms:.3f}", ", ".join(p.unpredicted) or "-")
+            cells.append(f"{measured[r.model].ms:.3f}")
+        table.add_row(*cells, f"{p.overhead_ms:.3f}" + ("*" if p.overhead_clamped else ""),
+                      ", ".join(p.unpredicted) or "-")
     console.print(table)
+    notes = []
+    if any(r.prediction.overhead_clamped for r in results):
+        notes.append("* overhead clamped: the learnt (negative) overhead would take the total below half the ops' "
+                     "sum, so the total is raised to that; the overhead shown is the total minus the ops' sum")
+    for ref in sorted({m.reference for m in measured.values() if m.reference}):
+        unpaired = [name for name, m in measured.items() if m.reference != ref]
+        notes.append(f"measured ms: paired with the reference {ref}, timed beside every run, and converted at the "
+                     "scenario's typical reference latency, as the model's training data"
+                     + (f" (not {', '.join(unpaired)}: times as measured)" if unpaired else ""))
+    for note in notes:
+        console.print(note, soft_wrap=True, markup=False, highlight=False)
     if breakdown:
         for r in results:
             t = Table(title=f"{r.model}: per-op predictions")
-            per_op = measured.get(r.model, (0.0, {}))[1]
+            per_op = measured[r.model].per_op if r.model in measured else {}
             for col in ("op", "runtime kernel", "predictor", "ms", *(["measured ms"] if measured else [])):
                 t.add_column(col, justify="right" if "ms" in col else "left")
             for o in r.prediction.ops:
-                key = ("category " + o.key.split("|")[-1]) if o.by_category else o.key
-                cells = [o.name, o.kind, key or "-", "unpredicted" if o.ms is None else f"{o.ms:.4f}"]
+                cells = [o.name, o.kind, o.predictor or "-", "unpredicted" if o.ms is None else f"{o.ms:.4f}"]
                 if measured:
-                    m = per_op.get(o.name)
-                    cells.append("-" if m is None else f"{m:.4f}")
+                    op_ms = per_op.get(o.name)
+                    cells.append("-" if op_ms is None else f"{op_ms:.4f}")
                 t.add_row(*cells)
             console.print(t)
 
 
-def _measure(names: list[str], device: str, method: str, runs: int,
-             home: str | None) -> dict[str, tuple[float, dict[str, float]]]:
+class _Measured(NamedTuple):
+    """A ``--measure`` measurement: end to end (``ms``), per op by name, and the reference model the runs were
+    paired with (None when they were not: the model's data had no reference, or its timing failed)."""
+
+    ms: float
+    per_op: dict[str, float]
+    reference: str | None
+
+
+def _measure(names: list[str], device: str, method: str, runs: int, home: str | None) -> dict[str, _Measured]:
     """Measure each model in the device's scenario: end to end and per op, in the statistic the model learnt.
 
     When the model learnt times measured beside a reference model (its ``info["reference"]``), the reference is
     timed beside these runs too and the times are converted the same way, so that both columns are at the
-    scenario's typical speed."""
+    scenario's typical speed; :attr:`_Measured.reference` names it then."""
     from edgeplan.errors import InvalidInputError
     from edgeplan.latency.model import LatencyModel
     from edgeplan.latency.predict import load_device_model
@@ -116,5 +139,6 @@ def _measure(names: list[str], device: str, method: str, runs: int,
                else ms(prof.end_to_end.median_ms, ref.get("ratio"), unit))
         per_op = {f"{o.kernel}@{o.nodes[0]}": ms(o.min_ms, o.min_ratio, unit) if use_min
                   else ms(o.median_ms, o.ratio, unit) for o in prof.ops if o.nodes}
-        out[spec] = (e2e, per_op)
+        paired = unit is not None and (ref.get("min_ratio") if use_min else ref.get("ratio")) is not None
+        out[spec] = _Measured(e2e, per_op, str(ref["model"]) if paired else None)
     return out

@@ -19,6 +19,7 @@ beat it on this machine.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -95,9 +96,30 @@ def noise_floor(data: OpDataset, repeat: OpDataset | None, statistic: str = "min
 
     For datasets measured beside a reference model, ``raw_mape`` is the same between the times as measured (before
     the conversion from ratios): how much the pairing removes.
+
+    Parameters
+    ----------
+    data, repeat
+        A dataset and its independent re-measurement (None: no floor).
+    statistic
+        Compare the ``min`` or ``median`` latencies.
+
+    Returns
+    -------
+    dict or None
+        ``models`` (how many both have), ``mape`` and, for paired datasets, ``raw_mape``; None without a repeat or
+        a shared model.
+
+    Raises
+    ------
+    InvalidInputError
+        When the two datasets' times are at different reference scales (their ``reference`` headers differ: another
+        reference model or latency, or one without a reference): ratios converted at different scales differ by
+        the scales' ratio, which is no measurement noise.
     """
     if repeat is None:
         return None
+    _check_same_scale(data, repeat)
     first = {r["model"]: r for r in data.records}
     shared = [(r, first[r["model"]]) for r in repeat.records if r["model"] in first]
     if not shared:
@@ -108,6 +130,37 @@ def noise_floor(data: OpDataset, repeat: OpDataset | None, statistic: str = "min
     if all(key in a and key in b for a, b in shared):
         out["raw_mape"] = mape([a[key] for a, _ in shared], [b[key] for _, b in shared])
     return out
+
+
+def _same_scale(data: OpDataset, repeat: OpDataset) -> bool:
+    """Whether two datasets' times are at one reference scale: neither paired, or both converted from ratios to
+    the same reference model at the same latency."""
+    a, b = data.provenance.get("reference"), repeat.provenance.get("reference")
+    if a is None or b is None:
+        return a is None and b is None
+    return a.get("model") == b.get("model") and all(math.isclose(float(a[k]), float(b[k]), rel_tol=1e-9)
+                                                    for k in ("ms", "min_ms"))
+
+
+def _check_same_scale(data: OpDataset, repeat: OpDataset) -> None:
+    """Refuse two datasets whose times were converted from ratios at different reference scales."""
+    if _same_scale(data, repeat):
+        return
+    a, b = data.provenance.get("reference"), repeat.provenance.get("reference")
+
+    def scale(ref: Mapping[str, Any] | None) -> str:
+        if ref is None:
+            return "no reference (times as measured)"
+        return (f"reference {ref.get('model')} at {float(ref['ms']):.6g} ms (fastest {float(ref['min_ms']):.6g} ms, "
+                f"from campaign {ref.get('from_campaign', '?')})")
+
+    raise InvalidInputError(
+        f"the noise floor compares times at one reference scale, but {data.path or 'the dataset'} has "
+        f"{scale(a)} and {repeat.path or 'its repeat'} has {scale(b)}: ratios converted at different scales are not "
+        "comparable. Export both campaigns from the Store that holds the main campaign (`edgeplan ops export "
+        "--scenario S` and `--scenario S --repeat TAG`), so that the repeat is converted at the main campaign's "
+        "reference latency; both must be measured beside the same --reference"
+    )
 
 
 def format_floor(floor: Mapping[str, Any] | None) -> str:
@@ -212,7 +265,8 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
     methods
         Predictor methods to compare.
     data_file, repeat_file
-        Other dataset files (an export of your own campaign, and its re-measurement).
+        Other dataset files (an export of your own campaign, and its re-measurement). Without ``repeat_file`` the
+        scenario's shipped repeat gives the noise floor if its times are at ``data_file``'s reference scale.
     progress
         Progress bars while fitting.
     statistic
@@ -226,7 +280,8 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
     Raises
     ------
     InvalidInputError
-        When the dataset is missing or has no synthetic test networks.
+        When the dataset is missing or has no synthetic test networks, or ``repeat_file``'s times are at another
+        reference scale (:func:`noise_floor`).
     """
     path = data_file or dataset_path(scenario)
     if not path.is_file():
@@ -234,6 +289,8 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
     data = load_dataset(path)
     rpath = repeat_file or dataset_path(data.scenario, repeat=True)
     repeat = load_dataset(rpath) if rpath.is_file() else None
+    if repeat is not None and repeat_file is None and not _same_scale(data, repeat):
+        repeat = None  # the shipped repeat of another campaign than ``data_file``'s: no floor (given, it is refused)
     train, test, zoo = _split(data)
     if not train or not test:
         raise InvalidInputError(f"{path} needs synthetic:0-899 for training and synthetic:900-999 for testing; it "
@@ -340,7 +397,7 @@ def nb201_terms(cells: Sequence[str], source: LatencyModel, progress: bool = Fal
     """
     from edgeplan.frontends.direct import nb201_graph
     from edgeplan.latency.calibrate import source_terms
-    from edgeplan.latency.model import OpInput, OpPrediction, Prediction
+    from edgeplan.latency.model import OpInput, OpPrediction
     from edgeplan.latency.predict import graph_ops, kernel_profile_of
     from edgeplan.measure.progress import counting_bar
 
@@ -357,9 +414,7 @@ def nb201_terms(cells: Sequence[str], source: LatencyModel, progress: bool = Fal
                 fresh = source.predict_ops(todo)
                 for o, p in zip(todo, fresh.ops, strict=True):
                     memo[(o.key, tuple(o.x))] = p
-            preds = tuple(memo[(o.key, tuple(o.x))] for o in ops)
-            total = source.total_ms(preds)
-            out.append(source_terms(Prediction(total, source.overhead_ms, preds), ops))
+            out.append(source_terms(source.prediction([memo[(o.key, tuple(o.x))] for o in ops]), ops))
             advance(1)
     return out
 

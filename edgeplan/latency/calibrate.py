@@ -27,7 +27,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ import numpy as np
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.latency.features import CATEGORY_FEATURES
-from edgeplan.latency.model import LatencyModel, OpInput, OpPrediction, Prediction, write_json
+from edgeplan.latency.model import LatencyModel, OpInput, Prediction, write_json
 
 __all__ = ["CALIBRATED_FORMAT", "FORMS", "CalibratedDevice", "calibrate", "read_measurements", "source_terms"]
 
@@ -199,14 +199,13 @@ class CalibratedDevice:
         return [self._correct(p, ops) for p, ops in zip(self.source.predict_batch(models), models, strict=True)]
 
     def _correct(self, src: Prediction, ops: Sequence[OpInput]) -> Prediction:
-        scaled = tuple(OpPrediction(p.name, p.kind, p.key,
-                                    None if p.ms is None else p.ms * self._op_scale(o.key, o.category), p.by_category)
+        scaled = tuple(replace(p, ms=None if p.ms is None else p.ms * self._op_scale(o.key, o.category))
                        for o, p in zip(ops, src.ops, strict=True))
         overhead = self.coef.get("const", 0.0) + self.coef.get("kernels", 0.0) * len(ops)
         if "total" in self.coef:  # the source's overhead as in its total (which never falls below half its ops)
-            overhead += self.coef["total"] * (src.latency_ms - sum(p.ms for p in src.ops if p.ms is not None))
+            overhead += self.coef["total"] * src.overhead_ms
         total = overhead + sum(p.ms for p in scaled if p.ms is not None)
-        return Prediction(total, overhead, scaled)
+        return Prediction(total, overhead, scaled, "total" in self.coef and src.overhead_clamped)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

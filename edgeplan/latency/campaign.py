@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,10 +29,22 @@ from edgeplan.measure.harness import TimingConfig
 from edgeplan.measure.scenarios import Scenario
 from edgeplan.measure.store import Store
 
-__all__ = ["DATASET_FORMAT", "OpDataset", "campaign_name", "export_dataset", "load_dataset", "run_op_campaign"]
+__all__ = [
+    "DATASET_FORMAT",
+    "OpDataset",
+    "ReferenceScaleWarning",
+    "campaign_name",
+    "export_dataset",
+    "load_dataset",
+    "run_op_campaign",
+]
 
 #: Version tag in the first line of a dataset file.
 DATASET_FORMAT = "edgeplan-op-latency/1"
+
+
+class ReferenceScaleWarning(UserWarning):
+    """A repeat campaign exported at its own reference latency, its main campaign missing from the Store."""
 
 
 def campaign_name(scenario: Scenario, repeat: str = "") -> str:
@@ -130,11 +143,18 @@ class OpDataset:
 
     Each record has ``model``, ``latency_ms`` (end-to-end median), ``latency_min_ms`` (fastest run), ``iqr_rel``,
     ``repeats``, ``op_sum_ms``, ``op_sum_min_ms``, ``ops`` (list of op dicts: ``kernel``, ``kind``, ``nodes``,
-    ``ms`` (median), ``min_ms``, ``iqr_rel``) and ``nodes`` (IR node descriptions by name).
+    ``ms`` (median), ``min_ms``, ``iqr_rel``) and ``nodes`` (IR node descriptions by name). In a dataset measured
+    beside a reference model (its provenance has ``reference``), times are the ratios to the reference at the
+    scenario's reference latency and ``iqr_rel`` is the spread of the end-to-end ratios; the times and spread as
+    measured are kept as ``raw_latency_ms``, ``raw_latency_min_ms``, ``raw_iqr_rel`` (a record's, absent from
+    exports before it was kept) and ``raw_ms``, ``raw_min_ms`` (an op's).
+
+    ``path`` is the file it was loaded from (None when built in memory).
     """
 
     provenance: dict[str, Any]
     records: list[dict[str, Any]]
+    path: Path | None = None
 
     @property
     def scenario(self) -> str:
@@ -148,6 +168,10 @@ class OpDataset:
 
 def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: str = "", repeat: str = "") -> int:
     """Write every measured model of ``scenario``'s campaign (or of its ``repeat``) to ``out`` (gzip'd JSON lines).
+
+    A campaign measured beside a reference model is written at the scenario's reference latency (see
+    :func:`_reference_scale`); a repeat whose main campaign is not in the Store is written at its own and warns
+    (:class:`ReferenceScaleWarning`): its times are then not comparable with the main campaign's export.
 
     Returns
     -------
@@ -223,13 +247,21 @@ def _reference_scale(store: Store, scenario: Scenario, records: Sequence[Any], n
     base, source = [x for x in main_refs if x and x["model"] == model], main
     if not base:  # a repeat without its main campaign in this Store
         base, source = refs, name
-    return {"model": model, "ms": float(np.median([x["ms"] for x in base])),
-            "min_ms": float(np.median([x["min_ms"] for x in base])), "from_campaign": source, "models": len(base)}
+    scale = {"model": model, "ms": float(np.median([x["ms"] for x in base])),
+             "min_ms": float(np.median([x["min_ms"] for x in base])), "from_campaign": source, "models": len(base)}
+    if source != main:
+        warnings.warn(f"campaign {name!r}: the Store has no main campaign {main!r} measured beside the reference "
+                      f"{model}, so its ratios are converted at its own reference latency ({scale['ms']:.4g} ms, "
+                      f"fastest {scale['min_ms']:.4g} ms), not the main campaign's: its times are not comparable "
+                      "with the main campaign's export (a noise floor between the two is refused); export it from "
+                      "the Store that holds the main campaign", ReferenceScaleWarning, stacklevel=3)
+    return scale
 
 
 def _normalised(row: dict[str, Any], ref: Mapping[str, Any], ms: float, min_ms: float) -> dict[str, Any]:
-    """A dataset row whose times are its ratios to the reference multiplied by the scenario's reference latency;
-    the times as measured are kept as ``raw_*``."""
+    """A dataset row whose times are its ratios to the reference multiplied by the scenario's reference latency,
+    and whose ``iqr_rel`` is the spread of its end-to-end ratios; the times and spread as measured are kept as
+    ``raw_*``."""
     ops = []
     for o in row["ops"]:
         o = dict(o)
@@ -238,8 +270,9 @@ def _normalised(row: dict[str, Any], ref: Mapping[str, Any], ms: float, min_ms: 
             o["ms"], o["min_ms"] = o["ratio"] * ms, o["min_ratio"] * min_ms
         ops.append(o)
     return {**row, "raw_latency_ms": row["latency_ms"], "raw_latency_min_ms": row["latency_min_ms"],
-            "latency_ms": ref["ratio"] * ms, "latency_min_ms": ref["min_ratio"] * min_ms, "iqr_rel": ref["iqr_rel"],
-            "ops": ops, "op_sum_ms": sum(o["ms"] for o in ops), "op_sum_min_ms": sum(o["min_ms"] for o in ops)}
+            "raw_iqr_rel": row["iqr_rel"], "latency_ms": ref["ratio"] * ms, "latency_min_ms": ref["min_ratio"] * min_ms,
+            "iqr_rel": ref["iqr_rel"], "ops": ops, "op_sum_ms": sum(o["ms"] for o in ops),
+            "op_sum_min_ms": sum(o["min_ms"] for o in ops)}
 
 
 def load_dataset(path: str | Path) -> OpDataset:
@@ -261,4 +294,4 @@ def load_dataset(path: str | Path) -> OpDataset:
         raise InvalidInputError(f"{path} is not a gzip'd JSON-lines op dataset ({e})") from e
     if not isinstance(header, dict) or header.get("format") != DATASET_FORMAT:
         raise InvalidInputError(f"{path} is not an edgeplan op-latency dataset (format {DATASET_FORMAT})")
-    return OpDataset(header, records)
+    return OpDataset(header, records, path)

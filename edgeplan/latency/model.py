@@ -6,9 +6,9 @@ measured end-to-end latency and the sum of the measured operation latencies over
 
 An operation whose key was never trained is predicted by its category's predictor (fitted on every operation of
 the category) and flagged ``by_category``; a grouped convolution without either, by the dense convolution
-predictor of its runtime kind or category (:data:`FAMILY`), also flagged; one with none is *unpredicted*: reported
-by name, and missing from the total (which is then a lower bound), never silently. A saved model is one JSON file
-(no pickle).
+predictor of its runtime kind or category (:data:`FAMILY`), also flagged, and labelled as that predictor's
+(:attr:`OpPrediction.predictor`); one with none is *unpredicted*: reported by name, and missing from the total
+(which is then a lower bound), never silently. A saved model is one JSON file (no pickle).
 """
 
 from __future__ import annotations
@@ -128,22 +128,72 @@ def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpI
 
 @dataclass(frozen=True)
 class OpPrediction:
-    """One operation's prediction: ``ms`` is None when no predictor covers it."""
+    """One operation's prediction: ``ms`` is None when no predictor covers it.
+
+    Attributes
+    ----------
+    name, kind, key
+        The op's name, runtime kind and own predictor key (``{kind}|{category}``).
+    ms
+        The predicted latency, or None.
+    by_category
+        Predicted by another key's predictor than its own: its category's, or its family's (:data:`FAMILY`).
+    predicted_by
+        The key of the predictor that made the prediction (None when unpredicted, or not recorded).
+    """
 
     name: str
     kind: str
     key: str
     ms: float | None
     by_category: bool = False
+    predicted_by: str | None = None
+
+    @property
+    def fallback_for(self) -> str | None:
+        """The op's own category when another category's predictor predicted it (:data:`FAMILY`), else None."""
+        if not self.predicted_by:
+            return None
+        own, used = self.key.rsplit("|", 1)[-1], self.predicted_by.rsplit("|", 1)[-1]
+        return own if own != used else None
+
+    @property
+    def predictor(self) -> str:
+        """Which predictor made the prediction, for display: the op's key, ``category {category}``, or for a
+        family fallback the predictor used and what it stands in for (``aten::conv2d|conv (fallback for gconv)``).
+        An unpredicted op shows its own key (empty for a kernel that could not be featurized)."""
+        own = self.fallback_for
+        if own is not None and self.predicted_by:
+            used = self.predicted_by
+            shown = "category " + used[2:] if used.startswith("*|") else used
+            return f"{shown} (fallback for {own})"
+        if self.by_category:
+            return "category " + self.key.split("|")[-1]
+        return self.key
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """A model's predicted latency and its breakdown."""
+    """A model's predicted latency and its breakdown.
+
+    Attributes
+    ----------
+    latency_ms
+        The predicted end-to-end latency.
+    overhead_ms
+        The overhead as it counts in ``latency_ms``: ``latency_ms`` minus the predicted ops' sum, so that the
+        breakdown adds up. It is the model's learnt overhead unless ``overhead_clamped``.
+    ops
+        Per-op predictions.
+    overhead_clamped
+        The learnt (negative) overhead would have taken the total below half the ops' sum, so the total was raised
+        to that (:meth:`LatencyModel.total_ms`) and ``overhead_ms`` is the effective overhead, not the learnt one.
+    """
 
     latency_ms: float
     overhead_ms: float
     ops: tuple[OpPrediction, ...]
+    overhead_clamped: bool = False
 
     @property
     def unpredicted(self) -> list[str]:
@@ -235,23 +285,23 @@ class LatencyModel:
     def predict_ops(self, ops: Sequence[OpInput]) -> Prediction:
         """Predict a model from its operations (batched per key)."""
         out: list[OpPrediction | None] = [None] * len(ops)
-        groups: dict[tuple[str, bool], list[int]] = defaultdict(list)
+        groups: dict[str, list[int]] = defaultdict(list)
         for i, o in enumerate(ops):
             if o.key in self.predictors:
-                groups[(o.key, False)].append(i)
+                groups[o.key].append(i)
             elif "*|" + o.category in self.predictors:
-                groups[("*|" + o.category, True)].append(i)
+                groups["*|" + o.category].append(i)
             elif (family := self._family_key(o)) is not None:
-                groups[(family, True)].append(i)
+                groups[family].append(i)
             else:
                 out[i] = OpPrediction(o.name, o.kind, o.key, None)
-        for (key, by_cat), idx in groups.items():
+        for key, idx in groups.items():
             width = len(CATEGORY_FEATURES[key.rsplit("|", 1)[1]])
             ms = self.predictors[key].predict(np.array([ops[i].x[:width] for i in idx]))
             for i, v in zip(idx, ms, strict=True):
-                out[i] = OpPrediction(ops[i].name, ops[i].kind, ops[i].key, max(float(v), 0.0), by_cat)
-        done = tuple(o for o in out if o is not None)
-        return Prediction(self.total_ms(done), self.overhead_ms, done)
+                out[i] = OpPrediction(ops[i].name, ops[i].kind, ops[i].key, max(float(v), 0.0), key != ops[i].key,
+                                      key)
+        return self.prediction(tuple(o for o in out if o is not None))
 
     def total_ms(self, ops: Sequence[OpPrediction]) -> float:
         """Overhead plus the op predictions. The overhead is negative where the profiler inflates each op more than
@@ -259,6 +309,18 @@ class LatencyModel:
         near or below zero for a model of a few tiny ops."""
         ops_ms = sum(o.ms for o in ops if o.ms is not None)
         return max(self.overhead_ms + ops_ms, 0.5 * ops_ms)
+
+    def prediction(self, ops: Sequence[OpPrediction]) -> Prediction:
+        """A model's prediction from its ops' predictions: :meth:`total_ms`, and the overhead as it counts in it.
+
+        Where the half-of-ops clamp applies, the prediction's overhead is the effective one (the total minus the
+        ops' sum, not the learnt :attr:`overhead_ms`) and it is flagged ``overhead_clamped``, so that the breakdown
+        always adds up to the total.
+        """
+        ops_ms = sum(o.ms for o in ops if o.ms is not None)
+        total = self.total_ms(ops)
+        clamped = self.overhead_ms + ops_ms < total
+        return Prediction(total, total - ops_ms if clamped else self.overhead_ms, tuple(ops), clamped)
 
     def _family_key(self, op: OpInput) -> str | None:
         """The predictor of the op's family when its own kind and category have none (:data:`FAMILY`)."""
@@ -276,7 +338,7 @@ class LatencyModel:
         for ops in models:
             part = done[start:start + len(ops)]
             start += len(ops)
-            out.append(Prediction(self.total_ms(part), self.overhead_ms, part))
+            out.append(self.prediction(part))
         return out
 
     def predict_record(self, record: Mapping[str, Any]) -> Prediction:

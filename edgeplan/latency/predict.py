@@ -12,7 +12,7 @@ and the ones ``edgeplan calibrate`` creates under the edgeplan home (``devices/{
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -162,7 +162,7 @@ def _with_skipped(pred: Prediction, skipped: Sequence[str]) -> Prediction:
 
     extra = tuple(OpPrediction(name, kind.rstrip(")"), "", None)
                   for name, kind in (s.rsplit(" (", 1) for s in skipped))
-    return Prediction(pred.latency_ms, pred.overhead_ms, pred.ops + extra)
+    return replace(pred, ops=pred.ops + extra)
 
 
 @dataclass(frozen=True)
@@ -175,13 +175,23 @@ class ModelPrediction:
     prediction: Prediction
 
     def to_dict(self, breakdown: bool = False) -> dict[str, Any]:
-        """JSON form: ``model``, ``latency_ms``, ``unpredicted_ops`` (and ``ops`` with ``breakdown``)."""
+        """JSON form: ``model``, ``device``, ``method``, ``latency_ms``, ``overhead_ms``, ``overhead_clamped``,
+        ``unpredicted_ops`` (and ``ops`` with ``breakdown``).
+
+        ``overhead_ms`` is the overhead as it counts in ``latency_ms`` (``latency_ms`` minus the ops' sum);
+        ``overhead_clamped`` says that the learnt overhead would have taken the total below half the ops' sum
+        (:attr:`~edgeplan.latency.model.Prediction.overhead_clamped`). Each op of ``ops`` has ``op``, ``kernel``,
+        ``key`` (its own predictor key), ``ms``, ``by_category``, ``predictor`` (which predictor made it, as
+        :attr:`~edgeplan.latency.model.OpPrediction.predictor` shows it), ``predicted_by`` (that predictor's key)
+        and ``fallback_for`` (the op's own category when another category's predictor stood in, else None).
+        """
         p = self.prediction
         out: dict[str, Any] = {"model": self.model, "device": self.device, "method": self.method,
                                "latency_ms": p.latency_ms, "overhead_ms": p.overhead_ms,
-                               "unpredicted_ops": p.unpredicted}
+                               "overhead_clamped": p.overhead_clamped, "unpredicted_ops": p.unpredicted}
         if breakdown:
-            out["ops"] = [{"op": o.name, "kernel": o.kind, "key": o.key, "ms": o.ms, "by_category": o.by_category}
+            out["ops"] = [{"op": o.name, "kernel": o.kind, "key": o.key, "ms": o.ms, "by_category": o.by_category,
+                           "predictor": o.predictor, "predicted_by": o.predicted_by, "fallback_for": o.fallback_for}
                           for o in p.ops]
         return out
 
