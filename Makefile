@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-predict clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-predict clean
 
 install: $(STAMP)
 
@@ -30,7 +30,7 @@ lint: $(STAMP)
 bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
        bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points \
        bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer \
-       bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-predict
+       bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-predict
 
 bench-help: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli_help.py
@@ -93,6 +93,10 @@ bench-selection: $(STAMP)
 bench-transfer: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer.py
 
+# measures 40 layers at 2 threads into out/calibrate/store.sqlite (reused by later runs); run it on an idle machine
+bench-calibrate-primitives: $(STAMP)
+	$(BIN)/python benchmarks/bench_calibrate_primitives.py
+
 bench-li2023: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --method lasso --method gbdt --method rf --statistic median
 
@@ -103,7 +107,7 @@ bench-li2023-threads: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --insight threads --statistic median
 
 bench-li2023-int8: $(STAMP)
-	$(BIN)/edgeplan reproduce li2023 --insight int8
+	$(BIN)/edgeplan reproduce li2023 --insight int8 --statistic min
 
 bench-li2023-nb201: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --nb201

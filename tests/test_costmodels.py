@@ -618,3 +618,19 @@ def test_paper_recipe_keeps_the_primitives_family_for_the_transformations(tmp_pa
                                         "--data", str(tmp_path / "d.csv")])
     assert code == 0, (text, exc)
     assert "paper's protocol" in text and "held-out tensors" in text
+
+
+def test_cli_fit_and_evaluate_merge_several_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two tables of one platform (say the main campaign and its above-cap layers) fit and score as one."""
+    x, y = synthetic_rows(120)
+    a = write_csv(tmp_path / "a.csv", x[:100], y[:100], ["p0", "p1", "wino"])
+    b = write_csv(tmp_path / "b.csv", x[100:], y[100:, :2], ["p0", "p1"])  # a column fewer: empty there
+    folder = tmp_path / "m"
+    code, out, _ = run_main(capsys, "fit", "--data", str(a), "--data", str(b), "--out", str(folder), "--model",
+                            "lin", "--json")
+    assert code == 0 and json.loads(out)["rows"] == 120 and json.loads(out)["train_rows"] == 96
+    assert str(a) in load_performance_model(folder).info["data"] and str(b) in load_performance_model(folder).info[
+        "data"]
+    code, out, _ = run_main(capsys, "evaluate", "--model", str(folder), "--data", str(a), "--data", str(b), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["rows"] == 12 and set(data["primitive_mdrae"]) == {"p0", "p1", "wino"}

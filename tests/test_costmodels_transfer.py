@@ -24,7 +24,13 @@ from edgeplan.costmodels import (
     split_indices,
     transfer,
 )
-from edgeplan.costmodels.transfer_learning import STOP_FRACTION, factor_scales
+from edgeplan.costmodels.transfer_learning import (
+    CALIBRATION_FOLDS,
+    STOP_FRACTION,
+    calibrate_primitives,
+    factor_scales,
+    hold_out,
+)
 from edgeplan.errors import InvalidInputError
 
 NAMES = ("p0", "p1", "wino")
@@ -297,3 +303,115 @@ def test_cli_transfer_bad_input(tmp_path: Path, lin_source: PerformanceModel, fr
                                                "--seed", "0", "--out", str(tmp_path / "o")], obj=Context())
     assert result.exit_code != 0 and isinstance(result.exception, InvalidInputError)
     assert message in str(result.exception) and not (tmp_path / "o").exists()
+
+
+# -- calibrate --primitives ------------------------------------------------------------------------------------------
+
+def test_hold_out_is_seeded_and_disjoint() -> None:
+    a, b = hold_out(np.arange(10, 30), 4), hold_out(np.arange(10, 30), 4)
+    assert np.array_equal(a.fit_rows, b.fit_rows) and np.array_equal(a.stop_rows, b.stop_rows)
+    assert len(a.stop_rows) == round(STOP_FRACTION * 20) and set(a.rows) == set(range(10, 30))
+    assert len(hold_out([5], 0).stop_rows) == 0
+    with pytest.raises(InvalidInputError, match="no target rows"):
+        hold_out([], 0)
+
+
+def test_calibration_chooses_the_factor_for_a_pure_scale(source_data: PrimitiveDataset,
+                                                         lin_source: PerformanceModel) -> None:
+    """A machine exactly 2x slower on every primitive: the factor is exact, the source as is 50 % off."""
+    x = source_data.features[:40]
+    target = table(x, lin_source.predict_primitives(x) * 2.0, lin_source.predict_transforms(x[:, [0, 2]]) * 2.0)
+    calls: list[tuple[int, int]] = []
+    result = calibrate_primitives(lin_source, target, progress=lambda d, t: calls.append((d, t)))
+    assert result.folds == CALIBRATION_FOLDS and result.rows == 40
+    assert set(result.scores) == {"direct", "factor"} and result.method == "factor"
+    assert result.scores["direct"] == pytest.approx(0.5, rel=1e-6)
+    assert result.scores["factor"] == pytest.approx(0.0, abs=1e-9)
+    assert result.transform_scores["factor"] == pytest.approx(0.0, abs=1e-9)
+    assert calls[-1] == (2 * CALIBRATION_FOLDS + 1, 2 * CALIBRATION_FOLDS + 1)
+    info = result.model.info["transfer"]
+    assert info["calibration"]["chosen"] == "factor" and info["fraction"] is None
+    assert info["primitive_scales"] == pytest.approx({n: 2.0 for n in NAMES})
+    assert result.model.predict_primitives(x) == pytest.approx(target.primitive_ns, rel=1e-9, nan_ok=True)
+
+
+def test_calibration_of_a_neural_source_tries_finetuning(nn2_source: PerformanceModel) -> None:
+    target = shifted_target().subset(np.arange(30))
+    result = calibrate_primitives(nn2_source, target, seed=1, folds=3)
+    assert set(result.scores) == {"direct", "factor", "finetune"} and result.folds == 3
+    assert result.method == min(result.scores, key=result.scores.__getitem__)
+    assert result.scores["finetune"] < result.scores["direct"]
+    only = calibrate_primitives(nn2_source, target, method="finetune", folds=3)
+    assert set(only.scores) == {"finetune"} and only.method == "finetune"
+
+
+def test_calibration_from_a_single_layer(lin_source: PerformanceModel) -> None:
+    target = shifted_target().subset(np.arange(1))
+    result = calibrate_primitives(lin_source, target)
+    assert result.folds == 0 and result.scores == {} and result.method == "factor"
+
+
+def test_calibration_refusals(lin_source: PerformanceModel) -> None:
+    target = shifted_target().subset(np.arange(10))
+    with pytest.raises(InvalidInputError, match="unknown calibration method 'scratch'"):
+        calibrate_primitives(lin_source, target, method="scratch")
+    with pytest.raises(InvalidInputError, match="use factor or auto"):
+        calibrate_primitives(lin_source, target, method="finetune")
+    other = PrimitiveDataset(target.features, ("q0", "q1", "q2"), target.primitive_ns, target.transforms,
+                             target.transform_ns, "other.csv")
+    with pytest.raises(InvalidInputError, match="no primitive column in common"):
+        calibrate_primitives(lin_source, other)
+
+
+def test_cli_calibrate_primitives_from_a_table(tmp_path: Path, lin_source: PerformanceModel) -> None:
+    from edgeplan.cli.main import main
+
+    src = save_performance_model(lin_source, tmp_path / "src")
+    csv = write_table(tmp_path / "mine.csv", shifted_target().subset(np.arange(25)))
+    home = tmp_path / "home"
+    base = ["--home", str(home), "calibrate", "--primitives", "--measurements", str(csv), "--from", str(src)]
+    assert main([*base, "--name", "box", "--json"]) == 0
+    folder = home / "devices" / "box" / "primitives"
+    model = load_performance_model(folder)
+    calib = model.info["transfer"]["calibration"]
+    assert calib["chosen"] in ("direct", "factor") and calib["folds"] == CALIBRATION_FOLDS
+    assert model.info["calibration"]["device"] == "box" and model.info["calibration"]["data"] == str(csv)
+    stamp = (folder / "model.json").stat().st_mtime_ns
+    # an existing device is not replaced without --replace; a bad table stores nothing
+    assert main([*base, "--name", "box"]) != 0
+    bad = tmp_path / "bad.csv"
+    bad.write_text("c,k,im,f,s,p0\n64,64,56,3,1,-5\n")
+    assert main(["--home", str(home), "calibrate", "--primitives", "--measurements", str(bad), "--from", str(src),
+                 "--name", "box", "--replace"]) != 0
+    assert (folder / "model.json").stat().st_mtime_ns == stamp
+    assert main(["--home", str(home), "calibrate", "--primitives", "--measurements", str(csv), "--from",
+                 str(tmp_path / "nowhere"), "--name", "other"]) != 0
+    assert not (home / "devices" / "other").exists()
+    # the calibrated device is a source for another calibration
+    assert main([*base[:-1], "box", "--name", "box2"]) == 0
+    assert load_performance_model(home / "devices" / "box2" / "primitives").info["calibration"]["source"] == str(folder)
+
+
+def test_cli_calibrate_option_mixups(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from edgeplan.cli.main import main
+
+    home = ["--home", str(tmp_path / "home")]
+    assert main([*home, "calibrate", "--name", "x", "--samples", "5"]) != 0
+    assert "--samples is an option of --primitives" in capsys.readouterr().err
+    assert main([*home, "calibrate", "--name", "x"]) != 0
+    assert "--measurements FILE.csv is required" in capsys.readouterr().err
+    assert main([*home, "calibrate", "--primitives", "--name", "x", "--measurements", "a.csv", "--network",
+                 "torchvision:resnet18"]) != 0
+    assert "use one" in capsys.readouterr().err
+    assert main([*home, "select", "torchvision:resnet18", "--costs", "predicted", "--device", "nobody"]) != 0
+    assert "has no primitive performance model" in capsys.readouterr().err
+    assert main([*home, "select", "torchvision:resnet18", "--device", "nobody"]) != 0
+    assert "with --costs predicted" in capsys.readouterr().err
+
+
+def test_cli_calibrate_primitives_refuses_the_latency_method(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                             ) -> None:
+    from edgeplan.cli.main import main
+
+    assert main(["--home", str(tmp_path), "calibrate", "--primitives", "--name", "x", "--method", "gbdt"]) != 0
+    assert "with --primitives use --transfer" in capsys.readouterr().err

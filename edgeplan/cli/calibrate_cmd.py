@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -12,31 +15,88 @@ __all__ = ["calibrate"]
 
 
 @click.command()
-@click.option("--measurements", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="CSV with columns model,latency_ms (zoo strings, e.g. nb201:|...|, measured on the device).")
-@click.option("--name", required=True, help="Name of the new device profile (use it as `predict --device NAME`).")
-@click.option("--from", "source", default="torch-fp32-1t", show_default=True,
-              help="Device profile whose per-op predictions are corrected.")
+@click.option("--measurements", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="CSV with columns model,latency_ms (zoo strings, e.g. nb201:|...|, measured on the device). With "
+                   "--primitives: a timing table in the mulder2021 format measured on the device (default: measure "
+                   "layers here).")
+@click.option("--name", required=True, help="Name of the new device profile (use it as `predict --device NAME`, or "
+                                            "`select --costs predicted --device NAME` with --primitives).")
+@click.option("--from", "source", default=None,
+              help="Device profile whose per-op predictions are corrected [default: torch-fp32-1t]. With "
+                   "--primitives: a performance model folder or a device calibrated with --primitives [default: the "
+                   "shipped NN2 of the reference machine, 1 thread].")
 @click.option("--method", type=click.Choice(["gbdt", "lasso", "rf", "mlp"]), default="lasso", show_default=True,
               help="The source's predictor method.")
+@click.option("--primitives", "primitives", is_flag=True,
+              help="Calibrate the convolution-primitive performance model (for `edgeplan select`) instead of the "
+                   "latency predictors: measure a few layers here with every primitive and transfer the model.")
+@click.option("--network", "networks", multiple=True, metavar="MODEL",
+              help="--primitives: measure the conv layers of this zoo model (repeatable) instead of a sample of the "
+                   "configuration space.")
+@click.option("--samples", type=click.IntRange(min=1), default=40, show_default=True,
+              help="--primitives: layer configurations sampled from the configuration space (about 1 % of the "
+                   "reference dataset).")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="--primitives: intra-op threads of the measurements (the setting `select --threads` will run).")
+@click.option("--transfer", "transfer_method", type=click.Choice(["auto", "finetune", "factor", "direct"]),
+              default="auto", show_default=True,
+              help="--primitives: how the model moves (auto: the best by 5-fold cross-validation on the measured "
+                   "layers).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="--primitives: seed of the sampled layers, the folds and fine-tuning.")
+@click.option("--budget-s", type=float, default=None,
+              help="--primitives: stop measuring after this many seconds (run again to resume; nothing is fitted "
+                   "until every layer is measured).")
 @click.option("--replace", is_flag=True, help="Overwrite an existing device of that name.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def calibrate(ctx: Context, measurements: Path, name: str, source: str, method: str, replace: bool,
-              as_json: bool) -> None:
+def calibrate(ctx: Context, measurements: Path | None, name: str, source: str | None, method: str, primitives: bool,
+              networks: tuple[str, ...], samples: int, threads: int, transfer_method: str, seed: int,
+              budget_s: float | None, replace: bool, as_json: bool) -> None:
     """Create device profile NAME from latencies measured on it: a learnt correction of a source's predictions.
 
     Every row is checked before anything is written: a missing column, an unknown model or a non-positive
     latency is refused with its line, and no profile is stored.
+
+    With --primitives, the convolution-primitive performance model of `edgeplan select` is moved to this machine
+    (or to the one that measured --measurements): a sample of layers is measured with every applicable primitive
+    (resumable, in the Store), and the source model is fine-tuned, factor-corrected or kept, whichever predicts the
+    measured layers best under cross-validation.
     """
+    from edgeplan.errors import InvalidInputError
+
+    if not name or "/" in name or name.startswith("."):
+        raise InvalidInputError(f"--name {name!r}: use a plain name such as my-phone")
+    click_ctx = click.get_current_context()
+
+    def given(option: str) -> bool:
+        return click_ctx.get_parameter_source(option) is not click.core.ParameterSource.DEFAULT
+
+    if primitives:
+        if given("method"):
+            raise InvalidInputError("--method picks the latency predictors; with --primitives use --transfer")
+        _calibrate_primitives(ctx, measurements, name, source, networks, samples, threads, transfer_method, seed,
+                              budget_s, replace, as_json)
+        return
+    extra = [o for o in ("networks", "samples", "threads", "transfer_method", "seed", "budget_s") if given(o)]
+    if extra:
+        raise InvalidInputError(f"--{extra[0].replace('_method', '').replace('_', '-')} is an option of "
+                                "--primitives; add --primitives or drop it")
+    if measurements is None:
+        raise InvalidInputError("--measurements FILE.csv is required (columns model,latency_ms), or pass "
+                                "--primitives to calibrate the primitive performance model")
+    _calibrate_latency(ctx, measurements, name, source or "torch-fp32-1t", method, replace, as_json)
+
+
+def _calibrate_latency(ctx: Context, measurements: Path, name: str, source: str, method: str, replace: bool,
+                       as_json: bool) -> None:
+    """Few-shot adaptation of the per-op latency predictors (li2023; see edgeplan.latency.calibrate)."""
     from edgeplan.errors import EdgeplanError, InvalidInputError
     from edgeplan.latency.calibrate import calibrate as fit
     from edgeplan.latency.calibrate import read_measurements, source_terms
     from edgeplan.latency.model import LatencyModel
     from edgeplan.latency.predict import home_root, kernel_profile_of, load_device_model, spec_ops
 
-    if not name or "/" in name or name.startswith("."):
-        raise InvalidInputError(f"--name {name!r}: use a plain name such as my-phone")
     rows = read_measurements(measurements)
     target = home_root(ctx.home) / name / f"{method}.json"
     if target.exists() and not replace:
@@ -68,3 +128,138 @@ def calibrate(ctx: Context, measurements: Path, name: str, source: str, method: 
                f"leave-one-out MAPE {device.loo_mape.get(device.form, float('nan')):.2f}%")
     click.echo("  " + ", ".join(f"{k} {v:.4g}" for k, v in device.coef.items() if v))
     click.echo(f"  saved to {path}; use it with `edgeplan predict MODEL --device {name} --method {method}`")
+
+
+def primitive_model_folder(home: str | None, name: str) -> Path:
+    """Where ``calibrate --primitives --name NAME`` keeps the device's performance model."""
+    from edgeplan.latency.predict import home_root
+
+    return home_root(home) / name / "primitives"
+
+
+def resolve_primitive_model(home: str | None, source: str | None) -> Path:
+    """The performance model folder named by ``source``: a folder, a calibrated device, or None for the shipped one.
+
+    Raises
+    ------
+    InvalidInputError
+        When ``source`` is neither a folder with a model nor a device calibrated with ``--primitives``.
+    """
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.selection import SHIPPED, SHIPPED_MODEL
+
+    if source is None:
+        return SHIPPED / SHIPPED_MODEL
+    for folder in (Path(source), primitive_model_folder(home, source)):
+        if (folder / "model.json").is_file():
+            return folder
+    raise InvalidInputError(f"{source!r} is neither a performance model folder (with model.json, from `edgeplan "
+                            f"primitives fit`) nor a device calibrated with `edgeplan calibrate --primitives`")
+
+
+def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, source: str | None,
+                          networks: tuple[str, ...], samples: int, threads: int, method: str, seed: int,
+                          budget_s: float | None, replace: bool, as_json: bool) -> None:
+    """Measure a few layers here (or read them) and move the primitive performance model to this machine."""
+    from edgeplan.costmodels import load_performance_model, load_primitive_csv, save_performance_model
+    from edgeplan.costmodels.transfer_learning import calibrate_primitives
+    from edgeplan.errors import InvalidInputError
+
+    if measurements is not None and networks:
+        raise InvalidInputError("--network measures layers here; --measurements reads them from a file: use one")
+    if budget_s is not None and not budget_s > 0:
+        raise InvalidInputError(f"--budget-s {budget_s:g}: give a positive number of seconds")
+    folder = primitive_model_folder(ctx.home, name)
+    if (folder / "model.json").exists() and not replace:
+        raise InvalidInputError(f"device {name!r} already has a primitive performance model ({folder}); choose "
+                                "another --name or pass --replace")
+    source_dir = resolve_primitive_model(ctx.home, source)
+    if not (source_dir / "model.json").is_file():
+        raise InvalidInputError(f"no performance model in {source_dir}; fit one with `edgeplan primitives fit "
+                                "--data TABLE.csv --out DIR` and pass --from DIR")
+    model = load_performance_model(source_dir)
+    measured: dict[str, object] = {}
+    if measurements is not None:
+        data = load_primitive_csv(measurements)
+    else:
+        data, measured = _measure_layers(ctx, networks, samples, threads, seed, budget_s, as_json)
+        if not measured["complete"]:
+            report = measured["report"]
+            assert isinstance(report, dict)
+            if as_json:
+                emit_json({"device": name, "complete": False, "measured": report})
+                return
+            click.echo(f"measured {report['configs_total'] - report['remaining']} of {report['configs_total']} "
+                       f"layers within --budget-s; run the same command again to resume (nothing fitted yet)")
+            return
+    with _fit_bar(not as_json) as progress:
+        result = calibrate_primitives(model, data, method=method, seed=seed, threads=threads, progress=progress)
+    result.model.info["calibration"] = {"device": name, "source": str(source_dir), "threads": threads,
+                                        "data": str(measurements) if measurements else measured.get("campaign")}
+    path = save_performance_model(result.model, folder)
+    if measured.get("store") is not None:
+        _export_measured(measured, folder / "measured.csv", ctx.command)
+    out = {"device": name, "complete": True, "path": str(path), "source": str(source_dir), "method": result.method,
+           "layers": result.rows, "folds": result.folds, "cv_mdrae": result.scores,
+           "cv_transform_mdrae": result.transform_scores, "threads": threads}
+    if as_json:
+        emit_json(out)
+        return
+    click.echo(f"device {name}: {result.rows} layers, primitive model of {source_dir} moved by {result.method}")
+    if result.folds:
+        click.echo(f"  {result.folds}-fold cross-validated MdRAE (median over primitives | transformations):")
+        for m, v in result.scores.items():
+            t = result.transform_scores.get(m, float("nan"))
+            mark = "  <- chosen" if m == result.method else ""
+            click.echo(f"    {m:<9} {100 * v:7.2f} % | {100 * t:7.2f} %{mark}")
+    click.echo(f"  saved to {path}; use it with `edgeplan select MODEL --costs predicted --device {name} "
+               f"--threads {threads}`")
+
+
+@contextmanager
+def _fit_bar(enabled: bool) -> Iterator[Callable[[int, int], None]]:
+    """A bar over the calibration's fits (cross-validation folds, then the final fit), or a no-op."""
+    if not enabled:
+        yield lambda done, total: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("calibrating"), BarColumn(), MofNCompleteColumn(), TextColumn("fits"), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True)) as bar:
+        task = bar.add_task("calibrating", total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def _measure_layers(ctx: Context, networks: tuple[str, ...], samples: int, threads: int, seed: int,
+                    budget_s: float | None, as_json: bool) -> tuple[Any, dict[str, object]]:
+    """Profile the layers to calibrate from in the Store (resumable); the table when complete."""
+    from edgeplan.cli.primitives_cmd import _network_configs
+    from edgeplan.measure.device import describe_device
+    from edgeplan.measure.paths import default_store_path
+    from edgeplan.measure.store import Store
+    from edgeplan.primitives.campaign import campaign_dataset, primitive_campaign, profile_primitives
+
+    device = describe_device("torch", threads)
+    configs = _network_configs(networks) if networks else None
+    plan = primitive_campaign(device.key, configs=configs, seed=seed, max_configs=None if networks else samples,
+                              threads=threads)
+    with Store.open(default_store_path(ctx.home)) as store:
+        report = profile_primitives(store, plan, device, budget_s=budget_s, progress=not as_json,
+                                    command=ctx.command)
+        info: dict[str, object] = {"campaign": plan.name, "store": str(store.path), "report": report.to_dict(),
+                                   "complete": report.remaining == 0}
+        if report.remaining:
+            return None, info
+        campaign = next(c for c in store.campaigns() if c.name == plan.name)
+        return campaign_dataset(store, campaign), info
+
+
+def _export_measured(measured: dict[str, object], out: Path, command: str) -> None:
+    """Write the measured layers beside the calibrated model (mulder2021 CSV with its provenance)."""
+    from edgeplan.measure.store import Store
+    from edgeplan.primitives.campaign import export_dataset
+
+    with Store.open(str(measured["store"])) as store:
+        campaign = next(c for c in store.campaigns() if c.name == measured["campaign"])
+        export_dataset(store, campaign, out, command=command)

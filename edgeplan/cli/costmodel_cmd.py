@@ -56,8 +56,9 @@ def _epoch_bar(enabled: bool) -> Iterator[Callable[[str, Any], None]]:
 
 
 @click.command("fit")
-@click.option("--data", "data_path", required=True, type=click.Path(dir_okay=False),
-              help="Timing table in the mulder2021 CSV format (c,k,im,f,s, X-to-Y columns, one per primitive; ns).")
+@click.option("--data", "data_paths", required=True, multiple=True, type=click.Path(dir_okay=False),
+              help="Timing table in the mulder2021 CSV format (c,k,im,f,s, X-to-Y columns, one per primitive; ns). "
+                   "Repeatable: tables of one platform are merged (rows appended, columns united) before the split.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder to write the fitted model to (JSON + .npz, no pickle).")
 @click.option("--model", "kind", type=click.Choice(["nn2", "nn1", "lin"]), default="nn2", show_default=True,
@@ -76,14 +77,15 @@ def _epoch_bar(enabled: bool) -> Iterator[Callable[[str, Any], None]]:
                    "edgeplan; the primitives' family for paper).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def fit(ctx: Context, data_path: str, out_dir: str, kind: str, split_seed: int, threads: int, recipe: str,
+def fit(ctx: Context, data_paths: tuple[str, ...], out_dir: str, kind: str, split_seed: int, threads: int, recipe: str,
         max_epochs: int | None, transform_model: str | None, as_json: bool) -> None:
     """Fit a primitive performance model on the training part of a timing table and save it."""
-    from edgeplan.costmodels import fit_performance_model, load_primitive_csv, save_performance_model
+    from edgeplan.costmodels import fit_performance_model, save_performance_model
     from edgeplan.measure import check_thread_count
 
     check_thread_count(threads)
-    data = load_primitive_csv(data_path)
+    data = load_tables(data_paths)
+    data_path = " ".join(data_paths)
     params: dict[str, Any] = {} if kind == "lin" else {"threads": threads, "max_epochs": max_epochs}
     with _epoch_bar(not as_json) as progress:
         model = fit_performance_model(data, kind, split_seed=split_seed, recipe=recipe, params=params,
@@ -103,7 +105,19 @@ def fit(ctx: Context, data_path: str, out_dir: str, kind: str, split_seed: int, 
                f"{fit_s:.1f} s")
     if data.dropped:
         click.echo(f"left out {len(data.dropped)} column(s) empty in every row: {', '.join(data.dropped)}")
-    click.echo(f"saved to {folder}; score it with: edgeplan primitives evaluate --model {folder} --data {data_path}")
+    data_args = " ".join(f"--data {p}" for p in data_paths)
+    click.echo(f"saved to {folder}; score it with: edgeplan primitives evaluate --model {folder} {data_args}")
+
+
+def load_tables(paths: tuple[str, ...]) -> Any:
+    """One timing table, or several of one platform merged (:func:`edgeplan.selection.merged_tables`)."""
+    from edgeplan.costmodels import load_primitive_csv
+
+    if len(paths) == 1:
+        return load_primitive_csv(paths[0])
+    from edgeplan.selection import merged_tables
+
+    return merged_tables(paths)
 
 
 def _pct(v: float) -> str:
@@ -143,8 +157,9 @@ def _print_table(result: Evaluation, title: str) -> None:
 @click.command("evaluate")
 @click.option("--model", "model_dir", required=True, type=click.Path(file_okay=False),
               help="Folder of a model written by `fit`.")
-@click.option("--data", "data_path", required=True, type=click.Path(dir_okay=False),
-              help="Timing table to score on (this platform's or another's: shared columns are scored).")
+@click.option("--data", "data_paths", required=True, multiple=True, type=click.Path(dir_okay=False),
+              help="Timing table to score on (this platform's or another's: shared columns are scored). Repeatable: "
+                   "merged as `fit` merges them, so the same files give the same split.")
 @click.option("--split", "part", type=click.Choice(["test", "all"]), default="test", show_default=True,
               help="Score on the test part of the split, or on every row.")
 @click.option("--split-seed", type=click.IntRange(min=0), default=None,
@@ -152,12 +167,14 @@ def _print_table(result: Evaluation, title: str) -> None:
                    "model's own data file scores layers it was trained on, and gives a warning).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def evaluate(ctx: Context, model_dir: str, data_path: str, part: str, split_seed: int | None, as_json: bool) -> None:
+def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: str, split_seed: int | None,
+             as_json: bool) -> None:
     """Print the MdRAE of a fitted model per primitive and per layout transformation, and their medians."""
-    from edgeplan.costmodels import evaluate_performance_model, load_performance_model, load_primitive_csv
+    from edgeplan.costmodels import evaluate_performance_model, load_performance_model
 
     model = load_performance_model(model_dir)
-    data = load_primitive_csv(data_path)
+    data = load_tables(data_paths)
+    data_path = " ".join(data_paths)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = evaluate_performance_model(model, data, part, split_seed)

@@ -21,6 +21,9 @@ OUTPUT_TOLERANCE = 1e-3
                    "predicted: a performance model (--model DIR).")
 @click.option("--model", "model_dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Performance model folder of --costs predicted (e.g. from `edgeplan primitives fit`).")
+@click.option("--device", "device", default=None,
+              help="Performance model of a device calibrated with `edgeplan calibrate --primitives --name NAME` "
+                   "(with --costs predicted).")
 @click.option("--data", "tables", type=click.Path(dir_okay=False, exists=True), multiple=True,
               help="Measured tables in the mulder2021 format (repeatable; default: the shipped ones).")
 @click.option("--solver", type=click.Choice(["exact", "heuristic", "ilp"]), default="exact", show_default=True,
@@ -37,8 +40,8 @@ OUTPUT_TOLERANCE = 1e-3
               help="Interleaved timed runs of each variant with --run.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def select(ctx: Context, model: str, source: str, model_dir: str | None, tables: tuple[str, ...], solver: str,
-           flow_costs: bool, do_run: bool, threads: int, rounds: int, as_json: bool) -> None:
+def select(ctx: Context, model: str, source: str, model_dir: str | None, device: str | None, tables: tuple[str, ...],
+           solver: str, flow_costs: bool, do_run: bool, threads: int, rounds: int, as_json: bool) -> None:
     """Select the primitive (and layouts) of every conv layer of MODEL to minimise its predicted time."""
     from edgeplan.measure.harness import check_thread_count
     from edgeplan.selection import select_model, single_primitive_choice
@@ -46,6 +49,19 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, tables:
     check_thread_count(threads)
     if model_dir is not None and source != "predicted":
         raise click.UsageError("--model is the performance model of --costs predicted; add --costs predicted")
+    if device is not None:
+        from edgeplan.cli.calibrate_cmd import primitive_model_folder
+
+        if source != "predicted" or model_dir is not None:
+            raise click.UsageError("--device names a calibrated performance model: use it with --costs predicted "
+                                   "and without --model")
+        folder = primitive_model_folder(ctx.home, device)
+        if not (folder / "model.json").is_file():
+            from edgeplan.errors import InvalidInputError
+
+            raise InvalidInputError(f"device {device!r} has no primitive performance model ({folder}); create it with "
+                                    f"`edgeplan calibrate --primitives --name {device}`")
+        model_dir = str(folder)
     if tables and source != "measured":
         raise click.UsageError("--data gives the tables of --costs measured; drop it or use --costs measured")
     sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, solver=solver,

@@ -163,6 +163,8 @@ def _resolve_seed(model: PerformanceModel, dataset: PrimitiveDataset, part: str,
     """The seed to split with: the given one (warning if it scores training rows) or the model's recorded one."""
     recorded = fitted_split_seed(model)
     if split_seed is None:
+        if recorded is None and part == "all":
+            return 0  # every row is scored: the split does not matter (a calibrated model records none)
         if recorded is None:
             raise InvalidInputError("the model records no split seed (model.info['split_seed']); pass split_seed "
                                     "(CLI: --split-seed) explicitly")

@@ -52,6 +52,7 @@ The transferred model's ``info`` names the target table and ``split_seed``, so
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -59,14 +60,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from edgeplan.costmodels.metrics import mdrae_per_column
 from edgeplan.costmodels.performance_model import PerformanceModel
 from edgeplan.costmodels.primitive_data import LAYER_FEATURES, TRANSFORM_FEATURES, PrimitiveDataset, split_indices
 from edgeplan.costmodels.primitive_models import NN1Model, NN2Model, PrimitiveEstimator, make_estimator
 from edgeplan.costmodels.transform_models import make_transform_estimator
 from edgeplan.errors import InvalidInputError
 
-__all__ = ["FINETUNE_LR_FACTOR", "METHODS", "STOP_FRACTION", "TransferSample", "draw_samples", "factor_scales",
-           "transfer"]
+__all__ = ["CALIBRATION_FOLDS", "FINETUNE_LR_FACTOR", "METHODS", "STOP_FRACTION", "PrimitiveCalibration",
+           "TransferSample", "calibrate_primitives", "draw_samples", "factor_scales", "hold_out", "transfer",
+           "transfer_on"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -156,12 +159,7 @@ def draw_samples(target: PrimitiveDataset, fraction: float, seed: int, split_see
         raise InvalidInputError(f"{target.source or 'the target table'}: {len(target)} layer(s) leave no training part "
                                 f"in the 80/10/10 split; profile more layers")
     n = max(1, round(fraction * len(train)))
-    drawn = np.random.default_rng(seed).permutation(train)[:n]
-    n_stop = max(1, round(STOP_FRACTION * n)) if n >= 2 else 0
-    held = np.random.default_rng([seed, 1]).permutation(n)[:n_stop]
-    stop = np.zeros(n, dtype=bool)
-    stop[held] = True
-    return TransferSample(np.sort(drawn[~stop]).astype(np.int64), np.sort(drawn[stop]).astype(np.int64))
+    return hold_out(np.random.default_rng(seed).permutation(train)[:n], seed)
 
 
 def _copy(est: PrimitiveEstimator) -> PrimitiveEstimator:
@@ -330,6 +328,13 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
         An unknown method, ``fraction`` outside ``(0, 1]``, a negative seed, no primitive column shared with the
         source, or ``finetune`` from a linear model.
     """
+    _check_transfer(source, target, method)
+    sample = draw_samples(target, fraction, seed, split_seed)
+    return transfer_on(source, target, sample, seed=seed, method=method, threads=threads,
+                       settings=(fraction, split_seed))
+
+
+def _check_transfer(source: PerformanceModel, target: PrimitiveDataset, method: str) -> None:
     if method not in METHODS:
         raise InvalidInputError(f"unknown transfer method {method!r}; use one of {', '.join(METHODS)}")
     shared = [p for p in target.primitives if p in source.primitive_names]
@@ -337,7 +342,55 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
         raise InvalidInputError(f"{target.source or 'the target table'}: no primitive column in common with the source "
                                 f"model ({len(source.primitive_names)} primitives such as "
                                 f"{', '.join(source.primitive_names[:3])}); is it a table of the same primitives?")
-    sample = draw_samples(target, fraction, seed, split_seed)
+
+
+def hold_out(rows: npt.ArrayLike, seed: int) -> TransferSample:
+    """Split target ``rows`` into fit and early-stopping rows as :func:`draw_samples` does (seeded).
+
+    Parameters
+    ----------
+    rows
+        Row indices of the target table (any order; at least one).
+    seed
+        Seed of the hold-out.
+
+    Returns
+    -------
+    TransferSample
+        ``max(1, round(STOP_FRACTION * n))`` of the ``n`` rows (none when ``n = 1``) as ``stop_rows``.
+    """
+    drawn = np.asarray(rows, dtype=np.int64)
+    n = len(drawn)
+    if n == 0:
+        raise InvalidInputError("no target rows to transfer from; measure at least one layer")
+    n_stop = max(1, round(STOP_FRACTION * n)) if n >= 2 else 0
+    held = np.random.default_rng([_check_seed(seed, "seed"), 1]).permutation(n)[:n_stop]
+    stop = np.zeros(n, dtype=bool)
+    stop[held] = True
+    return TransferSample(np.sort(drawn[~stop]), np.sort(drawn[stop]))
+
+
+def transfer_on(source: PerformanceModel, target: PrimitiveDataset, sample: TransferSample, *, seed: int,
+                method: str = "finetune", threads: int | None = None,
+                settings: tuple[float | None, int | None] = (None, None)) -> PerformanceModel:
+    """:func:`transfer` on given target rows (``sample``) instead of a drawn fraction of the training part.
+
+    Parameters
+    ----------
+    source, target, seed, method, threads
+        As for :func:`transfer`.
+    sample
+        The rows to fit on and to early-stop on (e.g. from :func:`hold_out`).
+    settings
+        ``(fraction, split_seed)`` recorded in the model's ``info``; ``None`` when the rows were not drawn from a
+        split (``edgeplan calibrate --primitives``).
+
+    Returns
+    -------
+    PerformanceModel
+    """
+    _check_transfer(source, target, method)
+    fraction, split_seed = settings
     started = time.monotonic()
     outputs = source.primitive_names
     y_all = _aligned(target.primitive_ns, target.primitives, outputs)
@@ -370,15 +423,15 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
     return PerformanceModel(prim.kind, prim, trans, info, paper)
 
 
-def _info(source: PerformanceModel, target: PrimitiveDataset, method: str, settings: tuple[float, int, int],
-          sample: TransferSample, elapsed_s: float) -> dict[str, Any]:
-    """The transferred model's provenance (JSON-able)."""
+def _info(source: PerformanceModel, target: PrimitiveDataset, method: str,
+          settings: tuple[float | None, int, int | None], sample: TransferSample, elapsed_s: float) -> dict[str, Any]:
+    """The transferred model's provenance (JSON-able); fraction and split seed are None for given rows."""
     fraction, seed, split_seed = settings
-    train_rows = len(split_indices(target.features, split_seed).train)
+    train_rows = len(split_indices(target.features, split_seed).train) if split_seed is not None else len(target)
     return {"data": target.source, "split_seed": split_seed, "recipe": source.info.get("recipe"),
             "rows": len(target), "train_rows": len(sample.fit_rows), "val_rows": len(sample.stop_rows),
             "transform_model": source.transform_kind,
-            "transfer": {"method": method, "fraction": float(fraction), "seed": seed,
+            "transfer": {"method": method, "fraction": None if fraction is None else float(fraction), "seed": seed,
                          "drawn_rows": len(sample), "target_train_rows": train_rows,
                          "stop_rows": len(sample.stop_rows), "stop_fraction": STOP_FRACTION,
                          "lr_factor": FINETUNE_LR_FACTOR if method == "finetune" else None,
@@ -386,3 +439,138 @@ def _info(source: PerformanceModel, target: PrimitiveDataset, method: str, setti
                          "source_split_seed": source.info.get("split_seed"),
                          "source_kind": source.kind, "features": list(LAYER_FEATURES)},
             "fit_primitives_s": round(elapsed_s, 3)}
+
+
+CALIBRATION_FOLDS = 5
+"""Folds of the cross-validation by which :func:`calibrate_primitives` scores and chooses its method."""
+
+
+@dataclass(frozen=True)
+class PrimitiveCalibration:
+    """A performance model moved to a user's machine from the layers measured on it (``calibrate --primitives``).
+
+    Attributes
+    ----------
+    model
+        The calibrated model, fitted with :attr:`method` on every measured layer.
+    method
+        The transfer method used (``direct``, ``factor`` or ``finetune``).
+    scores
+        Per method tried, the cross-validated median MdRAE over the primitives (a fraction): every measured layer
+        predicted by the method fitted on the other folds, errors pooled, MdRAE per primitive, median.
+    transform_scores
+        The same for the layout transformations (median over the non-identity ones; NaN without such columns).
+    rows
+        Measured layers used.
+    folds
+        Folds of the cross-validation (0: too few layers to cross-validate).
+    """
+
+    model: PerformanceModel
+    method: str
+    scores: dict[str, float]
+    transform_scores: dict[str, float]
+    rows: int
+    folds: int
+
+
+def calibrate_primitives(source: PerformanceModel, target: PrimitiveDataset, *, method: str = "auto", seed: int = 0,
+                         threads: int | None = None, folds: int = CALIBRATION_FOLDS,
+                         progress: Any = None) -> PrimitiveCalibration:
+    """Move ``source`` to the machine that measured ``target``, choosing the method by cross-validation.
+
+    Every method tried (``direct``, ``factor`` and, for a neural source, ``finetune``; or only ``method``) is scored
+    by ``folds``-fold cross-validation over the target's layers: each fold is predicted by the method fitted on the
+    other folds (:func:`transfer_on`; ``finetune`` early-stops on a seeded 20 % of those), the relative errors
+    are pooled, and the score is the median over primitives of their MdRAE. ``auto`` keeps the best. The returned
+    model is that method fitted on every layer. Why measure rather than fix the method: on mulder2021 Intel -> AMD
+    with 1 % of AMD's training part (37 layers), fine-tuning beat the factor correction (test MdRAE 16.2 % vs
+    18.9 %, medians of 3 repeats of ``benchmarks/bench_transfer.py``), but on a handful of layers, or between two
+    settings of one machine, a scale can be all the data support.
+
+    Parameters
+    ----------
+    source
+        The model of a measured platform (e.g. the shipped one of the reference machine).
+    target
+        Layers measured on the new machine (mulder2021 format; columns a subset of the source's is fine).
+    method
+        ``auto`` (default), ``direct``, ``factor`` or ``finetune``.
+    seed
+        Seed of the folds, the early-stopping hold-out and fine-tuning.
+    threads
+        Torch threads for fine-tuning (default: the source's).
+    folds
+        Folds of the cross-validation (at most one per layer; none with a single layer).
+    progress
+        Called as ``progress(done, total)`` after every fit (CV folds and the final fit).
+
+    Returns
+    -------
+    PrimitiveCalibration
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown method, a table sharing no primitive with the source, no layer, or ``finetune`` from a linear
+        source.
+    """
+    neural = isinstance(source.primitives, NN1Model | NN2Model)
+    methods: tuple[str, ...]
+    if method == "auto":
+        methods = ("direct", "factor", "finetune") if neural else ("direct", "factor")
+    elif method in ("direct", "factor", "finetune"):
+        methods = (method,)
+    else:
+        raise InvalidInputError(f"unknown calibration method {method!r}; use auto, direct, factor or finetune")
+    _check_transfer(source, target, methods[-1])
+    if not neural and "finetune" in methods:
+        raise InvalidInputError(f"finetune continues training a neural model; the source is {source.kind!r}: use "
+                                f"factor or auto")
+    n = len(target)
+    if n == 0:
+        raise InvalidInputError(f"{target.source or 'the measurements'}: no layer; measure at least one")
+    k = min(int(folds), n) if n >= 2 else 0
+    fold_of = np.random.default_rng([_check_seed(seed, "seed"), 2]).permutation(n) % k if k else np.zeros(0)
+    total = len(methods) * k + 1
+    done = 0
+    outputs = source.primitive_names
+    y_true = _aligned(target.primitive_ns, target.primitives, outputs)
+    scores: dict[str, float] = {}
+    transform_scores: dict[str, float] = {}
+    for m in methods if k else ():
+        pred = np.full_like(y_true, np.nan)
+        t_true: list[FloatArray] = []
+        t_pred: list[FloatArray] = []
+        for fold in range(k):
+            train, held = np.flatnonzero(fold_of != fold), np.flatnonzero(fold_of == fold)
+            model = transfer_on(source, target, hold_out(train, seed), seed=seed, method=m, threads=threads)
+            pred[held] = model.predict_primitives(target.features[held])
+            if model.transforms is not None and target.transforms:
+                tx, ty, names = _tensor_table(target, held)
+                t_true.append(_aligned(ty, names, model.transform_names))
+                t_pred.append(model.predict_transforms(tx))
+            done += 1
+            if progress is not None:
+                progress(done, total)
+        per = mdrae_per_column(y_true, pred, outputs)
+        scores[m] = float(np.nanmedian([v for v in per.values() if not math.isnan(v)] or [math.nan]))
+        transform_scores[m] = _transform_score(t_true, t_pred, source.transform_names)
+    chosen = min(scores, key=lambda m: scores[m]) if method == "auto" and scores else methods[-1]
+    if method == "auto" and not scores:
+        chosen = "factor"  # one layer: nothing to cross-validate; the factor is what one sample can support
+    model = transfer_on(source, target, hold_out(np.arange(n), seed), seed=seed, method=chosen, threads=threads)
+    if progress is not None:
+        progress(total, total)
+    model.info["transfer"]["calibration"] = {"method": method, "chosen": chosen, "folds": k, "scores": scores,
+                                             "transform_scores": transform_scores}
+    return PrimitiveCalibration(model, chosen, scores, transform_scores, n, k)
+
+
+def _transform_score(truth: list[FloatArray], pred: list[FloatArray], names: tuple[str, ...]) -> float:
+    """Median over the non-identity transformations of their pooled MdRAE (NaN with none)."""
+    if not truth:
+        return math.nan
+    per = mdrae_per_column(np.vstack(truth), np.vstack(pred), names)
+    found = [v for name, v in per.items() if name.split("-to-")[0] != name.split("-to-")[-1] and not math.isnan(v)]
+    return float(np.median(found)) if found else math.nan

@@ -1,0 +1,103 @@
+"""``edgeplan calibrate --primitives`` on this machine: the shipped 1-thread NN2 moved to another thread count.
+
+The shipped performance model (``edgeplan/data/primitives/nn2_cpu_1t``, the reference machine at 1 thread) is
+calibrated to ``--threads`` (default 2) from ``--samples`` layers (default 40, about 1 % of the reference dataset)
+measured here with every applicable primitive, as ``edgeplan calibrate --primitives --name NAME --threads 2`` does
+(the measurements go to the Store under ``--home``, so a second run reuses them). Each transfer method (the
+source as is, the per-primitive factor, fine-tuning) is fitted on those layers and scored on an *independent*
+table: the 73 conv layers of the six mulder2020 networks measured at 2 threads in another campaign
+(``edgeplan/data/primitives/networks_cpu_2t.csv``):
+
+- MdRAE per primitive on that table, median over primitives (and over the non-identity transformations);
+- selection increase: each network's selection made with the model, priced with the measured table, over the
+  measured optimum (mulder2020 Fig. 7/8b), per network and mean over the six.
+
+Beside them: the 5-fold cross-validated scores on the measured layers that ``calibrate`` chooses by, and which
+method it chose. Run it on an otherwise idle machine: two-thread timings are wrecked by a busy core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from _machine import machine
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = ROOT / "edgeplan" / "data" / "primitives" / "networks_cpu_2t.csv"
+
+
+def score(model: Any, table: Any, structures: dict[str, Any], formats: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """MdRAE on every row of ``table`` and the selection increase on each network, priced with ``table``."""
+    from edgeplan.costmodels import evaluate_performance_model
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.experiments.mulder2020 import network_result
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = evaluate_performance_model(model, table, "all", 0)
+    increases: dict[str, float] = {}
+    for name, structure in structures.items():
+        try:
+            increases[name] = network_result("own", name, structure, table, model, formats, repeats=1).increase_pct
+        except InvalidInputError:
+            increases[name] = float("inf")
+    return {"mdrae_pct": 100 * result.median_primitive_mdrae, "transform_pct": 100 * result.median_transform_mdrae,
+            "increases": increases, "mean_increase_pct": statistics.fmean(increases.values())}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--home", type=Path, default=Path("out/calibrate"), help="edgeplan home of the Store.")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--samples", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--table", type=Path, default=TABLE, help="Independent table at --threads to score on.")
+    parser.add_argument("--json", type=Path, default=None, help="Also write the figures to this file.")
+    args = parser.parse_args()
+
+    from edgeplan.cli.calibrate_cmd import _measure_layers
+    from edgeplan.cli.common import Context
+    from edgeplan.costmodels import load_performance_model, load_primitive_csv
+    from edgeplan.costmodels.transfer_learning import calibrate_primitives, hold_out, transfer_on
+    from edgeplan.experiments.mulder2020 import structures
+    from edgeplan.selection import SHIPPED, SHIPPED_MODEL, own_formats
+
+    print(machine(args.threads))
+    source = load_performance_model(SHIPPED / SHIPPED_MODEL)
+    ctx = Context(home=str(args.home), argv=("bench_calibrate_primitives.py",))
+    data, info = _measure_layers(ctx, (), args.samples, args.threads, args.seed, None, False)
+    print(f"measured {len(data)} layers at {args.threads} threads (campaign {info['campaign']}, "
+          f"{info['report']['elapsed_s']:.0f} s this run)")
+    calib = calibrate_primitives(source, data, seed=args.seed, threads=args.threads)
+    table = load_primitive_csv(args.table)
+    nets = structures(table)
+    formats = own_formats()
+    rows: dict[str, dict[str, Any]] = {}
+    for method in ("direct", "factor", "finetune"):
+        model = transfer_on(source, data, hold_out(range(len(data)), args.seed), seed=args.seed, method=method,
+                            threads=args.threads)
+        rows[method] = {**score(model, table, nets, formats), "cv_pct": 100 * calib.scores[method]}
+    print(f"\nsource {SHIPPED / SHIPPED_MODEL} (1 thread) -> {args.threads} threads from {len(data)} layers; scored on "
+          f"{args.table.name} ({len(table)} layers, measured in another campaign)")
+    names = list(nets)
+    print(f"{'method':<9} {'CV MdRAE %':>10} {'MdRAE %':>8} {'transf. %':>9} {'mean incr. %':>12}   "
+          + " ".join(f"{n[:9]:>9}" for n in names))
+    for method, r in rows.items():
+        mark = " <- calibrate's choice" if method == calib.method else ""
+        print(f"{method:<9} {r['cv_pct']:10.2f} {r['mdrae_pct']:8.2f} {r['transform_pct']:9.2f} "
+              f"{r['mean_increase_pct']:12.2f}   " + " ".join(f"{r['increases'][n]:9.2f}" for n in names) + mark)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"threads": args.threads, "layers": len(data), "chosen": calib.method,
+                                         "methods": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
