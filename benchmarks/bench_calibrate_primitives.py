@@ -79,18 +79,18 @@ def main() -> int:
     nets = structures(table)
     formats = own_formats()
     rows: dict[str, dict[str, Any]] = {}
-    for method in ("direct", "factor", "finetune"):
+    for method in calib.scores:
         model = transfer_on(source, data, hold_out(range(len(data)), args.seed), seed=args.seed, method=method,
                             threads=args.threads)
         rows[method] = {**score(model, table, nets, formats), "cv_pct": 100 * calib.scores[method]}
     print(f"\nsource {SHIPPED / SHIPPED_MODEL} (1 thread) -> {args.threads} threads from {len(data)} layers; scored on "
           f"{args.table.name} ({len(table)} layers, measured in another campaign)")
     names = list(nets)
-    print(f"{'method':<9} {'CV MdRAE %':>10} {'MdRAE %':>8} {'transf. %':>9} {'mean incr. %':>12}   "
+    print(f"{'method':<15} {'CV MdRAE %':>10} {'MdRAE %':>8} {'transf. %':>9} {'mean incr. %':>12}   "
           + " ".join(f"{n[:9]:>9}" for n in names))
     for method, r in rows.items():
         mark = " <- calibrate's choice" if method == calib.method else ""
-        print(f"{method:<9} {r['cv_pct']:10.2f} {r['mdrae_pct']:8.2f} {r['transform_pct']:9.2f} "
+        print(f"{method:<15} {r['cv_pct']:10.2f} {r['mdrae_pct']:8.2f} {r['transform_pct']:9.2f} "
               f"{r['mean_increase_pct']:12.2f}   " + " ".join(f"{r['increases'][n]:9.2f}" for n in names) + mark)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ The source is the Intel NN2 model (``--source``, fitted on the seed-0 80/10/10 s
 fit it once with ``edgeplan primitives fit --data ../shared/data/mulder2021/intel.csv --out DIR``). For every
 fraction of AMD's training part (default the paper's 0.1, 1, 2.5, 5, 10 and 25 %) and every repeat (default 25; the
 repeat number is the seed of the draw), the methods of :func:`~edgeplan.costmodels.transfer` (default ``finetune``
-and ``scratch``; the same drawn samples for both) are scored by
+and ``scratch``, ``--methods`` adds ``factor-finetune``; the same drawn samples for all) are scored by
 
 - the MdRAE on AMD's test part (median over primitives), and
 - the selection increase: each network's selection made with the transferred model, priced with the measured AMD
@@ -149,7 +149,7 @@ def sweep(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> lis
                "drawn_rows": model.info["transfer"]["drawn_rows"], **score(model)}
         row.pop("primitive_mdrae")
         runs.append(row)
-        print(f"  {method:<9} {100 * fraction:6.2f} % seed {seed:>2}: {row['drawn_rows']:>4} rows, MdRAE "
+        print(f"  {method:<15} {100 * fraction:6.2f} % seed {seed:>2}: {row['drawn_rows']:>4} rows, MdRAE "
               f"{row['mdrae_pct']:7.2f} %, increase {row['increase_pct']:6.2f} % (GoogLeNet "
               f"{row['googlenet_pct']:6.2f} %), {fit_s:5.1f} s", flush=True)
 
@@ -166,7 +166,7 @@ def sweep(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> lis
 def report(args: argparse.Namespace, runs: list[dict[str, Any]], native: dict[str, Any] | None) -> None:
     print(f"\nIntel -> AMD, AMD test part (split seed {args.split_seed}); {args.repeats} repeat(s) per fraction; "
           f"median [q1, q3] over repeats")
-    print(f"{'fraction':>9} {'method':<9} {'n':>3} {'MdRAE %':>24} {'increase % (6 nets)':>24} "
+    print(f"{'fraction':>9} {'method':<15} {'n':>3} {'MdRAE %':>24} {'increase % (6 nets)':>24} "
           f"{'GoogLeNet incr. %':>24}   paper (AMD)")
     groups: dict[tuple[float, str], list[dict[str, Any]]] = {}
     for r in runs:
@@ -177,11 +177,11 @@ def report(args: argparse.Namespace, runs: list[dict[str, Any]], native: dict[st
         if paper and not note:
             note = f"MdRAE {paper[0]:g} %, increase {paper[1]:g} %"
         label = "any" if method == "direct" else f"{100 * fraction:g} %"
-        print(f"{label:>9} {method:<9} {len(rs):>3} {fmt(quartiles([r['mdrae_pct'] for r in rs]))} "
+        print(f"{label:>9} {method:<15} {len(rs):>3} {fmt(quartiles([r['mdrae_pct'] for r in rs]))} "
               f"{fmt(quartiles([r['increase_pct'] for r in rs]))} "
               f"{fmt(quartiles([r['googlenet_pct'] for r in rs]))}   {note}")
     if native is not None:
-        print(f"{'100 %':>9} {'native':<9} {1:>3} {native['mdrae_pct']:7.2f} {'':>16} {native['increase_pct']:7.2f} "
+        print(f"{'100 %':>9} {'native':<15} {1:>3} {native['mdrae_pct']:7.2f} {'':>16} {native['increase_pct']:7.2f} "
               f"{'':>16} {native['googlenet_pct']:7.2f}   (AMD NN2 on all of AMD's training part; paper's dotted "
               f"lines)")
     print("\nTargets (issue 5; fine-tuned, medians over repeats):")
@@ -246,7 +246,8 @@ def main() -> int:
                         help="An AMD model fitted on all of AMD's training part, scored beside (if present).")
     parser.add_argument("--fractions", type=float, nargs="+", default=list(PAPER_FRACTIONS))
     parser.add_argument("--repeats", type=int, default=25)
-    parser.add_argument("--methods", nargs="+", default=["finetune", "scratch"], choices=["finetune", "scratch"])
+    parser.add_argument("--methods", nargs="+", default=["finetune", "scratch"],
+                        choices=["finetune", "scratch", "factor-finetune"])
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--table5", action="store_true", help="Also the family-to-family matrix (Table 5).")

@@ -69,6 +69,8 @@ def main() -> int:
     # primitive selection with PBQP on the shipped measured table, then the optimized network run for real
     _run("select", "torchvision:resnet18", "--costs", "measured", "--data",
          str(SHIPPED / "reference_cpu_1t.csv"), "--run", "--threads", "1", "--rounds", "5")
+    # the same selection from the shipped NN2 performance model: no table, no profiling
+    _run("select", "torchvision:googlenet", "--costs", "predicted", "--no-flow-costs")
     # latency prediction (li2023): a held-out synthetic network predicted from its graph, then measured here
     _run("predict", "synthetic:950", "--device", "torch-fp32-1t", "--method", "gbdt", "--breakdown", "--measure", "5")
     _run("reproduce", "eshratifar2018", "--costs", "shipped", "--paper-regime")

@@ -338,7 +338,7 @@ def test_calibration_chooses_the_factor_for_a_pure_scale(source_data: PrimitiveD
 def test_calibration_of_a_neural_source_tries_finetuning(nn2_source: PerformanceModel) -> None:
     target = shifted_target().subset(np.arange(30))
     result = calibrate_primitives(nn2_source, target, seed=1, folds=3)
-    assert set(result.scores) == {"direct", "factor", "finetune"} and result.folds == 3
+    assert set(result.scores) == {"direct", "factor", "finetune", "factor-finetune"} and result.folds == 3
     assert result.method == min(result.scores, key=result.scores.__getitem__)
     assert result.scores["finetune"] < result.scores["direct"]
     only = calibrate_primitives(nn2_source, target, method="finetune", folds=3)
@@ -415,3 +415,19 @@ def test_cli_calibrate_primitives_refuses_the_latency_method(tmp_path: Path, cap
 
     assert main(["--home", str(tmp_path), "calibrate", "--primitives", "--name", "x", "--method", "gbdt"]) != 0
     assert "with --primitives use --transfer" in capsys.readouterr().err
+
+
+def test_factor_then_finetune_starts_from_the_scaled_source(nn2_source: PerformanceModel) -> None:
+    """factor-finetune records the factor's scales and, like fine-tuning, beats the source as is."""
+    target = shifted_target()
+    both = transfer(nn2_source, target, fraction=0.3, seed=0, method="factor-finetune")
+    factor = transfer(nn2_source, target, fraction=0.3, seed=0, method="factor")
+    assert both.info["transfer"]["primitive_scales"] == factor.info["transfer"]["primitive_scales"]
+    assert both.info["transfer"]["lr_factor"] == 0.1 and factor.info["transfer"]["lr_factor"] is None
+    assert both.info["transfer"]["transform_scales"] == factor.info["transfer"]["transform_scales"]
+    direct = transfer(nn2_source, target, fraction=0.3, seed=0, method="direct")
+    err = {m: evaluate_performance_model(m_, target).median_primitive_mdrae
+           for m, m_ in (("both", both), ("direct", direct))}
+    assert err["both"] < err["direct"]
+    assert not np.allclose(both.predict_primitives(target.features[:5]), factor.predict_primitives(
+        target.features[:5]), equal_nan=True)

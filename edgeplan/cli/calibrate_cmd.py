@@ -38,8 +38,9 @@ __all__ = ["calibrate"]
                    "reference dataset).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="--primitives: intra-op threads of the measurements (the setting `select --threads` will run).")
-@click.option("--transfer", "transfer_method", type=click.Choice(["auto", "finetune", "factor", "direct"]),
-              default="auto", show_default=True,
+@click.option("--transfer", "transfer_method",
+              type=click.Choice(["auto", "finetune", "factor", "factor-finetune", "direct"]), default="auto",
+              show_default=True,
               help="--primitives: how the model moves (auto: the best by 5-fold cross-validation on the measured "
                    "layers).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,

@@ -201,11 +201,11 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
               help="Share of the target's training part to use, in (0, 1] (e.g. 0.01: 1 %; at least one layer).")
 @click.option("--seed", required=True, type=click.IntRange(min=0),
               help="Seed of the sample drawn, the early-stopping hold-out and the training.")
-@click.option("--method", type=click.Choice(["finetune", "factor", "scratch", "direct"]), default="finetune",
-              show_default=True,
+@click.option("--method", type=click.Choice(["finetune", "factor", "factor-finetune", "scratch", "direct"]),
+              default="finetune", show_default=True,
               help="finetune: train the source further (lr x0.1); factor: scale each primitive's predictions by its "
-                   "median target/prediction ratio; scratch: a fresh model on the same samples; direct: the source "
-                   "as is.")
+                   "median target/prediction ratio; factor-finetune: the factor, then fine-tuning; scratch: a fresh "
+                   "model on the same samples; direct: the source as is.")
 @click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the target's 80/10/10 split (samples from its training part; scored on its test part).")
 @click.option("--threads", type=int, default=None, help="Torch intra-op threads for training (default: the source's).")

@@ -2,7 +2,7 @@
 
 :func:`transfer` turns a fitted *source* :class:`~edgeplan.costmodels.performance_model.PerformanceModel` (say the
 Intel NN2) into a model of a *target* platform (say AMD), given the target's timing table, of which it uses only a
-``fraction`` of the training part. Four methods:
+``fraction`` of the training part. Five methods:
 
 - ``direct``: the source as is (mulder2020 Fig. 8, "Intel").
 - ``factor``: the source's outputs times a per-column scale (Fig. 8, "Factor Intel"): for each primitive, the median
@@ -16,6 +16,9 @@ Intel NN2) into a model of a *target* platform (say AMD), given the target's tim
   times :data:`FINETUNE_LR_FACTOR` (0.1, mulder2020 Table 3), keeping the source's input and output standardization
   and its other settings (recipe, schedule, patience, ensemble members: every member is fine-tuned). No factor
   correction first (the paper fine-tunes the uncorrected model).
+- ``factor-finetune`` (not in the paper): the factor correction first, then fine-tuning from the corrected model
+  (the scale moves every output at once, including those of primitives the drawn layers barely cover; the
+  fine-tuning then learns what a scale cannot, such as a speed-up that depends on the layer's size).
 - ``scratch``: a fresh model of the source's family and settings on the same drawn samples (the paper's baseline):
   its standardization is fitted on them, and it predicts nothing for a layer shape ``(f, s)`` it saw no sample of
   (NaN; scored as an unpredicted cell, never as a hit).
@@ -25,12 +28,12 @@ from the *training part* of the target's 80/10/10 split (``split_seed``); the ta
 never used. For the same seed and split, a smaller fraction's sample is a prefix of a larger one's (one seeded
 permutation of the training part), so the fractions of one repeat are nested.
 
-**Early stopping** (``finetune`` and ``scratch``): :data:`STOP_FRACTION` (20 %) of the drawn samples,
-``max(1, round(0.2 * n))`` rows for ``n >= 2``, chosen by the seed, are held out of training and early-stopped on;
-the model trains on the rest. Not on the target's validation part: that would use more target data than the fraction
+**Early stopping** (``finetune``, ``factor-finetune`` and ``scratch``): :data:`STOP_FRACTION` (20 %) of the drawn
+samples, ``max(1, round(0.2 * n))`` rows for ``n >= 2``, chosen by the seed, are held out of training and early-stopped
+on; the model trains on the rest. Not on the target's validation part: that would use more target data than the fraction
 says (the validation part is 10 % of the table, more than the 1 % being studied). With a single drawn sample there is
-nothing to hold out: it is trained on and stopped on its training loss. Patience and the epoch bound are the
-source's (250 epochs and 3000 by default; on a small sample an epoch is one mini-batch step).
+nothing to hold out: it is trained on and stopped on its training loss. Patience and the epoch bound are the source's
+(250 epochs and 3000 by default; on a small sample an epoch is one mini-batch step).
 
 **Columns.** The target's primitive columns must share at least one with the source; target columns the source does
 not predict are ignored (listed in ``info["transfer"]["ignored_columns"]``). Source columns absent from the target
@@ -75,7 +78,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 EstimatorPair = tuple[PrimitiveEstimator | None, PrimitiveEstimator | None]
 
-METHODS: tuple[str, ...] = ("finetune", "factor", "scratch", "direct")
+METHODS: tuple[str, ...] = ("finetune", "factor", "scratch", "direct", "factor-finetune")
 """The transfer methods of :func:`transfer`."""
 
 FINETUNE_LR_FACTOR = 0.1
@@ -401,18 +404,18 @@ def transfer_on(source: PerformanceModel, target: PrimitiveDataset, sample: Tran
     scales: dict[str, float] = {}
     counts: dict[str, int] = {}
     prim: PrimitiveEstimator = source.primitives
-    if method == "factor":
+    if method in ("factor", "factor-finetune"):
         found, n_cells = factor_scales(source.primitives, x_all[sample.rows], y_all[sample.rows])
         prim = _scaled(source.primitives, found)
         scales = dict(zip(outputs, map(float, found), strict=True))
         counts = dict(zip(outputs, map(int, n_cells), strict=True))
-    elif method == "finetune":
-        prim = _finetune(source.primitives, (x_all[fit], y_all[fit], x_all[stop], y_all[stop]), seed, threads)
+    if method in ("finetune", "factor-finetune"):
+        prim = _finetune(prim, (x_all[fit], y_all[fit], x_all[stop], y_all[stop]), seed, threads)
     elif method == "scratch":
         own = target.primitive_ns
         prim = _scratch(source.primitives, target.primitives, (x_all[fit], own[fit], x_all[stop], own[stop]), seed,
                         threads)
-    else:
+    elif method == "direct":
         prim = _copy(source.primitives)
     trans, paper, t_scales = _transfer_transforms((source.transforms, source.transforms_paper), target, sample.rows,
                                                   method)
@@ -434,7 +437,7 @@ def _info(source: PerformanceModel, target: PrimitiveDataset, method: str,
             "transfer": {"method": method, "fraction": None if fraction is None else float(fraction), "seed": seed,
                          "drawn_rows": len(sample), "target_train_rows": train_rows,
                          "stop_rows": len(sample.stop_rows), "stop_fraction": STOP_FRACTION,
-                         "lr_factor": FINETUNE_LR_FACTOR if method == "finetune" else None,
+                         "lr_factor": FINETUNE_LR_FACTOR if method.endswith("finetune") else None,
                          "seconds": round(elapsed_s, 3), "source_data": source.info.get("data"),
                          "source_split_seed": source.info.get("split_seed"),
                          "source_kind": source.kind, "features": list(LAYER_FEATURES)},
@@ -479,14 +482,15 @@ def calibrate_primitives(source: PerformanceModel, target: PrimitiveDataset, *, 
                          progress: Any = None) -> PrimitiveCalibration:
     """Move ``source`` to the machine that measured ``target``, choosing the method by cross-validation.
 
-    Every method tried (``direct``, ``factor`` and, for a neural source, ``finetune``; or only ``method``) is scored
-    by ``folds``-fold cross-validation over the target's layers: each fold is predicted by the method fitted on the
-    other folds (:func:`transfer_on`; ``finetune`` early-stops on a seeded 20 % of those), the relative errors
-    are pooled, and the score is the median over primitives of their MdRAE. ``auto`` keeps the best. The returned
-    model is that method fitted on every layer. Why measure rather than fix the method: on mulder2021 Intel -> AMD
-    with 1 % of AMD's training part (37 layers), fine-tuning beat the factor correction (test MdRAE 16.2 % vs
-    18.9 %, medians of 3 repeats of ``benchmarks/bench_transfer.py``), but on a handful of layers, or between two
-    settings of one machine, a scale can be all the data support.
+    Every method tried (``direct``, ``factor`` and, for a neural source, ``finetune`` and ``factor-finetune``; or
+    only ``method``) is scored by ``folds``-fold cross-validation over the target's layers: each fold is predicted
+    by the method fitted on the other folds (:func:`transfer_on`; the fine-tuning methods early-stop on a seeded
+    20 % of those), the relative errors are pooled, and the score is the median over primitives of their MdRAE.
+    ``auto`` keeps the best. The returned model is that method fitted on every layer. Why measure rather than fix
+    the method: on mulder2021 Intel -> AMD with 1 % of AMD's training part (37 layers), fine-tuning beat the factor
+    correction (test MdRAE 16.2 % vs 18.9 %, medians of 3 repeats of ``benchmarks/bench_transfer.py``), while from
+    the 1-thread model of this machine to 2 threads (``benchmarks/bench_calibrate_primitives.py``) the factor won
+    from 40 layers and the factor then fine-tuning from 160.
 
     Parameters
     ----------
@@ -495,7 +499,7 @@ def calibrate_primitives(source: PerformanceModel, target: PrimitiveDataset, *, 
     target
         Layers measured on the new machine (mulder2021 format; columns a subset of the source's is fine).
     method
-        ``auto`` (default), ``direct``, ``factor`` or ``finetune``.
+        ``auto`` (default), ``direct``, ``factor``, ``finetune`` or ``factor-finetune``.
     seed
         Seed of the folds, the early-stopping hold-out and fine-tuning.
     threads
@@ -518,13 +522,14 @@ def calibrate_primitives(source: PerformanceModel, target: PrimitiveDataset, *, 
     neural = isinstance(source.primitives, NN1Model | NN2Model)
     methods: tuple[str, ...]
     if method == "auto":
-        methods = ("direct", "factor", "finetune") if neural else ("direct", "factor")
-    elif method in ("direct", "factor", "finetune"):
+        methods = ("direct", "factor", "finetune", "factor-finetune") if neural else ("direct", "factor")
+    elif method in ("direct", "factor", "finetune", "factor-finetune"):
         methods = (method,)
     else:
-        raise InvalidInputError(f"unknown calibration method {method!r}; use auto, direct, factor or finetune")
+        raise InvalidInputError(f"unknown calibration method {method!r}; use auto, direct, factor, finetune or "
+                                f"factor-finetune")
     _check_transfer(source, target, methods[-1])
-    if not neural and "finetune" in methods:
+    if not neural and any(m.endswith("finetune") for m in methods):
         raise InvalidInputError(f"finetune continues training a neural model; the source is {source.kind!r}: use "
                                 f"factor or auto")
     n = len(target)
