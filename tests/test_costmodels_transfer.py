@@ -431,3 +431,83 @@ def test_factor_then_finetune_starts_from_the_scaled_source(nn2_source: Performa
     assert err["both"] < err["direct"]
     assert not np.allclose(both.predict_primitives(target.features[:5]), factor.predict_primitives(
         target.features[:5]), equal_nan=True)
+
+
+def test_calibration_needs_two_folds(lin_source: PerformanceModel) -> None:
+    target = shifted_target().subset(np.arange(10))
+    for folds in (1, 0, -1):
+        with pytest.raises(InvalidInputError, match="at least 2 folds"):
+            calibrate_primitives(lin_source, target, folds=folds)
+
+
+def test_cli_calibrate_primitives_json_is_strict_without_transformations(tmp_path: Path, lin_source: PerformanceModel,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A table without transformation columns: the scores it cannot give are null, never NaN."""
+    from edgeplan.cli.main import main
+
+    src = save_performance_model(lin_source, tmp_path / "src")
+    t = shifted_target().subset(np.arange(20))
+    bare = PrimitiveDataset(t.features, t.primitives, t.primitive_ns, (), np.zeros((len(t), 0)), "bare.csv")
+    csv = write_table(tmp_path / "bare.csv", bare)
+    home = ["--home", str(tmp_path / "home")]
+    assert main([*home, "calibrate", "--primitives", "--measurements", str(csv), "--from", str(src), "--name", "b",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"invalid JSON constant {c}"))
+    assert out["cv_transform_mdrae"] == {"direct": None, "factor": None} and out["threads"] is None
+    saved = (tmp_path / "home" / "devices" / "b" / "primitives" / "model.json").read_text()
+    json.loads(saved, parse_constant=lambda c: pytest.fail(f"invalid JSON constant {c} in model.json"))
+
+
+def test_cli_calibrate_primitives_refuses_conflicting_options(tmp_path: Path, lin_source: PerformanceModel,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from edgeplan.cli.main import main
+
+    src = save_performance_model(lin_source, tmp_path / "src")
+    csv = write_table(tmp_path / "t.csv", shifted_target().subset(np.arange(12)))
+    home = ["--home", str(tmp_path / "home")]
+    base = [*home, "calibrate", "--primitives", "--name", "x"]
+    assert main([*base, "--measurements", str(csv), "--samples", "10"]) != 0
+    assert "drop them with --measurements" in capsys.readouterr().err
+    assert main([*base, "--network", "torchvision:resnet18", "--samples", "10"]) != 0
+    assert "drop --samples" in capsys.readouterr().err
+    assert main([*base, "--measurements", str(csv), "--from", str(src)]) == 0
+    capsys.readouterr()
+    assert main([*base, "--measurements", str(csv), "--from", "x", "--replace"]) != 0
+    assert "is the device being replaced" in capsys.readouterr().err
+
+
+def test_cli_calibrate_the_shipped_model_then_select_and_evaluate(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The shipped NN2 calibrated from a table of our own primitives; select and evaluate use the device."""
+    from edgeplan.cli.main import main
+    from edgeplan.costmodels import load_primitive_csv
+    from edgeplan.selection import SHIPPED
+
+    table = load_primitive_csv(SHIPPED / "networks_cpu_2t.csv")
+    first = write_table(tmp_path / "first.csv", table.subset(np.arange(0, 12)))
+    second = write_table(tmp_path / "second.csv", table.subset(np.arange(12, 30)))
+    home = ["--home", str(tmp_path / "home")]
+    calib = [*home, "calibrate", "--primitives", "--name", "box", "--transfer", "factor"]
+    assert main([*calib, "--measurements", str(first)]) == 0
+    folder = tmp_path / "home" / "devices" / "box" / "primitives"
+    assert load_performance_model(folder).info["calibration"]["data"] == str(first)
+    capsys.readouterr()
+    # --replace puts a new model in place, whole, and leaves no staging folder behind
+    assert main([*calib, "--measurements", str(second), "--replace", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["layers"] == 18
+    assert load_performance_model(folder).info["calibration"]["data"] == str(second)
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["primitives"]
+    assert main([*home, "select", "torchvision:resnet18", "--costs", "predicted", "--device", "box",
+                 "--no-flow-costs", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["predicted_ms"] > 0 and all(layer["primitive"] for layer in plan["layers"] if layer["kind"] == "conv")
+    assert main(["primitives", "evaluate", "--model", str(folder), "--data", str(first), "--split", "all",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == 12
+    # a device calibrated at another thread count than the selection's says so
+    meta = json.loads((folder / "model.json").read_text())
+    meta["info"]["calibration"]["threads"] = 2
+    (folder / "model.json").write_text(json.dumps(meta))
+    assert main([*home, "select", "torchvision:resnet18", "--costs", "predicted", "--device", "box",
+                 "--no-flow-costs", "--json"]) == 0
+    assert "was calibrated at 2 thread(s)" in capsys.readouterr().err

@@ -162,12 +162,20 @@ def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, so
                           networks: tuple[str, ...], samples: int, threads: int, method: str, seed: int,
                           budget_s: float | None, replace: bool, as_json: bool) -> None:
     """Measure a few layers here (or read them) and move the primitive performance model to this machine."""
-    from edgeplan.costmodels import load_performance_model, load_primitive_csv, save_performance_model
+    import math
+
+    from edgeplan.costmodels import load_performance_model, load_primitive_csv
     from edgeplan.costmodels.transfer_learning import calibrate_primitives
     from edgeplan.errors import InvalidInputError
 
+    default = click.core.ParameterSource.DEFAULT
+    samples_given = click.get_current_context().get_parameter_source("samples") is not default
     if measurements is not None and networks:
         raise InvalidInputError("--network measures layers here; --measurements reads them from a file: use one")
+    if measurements is not None and (budget_s is not None or samples_given):
+        raise InvalidInputError("--samples and --budget-s are about measuring here; drop them with --measurements")
+    if networks and samples_given:
+        raise InvalidInputError("--network measures every conv layer of the model; drop --samples")
     if budget_s is not None and not budget_s > 0:
         raise InvalidInputError(f"--budget-s {budget_s:g}: give a positive number of seconds")
     folder = primitive_model_folder(ctx.home, name)
@@ -175,46 +183,86 @@ def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, so
         raise InvalidInputError(f"device {name!r} already has a primitive performance model ({folder}); choose "
                                 "another --name or pass --replace")
     source_dir = resolve_primitive_model(ctx.home, source)
+    if source_dir.resolve() == folder.resolve():
+        raise InvalidInputError(f"--from {source} is the device being replaced; calibrate from its source "
+                                "(a model folder, or the shipped model without --from)")
     if not (source_dir / "model.json").is_file():
         raise InvalidInputError(f"no performance model in {source_dir}; fit one with `edgeplan primitives fit "
                                 "--data TABLE.csv --out DIR` and pass --from DIR")
     model = load_performance_model(source_dir)
-    measured: dict[str, object] = {}
+    measured: dict[str, Any] = {}
     if measurements is not None:
         data = load_primitive_csv(measurements)
     else:
         data, measured = _measure_layers(ctx, networks, samples, threads, seed, budget_s, as_json)
-        if not measured["complete"]:
-            report = measured["report"]
-            assert isinstance(report, dict)
+        if data is None:
             if as_json:
-                emit_json({"device": name, "complete": False, "measured": report})
+                emit_json({"device": name, "complete": False, "measured": measured["report"]})
                 return
+            report = measured["report"]
             click.echo(f"measured {report['configs_total'] - report['remaining']} of {report['configs_total']} "
                        f"layers within --budget-s; run the same command again to resume (nothing fitted yet)")
             return
+    shared = [p for p in model.primitive_names if p in data.primitives]
+    if 0 < len(shared) < len(model.primitive_names):
+        click.echo(f"note: the measurements cover {len(shared)} of the source's {len(model.primitive_names)} "
+                   "primitives; the others are moved by what the measured ones teach (with the factor: their median "
+                   "scale)", err=True)
     with _fit_bar(not as_json) as progress:
         result = calibrate_primitives(model, data, method=method, seed=seed, threads=threads, progress=progress)
-    result.model.info["calibration"] = {"device": name, "source": str(source_dir), "threads": threads,
+    here = measurements is None
+    result.model.info["calibration"] = {"device": name, "source": str(source_dir),
+                                        "threads": threads if here else None,
                                         "data": str(measurements) if measurements else measured.get("campaign")}
-    path = save_performance_model(result.model, folder)
-    if measured.get("store") is not None:
-        _export_measured(measured, folder / "measured.csv", ctx.command)
+    path = _save_device(result.model, folder, measured if here else None, ctx.command)
+
+    def finite(scores: dict[str, float]) -> dict[str, float | None]:
+        return {k: (v if math.isfinite(v) else None) for k, v in scores.items()}
+
     out = {"device": name, "complete": True, "path": str(path), "source": str(source_dir), "method": result.method,
-           "layers": result.rows, "folds": result.folds, "cv_mdrae": result.scores,
-           "cv_transform_mdrae": result.transform_scores, "threads": threads}
+           "layers": result.rows, "folds": result.folds, "measured_primitives": len(shared),
+           "cv_mdrae": finite(result.scores), "cv_transform_mdrae": finite(result.transform_scores),
+           "threads": threads if here else None, "failed": measured.get("report", {}).get("failed", [])}
     if as_json:
         emit_json(out)
         return
     click.echo(f"device {name}: {result.rows} layers, primitive model of {source_dir} moved by {result.method}")
     if result.folds:
-        click.echo(f"  {result.folds}-fold cross-validated MdRAE (median over primitives | transformations):")
+        click.echo(f"  {result.folds}-fold cross-validated MdRAE (median over primitives | transformations, whose "
+                   "tensors may recur across folds):")
         for m, v in result.scores.items():
             t = result.transform_scores.get(m, float("nan"))
             mark = "  <- chosen" if m == result.method else ""
-            click.echo(f"    {m:<9} {100 * v:7.2f} % | {100 * t:7.2f} %{mark}")
-    click.echo(f"  saved to {path}; use it with `edgeplan select MODEL --costs predicted --device {name} "
-               f"--threads {threads}`")
+            click.echo(f"    {m:<15} {100 * v:7.2f} % | {100 * t:7.2f} %{mark}")
+    else:
+        click.echo("  one layer: nothing to cross-validate; the factor correction is what one sample supports")
+    hint = f" --threads {threads}" if here else ""
+    click.echo(f"  saved to {path}; use it with `edgeplan select MODEL --costs predicted --device {name}{hint}`")
+
+
+def _save_device(model: Any, folder: Path, measured: dict[str, Any] | None, command: str) -> Path:
+    """Write the model (and the measured table) to a fresh folder, then put it in place of ``folder`` at once."""
+    import shutil
+    import tempfile
+
+    from edgeplan.costmodels import save_performance_model
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        save_performance_model(model, staging)
+        if measured:
+            _export_measured(measured, staging / "measured.csv", command)
+        old = folder.with_name(f".{folder.name}-old")
+        if folder.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            folder.rename(old)
+        staging.rename(folder)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return folder
 
 
 @contextmanager
@@ -233,8 +281,9 @@ def _fit_bar(enabled: bool) -> Iterator[Callable[[int, int], None]]:
 
 
 def _measure_layers(ctx: Context, networks: tuple[str, ...], samples: int, threads: int, seed: int,
-                    budget_s: float | None, as_json: bool) -> tuple[Any, dict[str, object]]:
-    """Profile the layers to calibrate from in the Store (resumable); the table when complete."""
+                    budget_s: float | None, as_json: bool) -> tuple[Any, dict[str, Any]]:
+    """Profile the layers to calibrate from in the Store (resumable): the table of the completely measured layers,
+    or None when the budget stopped the measuring (run again to resume)."""
     from edgeplan.cli.primitives_cmd import _network_configs
     from edgeplan.measure.device import describe_device
     from edgeplan.measure.paths import default_store_path
@@ -248,15 +297,19 @@ def _measure_layers(ctx: Context, networks: tuple[str, ...], samples: int, threa
     with Store.open(default_store_path(ctx.home)) as store:
         report = profile_primitives(store, plan, device, budget_s=budget_s, progress=not as_json,
                                     command=ctx.command)
-        info: dict[str, object] = {"campaign": plan.name, "store": str(store.path), "report": report.to_dict(),
-                                   "complete": report.remaining == 0}
-        if report.remaining:
+        info: dict[str, Any] = {"campaign": plan.name, "store": str(store.path), "report": report.to_dict()}
+        if report.stopped_by_budget:
             return None, info
+        if report.failed:
+            # retried on every run, so the campaign may never complete: calibrate from the complete layers
+            shown = "; ".join(f"{f.key}: {f.reason}" for f in report.failed[:5])
+            click.echo(f"warning: {len(report.failed)} primitive run(s) failed ({shown}); calibrating from the "
+                       f"{report.configs_exportable} completely measured layers (run again to retry them)", err=True)
         campaign = next(c for c in store.campaigns() if c.name == plan.name)
         return campaign_dataset(store, campaign), info
 
 
-def _export_measured(measured: dict[str, object], out: Path, command: str) -> None:
+def _export_measured(measured: dict[str, Any], out: Path, command: str) -> None:
     """Write the measured layers beside the calibrated model (mulder2021 CSV with its provenance)."""
     from edgeplan.measure.store import Store
     from edgeplan.primitives.campaign import export_dataset

@@ -172,8 +172,8 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
 @click.option("--repeat-data", "repeat_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Its independent re-measurement, for the noise floor.")
 @click.option("--statistic", type=click.Choice(["min", "median"]), default="median", show_default=True,
-              help="Learn and evaluate the medians over runs (what the shipped models learn) or the fastest runs; "
-                   "--insight compares this statistic too.")
+              help="Learn and evaluate the medians over runs (what the shipped PyTorch models learn; the ORT ones "
+                   "learn the fastest) or the fastest runs; --insight compares this statistic too.")
 @click.option("--nb201", is_flag=True,
               help="Instead: few-shot calibration of every HELP NAS-Bench-201 device from 10 architectures.")
 @click.option("--insight", type=click.Choice(["threads", "int8"]), default=None,

@@ -62,6 +62,13 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
             raise InvalidInputError(f"device {device!r} has no primitive performance model ({folder}); create it with "
                                     f"`edgeplan calibrate --primitives --name {device}`")
         model_dir = str(folder)
+        import json
+
+        measured_at = json.loads((folder / "model.json").read_text()).get("info", {}).get("calibration", {}).get(
+            "threads")
+        if measured_at is not None and measured_at != threads:
+            click.echo(f"warning: device {device!r} was calibrated at {measured_at} thread(s); --threads {threads} "
+                       "runs and prices flow layers at another setting", err=True)
     if tables and source != "measured":
         raise click.UsageError("--data gives the tables of --costs measured; drop it or use --costs measured")
     sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, solver=solver,
