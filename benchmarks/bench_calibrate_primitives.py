@@ -10,7 +10,9 @@ table: the 73 conv layers of the six mulder2020 networks measured at 2 threads i
 
 - MdRAE per primitive on that table, median over primitives (and over the non-identity transformations);
 - selection increase: each network's selection made with the model, priced with the measured table, over the
-  measured optimum (mulder2020 Fig. 7/8b), per network and mean over the six.
+  measured optimum (mulder2020 Fig. 7/8b), per network and mean over the six;
+- beside them, the table's own noise floor when ``TABLE_remeasure.csv`` lies next to it (the same layers measured
+  again in an independent run; ``edgeplan primitives noise``).
 
 Beside them: the 5-fold cross-validated scores on the measured layers that ``calibrate`` chooses by, and which
 method it chose. Run it on an otherwise idle machine: two-thread timings are wrecked by a busy core.
@@ -76,6 +78,12 @@ def main() -> int:
           f"{info['report']['elapsed_s']:.0f} s this run)")
     calib = calibrate_primitives(source, data, seed=args.seed, threads=args.threads)
     table = load_primitive_csv(args.table)
+    again_path = args.table.with_name(args.table.stem + "_remeasure.csv")
+    floor = None
+    if again_path.is_file():
+        from edgeplan.primitives.campaign import noise_floor
+
+        floor = noise_floor(table, load_primitive_csv(again_path))
     nets = structures(table)
     formats = own_formats()
     rows: dict[str, dict[str, Any]] = {}
@@ -85,6 +93,10 @@ def main() -> int:
         rows[method] = {**score(model, table, nets, formats), "cv_pct": 100 * calib.scores[method]}
     print(f"\nsource {SHIPPED / SHIPPED_MODEL} (1 thread) -> {args.threads} threads from {len(data)} layers; scored on "
           f"{args.table.name} ({len(table)} layers, measured in another campaign)")
+    if floor is not None:
+        print(f"the table's noise floor (MdRAE between it and {again_path.name}, measured again in an independent "
+              f"run): {100 * floor.median_primitive_mdrae:.2f} % over primitives, "
+              f"{100 * floor.median_transform_mdrae:.2f} % over transformations")
     names = list(nets)
     print(f"{'method':<15} {'CV MdRAE %':>10} {'MdRAE %':>8} {'transf. %':>9} {'mean incr. %':>12}   "
           + " ".join(f"{n[:9]:>9}" for n in names))
@@ -95,7 +107,8 @@ def main() -> int:
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"threads": args.threads, "layers": len(data), "chosen": calib.method,
-                                         "methods": rows}, indent=1))
+                                         "methods": rows, "noise_floor": floor.to_dict() if floor else None},
+                                        indent=1))
     return 0
 
 
