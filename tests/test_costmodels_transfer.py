@@ -511,3 +511,20 @@ def test_cli_calibrate_the_shipped_model_then_select_and_evaluate(tmp_path: Path
     assert main([*home, "select", "torchvision:resnet18", "--costs", "predicted", "--device", "box",
                  "--no-flow-costs", "--json"]) == 0
     assert "was calibrated at 2 thread(s)" in capsys.readouterr().err
+
+
+def test_cli_calibrate_primitives_stopped_by_its_budget_fits_nothing(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Measuring here goes through the Store; a budget that stops it leaves no device and says how to resume."""
+    from edgeplan.cli.main import main
+
+    home = tmp_path / "home"
+    args = ["--home", str(home), "calibrate", "--primitives", "--name", "t", "--network",
+            "nb201:|skip_connect~0|+|none~0|none~1|+|none~0|none~1|none~2|", "--budget-s", "0.001"]
+    assert main([*args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["complete"] is False and out["measured"]["stopped_by_budget"] is True
+    assert out["measured"]["configs_total"] > 0 and out["measured"]["campaign"].startswith("primitives|custom-")
+    assert (home / "store.sqlite").is_file() and not (home / "devices").exists()
+    assert main(args) == 0
+    assert "run the same command again to resume (nothing fitted yet)" in capsys.readouterr().out
