@@ -528,3 +528,16 @@ def test_cli_calibrate_primitives_stopped_by_its_budget_fits_nothing(tmp_path: P
     assert (home / "store.sqlite").is_file() and not (home / "devices").exists()
     assert main(args) == 0
     assert "run the same command again to resume (nothing fitted yet)" in capsys.readouterr().out
+
+
+def test_cli_calibrate_primitives_from_one_layer(tmp_path: Path, lin_source: PerformanceModel,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from edgeplan.cli.main import main
+
+    src = save_performance_model(lin_source, tmp_path / "src")
+    csv = write_table(tmp_path / "one.csv", shifted_target().subset(np.arange(1)))
+    assert main(["--home", str(tmp_path / "home"), "calibrate", "--primitives", "--measurements", str(csv), "--from",
+                 str(src), "--name", "one"]) == 0
+    out = capsys.readouterr().out
+    assert "1 layers" in out and "moved by factor" in out
+    assert "one layer: nothing to cross-validate, so auto keeps the factor correction" in out

@@ -235,7 +235,8 @@ def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, so
             mark = "  <- chosen" if m == result.method else ""
             click.echo(f"    {m:<15} {100 * v:7.2f} % | {100 * t:7.2f} %{mark}")
     else:
-        click.echo("  one layer: nothing to cross-validate; the factor correction is what one sample supports")
+        kept = ", so auto keeps the factor correction" if method == "auto" else ""
+        click.echo(f"  one layer: nothing to cross-validate{kept}")
     hint = f" --threads {threads}" if here else ""
     click.echo(f"  saved to {path}; use it with `edgeplan select MODEL --costs predicted --device {name}{hint}`")
 
