@@ -162,8 +162,6 @@ def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, so
                           networks: tuple[str, ...], samples: int, threads: int, method: str, seed: int,
                           budget_s: float | None, replace: bool, as_json: bool) -> None:
     """Measure a few layers here (or read them) and move the primitive performance model to this machine."""
-    import math
-
     from edgeplan.costmodels import load_performance_model, load_primitive_csv
     from edgeplan.costmodels.transfer_learning import calibrate_primitives
     from edgeplan.errors import InvalidInputError
@@ -215,13 +213,10 @@ def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, so
                                         "threads": threads if here else None,
                                         "data": str(measurements) if measurements else measured.get("campaign")}
     path = _save_device(result.model, folder, measured if here else None, ctx.command)
-
-    def finite(scores: dict[str, float]) -> dict[str, float | None]:
-        return {k: (v if math.isfinite(v) else None) for k, v in scores.items()}
-
+    scored = result.model.info["transfer"]["calibration"]  # the scores, NaN written as null
     out = {"device": name, "complete": True, "path": str(path), "source": str(source_dir), "method": result.method,
            "layers": result.rows, "folds": result.folds, "measured_primitives": len(shared),
-           "cv_mdrae": finite(result.scores), "cv_transform_mdrae": finite(result.transform_scores),
+           "cv_mdrae": scored["scores"], "cv_transform_mdrae": scored["transform_scores"],
            "threads": threads if here else None, "failed": measured.get("report", {}).get("failed", [])}
     if as_json:
         emit_json(out)
@@ -289,7 +284,7 @@ def _measure_layers(ctx: Context, networks: tuple[str, ...], samples: int, threa
     from edgeplan.measure.device import describe_device
     from edgeplan.measure.paths import default_store_path
     from edgeplan.measure.store import Store
-    from edgeplan.primitives.campaign import campaign_dataset, primitive_campaign, profile_primitives
+    from edgeplan.primitives.campaign import campaign_dataset, find_campaign, primitive_campaign, profile_primitives
 
     device = describe_device("torch", threads)
     configs = _network_configs(networks) if networks else None
@@ -306,15 +301,13 @@ def _measure_layers(ctx: Context, networks: tuple[str, ...], samples: int, threa
             shown = "; ".join(f"{f.key}: {f.reason}" for f in report.failed[:5])
             click.echo(f"warning: {len(report.failed)} primitive run(s) failed ({shown}); calibrating from the "
                        f"{report.configs_exportable} completely measured layers (run again to retry them)", err=True)
-        campaign = next(c for c in store.campaigns() if c.name == plan.name)
-        return campaign_dataset(store, campaign), info
+        return campaign_dataset(store, find_campaign(store, plan.name)), info
 
 
 def _export_measured(measured: dict[str, Any], out: Path, command: str) -> None:
     """Write the measured layers beside the calibrated model (mulder2021 CSV with its provenance)."""
     from edgeplan.measure.store import Store
-    from edgeplan.primitives.campaign import export_dataset
+    from edgeplan.primitives.campaign import export_dataset, find_campaign
 
     with Store.open(str(measured["store"])) as store:
-        campaign = next(c for c in store.campaigns() if c.name == measured["campaign"])
-        export_dataset(store, campaign, out, command=command)
+        export_dataset(store, find_campaign(store, measured["campaign"]), out, command=command)
