@@ -26,7 +26,7 @@ CELLS = [f"|{a}~0|+|{b}~0|{c}~1|+|skip_connect~0|{a}~1|{b}~2|"
 
 def _record(cell: str) -> dict[str, Any]:
     """A made-up measurement of an NB201 network: each op costs its FLOPs at 1 GFLOP/s plus 10 us."""
-    graph = nb201_graph(cell)
+    graph = nb201_graph(cell, official=True)
     ops, nodes = [], {}
     for k in deduce_kernels(graph, "torch-eager").kernels:
         ns = [graph.node(n) for n in k.nodes]
@@ -137,6 +137,50 @@ def test_cli_calibrate_then_predict_and_bad_files(capsys: pytest.CaptureFixture[
     assert available_devices(home)["phone2"] == ["lasso"]
     source.save(home / "devices" / "torch-fp32-1t")  # a home device named like a shipped scenario: methods merge
     assert {"lasso", "gbdt"} <= set(available_devices(home)["torch-fp32-1t"])
+
+
+def test_calibration_chooses_the_fold_zeros_deduction_when_the_samples_say_so(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, source: LatencyModel) -> None:
+    from edgeplan.experiments.li2023 import nb201_terms
+    from edgeplan.latency.calibrate import CalibratedDevice
+
+    cells = [*CELLS, "|skip_connect~0|+|skip_connect~0|avg_pool_3x3~1|+|none~0|skip_connect~1|none~2|",
+             "|nor_conv_3x3~0|+|none~0|nor_conv_1x1~1|+|skip_connect~0|none~1|none~2|"]
+    eager = nb201_terms(cells, source)
+    folded = nb201_terms(cells, source, deduction="fold-zeros")
+    assert all(f["kernels"] <= e["kernels"] for f, e in zip(folded, eager, strict=True))
+    truth = [2.0 * t["total"] for t in folded]  # a graph runtime 2x slower that simplifies x * 0
+    idx = [0, 3, 5, 8, 11, 14, 17, 20, len(cells) - 2, len(cells) - 1]
+    dev = calibrate("g", [eager[i] for i in idx], [truth[i] for i in idx], source, "src",
+                    alternatives={"fold-zeros": [folded[i] for i in idx]})
+    assert dev.deduction == "fold-zeros"
+    assert set(dev.info["loo_mape_by_deduction"]) == {"as-source", "fold-zeros"}
+    assert min(dev.info["loo_mape_by_deduction"]["fold-zeros"].values()) < \
+        min(dev.info["loo_mape_by_deduction"]["as-source"].values())
+    pred = np.array([dev.predict_terms(t) for t in folded])
+    assert np.max(np.abs(pred - truth) / truth) < 0.02
+    back = CalibratedDevice.from_dict(json.loads(json.dumps(dev.to_dict())))
+    assert back.deduction == "fold-zeros"
+    # A device that runs everything keeps the source's kernels (ties go to as-source).
+    plain = calibrate("p", [eager[i] for i in idx], [2.0 * eager[i]["total"] for i in idx], source, "src",
+                      alternatives={"fold-zeros": [folded[i] for i in idx]})
+    assert plain.deduction == "as-source"
+    with pytest.raises(InvalidInputError, match="unknown kernel deduction"):
+        calibrate("p", eager[:5], [1.0] * 5, source, "src", alternatives={"fold-all": eager[:5]})
+
+    # From the CLI: the CSV's networks pick the deduction; a network that folds into a constant predicts 0 ms.
+    home = tmp_path / "home"
+    source.save(home / "devices" / "src")
+    rows = [["model", "latency_ms"]] + [[f"nb201-official:{cells[i]}", truth[i]] for i in idx]
+    assert main(["--home", str(home), "calibrate", "--measurements", str(_csv(tmp_path / "g.csv", rows)),
+                 "--name", "graphrt", "--from", "src", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["deduction"] == "fold-zeros"
+    dead = "nb201-official:|none~0|+|nor_conv_3x3~0|none~1|+|none~0|none~1|none~2|"
+    assert main(["--home", str(home), "predict", dead, "nb201-official:" + cells[1], "--device", "graphrt",
+                 "--method", "lasso", "--json"]) == 0
+    zero, live = json.loads(capsys.readouterr().out)
+    assert zero["latency_ms"] == 0.0 and zero["unpredicted_ops"] == []
+    assert live["latency_ms"] == pytest.approx(truth[1], rel=0.02)
 
 
 def test_read_measurements_refuses_duplicates(tmp_path: Path) -> None:

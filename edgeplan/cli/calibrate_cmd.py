@@ -93,10 +93,10 @@ def _calibrate_latency(ctx: Context, measurements: Path, name: str, source: str,
                        as_json: bool) -> None:
     """Few-shot adaptation of the per-op latency predictors (li2023; see edgeplan.latency.calibrate)."""
     from edgeplan.errors import EdgeplanError, InvalidInputError
+    from edgeplan.latency.calibrate import DEDUCTIONS, read_measurements, source_terms
     from edgeplan.latency.calibrate import calibrate as fit
-    from edgeplan.latency.calibrate import read_measurements, source_terms
     from edgeplan.latency.model import LatencyModel
-    from edgeplan.latency.predict import home_root, kernel_profile_of, load_device_model, spec_ops
+    from edgeplan.latency.predict import ORT_OBSERVED, home_root, kernel_profile_of, load_device_model, spec_ops
 
     rows = read_measurements(measurements)
     target = home_root(ctx.home) / name / f"{method}.json"
@@ -110,23 +110,29 @@ def _calibrate_latency(ctx: Context, measurements: Path, name: str, source: str,
                    err=True)
         source, model = model.source_device, model.source
     profile = kernel_profile_of(model)
-    terms = []
+    # ONNX Runtime profiles run what ORT's optimizer keeps; graph profiles also try a zero-folding graph runtime.
+    deductions = DEDUCTIONS if profile not in ORT_OBSERVED else ("as-source",)
+    terms: dict[str, list[dict[str, float]]] = {d: [] for d in deductions}
     for line, (spec, _) in enumerate(rows, start=2):
         try:
-            ops, skipped = spec_ops(spec, profile, ctx.home)
-            if skipped:
-                raise InvalidInputError(f"kernels {', '.join(skipped)} have no IR nodes to predict from")
-            terms.append(source_terms(model.predict_ops(ops), ops))
+            for deduction in deductions:
+                ops, skipped = spec_ops(spec, profile, ctx.home, deduction)
+                if skipped:
+                    raise InvalidInputError(f"kernels {', '.join(skipped)} have no IR nodes to predict from")
+                terms[deduction].append(source_terms(model.predict_ops(ops), ops))
         except EdgeplanError as e:
             raise InvalidInputError(f"{measurements}, line {line}: model {spec}: {e}") from e
-    device = fit(name, terms, [v for _, v in rows], model, source, [m for m, _ in rows])
+    alternatives = {d: t for d, t in terms.items() if d != "as-source"}
+    device = fit(name, terms["as-source"], [v for _, v in rows], model, source, [m for m, _ in rows],
+                 alternatives=alternatives)
     path = device.save(home_root(ctx.home))
     if as_json:
         emit_json({"device": name, "path": str(path), "source": source, "method": method, "form": device.form,
-                   "coef": device.coef, "loo_mape": device.loo_mape, "samples": len(rows)})
+                   "deduction": device.deduction, "coef": device.coef, "loo_mape": device.loo_mape,
+                   "samples": len(rows)})
         return
-    click.echo(f"device {name}: {len(rows)} measured models, correction {device.form} of {source} ({method}); "
-               f"leave-one-out MAPE {device.loo_mape.get(device.form, float('nan')):.2f}%")
+    click.echo(f"device {name}: {len(rows)} measured models, correction {device.form} of {source} ({method}), "
+               f"kernels {device.deduction}; leave-one-out MAPE {device.loo_mape.get(device.form, float('nan')):.2f}%")
     click.echo("  " + ", ".join(f"{k} {v:.4g}" for k, v in device.coef.items() if v))
     click.echo(f"  saved to {path}; use it with `edgeplan predict MODEL --device {name} --method {method}`")
 

@@ -62,7 +62,7 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
         table.add_column(col, justify="right" if "ms" in col else "left")
     for r in results:
         p = r.prediction
-        cells = [r.model, f"{p.latency_ms:.3f}"]
+        cells = [r.model, f"{p.latency_ms:.3f}" + ("†" if not p.ops else "")]
         if measured:
             cells.append(f"{measured[r.model].ms:.3f}")
         table.add_row(*cells, f"{p.overhead_ms:.3f}" + ("*" if p.overhead_clamped else ""),
@@ -72,6 +72,9 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
     if any(r.prediction.overhead_clamped for r in results):
         notes.append("* overhead clamped: the learnt (negative) overhead would take the total below half the ops' "
                      "sum, so the total is raised to that; the overhead shown is the total minus the ops' sum")
+    if any(not r.prediction.ops for r in results):
+        notes.append(f"† no kernel runs: {device}'s runtime folds the network into a constant (its output does not "
+                     "depend on its input once multiplications by zero are simplified; see `edgeplan calibrate`)")
     for ref in sorted({m.reference for m in measured.values() if m.reference}):
         unpaired = [name for name, m in measured.items() if m.reference != ref]
         notes.append(f"measured ms: paired with the reference {ref}, timed beside every run, and converted at the "

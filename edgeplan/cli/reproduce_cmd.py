@@ -190,11 +190,17 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
               show_default=True, help="--nb201: the source's predictor method.")
 @click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True,
               help="--nb201: random draws of 10 architectures per device.")
+@click.option("--nb201-module", type=click.Choice(["official", "lean"]), default="official", show_default=True,
+              help="--nb201: the networks HELP measured (official: none edges are x * 0) or edgeplan's nb201: "
+                   "(none edges dropped), for the ablation.")
+@click.option("--no-fold-zeros", is_flag=True,
+              help="--nb201: calibrate under the source's kernels only, without trying the fold-zeros deduction.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Path | None, repeat_file: Path | None,
            statistic: str, nb201: bool, insight: str | None, floor_only: bool, versus_file: Path | None,
-           help_data: Path, source: str, source_method: str, seeds: int, as_json: bool) -> None:
+           help_data: Path, source: str, source_method: str, seeds: int, nb201_module: str, no_fold_zeros: bool,
+           as_json: bool) -> None:
     """Latency prediction (§5.1, §5.3, §5.5, §5.6) on this machine's per-op datasets, --nb201 few-shot, or an
     --insight of §3.1."""
     from edgeplan.experiments.li2023 import format_nb201, format_report, nb201_fewshot
@@ -249,7 +255,9 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
         model = load_device_model(source, source_method, ctx.home)
         if not isinstance(model, LatencyModel):
             model = model.source
-        few = nb201_fewshot(model, source, help_data, seeds=seeds, progress=not as_json)
+        deductions = ("as-source",) if no_fold_zeros else ("as-source", "fold-zeros")
+        few = nb201_fewshot(model, source, help_data, seeds=seeds, progress=not as_json,
+                            official=nb201_module == "official", deductions=deductions)
         if as_json:
             emit_json(few)
             return

@@ -390,10 +390,12 @@ def read_help(path: Path = HELP_DATA) -> tuple[list[str], dict[str, np.ndarray[A
     return cells, devices
 
 
-def nb201_terms(cells: Sequence[str], source: LatencyModel, progress: bool = False) -> list[dict[str, float]]:
+def nb201_terms(cells: Sequence[str], source: LatencyModel, progress: bool = False, official: bool = True,
+                deduction: str = "as-source") -> list[dict[str, float]]:
     """The source model's prediction terms (:func:`edgeplan.latency.calibrate.source_terms`) of every cell.
 
-    Graphs come from the direct NAS-Bench-201 builder; predictions of repeated operations are computed once.
+    Graphs come from the direct NAS-Bench-201 builder (the official module, ``none`` edges as ``x * 0``, unless
+    ``official`` is False), kernels from ``deduction``; predictions of repeated operations are computed once.
     """
     from edgeplan.frontends.direct import nb201_graph
     from edgeplan.latency.calibrate import source_terms
@@ -404,9 +406,10 @@ def nb201_terms(cells: Sequence[str], source: LatencyModel, progress: bool = Fal
     profile = kernel_profile_of(source)
     memo: dict[tuple[str, tuple[float, ...]], OpPrediction] = {}
     out = []
-    with counting_bar(progress, "NAS-Bench-201 graphs", total=len(cells)) as advance:
+    with counting_bar(progress, f"NAS-Bench-201 graphs ({deduction})", total=len(cells)) as advance:
         for cell in cells:
-            ops, skipped = graph_ops(nb201_graph(cell), profile)
+            ops, skipped = graph_ops(nb201_graph(cell, official=official) if official else nb201_graph(cell), profile,
+                                     deduction)
             if skipped:
                 raise InvalidInputError(f"nb201:{cell}: kernels without IR nodes: {', '.join(skipped)}")
             todo: list[OpInput] = [o for o in ops if (o.key, tuple(o.x)) not in memo]
@@ -428,19 +431,25 @@ def _scores(pred: np.ndarray[Any, Any], true: np.ndarray[Any, Any]) -> dict[str,
 
 
 def nb201_fewshot(source: LatencyModel, source_device: str, help_data: Path = HELP_DATA, seeds: int = 5,
-                  samples: int = 10, progress: bool = False) -> dict[str, Any]:
+                  samples: int = 10, progress: bool = False, official: bool = True,
+                  deductions: Sequence[str] = ("as-source", "fold-zeros")) -> dict[str, Any]:
     """Calibrate every HELP device from 10 architectures and predict all 15,625 (item 7 of the issue).
 
     For each device: from HELP's 10 reference architectures, and from ``samples`` random ones for each of
     ``seeds`` seeds (mean over seeds); Spearman rank correlation, MAPE and the share within +-10%, over all
-    architectures. No other data of the device is used.
+    architectures. No other data of the device is used. The networks are the official module's (``official``;
+    False: ``none`` edges dropped), and each calibration chooses among ``deductions`` by its samples.
     """
     from edgeplan.latency.calibrate import calibrate
 
     cells, devices = read_help(help_data)
-    terms = nb201_terms(cells, source, progress)
+    if "as-source" not in deductions:
+        raise InvalidInputError("the nb201 few-shot needs the as-source deduction among its deductions")
+    by_deduction = {d: nb201_terms(cells, source, progress, official, d) for d in deductions}
+    terms = by_deduction["as-source"]
     out: dict[str, Any] = {"source": source_device, "method": source.method, "architectures": len(cells),
-                           "samples": samples, "seeds": seeds, "devices": {}}
+                           "samples": samples, "seeds": seeds, "module": "official" if official else "lean",
+                           "deductions": list(deductions), "devices": {}}
     draws = {"help": [list(HELP_REFERENCE)],
              "random": [[int(i) for i in np.random.default_rng(s).choice(len(cells), samples, replace=False)]
                         for s in range(seeds)]}
@@ -450,10 +459,12 @@ def nb201_fewshot(source: LatencyModel, source_device: str, help_data: Path = HE
             runs: list[dict[str, float]] = []
             forms: set[str] = set()
             for idx in picks:
-                dev = calibrate(name, [terms[i] for i in idx], [float(lat[i]) for i in idx], source, source_device)
-                pred = np.array([dev.predict_terms(t) for t in terms])
+                alternatives = {d: [t[i] for i in idx] for d, t in by_deduction.items() if d != "as-source"}
+                dev = calibrate(name, [terms[i] for i in idx], [float(lat[i]) for i in idx], source, source_device,
+                                alternatives=alternatives)
+                pred = np.array([dev.predict_terms(t) for t in by_deduction[dev.deduction]])
                 runs.append(_scores(pred, lat))
-                forms.add(dev.form)
+                forms.add(dev.form if dev.deduction == "as-source" else f"{dev.form} {dev.deduction}")
             row[label] = {k: float(np.mean([r[k] for r in runs])) for k in ("spearman", "mape", "acc10")}
             row[label]["forms"] = sorted(forms)
         out["devices"][name] = row
@@ -466,7 +477,8 @@ def nb201_fewshot(source: LatencyModel, source_device: str, help_data: Path = HE
 def format_nb201(result: Mapping[str, Any]) -> list[str]:
     """The few-shot result as a table (HELP reports mean Spearman 0.93 from 10 samples)."""
     lines = [f"NAS-Bench-201 few-shot: {result['samples']} measured architectures per device, all "
-             f"{result['architectures']} predicted; source {result['source']} ({result['method']})",
+             f"{result['architectures']} predicted; source {result['source']} ({result['method']}); "
+             f"{result.get('module', 'official')} module, deductions {', '.join(result.get('deductions', []))}",
              "  paper (HELP, NeurIPS 2021): mean Spearman 0.93 from 10 samples",
              f"  {'device':<16} {'help: rho':>9} {'MAPE':>7} {'±10%':>6}   {'random: rho':>11} {'MAPE':>7} {'±10%':>6}"
              "   forms"]

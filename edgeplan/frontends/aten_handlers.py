@@ -333,7 +333,8 @@ def _binary(op: EltwiseOp, reverse: bool = False) -> Handler:
         if _is_identity(op, other) and acts[0].shape == call.out:
             return acts[0]
         const_shape = other.shape if isinstance(other, Const) else ()
-        return Emit(OpKind.ELTWISE, EltwiseAttrs(op, const_shape=const_shape), acts)
+        value = float(other) if isinstance(other, (int, float)) and not isinstance(other, bool) else None
+        return Emit(OpKind.ELTWISE, EltwiseAttrs(op, const_shape=const_shape, const_value=value), acts)
 
     return handler
 

@@ -124,20 +124,24 @@ class _Builder:
         return self.binary(scope, EltwiseOp.ADD, a, b)
 
     def times_zero(self, scope: str, x: str) -> str:
-        return self.add(self.function(scope, "mul"), OpKind.ELTWISE, EltwiseAttrs(EltwiseOp.MUL, const_shape=()),
-                        [x], self.shapes[x], "aten.mul.Tensor")
+        return self.add(self.function(scope, "mul"), OpKind.ELTWISE,
+                        EltwiseAttrs(EltwiseOp.MUL, const_shape=(), const_value=0.0), [x], self.shapes[x],
+                        "aten.mul.Tensor")
 
 
 @lru_cache(maxsize=256)
-def nb201_graph(cell: str, num_classes: int = 10) -> Graph:
+def nb201_graph(cell: str, num_classes: int = 10, official: bool = False) -> Graph:
     """The IR of the NAS-Bench-201 network of ``cell`` (the graph ``load_graph("nb201:" + cell)`` returns).
 
     Parameters
     ----------
     cell
-        A cell string, with or without the ``nb201:`` prefix.
+        A cell string, with or without the ``nb201:`` (or ``nb201-official:``) prefix.
     num_classes
         Classes of the linear classifier.
+    official
+        Build the official module's cell (``load_graph("nb201-official:" + cell)``): every ``none`` edge is
+        ``x * 0`` summed into its node, as in :func:`edgeplan.frontends.nb201.build_nb201` with ``official=True``.
 
     Returns
     -------
@@ -149,9 +153,9 @@ def nb201_graph(cell: str, num_classes: int = 10) -> Graph:
     InvalidInputError
         For a malformed cell string.
     """
-    text = cell[len("nb201:"):] if cell.startswith("nb201:") else cell
+    text = cell.split(":", 1)[1] if cell.startswith(("nb201:", "nb201-official:")) else cell
     parsed = parse_cell(text)
-    live = [(op, src, dst) for op, src, dst in parsed.edges if op != "none"]
+    live = [(op, src, dst) for op, src, dst in parsed.edges if official or op != "none"]
     b = _Builder()
     b.shapes["input"] = _INPUT_SHAPE
     b.nodes.append(Node("input", OpKind.INPUT, InputAttrs(0), (), (), (_INPUT_SHAPE,), source="placeholder"))
@@ -176,7 +180,9 @@ def nb201_graph(cell: str, num_classes: int = 10) -> Graph:
                     if d != dst:
                         continue
                     edge = f"{scope}.edges.{k}"
-                    if op == "skip_connect":
+                    if op == "none":
+                        terms.append(b.times_zero(edge, nodes[src]))
+                    elif op == "skip_connect":
                         terms.append(nodes[src])
                     elif op == "avg_pool_3x3":
                         terms.append(b.avg_pool(edge, nodes[src], 3, 1, 1, include_pad=False))
@@ -193,7 +199,8 @@ def nb201_graph(cell: str, num_classes: int = 10) -> Graph:
     x = b.bn("last_bn", x)
     x = b.relu("last_relu", x, inplace=True)
     x = b.head(x, num_classes)
-    return Graph(name=f"nb201:{text}", nodes=tuple(b.nodes), outputs=(Ref(x),)).validate()
+    family = "nb201-official" if official else "nb201"
+    return Graph(name=f"{family}:{text}", nodes=tuple(b.nodes), outputs=(Ref(x),)).validate()
 
 
 def _conv_bn(b: _Builder, prefix: str, x: str, c_out: int, kernel: int, stride: int, groups: int = 1,

@@ -130,7 +130,8 @@ def _parse_token(cell: str, token: str, src: int, dst: int) -> tuple[str, int, i
     return op, src, dst
 
 
-def build_nb201(cell: str, num_classes: int = 10) -> tuple[torch.nn.Module, tuple[tuple[int, ...], ...]]:
+def build_nb201(cell: str, num_classes: int = 10,
+                official: bool = False) -> tuple[torch.nn.Module, tuple[tuple[int, ...], ...]]:
     """Build the NAS-Bench-201 network of a cell string, with random weights, in eval mode.
 
     The skeleton is the official ``TinyNetwork`` (C=16, N=5): a 3x3 stem conv (16 channels, no bias) + BN on a
@@ -146,7 +147,11 @@ def build_nb201(cell: str, num_classes: int = 10) -> tuple[torch.nn.Module, tupl
     Deviations from the official module, neither of which changes the parameters or the logits: ``none`` edges
     are dropped, where the official cell computes ``x.mul(0.)`` for each and adds it to the node's sum (so a
     latency measured on the official module includes those multiplies and additions); ``forward`` returns the
-    logits alone (the official one returns ``(pooled_features, logits)``).
+    logits alone (the official one returns ``(pooled_features, logits)``). With ``official=True`` (the zoo's
+    ``nb201-official:CELL``) ``none`` edges are kept as the official ``x.mul(0.)`` terms: the network the
+    published NAS-Bench-201 latency tables (HELP's) were measured on. Its node sums start from the first term,
+    where the official Python ``sum`` first adds it to 0 (one scalar add per node, the same in every
+    architecture, which the traced graph does not show either).
 
     Parameters
     ----------
@@ -155,6 +160,8 @@ def build_nb201(cell: str, num_classes: int = 10) -> tuple[torch.nn.Module, tupl
     num_classes
         Number of classes of the linear classifier: 10 (CIFAR-10, default), 100 (CIFAR-100) or 120
         (ImageNet16-120) in the benchmark; any positive integer is accepted.
+    official
+        Keep ``none`` edges as ``x.mul(0.)`` terms, as the official cell computes them.
 
     Returns
     -------
@@ -170,7 +177,7 @@ def build_nb201(cell: str, num_classes: int = 10) -> tuple[torch.nn.Module, tupl
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
         raise InvalidInputError(f"num_classes must be a positive integer, got {num_classes!r}")
     layers = _torch_layers()
-    module = layers.network(parsed, num_classes)
+    module = layers.network(parsed, num_classes, official)
     module.eval()
     return module, (_INPUT_SHAPE,)
 
@@ -178,7 +185,7 @@ def build_nb201(cell: str, num_classes: int = 10) -> tuple[torch.nn.Module, tupl
 class _Layers(NamedTuple):
     """Constructors of the torch modules, defined on first use so that this module loads without torch."""
 
-    network: Callable[[Nb201Cell, int], torch.nn.Module]
+    network: Callable[[Nb201Cell, int, bool], torch.nn.Module]
 
 
 @functools.cache
@@ -193,7 +200,15 @@ def _torch_layers() -> _Layers:
             nn.BatchNorm2d(c_out, affine=True, track_running_stats=True),
         )
 
+    class Zero(nn.Module):
+        """The official ``none`` op at stride 1: ``x.mul(0.)``."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.mul(0.0)
+
     def edge_op(op: str, channels: int) -> nn.Module:
+        if op == "none":
+            return Zero()
         if op == "skip_connect":
             return nn.Identity()
         if op == "nor_conv_1x1":
@@ -205,11 +220,11 @@ def _torch_layers() -> _Layers:
         raise AssertionError(f"no module for op {op!r}")  # parse_cell admits only NB201_OPS
 
     class Cell(nn.Module):
-        """One NAS-Bench-201 cell: node j is the sum of its non-``none`` incoming edges."""
+        """One NAS-Bench-201 cell: node j is the sum of its non-``none`` incoming edges (all, if ``official``)."""
 
-        def __init__(self, cell: Nb201Cell, channels: int) -> None:
+        def __init__(self, cell: Nb201Cell, channels: int, official: bool) -> None:
             super().__init__()
-            live = [(op, src, dst) for op, src, dst in cell.edges if op != "none"]
+            live = [(op, src, dst) for op, src, dst in cell.edges if official or op != "none"]
             self.edges = nn.ModuleList(edge_op(op, channels) for op, _, _ in live)
             # incoming[j - 1]: (index into self.edges, source node) of the live edges into node j
             self.incoming = [
@@ -238,7 +253,7 @@ def _torch_layers() -> _Layers:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.downsample(x) + self.conv_b(self.conv_a(x))
 
-    def network(cell: Nb201Cell, num_classes: int) -> nn.Module:
+    def network(cell: Nb201Cell, num_classes: int, official: bool) -> nn.Module:
         c = _STEM_CHANNELS
         parts: dict[str, nn.Module] = {
             "stem_conv": nn.Conv2d(3, c, 3, padding=1, bias=False),
@@ -249,7 +264,7 @@ def _torch_layers() -> _Layers:
                 parts[f"reduction{stage}"] = ResidualReduction(c, 2 * c)
                 c *= 2
             for index in range(_CELLS_PER_STAGE):
-                parts[f"stage{stage}_cell{index}"] = Cell(cell, c)
+                parts[f"stage{stage}_cell{index}"] = Cell(cell, c, official)
         parts["last_bn"] = nn.BatchNorm2d(c)
         parts["last_relu"] = nn.ReLU(inplace=True)
         parts["global_pool"] = nn.AdaptiveAvgPool2d(1)

@@ -1,15 +1,16 @@
 """The model zoo: one string per model.
 
-=====================  =====================================================================  ===============
-spec                   what it builds                                                          default input
-=====================  =====================================================================  ===============
-``torchvision:NAME``   a torchvision classification model, random weights                      1x3x224x224
-``timm:NAME``          a timm model, random weights (``pretrained=False``)                     the model's cfg
-``paper:NAME``         a model of eshratifar2018 Table 4 that no zoo has (AlexNet, ...)        per model
-``nb201:CELL``         a NAS-Bench-201 network from its cell string                            1x3x32x32
-``synthetic:SEED``     a network of li2023's synthetic NAS space (§4.3.2), seeded              1x3x224x224
-``PATH.onnx``          an ONNX file                                                            from the file
-=====================  =====================================================================  ===============
+=========================  =====================================================================  ===============
+spec                       what it builds                                                          default input
+=========================  =====================================================================  ===============
+``torchvision:NAME``       a torchvision classification model, random weights                      1x3x224x224
+``timm:NAME``              a timm model, random weights (``pretrained=False``)                     the model's cfg
+``paper:NAME``             a model of eshratifar2018 Table 4 that no zoo has (AlexNet, ...)        per model
+``nb201:CELL``             a NAS-Bench-201 network from its cell string                            1x3x32x32
+``nb201-official:CELL``    the same, with ``none`` edges as the official ``x * 0`` terms          1x3x32x32
+``synthetic:SEED``         a network of li2023's synthetic NAS space (§4.3.2), seeded              1x3x224x224
+``PATH.onnx``              an ONNX file                                                            from the file
+=========================  =====================================================================  ===============
 
 Nothing is downloaded: every architecture is built with random weights, which is all latency needs.
 """
@@ -54,6 +55,9 @@ FAMILIES: tuple[Family, ...] = (
            "per model"),
     Family("nb201", "NAS-Bench-201 networks from a cell string",
            ("nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|",),
+           "1x3x32x32"),
+    Family("nb201-official", "NAS-Bench-201 networks as the official code builds them (none edges as x * 0)",
+           ("nb201-official:|nor_conv_3x3~0|+|none~0|nor_conv_3x3~1|+|skip_connect~0|none~1|nor_conv_3x3~2|",),
            "1x3x32x32"),
     Family("synthetic", "li2023 §4.3.2 synthetic NAS space, seeded", ("synthetic:0", "synthetic:42"), "1x3x224x224"),
     Family("onnx", "an ONNX file given by its path", ("model.onnx",), "from the file"),
@@ -168,11 +172,18 @@ def _nb201(name: str) -> tuple[Any, tuple[Shape, ...]]:
     return build_nb201(name)
 
 
+def _nb201_official(name: str) -> tuple[Any, tuple[Shape, ...]]:
+    from edgeplan.frontends.nb201 import build_nb201
+
+    return build_nb201(name, official=True)
+
+
 _BUILDERS = {
     "torchvision": _torchvision,
     "timm": _timm,
     "paper": _paper,
     "nb201": _nb201,
+    "nb201-official": _nb201_official,
     "synthetic": _synthetic,
 }
 
@@ -194,7 +205,8 @@ def load_graph(spec: str, input_shape: Shape | None = None, opaque: bool = False
     Parameters
     ----------
     spec
-        ``torchvision:NAME``, ``timm:NAME``, ``paper:NAME``, ``nb201:CELL``, ``synthetic:SEED`` or ``PATH.onnx``.
+        ``torchvision:NAME``, ``timm:NAME``, ``paper:NAME``, ``nb201:CELL``, ``nb201-official:CELL``,
+        ``synthetic:SEED`` or ``PATH.onnx``.
     input_shape
         Overrides the first input's default shape (batch included).
     opaque
@@ -207,11 +219,11 @@ def load_graph(spec: str, input_shape: Shape | None = None, opaque: bool = False
         if input_shape is not None:
             raise InvalidInputError(f"{spec}: an ONNX file has its own input shapes; drop --input-shape")
         return graph_from_onnx(Path(name), name=spec, opaque=opaque)
-    if family in ("nb201", "synthetic") and input_shape is None:  # built directly: the traced graph, in ms
+    if family in ("nb201", "nb201-official", "synthetic") and input_shape is None:  # built directly, in ms
         from edgeplan.frontends.direct import nb201_graph, synthetic_graph
 
-        if family == "nb201":
-            return nb201_graph(name)
+        if family != "synthetic":
+            return nb201_graph(name, official=True) if family == "nb201-official" else nb201_graph(name)
         try:
             seed = int(name)
         except ValueError:

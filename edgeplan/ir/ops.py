@@ -341,10 +341,15 @@ class GlobalPoolAttrs:
 
 @dataclass(frozen=True)
 class EltwiseAttrs:
-    """Binary element-wise op. With one graph input, the other operand is a constant of ``const_shape``."""
+    """Binary element-wise op. With one graph input, the other operand is a constant of ``const_shape``.
+
+    ``const_value`` is that constant's value when the model gives it as a number (``x.mul(0.)``), else None; graph
+    runtimes simplify on it (:mod:`edgeplan.ir.fold`).
+    """
 
     op: EltwiseOp
     const_shape: tuple[int, ...] | None = None
+    const_value: float | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,14 @@ differ in what separates them from the source (per-kernel costs on GPUs at batch
 CPUs): on NAS-Bench-201 (``edgeplan reproduce li2023 --nb201``, the ``forms`` column) the chosen form differs from
 device to device.
 
+The kernels the new device runs are chosen the same way, from :data:`DEDUCTIONS`: ``as-source`` (the source
+runtime's kernels) or ``fold-zeros`` (a graph runtime that simplifies multiplications by zero and removes dead
+code, :mod:`edgeplan.ir.fold`). When the samples' terms differ between the two, the best form is found under
+each, and ``fold-zeros`` is kept only when its leave-one-out errors beat ``as-source``'s by more than one standard
+error of their paired differences (the one-standard-error rule of cross-validated model choice: with ten samples,
+the lowest of twenty scores is often lowest by chance). A network a device folds into a constant runs no kernel
+and is predicted 0 ms.
+
 A calibrated device is saved under the edgeplan home as ``devices/{name}/{method}.json`` with its source model
 inside, and predicts like any device (``edgeplan predict --device NAME``).
 """
@@ -38,7 +46,8 @@ from edgeplan.errors import InvalidInputError
 from edgeplan.latency.features import CATEGORY_FEATURES
 from edgeplan.latency.model import LatencyModel, OpInput, Prediction, write_json
 
-__all__ = ["CALIBRATED_FORMAT", "FORMS", "CalibratedDevice", "calibrate", "read_measurements", "source_terms"]
+__all__ = ["CALIBRATED_FORMAT", "DEDUCTIONS", "FORMS", "CalibratedDevice", "calibrate", "read_measurements",
+           "source_terms"]
 
 #: Format tag of a saved calibrated device.
 CALIBRATED_FORMAT = "edgeplan-calibrated-device/1"
@@ -47,6 +56,9 @@ CALIBRATED_FORMAT = "edgeplan-calibrated-device/1"
 #: scale with weight ``l``).
 FORMS: tuple[str, ...] = ("scale", "scale+overhead", "scale+kernels", "per-category", "per-category+kernels",
                           "per-key(1)", "per-key(0.3)", "per-key(0.1)", "per-key(0.03)", "per-key(0.01)")
+
+#: The kernel deductions a calibrated device can run under (see the module docstring), the default first.
+DEDUCTIONS: tuple[str, ...] = ("as-source", "fold-zeros")
 
 _CATEGORIES: tuple[str, ...] = tuple(CATEGORY_FEATURES)
 
@@ -134,7 +146,9 @@ def _fit_form(form: str, terms: Sequence[Mapping[str, float]], y: np.ndarray[Any
 
 
 def _predict_form(form: str, coef: Mapping[str, float], t: Mapping[str, float]) -> float:
-    """A model's latency from its :func:`source_terms` under a fitted form."""
+    """A model's latency from its :func:`source_terms` under a fitted form (0 for a model that runs no kernel)."""
+    if t["kernels"] == 0:
+        return 0.0
     fixed = coef.get("const", 0.0) + coef.get("kernels", 0.0) * t["kernels"]
     if _shrinkage(form) is not None:
         scale = coef["scale"]
@@ -144,13 +158,25 @@ def _predict_form(form: str, coef: Mapping[str, float], t: Mapping[str, float]) 
     return sum(c * _value(n, t) for n, c in coef.items())
 
 
-def _loo(form: str, terms: Sequence[Mapping[str, float]], y: np.ndarray[Any, Any]) -> float:
+def _fit_running(form: str, terms: Sequence[Mapping[str, float]], y: np.ndarray[Any, Any]) -> dict[str, float]:
+    """:func:`_fit_form` on the models that run kernels (a folded one is 0 ms whatever the coefficients)."""
+    keep = [j for j, t in enumerate(terms) if t["kernels"] > 0]
+    if not keep:
+        raise InvalidInputError("every measured model folds into a constant under this deduction: nothing to fit")
+    return _fit_form(form, [terms[j] for j in keep], y[keep])
+
+
+def _loo_errors(form: str, terms: Sequence[Mapping[str, float]],
+                y: np.ndarray[Any, Any]) -> np.ndarray[Any, Any] | None:
+    """Leave-one-out relative errors of ``form``, one per sample (None when a fold would have nothing to fit)."""
     errs = []
     for i in range(len(y)):
-        keep = [j for j in range(len(y)) if j != i]
+        keep = [j for j in range(len(y)) if j != i and terms[j]["kernels"] > 0]
+        if not keep:
+            return None
         coef = _fit_form(form, [terms[j] for j in keep], y[keep])
         errs.append(abs(_predict_form(form, coef, terms[i]) - y[i]) / y[i])
-    return float(100 * np.mean(errs))
+    return np.array(errs)
 
 
 def _parameters(form: str, terms: Sequence[Mapping[str, float]]) -> int:
@@ -173,6 +199,7 @@ class CalibratedDevice:
     loo_mape: dict[str, float]
     samples: list[dict[str, Any]] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    deduction: str = "as-source"
 
     @property
     def method(self) -> str:
@@ -201,6 +228,8 @@ class CalibratedDevice:
     def _correct(self, src: Prediction, ops: Sequence[OpInput]) -> Prediction:
         scaled = tuple(replace(p, ms=None if p.ms is None else p.ms * self._op_scale(o.key, o.category))
                        for o, p in zip(ops, src.ops, strict=True))
+        if not ops:  # folded into a constant: nothing runs
+            return Prediction(0.0, 0.0, scaled, False)
         overhead = self.coef.get("const", 0.0) + self.coef.get("kernels", 0.0) * len(ops)
         if "total" in self.coef:  # the source's overhead as in its total (which never falls below half its ops)
             overhead += self.coef["total"] * src.overhead_ms
@@ -210,8 +239,8 @@ class CalibratedDevice:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"format": CALIBRATED_FORMAT, "name": self.name, "source_device": self.source_device,
-                "form": self.form, "coef": self.coef, "loo_mape": self.loo_mape, "samples": self.samples,
-                "info": self.info, "source": self.source.to_dict()}
+                "form": self.form, "deduction": self.deduction, "coef": self.coef, "loo_mape": self.loo_mape,
+                "samples": self.samples, "info": self.info, "source": self.source.to_dict()}
 
     def save(self, home_devices: Path) -> Path:
         """Write ``{home_devices}/{name}/{method}.json``."""
@@ -223,11 +252,12 @@ class CalibratedDevice:
         source = LatencyModel.from_dict(data["source"])
         return cls(str(data["name"]), source, str(data["source_device"]), str(data["form"]),
                    {k: float(v) for k, v in data["coef"].items()}, dict(data["loo_mape"]), list(data["samples"]),
-                   dict(data.get("info", {})))
+                   dict(data.get("info", {})), str(data.get("deduction", "as-source")))
 
 
 def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequence[float], source: LatencyModel,
-              source_device: str, models: Sequence[str] = (), forms: Sequence[str] = FORMS) -> CalibratedDevice:
+              source_device: str, models: Sequence[str] = (), forms: Sequence[str] = FORMS,
+              alternatives: Mapping[str, Sequence[Mapping[str, float]]] | None = None) -> CalibratedDevice:
     """Fit the correction of ``source``'s predictions to a new device's measured latencies.
 
     Parameters
@@ -247,6 +277,11 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
     forms
         Candidate correction forms; the one with the lowest leave-one-out MAPE wins (with fewer than 4 samples,
         ``scale``).
+    alternatives
+        The samples' terms under other kernel deductions (``{"fold-zeros": [...]}``); ``terms`` are the
+        ``as-source`` ones. A deduction whose terms equal ``as-source``'s is not tried; otherwise each deduction's
+        best form is found as above, and another deduction replaces ``as-source`` only when its leave-one-out
+        errors are lower by more than one standard error of the paired differences (``info["deduction_test"]``).
 
     Returns
     -------
@@ -255,22 +290,56 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
     Raises
     ------
     InvalidInputError
-        For fewer than 1 sample, mismatched lengths or non-positive latencies.
+        For fewer than 1 sample, mismatched lengths, non-positive latencies or an unknown deduction.
     """
     y = np.asarray(latencies, dtype=float)
     if len(y) == 0 or len(y) != len(terms):
         raise InvalidInputError(f"calibrate needs one latency per model, got {len(y)} latencies for {len(terms)}")
     if not np.all(y > 0):
         raise InvalidInputError("latencies must be positive")
-    candidates = [f for f in forms if _parameters(f, terms) < len(y)] or ["scale"]
-    if len(y) < 4:
-        candidates = ["scale"]
-    scores = {f: (_loo(f, terms, y) if len(y) >= 4 else math.nan) for f in candidates}
-    best = min(candidates, key=lambda f: (0.0 if math.isnan(scores[f]) else scores[f], list(forms).index(f)))
-    coef = _fit_form(best, terms, y)
+    variants: dict[str, Sequence[Mapping[str, float]]] = {"as-source": terms}
+    for deduction, alt in (alternatives or {}).items():
+        if deduction not in DEDUCTIONS:
+            raise InvalidInputError(f"unknown kernel deduction {deduction!r}; use one of {', '.join(DEDUCTIONS)}")
+        if len(alt) != len(terms):
+            raise InvalidInputError(f"{deduction}: {len(alt)} terms for {len(terms)} samples")
+        if list(alt) != list(terms) and any(t["kernels"] > 0 for t in alt):
+            variants[deduction] = alt
+    order = list(forms)
+    scores: dict[str, dict[str, float]] = {}
+    best_errors: dict[str, tuple[str, np.ndarray[Any, Any] | None]] = {}
+    for deduction, t in variants.items():
+        candidates = [f for f in forms if _parameters(f, t) < len(y)] or ["scale"]
+        if len(y) < 4:
+            candidates = ["scale"]
+        errors = {f: (_loo_errors(f, t, y) if len(y) >= 4 else None) for f in candidates}
+        if deduction != "as-source" and all(e is None for e in errors.values()):
+            continue
+        scores[deduction] = {f: (math.nan if e is None else float(100 * e.mean())) for f, e in errors.items()}
+        form = min(candidates, key=lambda f: (0.0 if math.isnan(scores[deduction][f]) else scores[deduction][f],
+                                              order.index(f)))
+        best_errors[deduction] = (form, errors[form])
+    # Another deduction replaces the source's kernels only when its best form beats the source's best by more than
+    # one standard error of the paired leave-one-out differences: with ten samples, the lower of twenty scores is
+    # often lower by chance alone.
+    deduction, test = "as-source", {}
+    base = best_errors["as-source"][1]
+    for other, (_, errs) in best_errors.items():
+        if other == "as-source" or errs is None or base is None:
+            continue
+        diff = base - errs
+        gain, se = float(100 * diff.mean()), float(100 * diff.std(ddof=1) / math.sqrt(len(diff)))
+        test[other] = {"loo_gain": gain, "standard_error": se}
+        if gain > se and gain > test.get(deduction, {}).get("loo_gain", 0.0):
+            deduction = other
+    best = best_errors[deduction][0]
+    coef = _fit_running(best, variants[deduction], y)
     samples = [{"model": m, "latency_ms": float(v)} for m, v in zip(models or [""] * len(y), y, strict=True)]
-    info = {"calibrated_utc": datetime.now(UTC).isoformat(timespec="seconds"), "n_samples": len(y)}
-    return CalibratedDevice(name, source, source_device, best, coef, scores, samples, info)
+    info: dict[str, Any] = {"calibrated_utc": datetime.now(UTC).isoformat(timespec="seconds"), "n_samples": len(y)}
+    if len(scores) > 1:
+        info["loo_mape_by_deduction"] = scores
+        info["deduction_test"] = test
+    return CalibratedDevice(name, source, source_device, best, coef, scores[deduction], samples, info, deduction)
 
 
 def read_measurements(path: str | Path) -> list[tuple[str, float]]:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ModelPrediction",
     "available_devices",
+    "deduction_of",
     "graph_ops",
     "kernel_profile_of",
     "load_device_model",
@@ -100,15 +101,26 @@ def load_device_model(device: str, method: str, home: str | Path | None = None) 
                             "`edgeplan calibrate`)")
 
 
-def graph_ops(graph: Graph, kernel_profile: str) -> tuple[list[OpInput], list[str]]:
-    """The featurized kernels ``kernel_profile`` runs for ``graph``, and kernels it cannot featurize (by name)."""
+def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -> tuple[list[OpInput], list[str]]:
+    """The featurized kernels ``kernel_profile`` runs for ``graph``, and kernels it cannot featurize (by name).
+
+    ``deduction`` ``fold-zeros`` keeps only the kernels of nodes a zero-simplifying graph runtime executes
+    (:func:`edgeplan.ir.fold.executed_nodes`); ``as-source`` (default) keeps what ``kernel_profile`` runs.
+    """
     from edgeplan.ir.kernels import deduce_kernels
 
     if kernel_profile in ORT_OBSERVED:
         raise InvalidInputError(f"an ONNX Runtime device ({kernel_profile}) reads its kernels from ORT's optimizer on "
                                 "the exported model, not from a graph: predict a zoo model by name")
-    deduction = deduce_kernels(graph, kernel_profile)
-    return _featurize(graph, [(k.name, k.kind, k.nodes) for k in deduction.kernels])
+    kernels = [(k.name, k.kind, k.nodes) for k in deduce_kernels(graph, kernel_profile).kernels]
+    if deduction == "fold-zeros":
+        from edgeplan.ir.fold import executed_nodes
+
+        executed = executed_nodes(graph)
+        kernels = [k for k in kernels if not k[2] or any(n in executed for n in k[2])]
+    elif deduction != "as-source":
+        raise InvalidInputError(f"unknown kernel deduction {deduction!r}; use as-source or fold-zeros")
+    return _featurize(graph, kernels)
 
 
 def _featurize(graph: Graph, kernels: Sequence[tuple[str, str, Sequence[str]]]) -> tuple[list[OpInput], list[str]]:
@@ -139,18 +151,22 @@ def onnxruntime_ops(spec: str, kernel_profile: str, home: str | Path | None = No
     return _featurize(*onnxruntime_kernel_ops(spec, kernel_profile.split("-", 1)[1], home))
 
 
-def spec_ops(spec: str, kernel_profile: str, home: str | Path | None = None) -> tuple[list[OpInput], list[str]]:
+def spec_ops(spec: str, kernel_profile: str, home: str | Path | None = None,
+             deduction: str = "as-source") -> tuple[list[OpInput], list[str]]:
     """:func:`graph_ops` of a zoo model, or :func:`onnxruntime_ops` for an ONNX Runtime scenario's profile."""
     if kernel_profile in ORT_OBSERVED:
+        if deduction != "as-source":
+            raise InvalidInputError(f"an ONNX Runtime device ({kernel_profile}) runs what ORT's optimizer keeps; "
+                                    f"the {deduction} deduction applies to graph profiles only")
         return onnxruntime_ops(spec, kernel_profile, home)
     from edgeplan.frontends.zoo import load_graph
 
-    return graph_ops(load_graph(spec), kernel_profile)
+    return graph_ops(load_graph(spec), kernel_profile, deduction)
 
 
 def predict_graph(graph: Graph, model: LatencyModel | CalibratedDevice, kernel_profile: str) -> Prediction:
     """Predict ``graph`` with ``model``; kernels that cannot be featurized count as unpredicted."""
-    ops, skipped = graph_ops(graph, kernel_profile)
+    ops, skipped = graph_ops(graph, kernel_profile, deduction_of(model))
     return _with_skipped(model.predict_ops(ops), skipped)
 
 
@@ -212,6 +228,11 @@ def kernel_profile_of(device_model: LatencyModel | CalibratedDevice) -> str:
                             "predicts; refit it")
 
 
+def deduction_of(device_model: LatencyModel | CalibratedDevice) -> str:
+    """The kernel deduction ``device_model`` predicts under: a calibrated device's, else ``as-source``."""
+    return "as-source" if isinstance(device_model, LatencyModel) else device_model.deduction
+
+
 def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: str = DEFAULT_METHOD,
                    home: str | Path | None = None, progress: bool = False) -> list[ModelPrediction]:
     """Predict every zoo model of ``specs`` on ``device`` with ``method``'s predictors.
@@ -241,7 +262,7 @@ def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: s
     featurized: list[tuple[list[OpInput], list[str]]] = []
     with counting_bar(progress and len(specs) > 1, "importing", total=len(specs)) as advance:
         for spec in specs:
-            featurized.append(spec_ops(spec, profile, home))
+            featurized.append(spec_ops(spec, profile, home, deduction_of(model)))
             advance(1)
     preds = model.predict_batch([ops for ops, _ in featurized])
     out = []
