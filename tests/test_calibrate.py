@@ -165,8 +165,26 @@ def test_calibration_chooses_the_fold_zeros_deduction_when_the_samples_say_so(
     plain = calibrate("p", [eager[i] for i in idx], [2.0 * eager[i]["total"] for i in idx], source, "src",
                       alternatives={"fold-zeros": [folded[i] for i in idx]})
     assert plain.deduction == "as-source"
+    for bad in ("fold-all", "as-source"):
+        with pytest.raises(InvalidInputError, match="unknown alternative kernel deduction"):
+            calibrate("p", eager[:5], [1.0] * 5, source, "src", alternatives={bad: eager[:5]})
+    # A sample that folds into a constant fits nothing and is predicted 0 ms (a 100% error where it is not).
+    dead = "|none~0|+|nor_conv_3x3~0|none~1|+|none~0|none~1|none~2|"
+    (dead_eager,), (dead_folded,) = nb201_terms([dead], source), nb201_terms([dead], source, deduction="fold-zeros")
+    assert dead_folded["kernels"] == 0 and dead_eager["kernels"] > 0
+    with_dead = calibrate("g2", [eager[i] for i in idx] + [dead_eager], [truth[i] for i in idx] + [0.01], source,
+                          "src", alternatives={"fold-zeros": [folded[i] for i in idx] + [dead_folded]})
+    assert with_dead.deduction == "fold-zeros" and with_dead.predict_terms(dead_folded) == 0.0
+    assert with_dead.predict_terms(folded[1]) == pytest.approx(truth[1], rel=0.02)
+    # Fewer than 4 samples: no leave-one-out, the source's kernels and one scale.
+    few = calibrate("f", eager[:3], truth[:3], source, "src", alternatives={"fold-zeros": folded[:3]})
+    assert few.deduction == "as-source" and few.form == "scale"
+    saved = json.loads(json.dumps(few.to_dict()))
+    assert saved["loo_mape"] == {"scale": None}  # no NaN in the file
+    del saved["deduction"]  # a device calibrated before deductions existed ran the source's kernels
+    assert CalibratedDevice.from_dict(saved).deduction == "as-source"
     with pytest.raises(InvalidInputError, match="unknown kernel deduction"):
-        calibrate("p", eager[:5], [1.0] * 5, source, "src", alternatives={"fold-all": eager[:5]})
+        CalibratedDevice.from_dict({**saved, "deduction": "magic"})
 
     # From the CLI: the CSV's networks pick the deduction; a network that folds into a constant predicts 0 ms.
     home = tmp_path / "home"

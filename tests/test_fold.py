@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -30,6 +32,7 @@ def test_official_graph_equals_the_traced_official_module(cell: str) -> None:
     direct = nb201_graph(cell, official=True)
     assert direct.nodes == traced.nodes and direct.name == traced.name
     assert load_graph(f"nb201-official:{cell}") is direct
+    assert nb201_graph(f"nb201-official:{cell}").nodes == direct.nodes  # the prefix alone asks for it
     zeros = [n for n in direct if n.kind is OpKind.ELTWISE and n.attrs.op is EltwiseOp.MUL]
     assert len(zeros) == 15 * cell.count("none")  # one x * 0 per none edge, in each of the 15 cells
     assert all(isinstance(n.attrs, EltwiseAttrs) and n.attrs.const_value == 0.0 for n in zeros)
@@ -70,6 +73,24 @@ def test_traced_scalar_multiplies_record_their_value() -> None:
     assert {graph.node(n).kind for n in run} == {OpKind.ELTWISE} and len(run) == 1
 
 
+def test_fold_rules_on_element_wise_corner_cases() -> None:
+    class Net(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            z = torch.relu(x).mul(0.0)
+            three = z + 3.0  # zero plus another constant: input-independent, not zero
+            scaled = torch.sigmoid(x) * three  # so this is 3 * sigmoid(x), not zero
+            diff = z - torch.tanh(x)  # 0 - t is -t: a kernel, not t passed on
+            gone = torch.exp(x) * z  # a product with zero is zero: exp(x) is dead
+            return scaled + gone, diff
+
+    graph = graph_from_torch(Net(), [torch.randn(1, 4, 8, 8)], name="corner")
+    kinds = {n.name: n for n in graph}
+    run = {kinds[n].source for n in executed_nodes(graph)}
+    assert "aten.exp.default" not in run and "aten.relu.default" not in run
+    assert {"aten.sigmoid.default", "aten.tanh.default", "aten.sub.Tensor", "aten.add.Tensor"} <= run
+    assert len([n for n in executed_nodes(graph) if kinds[n].source == "aten.mul.Tensor"]) == 1  # sigmoid * three
+
+
 def test_graph_ops_under_fold_zeros() -> None:
     graph = nb201_graph(IDENTITY_WITH_DEAD_POOL, official=True)
     full, _ = graph_ops(graph, "torch-eager")
@@ -94,3 +115,14 @@ def test_fold_zeros_explains_helps_sub_millisecond_pixel3_networks() -> None:
     # The other devices run those networks: none of them times one below a millisecond.
     others = [v for name, lat in devices.items() if name != "pixel3" for v in lat[tiny]]
     assert min(others) > 1.0
+
+
+def test_onnx_scalar_constants_record_their_value(tmp_path: Path) -> None:
+    from edgeplan.frontends.onnx_frontend import graph_from_onnx
+
+    module, shapes = build_nb201(ALL_NONE, official=True)
+    path = tmp_path / "all_none.onnx"
+    torch.onnx.export(module, (torch.randn(*shapes[0]),), str(path), dynamo=False)
+    graph = graph_from_onnx(path)
+    assert any(isinstance(n.attrs, EltwiseAttrs) and n.attrs.const_value == 0.0 for n in graph)
+    assert executed_nodes(graph) == frozenset()  # exported, the all-none network folds as the traced one does

@@ -93,10 +93,18 @@ def _calibrate_latency(ctx: Context, measurements: Path, name: str, source: str,
                        as_json: bool) -> None:
     """Few-shot adaptation of the per-op latency predictors (li2023; see edgeplan.latency.calibrate)."""
     from edgeplan.errors import EdgeplanError, InvalidInputError
+    from edgeplan.frontends.zoo import load_graph
     from edgeplan.latency.calibrate import DEDUCTIONS, read_measurements, source_terms
     from edgeplan.latency.calibrate import calibrate as fit
     from edgeplan.latency.model import LatencyModel
-    from edgeplan.latency.predict import ORT_OBSERVED, home_root, kernel_profile_of, load_device_model, spec_ops
+    from edgeplan.latency.predict import (
+        ORT_OBSERVED,
+        graph_ops,
+        home_root,
+        kernel_profile_of,
+        load_device_model,
+        spec_ops,
+    )
 
     rows = read_measurements(measurements)
     target = home_root(ctx.home) / name / f"{method}.json"
@@ -115,8 +123,10 @@ def _calibrate_latency(ctx: Context, measurements: Path, name: str, source: str,
     terms: dict[str, list[dict[str, float]]] = {d: [] for d in deductions}
     for line, (spec, _) in enumerate(rows, start=2):
         try:
+            graph = None if profile in ORT_OBSERVED else load_graph(spec)  # built once for every deduction
             for deduction in deductions:
-                ops, skipped = spec_ops(spec, profile, ctx.home, deduction)
+                ops, skipped = spec_ops(spec, profile, ctx.home) if graph is None else \
+                    graph_ops(graph, profile, deduction)
                 if skipped:
                     raise InvalidInputError(f"kernels {', '.join(skipped)} have no IR nodes to predict from")
                 terms[deduction].append(source_terms(model.predict_ops(ops), ops))
@@ -128,7 +138,7 @@ def _calibrate_latency(ctx: Context, measurements: Path, name: str, source: str,
     path = device.save(home_root(ctx.home))
     if as_json:
         emit_json({"device": name, "path": str(path), "source": source, "method": method, "form": device.form,
-                   "deduction": device.deduction, "coef": device.coef, "loo_mape": device.loo_mape,
+                   "deduction": device.deduction, "coef": device.coef, "loo_mape": device.to_dict()["loo_mape"],
                    "samples": len(rows)})
         return
     click.echo(f"device {name}: {len(rows)} measured models, correction {device.form} of {source} ({method}), "

@@ -397,6 +397,12 @@ def nb201_terms(cells: Sequence[str], source: LatencyModel, progress: bool = Fal
     Graphs come from the direct NAS-Bench-201 builder (the official module, ``none`` edges as ``x * 0``, unless
     ``official`` is False), kernels from ``deduction``; predictions of repeated operations are computed once.
     """
+    return nb201_terms_by(cells, source, (deduction,), progress, official)[deduction]
+
+
+def nb201_terms_by(cells: Sequence[str], source: LatencyModel, deductions: Sequence[str], progress: bool = False,
+                   official: bool = True) -> dict[str, list[dict[str, float]]]:
+    """:func:`nb201_terms` under each of ``deductions``, every graph built once."""
     from edgeplan.frontends.direct import nb201_graph
     from edgeplan.latency.calibrate import source_terms
     from edgeplan.latency.model import OpInput, OpPrediction
@@ -405,19 +411,20 @@ def nb201_terms(cells: Sequence[str], source: LatencyModel, progress: bool = Fal
 
     profile = kernel_profile_of(source)
     memo: dict[tuple[str, tuple[float, ...]], OpPrediction] = {}
-    out = []
-    with counting_bar(progress, f"NAS-Bench-201 graphs ({deduction})", total=len(cells)) as advance:
+    out: dict[str, list[dict[str, float]]] = {d: [] for d in deductions}
+    with counting_bar(progress, "NAS-Bench-201 graphs", total=len(cells)) as advance:
         for cell in cells:
-            ops, skipped = graph_ops(nb201_graph(cell, official=official) if official else nb201_graph(cell), profile,
-                                     deduction)
-            if skipped:
-                raise InvalidInputError(f"nb201:{cell}: kernels without IR nodes: {', '.join(skipped)}")
-            todo: list[OpInput] = [o for o in ops if (o.key, tuple(o.x)) not in memo]
-            if todo:
-                fresh = source.predict_ops(todo)
-                for o, p in zip(todo, fresh.ops, strict=True):
-                    memo[(o.key, tuple(o.x))] = p
-            out.append(source_terms(source.prediction([memo[(o.key, tuple(o.x))] for o in ops]), ops))
+            graph = nb201_graph(cell, official=True) if official else nb201_graph(cell)
+            for deduction in deductions:
+                ops, skipped = graph_ops(graph, profile, deduction)
+                if skipped:
+                    raise InvalidInputError(f"{graph.name}: kernels without IR nodes: {', '.join(skipped)}")
+                todo: list[OpInput] = [o for o in ops if (o.key, tuple(o.x)) not in memo]
+                if todo:
+                    fresh = source.predict_ops(todo)
+                    for o, p in zip(todo, fresh.ops, strict=True):
+                        memo[(o.key, tuple(o.x))] = p
+                out[deduction].append(source_terms(source.prediction([memo[(o.key, tuple(o.x))] for o in ops]), ops))
             advance(1)
     return out
 
@@ -445,7 +452,7 @@ def nb201_fewshot(source: LatencyModel, source_device: str, help_data: Path = HE
     cells, devices = read_help(help_data)
     if "as-source" not in deductions:
         raise InvalidInputError("the nb201 few-shot needs the as-source deduction among its deductions")
-    by_deduction = {d: nb201_terms(cells, source, progress, official, d) for d in deductions}
+    by_deduction = nb201_terms_by(cells, source, deductions, progress, official)
     terms = by_deduction["as-source"]
     out: dict[str, Any] = {"source": source_device, "method": source.method, "architectures": len(cells),
                            "samples": samples, "seeds": seeds, "module": "official" if official else "lean",

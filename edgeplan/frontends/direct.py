@@ -153,6 +153,7 @@ def nb201_graph(cell: str, num_classes: int = 10, official: bool = False) -> Gra
     InvalidInputError
         For a malformed cell string.
     """
+    official = official or cell.startswith("nb201-official:")
     text = cell.split(":", 1)[1] if cell.startswith(("nb201:", "nb201-official:")) else cell
     parsed = parse_cell(text)
     live = [(op, src, dst) for op, src, dst in parsed.edges if official or op != "none"]

@@ -1121,7 +1121,12 @@ def _eltwise(cv: _Converter, node: onnx.NodeProto) -> None:
 def _eltwise_emit(cv: _Converter, node: onnx.NodeProto, op: EltwiseOp, act: Ref, const: str) -> None:
     """An element-wise op of an activation with a constant operand (recorded by its shape)."""
     if cv.is_const(const) and cv.ref_shapes[act] == cv.shape(node.output[0]):
-        cv.emit(node, OpKind.ELTWISE, EltwiseAttrs(op=op, const_shape=cv.const_shape(const)), [act])
+        shape = cv.const_shape(const)
+        value = None
+        if math.prod(shape) == 1:  # a scalar: its value, for the runtimes that simplify on it (edgeplan.ir.fold)
+            array = cv.const(const)
+            value = float(array.reshape(-1)[0]) if array is not None and array.dtype.kind in "fiub" else None
+        cv.emit(node, OpKind.ELTWISE, EltwiseAttrs(op=op, const_shape=shape, const_value=value), [act])
     else:  # an activation bias, or a constant that broadcasts the activation to a larger shape
         cv.emit(node, OpKind.ELTWISE, EltwiseAttrs(op=op), [act, cv.operand(const)])
 

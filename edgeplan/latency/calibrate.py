@@ -228,7 +228,7 @@ class CalibratedDevice:
     def _correct(self, src: Prediction, ops: Sequence[OpInput]) -> Prediction:
         scaled = tuple(replace(p, ms=None if p.ms is None else p.ms * self._op_scale(o.key, o.category))
                        for o, p in zip(ops, src.ops, strict=True))
-        if not ops:  # folded into a constant: nothing runs
+        if not ops and self.deduction == "fold-zeros":  # folded into a constant: nothing runs
             return Prediction(0.0, 0.0, scaled, False)
         overhead = self.coef.get("const", 0.0) + self.coef.get("kernels", 0.0) * len(ops)
         if "total" in self.coef:  # the source's overhead as in its total (which never falls below half its ops)
@@ -239,7 +239,8 @@ class CalibratedDevice:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"format": CALIBRATED_FORMAT, "name": self.name, "source_device": self.source_device,
-                "form": self.form, "deduction": self.deduction, "coef": self.coef, "loo_mape": self.loo_mape,
+                "form": self.form, "deduction": self.deduction, "coef": self.coef,
+                "loo_mape": {k: (None if math.isnan(v) else v) for k, v in self.loo_mape.items()},
                 "samples": self.samples, "info": self.info, "source": self.source.to_dict()}
 
     def save(self, home_devices: Path) -> Path:
@@ -250,9 +251,14 @@ class CalibratedDevice:
     def from_dict(cls, data: Mapping[str, Any]) -> CalibratedDevice:
         """Inverse of :meth:`to_dict`."""
         source = LatencyModel.from_dict(data["source"])
+        deduction = str(data.get("deduction", "as-source"))  # files from before deductions ran the source's kernels
+        if deduction not in DEDUCTIONS:
+            raise InvalidInputError(f"calibrated device {data.get('name')!r} has unknown kernel deduction "
+                                    f"{deduction!r} (known: {', '.join(DEDUCTIONS)}); calibrate it again")
+        loo = {k: (math.nan if v is None else float(v)) for k, v in data["loo_mape"].items()}
         return cls(str(data["name"]), source, str(data["source_device"]), str(data["form"]),
-                   {k: float(v) for k, v in data["coef"].items()}, dict(data["loo_mape"]), list(data["samples"]),
-                   dict(data.get("info", {})), str(data.get("deduction", "as-source")))
+                   {k: float(v) for k, v in data["coef"].items()}, loo, list(data["samples"]),
+                   dict(data.get("info", {})), deduction)
 
 
 def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequence[float], source: LatencyModel,
@@ -299,8 +305,9 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
         raise InvalidInputError("latencies must be positive")
     variants: dict[str, Sequence[Mapping[str, float]]] = {"as-source": terms}
     for deduction, alt in (alternatives or {}).items():
-        if deduction not in DEDUCTIONS:
-            raise InvalidInputError(f"unknown kernel deduction {deduction!r}; use one of {', '.join(DEDUCTIONS)}")
+        if deduction not in DEDUCTIONS or deduction == "as-source":
+            raise InvalidInputError(f"unknown alternative kernel deduction {deduction!r} (the as-source terms are "
+                                    f"`terms`); use one of {', '.join(DEDUCTIONS[1:])}")
         if len(alt) != len(terms):
             raise InvalidInputError(f"{deduction}: {len(alt)} terms for {len(terms)} samples")
         if list(alt) != list(terms) and any(t["kernels"] > 0 for t in alt):
@@ -309,7 +316,8 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
     scores: dict[str, dict[str, float]] = {}
     best_errors: dict[str, tuple[str, np.ndarray[Any, Any] | None]] = {}
     for deduction, t in variants.items():
-        candidates = [f for f in forms if _parameters(f, t) < len(y)] or ["scale"]
+        running = sum(1 for x in t if x["kernels"] > 0)  # a folded sample fits nothing
+        candidates = [f for f in forms if _parameters(f, t) < running] or ["scale"]
         if len(y) < 4:
             candidates = ["scale"]
         errors = {f: (_loo_errors(f, t, y) if len(y) >= 4 else None) for f in candidates}

@@ -112,12 +112,16 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
     if kernel_profile in ORT_OBSERVED:
         raise InvalidInputError(f"an ONNX Runtime device ({kernel_profile}) reads its kernels from ORT's optimizer on "
                                 "the exported model, not from a graph: predict a zoo model by name")
-    kernels = [(k.name, k.kind, k.nodes) for k in deduce_kernels(graph, kernel_profile).kernels]
+    kernels = [(k.name, k.kind, tuple(k.nodes)) for k in deduce_kernels(graph, kernel_profile).kernels]
     if deduction == "fold-zeros":
         from edgeplan.ir.fold import executed_nodes
 
         executed = executed_nodes(graph)
-        kernels = [k for k in kernels if not k[2] or any(n in executed for n in k[2])]
+        if not executed:  # folded into a constant: nothing runs, not even the kernels the runtime inserts
+            return [], []
+        # A fused kernel runs if one of its nodes does, and is featurized from the nodes that run.
+        kept = [(name, kind, tuple(n for n in nodes if n in executed)) for name, kind, nodes in kernels]
+        kernels = [k for k, (_, _, nodes) in zip(kept, kernels, strict=True) if k[2] or not nodes]
     elif deduction != "as-source":
         raise InvalidInputError(f"unknown kernel deduction {deduction!r}; use as-source or fold-zeros")
     return _featurize(graph, kernels)
