@@ -17,15 +17,13 @@ that only feeds ``none`` edges computes nothing the output uses.
 
 Operators with weights on a zero input (a convolution of a node that only receives ``none`` edges) still run:
 rule 4 is the only constant folding. That is what HELP's Pixel 3 measurements of all 15,625 NAS-Bench-201
-networks show (``../shared/data/help-nasbench201``): of the 341 networks whose cell output does not depend on
-the cell input, 273 take 0.003-0.47 ms (median of the 341: 0.05 ms, against 10.7 ms for the others) and no
-other network takes under 0.5 ms; a cell that reduces to its input costs as little as the skeleton (1.1-1.5 ms);
-and a convolution of a zero node costs as much as one of a live node (8.2 ms against 7.5 ms for the same cell
-with the convolution on the input). The other 20 devices of the file run every node (their input-independent
-networks take 0.64-0.81 of the others' median), so whether a device simplifies is not assumed:
-:func:`edgeplan.latency.calibrate.calibrate` tries both deductions on the measured samples and keeps this one
-only where it predicts them clearly better (on HELP's file: Pixel 3 from its 10 reference architectures and 4
-of 5 random draws of 10; wrongly, one random draw of Silver 4114).
+networks show (``../shared/data/help-nasbench201``): every network it times below 0.5 ms (273 of them) is one whose
+output does not depend on its input, and the other 20 devices of the file time none of those below 1 ms
+(``tests/test_fold.py`` checks both); a cell that reduces to its input costs Pixel 3 little more than the
+skeleton, while a convolution of a zero node costs it as much as one of a live node. Whether a device simplifies
+is therefore not assumed: :func:`edgeplan.latency.calibrate.calibrate` tries both deductions on the measured
+samples and keeps this one only where it predicts them clearly better (``edgeplan reproduce li2023 --nb201``
+shows where it is chosen).
 """
 
 from __future__ import annotations
