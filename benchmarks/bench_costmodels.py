@@ -6,9 +6,10 @@ layout transformation, and the targets of issue 4:
 - NN2 median MdRAE over primitives <= 2.0 % (paper: "around 2 %");
 - share of primitives where NN2 beats both NN1 and Lin >= 80 % (paper: NN2 better than NN1 on all primitives);
 - layout-transformation MdRAE (the recipe's transformation model: ``krr`` for ``edgeplan``, NN2 for ``paper``;
-  median over the six non-identity transformations) <= 1 % (paper: "around 1 %"), under two protocols (see
-  edgeplan.costmodels.performance_model): on held-out tensors ``(c, im)`` never seen in training (strict), and
-  under the paper's protocol (test layer rows of the row split; their tensors all occur in training rows);
+  median over the six non-identity transformations) <= 1 % (paper: "around 1 %") on the test split as the issue and
+  the paper score it (test layer rows of the row split; their tensors all occur in training rows; see
+  edgeplan.costmodels.performance_model); printed beside it, with no target, the stricter protocol of edgeplan's
+  own: held-out tensors ``(c, im)`` never seen in training;
 - NN2 fit time on Intel <= 10 minutes with 2 threads (wall and process CPU seconds are both printed: on a loaded
   machine the wall time is inflated by the other processes, the CPU time is not);
 - batched prediction of every primitive and transformation for all 16 conv layers of VGG-19 (shapes from the IR)
@@ -31,6 +32,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from _machine import machine
 
@@ -58,6 +60,18 @@ def vgg19_layers() -> list[tuple[int, int, int, int, int]]:
             assert isinstance(a, ConvAttrs)
             rows.append((a.in_channels, a.out_channels, node.input_shapes[0][2], a.kernel[0], a.stride[0]))
     return rows
+
+
+def transform_target(platform: str, label: str, result: Any) -> bool:
+    """Print the transformation target (the test layer rows, as issue 4 and the paper score them) and the stricter
+    held-out-tensor figure beside it (no target); return whether the target is met."""
+    value = result.median_paper_transform_mdrae
+    hit = value <= 0.01
+    print(f"TARGET {platform} layout-transformation MdRAE ({label}; the test layer rows of the split, as issue 4 "
+          f"and the paper score them): {100 * value:.2f} % (<= 1 %) {verdict(hit)}")
+    print(f"  stricter, edgeplan's own protocol (tensors never seen in training; no target): "
+          f"{100 * result.median_transform_mdrae:.2f} %")
+    return hit
 
 
 def print_platform_table(platform: str, args: argparse.Namespace, results: dict, val_med: dict,
@@ -114,12 +128,7 @@ def transforms_only(args: argparse.Namespace) -> int:
                   f"{spent:>8.1f}  {per}", flush=True)
             if (tkind, recipe) == ("krr", "edgeplan"):
                 best = test
-        for label, value in (("held-out tensors", best.median_transform_mdrae),
-                             ("paper's protocol, test layer rows", best.median_paper_transform_mdrae)):
-            hit = value <= 0.01
-            ok &= hit
-            print(f"TARGET {platform} layout-transformation MdRAE (krr, the edgeplan default; {label}): "
-                  f"{100 * value:.2f} % (<= 1 %) {verdict(hit)}")
+        ok &= transform_target(platform, "krr, the edgeplan default", best)
         print(f"paper protocol: {best.paper_transform_unseen_rows} of {best.rows} test rows have a (c, im) that no "
               f"training row has")
     print(f"\noverall: {'all targets met' if ok else 'some targets missed'}")
@@ -196,12 +205,7 @@ def main() -> int:
             ok &= hit
             print(f"TARGET {platform} share of primitives where NN2 beats NN1 and Lin: {wins}/{len(names)} = "
                   f"{100 * share:.0f} % (>= 80 %) {verdict(hit)}")
-        for label, t_med in (("held-out tensors", nn2.median_transform_mdrae),
-                             ("paper's protocol, test layer rows", nn2.median_paper_transform_mdrae)):
-            hit = t_med <= 0.01
-            ok &= hit
-            print(f"TARGET {platform} layout-transformation MdRAE ({tkinds['nn2']} model of the NN2 fit; {label}): "
-                  f"{100 * t_med:.2f} % (<= 1 %) {verdict(hit)}")
+        ok &= transform_target(platform, f"{tkinds['nn2']} model of the NN2 fit", nn2)
         if platform == "intel":
             hit = fit_s["nn2"] <= 600
             ok &= hit

@@ -557,17 +557,26 @@ def test_kernel_transform_model_learns_the_power_of_two_steps() -> None:
 
 def test_recipes_choose_the_transformation_model_and_the_ensemble() -> None:
     assert recipe_transform_model("edgeplan", "nn2") == "krr" and recipe_transform_model("paper", "nn2") == "nn2"
-    assert recipe_params("edgeplan", "nn2")["n_members"] == 2 and "n_members" not in recipe_params("paper", "nn2")
+    assert recipe_params("edgeplan", "nn2")["n_members"] == 4 and "n_members" not in recipe_params("paper", "nn2")
+    nn2 = NN2Model(**recipe_params("edgeplan", "nn2"))
+    assert nn2.target_scale == "shared" and nn2.ema_decay > 0
+    paper = NN2Model(**recipe_params("paper", "nn2"))
+    assert paper.target_scale == "per-output" and paper.ema_decay == 0  # Table 3 as published
     assert "n_members" not in recipe_params("edgeplan", "nn1")
     with pytest.raises(InvalidInputError, match="unknown recipe"):
         recipe_transform_model("fast", "nn2")
 
 
-def test_an_ensemble_predicts_the_geometric_mean_of_its_members() -> None:
+@pytest.mark.parametrize("threads", [1, 2])  # 2: the members train side by side, one thread each
+def test_an_ensemble_predicts_the_geometric_mean_of_its_members(threads: int) -> None:
     x, y = synthetic_rows(200, seed=1)
     xv, yv = synthetic_rows(40, seed=2)
     params = {**FAST, "max_epochs": 8, "hidden": (16, 16), "log_inputs": True}
-    ensemble = NN2Model(**params, n_members=2).fit(x, y, X_val=xv, Y_val=yv)
+    import torch
+
+    before = torch.get_num_threads()
+    ensemble = NN2Model(**{**params, "threads": threads}, n_members=2).fit(x, y, X_val=xv, Y_val=yv)
+    assert torch.get_num_threads() == before  # the caller's thread count is restored
     members = [NN2Model(**params, random_state=m).fit(x, y, X_val=xv, Y_val=yv) for m in (0, 1)]
     expected = np.exp(np.mean([np.log(m.predict(x)) for m in members], axis=0))
     np.testing.assert_allclose(ensemble.predict(x), expected, rtol=1e-5)
@@ -634,3 +643,57 @@ def test_cli_fit_and_evaluate_merge_several_tables(tmp_path: Path, capsys: pytes
     code, out, _ = run_main(capsys, "evaluate", "--model", str(folder), "--data", str(a), "--data", str(b), "--json")
     data = json.loads(out)
     assert code == 0 and data["rows"] == 12 and set(data["primitive_mdrae"]) == {"p0", "p1", "wino"}
+
+
+def test_shared_target_scale_weighs_every_outputs_log_error_the_same(tmp_path: Path) -> None:
+    x, y = synthetic_rows(200, seed=1)
+    y[:, 1] = y[:, 1] ** 0.25  # a narrow output: its own deviation would magnify its log-errors in the loss
+    params = {**FAST, "max_epochs": 8, "hidden": (16, 16), "log_inputs": True}
+    per_output = NN2Model(**params).fit(x, y, X_val=x, Y_val=y)  # trained on every row: scalers over all of y
+    shared = NN2Model(**params, target_scale="shared").fit(x, y, X_val=x, Y_val=y)
+    z = np.log(y)
+    centred = z - np.nanmean(z, axis=0)
+    pooled = np.sqrt(np.nanmean(centred ** 2))
+    np.testing.assert_allclose(shared.y_std_, pooled)
+    np.testing.assert_allclose(per_output.y_std_, np.nanstd(z, axis=0))
+    assert per_output.y_std_[1] < 0.5 * pooled  # the two settings do differ on this table
+    np.testing.assert_allclose(shared.y_mean_, per_output.y_mean_)
+    # standardized targets: unit pooled variance, each output centred
+    scaled = shared._scale_y(y)
+    assert np.nanmean(scaled ** 2) == pytest.approx(1.0) and np.nanmean(scaled, axis=0) == pytest.approx(0.0, abs=1e-9)
+    data = load_primitive_csv(write_csv(tmp_path / "d.csv", x, y, ["p0", "p1", "wino"]))
+    model = fit_performance_model(data, "nn2", params={**params, "target_scale": "shared"}, transform_params=SMALL_GRID)
+    loaded = load_performance_model(save_performance_model(model, tmp_path / "m"))
+    assert loaded.primitives.get_params()["target_scale"] == "shared"
+    np.testing.assert_array_equal(loaded.predict_primitives(x), model.predict_primitives(x))
+    with pytest.raises(InvalidInputError, match="target_scale"):
+        NN2Model(**params, target_scale="global").fit(x, y)
+
+
+def test_weight_average_is_what_training_keeps_and_scores() -> None:
+    import torch
+
+    from edgeplan.costmodels._mlp import StackedMLP, TrainConfig, masked_mse_per_net, torch_threads, train_masked
+
+    x, y = synthetic_rows(300, seed=3)
+    model = NN2Model(log_inputs=True)
+    model.feature_names_in_, model.n_features_in_ = ("c", "k", "im", "f", "s"), 5
+    model._fit_scalers(x, y)
+    xs, ys = model._scale_x(x), model._scale_y(y)
+    xv, yv = xs[:60], ys[:60]
+    runs = {}
+    for decay in (0.0, 0.9):
+        net = StackedMLP(1, (5, 16, 3), seed=0)
+        with torch_threads(1):
+            log = train_masked(net, xs[60:], ys[60:], xv, yv,
+                               TrainConfig(lr=0.01, batch_size=32, max_epochs=30, patience=30, ema_decay=decay))
+        with torch.no_grad():
+            val = masked_mse_per_net(net(torch.as_tensor(xv, dtype=torch.float32)),
+                                     torch.as_tensor(np.nan_to_num(yv), dtype=torch.float32),
+                                     torch.as_tensor(~np.isnan(yv)), 1)
+        # the returned weights are those whose validation loss the log recorded as best (the averaged ones)
+        assert float(val[0]) == pytest.approx(log.best_val_losses[0], rel=1e-5)
+        runs[decay] = [p.detach().clone() for p in net.parameters()]
+    assert any(not torch.equal(a, b) for a, b in zip(runs[0.0], runs[0.9], strict=True))
+    with pytest.raises(InvalidInputError, match="ema_decay"):
+        NN2Model(**FAST, hidden=(8,), ema_decay=1.0).fit(x, y)

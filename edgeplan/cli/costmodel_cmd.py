@@ -44,14 +44,12 @@ def _epoch_bar(enabled: bool) -> Iterator[Callable[[str, Any], None]]:
         tasks: dict[str, Any] = {}
 
         def update(stage: str, info: Any) -> None:
-            if stage not in tasks:
-                for tid in tasks.values():  # the previous stage stopped early: show it as done
-                    bar.update(tid, total=bar.tasks[tid].completed)
+            if stage not in tasks:  # stages may run side by side (ensemble members): each keeps its own bar
                 tasks[stage] = bar.add_task(stage, total=info.max_epochs, val="-")
             bar.update(tasks[stage], completed=info.epoch, val=f"{info.best_val_loss:.4g}")
 
         yield update
-        for tid in tasks.values():
+        for tid in tasks.values():  # a stage that stopped early: show it as done
             bar.update(tid, total=bar.tasks[tid].completed)
 
 
@@ -69,7 +67,9 @@ def _epoch_bar(enabled: bool) -> Iterator[Callable[[str, Any], None]]:
 @click.option("--recipe", type=click.Choice(["edgeplan", "paper"]), default="edgeplan", show_default=True,
               help="paper: mulder2020 Table 3 as published. edgeplan: not the paper's recipe; it logs the inputs, "
                    "adds their power-of-two factors as inputs and, for nn1/nn2, halves the learning rate when the "
-                   "validation loss stalls (see edgeplan.costmodels.performance_model.RECIPES).")
+                   "validation loss stalls; nn2 is also an ensemble of four networks trained on log-times with "
+                   "one shared scale and a moving average of their weights (see "
+                   "edgeplan.costmodels.performance_model.RECIPES).")
 @click.option("--max-epochs", type=click.IntRange(min=1), default=None,
               help="Upper bound on training epochs (default: the model's).")
 @click.option("--transform-model", type=click.Choice(["krr", "nn2", "nn1", "lin"]), default=None,

@@ -162,6 +162,11 @@ class TrainConfig:
     iteration there means a mini-batch step, 250 epochs is a longer wait (on the Intel table, about 3 700
     training layers in batches of 1024, an epoch is 4 steps, so about 4x longer). edgeplan keeps epochs and says
     so. ``max_epochs`` is an edgeplan bound on the run time; the paper has none.
+
+    ``ema_decay`` (edgeplan; 0, the paper's, turns it off): keep an exponential moving average of the weights,
+    updated after every optimiser step as ``avg = decay * avg + (1 - decay) * w``. The averaged weights are the
+    ones scored for early stopping and returned; the optimiser keeps training the raw ones. Averaging the last few
+    hundred steps smooths the noise of small-batch Adam steps (Polyak averaging).
     """
 
     lr: float = 1e-3
@@ -174,6 +179,7 @@ class TrainConfig:
     min_lr: float = 1e-5
     seed: int = 0
     time_limit_s: float | None = None
+    ema_decay: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -242,8 +248,12 @@ def _has_cells(mask: torch.Tensor, n_nets: int) -> torch.Tensor:
 
 
 def _train_epoch(net: StackedMLP, data: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-                 opt: torch.optim.Optimizer, batch_size: int, gen: torch.Generator) -> float:
-    """One pass over the shuffled training rows; returns the mean over mini-batches of the summed per-net MSE."""
+                 opt: torch.optim.Optimizer, batch_size: int, gen: torch.Generator,
+                 average: list[torch.Tensor] | None = None, decay: float = 0.0) -> float:
+    """One pass over the shuffled training rows; returns the mean over mini-batches of the summed per-net MSE.
+
+    With ``average`` (one tensor per parameter), it is moved towards the weights after every step by ``decay``.
+    """
     xt, yt, mt = data
     net.train()
     perm = torch.randperm(xt.shape[0], generator=gen)
@@ -255,6 +265,10 @@ def _train_epoch(net: StackedMLP, data: tuple[torch.Tensor, torch.Tensor, torch.
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if average is not None:
+            with torch.no_grad():
+                for avg, p in zip(average, net.parameters(), strict=True):
+                    avg.mul_(decay).add_(p.detach(), alpha=1.0 - decay)
         total += float(loss.detach())
         batches += 1
     return total / max(batches, 1)
@@ -296,12 +310,21 @@ def train_masked(net: StackedMLP, x: FloatArray, y: FloatArray, x_val: FloatArra
     best_epoch = torch.zeros(g, dtype=torch.long)
     best_state = [p.detach().clone() for p in net.parameters()]
     lr, since_improved_total, best_total = config.lr, 0, math.inf
+    if not 0.0 <= config.ema_decay < 1.0:
+        raise ValueError(f"ema_decay {config.ema_decay}: use a value in [0, 1) (0 turns the average off)")
+    average = [p.detach().clone() for p in net.parameters()] if config.ema_decay > 0 else None
     stopped_by, epoch = "max_epochs", 0
     for epoch in range(1, config.max_epochs + 1):
         lr = _lr_at(config, epoch - 1, lr)
         for group in opt.param_groups:
             group["lr"] = lr
-        train_loss = _train_epoch(net, (xt, yt, mt), opt, config.batch_size, gen)
+        train_loss = _train_epoch(net, (xt, yt, mt), opt, config.batch_size, gen, average, config.ema_decay)
+        raw = None
+        if average is not None:  # score (and keep) the averaged weights; train on from the raw ones
+            with torch.no_grad():
+                raw = [p.detach().clone() for p in net.parameters()]
+                for p, avg in zip(net.parameters(), average, strict=True):
+                    p.copy_(avg)
         net.eval()
         with torch.no_grad():
             stop = masked_mse_per_net(net(xv), yv, mv, g)
@@ -314,6 +337,10 @@ def train_masked(net: StackedMLP, x: FloatArray, y: FloatArray, x_val: FloatArra
             with torch.no_grad():
                 for keep, p in zip(best_state, net.parameters(), strict=True):
                     keep[improved] = p.detach()[improved]
+        if raw is not None:
+            with torch.no_grad():
+                for p, r in zip(net.parameters(), raw, strict=True):
+                    p.copy_(r)
         stop_total = float(torch.nansum(stop))
         if stop_total < best_total:
             best_total, since_improved_total = stop_total, 0

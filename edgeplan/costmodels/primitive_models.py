@@ -51,7 +51,7 @@ import numpy.typing as npt
 from edgeplan.costmodels.primitive_data import LAYER_FEATURES
 from edgeplan.errors import InvalidInputError, NotFittedError
 
-__all__ = ["ESTIMATORS", "POW2_FEATURES", "LinearModel", "NN1Model", "NN2Model", "PrimitiveEstimator",
+__all__ = ["ESTIMATORS", "POW2_FEATURES", "TARGET_SCALES", "LinearModel", "NN1Model", "NN2Model", "PrimitiveEstimator",
            "ProgressCallback", "make_estimator", "pow2_valuation"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -63,6 +63,11 @@ POW2_FEATURES: tuple[str, ...] = ("c", "k", "im")
 """The sizes whose power-of-two factor ``pow2_features`` adds as an input."""
 
 POW2_CAP = 10
+
+TARGET_SCALES: tuple[str, ...] = ("per-output", "shared")
+"""How the log-times are standardized: by each output's own deviation (the paper), or by one deviation pooled
+over every output's centred log-times (``shared``), which makes the training loss the mean squared error of the
+log-times themselves, so every primitive's relative error weighs the same (see :class:`NN2Model`)."""
 
 
 def pow2_valuation(x: FloatArray, cap: int = POW2_CAP) -> FloatArray:
@@ -205,6 +210,13 @@ class PrimitiveEstimator:
             mean = np.nanmean(z, axis=0)
             std_y = np.nanstd(z, axis=0)
         self.y_mean_ = np.where(np.isfinite(mean), mean, 0.0)
+        scale = str(getattr(self, "target_scale", "per-output"))
+        if scale not in TARGET_SCALES:
+            raise InvalidInputError(f"target_scale {scale!r}: use {' or '.join(TARGET_SCALES)}")
+        if scale == "shared":
+            centred = z - self.y_mean_
+            pooled = float(np.sqrt(np.mean(centred[~np.isnan(centred)] ** 2))) if (~np.isnan(z)).any() else 0.0
+            std_y = np.full(z.shape[1], pooled)
         self.y_std_ = np.where(np.isfinite(std_y) & (std_y > 0), std_y, 1.0)
 
     def _log_inputs(self) -> bool:
@@ -407,13 +419,14 @@ class _TorchModel(PrimitiveEstimator):
     _param_names: ClassVar[tuple[str, ...]] = (
         "hidden", "lr", "weight_decay", "batch_size", "max_epochs", "patience", "lr_schedule", "min_lr",
         "log_inputs", "pow2_features", "validation_fraction", "threads", "random_state", "time_limit_s",
-        "applicability_by", "n_members")
+        "applicability_by", "n_members", "target_scale", "ema_decay")
 
     def __init__(self, *, hidden: tuple[int, ...], lr: float, weight_decay: float, batch_size: int = 1024,
                  max_epochs: int = 3000, patience: int = 250, lr_schedule: str = "constant", min_lr: float = 1e-5,
                  log_inputs: bool = False, pow2_features: bool = False, validation_fraction: float = 0.1,
                  threads: int = 2, random_state: int = 0, time_limit_s: float | None = None,
-                 applicability_by: tuple[str, ...] = ("f", "s"), n_members: int = 1) -> None:
+                 applicability_by: tuple[str, ...] = ("f", "s"), n_members: int = 1,
+                 target_scale: str = "per-output", ema_decay: float = 0.0) -> None:
         self.hidden = hidden
         self.lr = lr
         self.weight_decay = weight_decay
@@ -430,6 +443,8 @@ class _TorchModel(PrimitiveEstimator):
         self.time_limit_s = time_limit_s
         self.applicability_by = applicability_by
         self.n_members = n_members
+        self.target_scale = target_scale
+        self.ema_decay = ema_decay
 
     def _config(self, member: int = 0) -> Any:
         from edgeplan.costmodels._mlp import TrainConfig
@@ -438,9 +453,13 @@ class _TorchModel(PrimitiveEstimator):
             raise InvalidInputError(f"lr_schedule {self.lr_schedule!r}: use constant, plateau or cosine")
         if min(self.threads, self.batch_size, self.max_epochs, self.patience, self.n_members) < 1:
             raise InvalidInputError("threads, batch_size, max_epochs, patience and n_members must be at least 1")
+        if not 0.0 <= float(self.ema_decay) < 1.0:
+            raise InvalidInputError(f"ema_decay {self.ema_decay}: use a value in [0, 1) (0 turns the weight "
+                                    f"average off)")
         return TrainConfig(lr=self.lr, weight_decay=self.weight_decay, batch_size=self.batch_size,
                            max_epochs=self.max_epochs, patience=self.patience, lr_schedule=self.lr_schedule,
-                           min_lr=self.min_lr, seed=self.random_state + member, time_limit_s=self.time_limit_s)
+                           min_lr=self.min_lr, seed=self.random_state + member, time_limit_s=self.time_limit_s,
+                           ema_decay=float(self.ema_decay))
 
     def _groups(self, y: FloatArray) -> list[list[int]]:
         raise NotImplementedError
@@ -451,32 +470,52 @@ class _TorchModel(PrimitiveEstimator):
 
     def _fit_normalized(self, x: FloatArray, y: FloatArray, xv: FloatArray, yv: FloatArray,
                         callback: ProgressCallback | None) -> None:
-        from edgeplan.costmodels._mlp import StackedMLP, torch_threads, train_masked
+        from concurrent.futures import ThreadPoolExecutor
+
+        import torch
+
+        from edgeplan.costmodels._mlp import StackedMLP, TrainLog, torch_threads, train_masked
 
         configs = [self._config(m) for m in range(max(self.n_members, 1))]  # _config checks n_members >= 1
         groups = self._groups(y)
-        nets, logs, net_groups = [], [], []
-        with torch_threads(self.threads):
-            for member, gi in itertools.product(range(self.n_members), range(len(groups))):
-                cols = groups[gi]
-                one_each = self._out_per_net()
-                n_nets = len(cols) if one_each else 1
-                widths = (x.shape[1], *self.hidden, 1 if one_each else len(cols))
-                net = StackedMLP(n_nets, widths, seed=self.random_state + gi + member)
-                rows = ~np.isnan(y[:, cols]).all(axis=1)
-                stage = f"{self.kind} {gi + 1}/{len(groups)}" if len(groups) > 1 else self.kind
-                if self.n_members > 1:
-                    stage += f" member {member + 1}/{self.n_members}"
+        one_each = self._out_per_net()
 
-                def report(info: Any, stage: str = stage) -> None:
-                    if callback is not None:
-                        callback(stage, info)
+        workers = max(1, min(int(self.threads), int(self.n_members)))
+        per_job = max(1, int(self.threads) // workers)
 
-                if rows.any():  # an output with no defined training row keeps its initial net and never applies
-                    logs.append(train_masked(net, x[rows], y[rows][:, cols], xv, yv[:, cols], configs[member],
-                                             report))
-                nets.append(net)
-                net_groups.append(cols)
+        def train(member: int, gi: int) -> tuple[list[int], Any, TrainLog | None]:
+            torch.set_num_threads(per_job)  # OpenMP's thread count is per thread: a worker thread sets its own
+            cols = groups[gi]
+            n_nets = len(cols) if one_each else 1
+            widths = (x.shape[1], *self.hidden, 1 if one_each else len(cols))
+            net = StackedMLP(n_nets, widths, seed=self.random_state + gi + member)
+            rows = ~np.isnan(y[:, cols]).all(axis=1)
+            stage = f"{self.kind} {gi + 1}/{len(groups)}" if len(groups) > 1 else self.kind
+            if self.n_members > 1:
+                stage += f" member {member + 1}/{self.n_members}"
+
+            def report(info: Any) -> None:
+                if callback is not None:
+                    callback(stage, info)
+
+            if not rows.any():  # an output with no defined training row keeps its initial net and never applies
+                return cols, net, None
+            return cols, net, train_masked(net, x[rows], y[rows][:, cols], xv, yv[:, cols], configs[member], report)
+
+        jobs = list(itertools.product(range(self.n_members), range(len(groups))))
+        # Ensemble members are independent: with several threads they train side by side, one thread each (two
+        # one-thread matrix products run faster on two cores than one two-thread product), in Python threads
+        # (torch releases the GIL inside its kernels). Each member's arithmetic is then single-threaded and its
+        # result does not depend on the scheduling.
+        with torch_threads(per_job):
+            if workers > 1:
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    done = list(pool.map(lambda job: train(*job), jobs))
+            else:
+                done = [train(*job) for job in jobs]
+        net_groups = [cols for cols, _, _ in done]
+        nets = [net for _, net, _ in done]
+        logs = [log for _, _, log in done if log is not None]
         self.groups_ = net_groups
         self.nets_ = nets
         self.n_epochs_ = tuple(log.epochs for log in logs)
@@ -572,6 +611,8 @@ class NN1Model(_TorchModel):
         ``random_state + g + m`` and shuffles with seed ``random_state + m``), each early-stopping on its own; the
         prediction is the mean of their standardized log-times (a geometric mean of times). Fit and prediction
         time grow ``n_members``-fold.
+    target_scale, ema_decay
+        As for :class:`NN2Model` (edgeplan options; the paper's are ``"per-output"`` and 0).
     """
 
     kind: ClassVar[str] = "nn1"
@@ -582,13 +623,13 @@ class NN1Model(_TorchModel):
                  pow2_features: bool = False, validation_fraction: float = 0.1, threads: int = 2,
                  random_state: int = 0,
                  time_limit_s: float | None = None, applicability_by: tuple[str, ...] = ("f", "s"),
-                 n_members: int = 1) -> None:
+                 n_members: int = 1, target_scale: str = "per-output", ema_decay: float = 0.0) -> None:
         super().__init__(hidden=hidden, lr=lr, weight_decay=weight_decay, batch_size=batch_size,
                          max_epochs=max_epochs, patience=patience, lr_schedule=lr_schedule, min_lr=min_lr,
                          log_inputs=log_inputs, pow2_features=pow2_features,
                          validation_fraction=validation_fraction, threads=threads,
                          random_state=random_state, time_limit_s=time_limit_s, applicability_by=applicability_by,
-                         n_members=n_members)
+                         n_members=n_members, target_scale=target_scale, ema_decay=ema_decay)
 
     def _out_per_net(self) -> bool:
         return True
@@ -635,6 +676,16 @@ class NN2Model(_TorchModel):
         ``random_state + g + m`` and shuffles with seed ``random_state + m``), each early-stopping on its own; the
         prediction is the mean of their standardized log-times (a geometric mean of times). Fit and prediction
         time grow ``n_members``-fold.
+    target_scale
+        ``"per-output"`` (the paper: each output's log-times standardized by their own deviation) or
+        ``"shared"`` (centred per output, divided by one deviation pooled over all outputs; edgeplan option). The
+        loss is then the squared error of log-times, the same weight for a relative error on every output; per
+        output it would weigh an output with widely spread times less.
+    ema_decay
+        0 (the paper) or the decay of an exponential moving average of the weights, updated after every step; the
+        average is what is early-stopped on and kept (edgeplan option; see
+        :class:`edgeplan.costmodels._mlp.TrainConfig`). Fine-tuning (:mod:`edgeplan.costmodels.transfer_learning`)
+        trains the raw weights without it: its few samples make an epoch one step.
     """
 
     kind: ClassVar[str] = "nn2"
@@ -645,13 +696,13 @@ class NN2Model(_TorchModel):
                  pow2_features: bool = False, validation_fraction: float = 0.1, threads: int = 2,
                  random_state: int = 0,
                  time_limit_s: float | None = None, applicability_by: tuple[str, ...] = ("f", "s"),
-                 n_members: int = 1) -> None:
+                 n_members: int = 1, target_scale: str = "per-output", ema_decay: float = 0.0) -> None:
         super().__init__(hidden=hidden, lr=lr, weight_decay=weight_decay, batch_size=batch_size,
                          max_epochs=max_epochs, patience=patience, lr_schedule=lr_schedule, min_lr=min_lr,
                          log_inputs=log_inputs, pow2_features=pow2_features,
                          validation_fraction=validation_fraction, threads=threads,
                          random_state=random_state, time_limit_s=time_limit_s, applicability_by=applicability_by,
-                         n_members=n_members)
+                         n_members=n_members, target_scale=target_scale, ema_decay=ema_decay)
 
     def _out_per_net(self) -> bool:
         return False

@@ -14,8 +14,9 @@ Intel NN2) into a model of a *target* platform (say AMD), given the target's tim
   estimator that saves and loads like any other (no new class, no pickle).
 - ``finetune``: the source NN2 (or NN1) trained further from its weights on the drawn samples with the learning rate
   times :data:`FINETUNE_LR_FACTOR` (0.1, mulder2020 Table 3), keeping the source's input and output standardization
-  and its other settings (recipe, schedule, patience, ensemble members: every member is fine-tuned). No factor
-  correction first (the paper fine-tunes the uncorrected model).
+  and its other settings (recipe, schedule, patience, ensemble members: every member is fine-tuned), except the
+  moving average of the weights (``ema_decay``), which fine-tuning leaves off: a few samples make an epoch one step.
+  No factor correction first (the paper fine-tunes the uncorrected model).
 - ``factor-finetune`` (not in the paper): the factor correction first, then fine-tuning from the corrected model
   (the scale moves every output at once, including those of primitives the drawn layers barely cover; the
   fine-tuning then learns what a scale cannot, such as a speed-up that depends on the layer's size).
@@ -246,7 +247,8 @@ def _finetune(est: PrimitiveEstimator, parts: tuple[FloatArray, FloatArray, Floa
             config = TrainConfig(lr=lr, weight_decay=tuned.weight_decay, batch_size=tuned.batch_size,
                                  max_epochs=tuned.max_epochs, patience=tuned.patience,
                                  lr_schedule=tuned.lr_schedule, min_lr=min(float(tuned.min_lr), lr),
-                                 seed=seed + k // per_member, time_limit_s=tuned.time_limit_s)
+                                 seed=seed + k // per_member, time_limit_s=tuned.time_limit_s,
+                                 ema_decay=0.0)  # no weight average: a few samples make an epoch one step
             logs.append(train_masked(net, xs[rows], ys[rows][:, cols], xv, yv[:, cols], config))
     tuned.n_epochs_ = tuple(log.epochs for log in logs)
     tuned.best_epochs_ = tuple(e for log in logs for e in log.best_epochs)
