@@ -562,6 +562,9 @@ def test_recipes_choose_the_transformation_model_and_the_ensemble() -> None:
     assert nn2.target_scale == "shared" and nn2.ema_decay > 0
     paper = NN2Model(**recipe_params("paper", "nn2"))
     assert paper.target_scale == "per-output" and paper.ema_decay == 0  # Table 3 as published
+    # an option left out (None, as `primitives fit` passes without --max-epochs) keeps the recipe's value
+    assert recipe_params("edgeplan", "nn2", {"max_epochs": None, "threads": 1})["max_epochs"] == 1500
+    assert recipe_params("edgeplan", "nn2", {"max_epochs": 20})["max_epochs"] == 20
     assert "n_members" not in recipe_params("edgeplan", "nn1")
     with pytest.raises(InvalidInputError, match="unknown recipe"):
         recipe_transform_model("fast", "nn2")

@@ -109,13 +109,19 @@ TRANSFORM_PROTOCOLS: dict[str, str] = {
 """What each transformation figure measures (also written into ``model.info`` and the CLI's JSON)."""
 
 
-def recipe_params(recipe: str, kind: str) -> dict[str, Any]:
-    """The estimator settings of ``recipe`` for a model ``kind`` (see :data:`RECIPES`)."""
+def recipe_params(recipe: str, kind: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The estimator settings of ``recipe`` for a model ``kind`` (see :data:`RECIPES`), then ``overrides``.
+
+    An override of None is no override (a CLI option left out keeps the recipe's value, not the estimator's
+    default).
+    """
     if recipe not in ("paper", "edgeplan"):
         raise InvalidInputError(f"unknown recipe {recipe!r}; use paper or edgeplan")
     if recipe == "edgeplan" and kind in ("nn1", "nn2"):
-        return dict(RECIPES[f"edgeplan-{'nn2' if kind == 'nn2' else 'nn'}"])
-    return dict(RECIPES[recipe])
+        base = dict(RECIPES[f"edgeplan-{'nn2' if kind == 'nn2' else 'nn'}"])
+    else:
+        base = dict(RECIPES[recipe])
+    return {**base, **{k: v for k, v in (overrides or {}).items() if v is not None}}
 
 
 def recipe_transform_model(recipe: str, kind: str) -> str:
@@ -307,7 +313,7 @@ def fit_performance_model(dataset: PrimitiveDataset, kind: str = "nn2", *, split
                                 f"{', '.join([*TRANSFORM_ESTIMATORS, *ESTIMATORS])}")
     if not dataset.primitives:
         raise InvalidInputError(f"{dataset.source}: no primitive column with any value; nothing to fit")
-    params = {**recipe_params(recipe, kind), **{k: v for k, v in (params or {}).items() if v is not None}}
+    params = recipe_params(recipe, kind, params)
     t_params = _transform_params(recipe, kind, tkind, params, transform_params)
     split = split_indices(dataset.features, split_seed)
     _check_enough_for_early_stopping(dataset, kind, split_seed, len(split.val))
