@@ -89,7 +89,7 @@ bench-kernels: $(STAMP)
 bench-selection: $(STAMP)
 	$(BIN)/python benchmarks/bench_selection.py --data edgeplan/data/primitives/networks_cpu_2t.csv
 
-# needs the Intel and AMD NN2 of `edgeplan reproduce mulder2020 --models-dir out/mulder2020-v2` (it says so)
+# needs the Intel and AMD NN2 that `make bench-costmodels` writes to out/costmodels (it says so)
 bench-transfer: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer.py
 

@@ -240,9 +240,9 @@ def table5(args: argparse.Namespace, source: Any, amd: Any) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", type=Path, default=Path("out/mulder2020-v2/intel-nn2"),
+    parser.add_argument("--source", type=Path, default=Path("out/costmodels/intel-nn2"),
                         help="The Intel NN2 model folder (current format).")
-    parser.add_argument("--native", type=Path, default=Path("out/mulder2020-v2/amd-nn2"),
+    parser.add_argument("--native", type=Path, default=Path("out/costmodels/amd-nn2"),
                         help="An AMD model fitted on all of AMD's training part, scored beside (if present).")
     parser.add_argument("--fractions", type=float, nargs="+", default=list(PAPER_FRACTIONS))
     parser.add_argument("--repeats", type=int, default=25)
