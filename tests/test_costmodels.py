@@ -578,7 +578,10 @@ def test_an_ensemble_predicts_the_geometric_mean_of_its_members(threads: int) ->
     import torch
 
     before = torch.get_num_threads()
-    ensemble = NN2Model(**{**params, "threads": threads}, n_members=2).fit(x, y, X_val=xv, Y_val=yv)
+    seen: set[int] = set()
+    ensemble = NN2Model(**{**params, "threads": threads}, n_members=2).fit(
+        x, y, X_val=xv, Y_val=yv, callback=lambda stage, info: seen.add(torch.get_num_threads()))
+    assert seen == {1}  # side by side, each member on one thread; alone, the one thread asked for
     assert torch.get_num_threads() == before  # the caller's thread count is restored
     members = [NN2Model(**params, random_state=m).fit(x, y, X_val=xv, Y_val=yv) for m in (0, 1)]
     expected = np.exp(np.mean([np.log(m.predict(x)) for m in members], axis=0))
@@ -684,12 +687,15 @@ def test_weight_average_is_what_training_keeps_and_scores() -> None:
     model._fit_scalers(x, y)
     xs, ys = model._scale_x(x), model._scale_y(y)
     xv, yv = xs[:60], ys[:60]
-    runs = {}
+    runs, losses = {}, {}
     for decay in (0.0, 0.9):
         net = StackedMLP(1, (5, 16, 3), seed=0)
+        seen: list[float] = []
         with torch_threads(1):
             log = train_masked(net, xs[60:], ys[60:], xv, yv,
-                               TrainConfig(lr=0.01, batch_size=32, max_epochs=30, patience=30, ema_decay=decay))
+                               TrainConfig(lr=0.01, batch_size=32, max_epochs=30, patience=30, ema_decay=decay),
+                               lambda info, seen=seen: seen.append(info.train_loss))
+        losses[decay] = seen
         with torch.no_grad():
             val = masked_mse_per_net(net(torch.as_tensor(xv, dtype=torch.float32)),
                                      torch.as_tensor(np.nan_to_num(yv), dtype=torch.float32),
@@ -698,5 +704,26 @@ def test_weight_average_is_what_training_keeps_and_scores() -> None:
         assert float(val[0]) == pytest.approx(log.best_val_losses[0], rel=1e-5)
         runs[decay] = [p.detach().clone() for p in net.parameters()]
     assert any(not torch.equal(a, b) for a, b in zip(runs[0.0], runs[0.9], strict=True))
+    # the optimiser trains the raw weights either way: the average is swapped in to be scored, then swapped out
+    assert losses[0.9] == pytest.approx(losses[0.0], rel=1e-6) and len(losses[0.9]) == 30
     with pytest.raises(InvalidInputError, match="ema_decay"):
         NN2Model(**FAST, hidden=(8,), ema_decay=1.0).fit(x, y)
+
+
+def test_a_member_that_fails_fails_the_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgeplan.costmodels import _mlp
+
+    x, y = synthetic_rows(100, seed=1)
+    real = _mlp.train_masked
+    calls = []
+
+    def failing(net, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(net)
+        if len(calls) == 1:
+            raise RuntimeError("member failed")
+        return real(net, *args, **kwargs)
+
+    monkeypatch.setattr(_mlp, "train_masked", failing)
+    with pytest.raises(RuntimeError, match="member failed"):
+        NN2Model(**{**FAST, "max_epochs": 3, "threads": 2}, hidden=(8,), n_members=4).fit(x, y)
+    assert len(calls) <= 2  # the two queued members never started

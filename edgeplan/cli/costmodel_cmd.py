@@ -44,7 +44,8 @@ def _epoch_bar(enabled: bool) -> Iterator[Callable[[str, Any], None]]:
         tasks: dict[str, Any] = {}
 
         def update(stage: str, info: Any) -> None:
-            if stage not in tasks:  # stages may run side by side (ensemble members): each keeps its own bar
+            if stage not in tasks:  # stages may run side by side (ensemble members): each keeps its own bar,
+                # and one that stopped early shows as done only when the whole fit ends
                 tasks[stage] = bar.add_task(stage, total=info.max_epochs, val="-")
             bar.update(tasks[stage], completed=info.epoch, val=f"{info.best_val_loss:.4g}")
 
@@ -63,7 +64,8 @@ def _epoch_bar(enabled: bool) -> Iterator[Callable[[str, Any], None]]:
               help="NN2: one network for all primitives; NN1: one per primitive; lin: linear regression.")
 @click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the 80/10/10 split (recorded in the model; evaluate uses it by default).")
-@click.option("--threads", type=int, default=2, show_default=True, help="Torch intra-op threads for training.")
+@click.option("--threads", type=int, default=2, show_default=True,
+              help="Torch threads for training (an ensemble's members share them out, trained side by side).")
 @click.option("--recipe", type=click.Choice(["edgeplan", "paper"]), default="edgeplan", show_default=True,
               help="paper: mulder2020 Table 3 as published. edgeplan: not the paper's recipe; it logs the inputs, "
                    "adds their power-of-two factors as inputs and, for nn1/nn2, halves the learning rate when the "

@@ -10,8 +10,9 @@ standardized per output over its defined cells. Undefined cells (NaN) are masked
 gradient. Two edgeplan options, off in the estimators' defaults (which are the paper's Table 3) and on in the
 ``edgeplan`` recipe of :mod:`edgeplan.costmodels.performance_model`: ``log_inputs`` (log before standardizing) and
 ``pow2_features`` (the power-of-two factors of ``c, k, im`` as three more inputs). NN1 and NN2 also take
-``n_members``: an ensemble of that many networks from different seeds, averaged in log space (the ``edgeplan``
-recipe uses 2 for NN2).
+``n_members`` (an ensemble of that many networks from different seeds, averaged in log space; the ``edgeplan``
+recipe uses 4 for NN2), ``target_scale`` (``shared``: one pooled deviation instead of one per output) and
+``ema_decay`` (a moving average of the weights is what is kept); the ``edgeplan`` recipe sets both for NN2.
 
 - :class:`LinearModel` (Lin): least squares of each standardized log-time on the standardized inputs, per output,
   over its defined rows.
@@ -41,6 +42,7 @@ are predicted for all of them.
 from __future__ import annotations
 
 import itertools
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -507,10 +509,16 @@ class _TorchModel(PrimitiveEstimator):
         # one-thread matrix products run faster on two cores than one two-thread product), in Python threads
         # (torch releases the GIL inside its kernels). Each member's arithmetic is then single-threaded and its
         # result does not depend on the scheduling.
+        started = time.monotonic()
         with torch_threads(per_job):
             if workers > 1:
-                with ThreadPoolExecutor(max_workers=workers) as pool:
+                pool = ThreadPoolExecutor(max_workers=workers)
+                try:
                     done = list(pool.map(lambda job: train(*job), jobs))
+                except BaseException:  # a member failed or the fit was interrupted: start no queued member
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise
+                pool.shutdown(wait=True)
             else:
                 done = [train(*job) for job in jobs]
         net_groups = [cols for cols, _, _ in done]
@@ -522,7 +530,7 @@ class _TorchModel(PrimitiveEstimator):
         self.best_epochs_ = tuple(e for log in logs for e in log.best_epochs)
         self.stopped_by_ = tuple(log.stopped_by for log in logs)
         self.on_validation_ = tuple(v for log in logs for v in log.on_validation)
-        self.fit_time_s_ = float(sum(log.elapsed_s for log in logs))
+        self.fit_time_s_ = time.monotonic() - started  # wall time: members may have trained side by side
 
     def _predict_normalized(self, x: FloatArray) -> FloatArray:
         from edgeplan.costmodels._mlp import predict_numpy, torch_threads
@@ -598,19 +606,21 @@ class NN1Model(_TorchModel):
     validation_fraction
         Held out of the training rows when ``fit`` gets no validation part.
     threads
-        Intra-op torch threads for fit and predict.
+        Torch threads for fit and predict; in fit, shared out among ensemble members trained side by side (see
+        ``n_members``).
     random_state
         Seed of initialisation, shuffling and the hold-out.
     time_limit_s
-        Stop training after this many seconds per network group (None: no limit).
+        Stop training after this many seconds per network group and member (None: no limit).
     applicability_by
         Features whose training pattern decides where an output applies.
     n_members
-        Ensemble size (edgeplan option; the paper's is 1): that many networks are trained one after the other, the
-        same way but from other seeds (member ``m`` of network group ``g`` starts from seed
-        ``random_state + g + m`` and shuffles with seed ``random_state + m``), each early-stopping on its own; the
-        prediction is the mean of their standardized log-times (a geometric mean of times). Fit and prediction
-        time grow ``n_members``-fold.
+        Ensemble size (edgeplan option; the paper's is 1): that many networks are trained the same way but from
+        other seeds (member ``m`` of network group ``g`` starts from seed ``random_state + g + m`` and shuffles with
+        seed ``random_state + m``), each early-stopping on its own; the prediction is the mean of their
+        standardized log-times (a geometric mean of times). Up to ``threads`` members train side by side, each on
+        ``threads // min(threads, n_members)`` torch threads; the rest wait their turn. Prediction time grows
+        ``n_members``-fold, fit time about ``ceil(n_members / min(threads, n_members))``-fold.
     target_scale, ema_decay
         As for :class:`NN2Model` (edgeplan options; the paper's are ``"per-output"`` and 0).
     """
@@ -663,19 +673,22 @@ class NN2Model(_TorchModel):
     validation_fraction
         Held out of the training rows when ``fit`` gets no validation part.
     threads
-        Intra-op torch threads for fit and predict.
+        Torch threads for fit and predict; in fit, shared out among ensemble members trained side by side (see
+        ``n_members``).
     random_state
         Seed of initialisation, shuffling and the hold-out.
     time_limit_s
-        Stop training after this many seconds (None: no limit).
+        Stop training a member after this many seconds (None: no limit); members training side by side each have
+        their own.
     applicability_by
         Features whose training pattern decides where an output applies.
     n_members
-        Ensemble size (edgeplan option; the paper's is 1): that many networks are trained one after the other, the
-        same way but from other seeds (member ``m`` of network group ``g`` starts from seed
-        ``random_state + g + m`` and shuffles with seed ``random_state + m``), each early-stopping on its own; the
-        prediction is the mean of their standardized log-times (a geometric mean of times). Fit and prediction
-        time grow ``n_members``-fold.
+        Ensemble size (edgeplan option; the paper's is 1): that many networks are trained the same way but from
+        other seeds (member ``m`` of network group ``g`` starts from seed ``random_state + g + m`` and shuffles with
+        seed ``random_state + m``), each early-stopping on its own; the prediction is the mean of their
+        standardized log-times (a geometric mean of times). Up to ``threads`` members train side by side, each on
+        ``threads // min(threads, n_members)`` torch threads; the rest wait their turn. Prediction time grows
+        ``n_members``-fold, fit time about ``ceil(n_members / min(threads, n_members))``-fold.
     target_scale
         ``"per-output"`` (the paper: each output's log-times standardized by their own deviation) or
         ``"shared"`` (centred per output, divided by one deviation pooled over all outputs; edgeplan option). The

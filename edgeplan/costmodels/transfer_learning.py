@@ -20,7 +20,8 @@ Intel NN2) into a model of a *target* platform (say AMD), given the target's tim
 - ``factor-finetune`` (not in the paper): the factor correction first, then fine-tuning from the corrected model
   (the scale moves every output at once, including those of primitives the drawn layers barely cover; the
   fine-tuning then learns what a scale cannot, such as a speed-up that depends on the layer's size).
-- ``scratch``: a fresh model of the source's family and settings on the same drawn samples (the paper's baseline):
+- ``scratch``: a fresh model of the source's family and settings (the weight average and ensemble included: it is
+  trained as the source was, only on fewer rows) on the same drawn samples (the paper's baseline):
   its standardization is fitted on them, and it predicts nothing for a layer shape ``(f, s)`` it saw no sample of
   (NaN; scored as an unpredicted cell, never as a hit).
 
