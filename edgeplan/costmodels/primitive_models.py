@@ -614,15 +614,9 @@ class NN1Model(_TorchModel):
         Stop training after this many seconds per network group and member (None: no limit).
     applicability_by
         Features whose training pattern decides where an output applies.
-    n_members
-        Ensemble size (edgeplan option; the paper's is 1): that many networks are trained the same way but from
-        other seeds (member ``m`` of network group ``g`` starts from seed ``random_state + g + m`` and shuffles with
-        seed ``random_state + m``), each early-stopping on its own; the prediction is the mean of their
-        standardized log-times (a geometric mean of times). Up to ``threads`` members train side by side, each on
-        ``threads // min(threads, n_members)`` torch threads; the rest wait their turn. Prediction time grows
-        ``n_members``-fold, fit time about ``ceil(n_members / min(threads, n_members))``-fold.
-    target_scale, ema_decay
-        As for :class:`NN2Model` (edgeplan options; the paper's are ``"per-output"`` and 0).
+    n_members, target_scale, ema_decay
+        As for :class:`NN2Model` (edgeplan options; the paper's are 1, ``"per-output"`` and 0); every network group
+        is trained ``n_members`` times.
     """
 
     kind: ClassVar[str] = "nn1"
