@@ -723,7 +723,12 @@ def test_a_member_that_fails_fails_the_fit(monkeypatch: pytest.MonkeyPatch) -> N
             raise RuntimeError("member failed")
         return real(net, *args, **kwargs)
 
+    import torch
+
     monkeypatch.setattr(_mlp, "train_masked", failing)
+    before = torch.get_num_threads()
+    model = NN2Model(**{**FAST, "max_epochs": 3, "threads": 2}, hidden=(8,), n_members=4)
     with pytest.raises(RuntimeError, match="member failed"):
-        NN2Model(**{**FAST, "max_epochs": 3, "threads": 2}, hidden=(8,), n_members=4).fit(x, y)
-    assert len(calls) <= 2  # the two queued members never started
+        model.fit(x, y)
+    assert not hasattr(model, "nets_") and torch.get_num_threads() == before
+    assert len(calls) <= 2  # the failing member and at most the one beside it; no queued member started

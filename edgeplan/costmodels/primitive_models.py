@@ -472,7 +472,8 @@ class _TorchModel(PrimitiveEstimator):
 
     def _fit_normalized(self, x: FloatArray, y: FloatArray, xv: FloatArray, yv: FloatArray,
                         callback: ProgressCallback | None) -> None:
-        from concurrent.futures import ThreadPoolExecutor
+        import threading
+        from concurrent.futures import CancelledError, ThreadPoolExecutor
 
         import torch
 
@@ -512,10 +513,22 @@ class _TorchModel(PrimitiveEstimator):
         started = time.monotonic()
         with torch_threads(per_job):
             if workers > 1:
+                stop = threading.Event()  # set by the first failure: a worker starts no further member
+
+                def guarded(job: tuple[int, int]) -> tuple[list[int], Any, TrainLog | None]:
+                    if stop.is_set():
+                        raise CancelledError("another ensemble member failed")
+                    try:
+                        return train(*job)
+                    except BaseException:
+                        stop.set()
+                        raise
+
                 pool = ThreadPoolExecutor(max_workers=workers)
                 try:
-                    done = list(pool.map(lambda job: train(*job), jobs))
+                    done = list(pool.map(guarded, jobs))
                 except BaseException:  # a member failed or the fit was interrupted: start no queued member
+                    stop.set()
                     pool.shutdown(wait=True, cancel_futures=True)
                     raise
                 pool.shutdown(wait=True)
