@@ -207,18 +207,16 @@ class PrimitiveEstimator:
         std = xs.std(axis=0)
         self.x_std_ = np.where(std > 0, std, 1.0)
         z = np.log(y)
+        scale = str(getattr(self, "target_scale", "per-output"))
+        if scale not in TARGET_SCALES:
+            raise InvalidInputError(f"target_scale {scale!r}: use {' or '.join(TARGET_SCALES)}")
         with np.errstate(invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # an output with no defined training cell
             mean = np.nanmean(z, axis=0)
             std_y = np.nanstd(z, axis=0)
+            if scale == "shared":  # one deviation over every output's centred cells (NaN, then 1, when none)
+                std_y = np.full(z.shape[1], np.sqrt(np.nanmean((z - mean) ** 2)))
         self.y_mean_ = np.where(np.isfinite(mean), mean, 0.0)
-        scale = str(getattr(self, "target_scale", "per-output"))
-        if scale not in TARGET_SCALES:
-            raise InvalidInputError(f"target_scale {scale!r}: use {' or '.join(TARGET_SCALES)}")
-        if scale == "shared":
-            centred = z - self.y_mean_
-            pooled = float(np.sqrt(np.mean(centred[~np.isnan(centred)] ** 2))) if (~np.isnan(z)).any() else 0.0
-            std_y = np.full(z.shape[1], pooled)
         self.y_std_ = np.where(np.isfinite(std_y) & (std_y > 0), std_y, 1.0)
 
     def _log_inputs(self) -> bool:
