@@ -316,6 +316,46 @@ def test_campaign_resumes_and_exports_a_dataset(tmp_path: Path) -> None:
         load_dataset(bad)
 
 
+def test_export_merges_an_earlier_dataset_file(tmp_path: Path) -> None:
+    from edgeplan.latency.campaign import export_dataset, load_dataset, run_op_campaign
+
+    scenario = get_scenario("torch-fp32-1t")
+    other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
+    shipped = tmp_path / "shipped.jsonl.gz"
+    with Store.open(tmp_path / "a.sqlite") as store:  # an earlier session's Store, gone after its export
+        run_op_campaign(store, scenario, [CELL, other], runs=2, config=FAST, home=tmp_path)
+        export_dataset(store, scenario, shipped, command="first")
+    earlier = load_dataset(shipped)
+    third = "nb201:|nor_conv_1x1~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
+    with Store.open(tmp_path / "b.sqlite") as store:
+        run_op_campaign(store, scenario, [third, other], runs=2, config=FAST, home=tmp_path)
+        # Refused: a file of another scenario, or one measured beside a reference model; the file is left alone.
+        other_scenario = tmp_path / "other.jsonl.gz"
+        with gzip.open(other_scenario, "wt") as f:
+            f.write(json.dumps({**earlier.provenance, "scenario": "ort-fp32-1t"}) + "\n")
+        with_reference = tmp_path / "ref.jsonl.gz"
+        with gzip.open(with_reference, "wt") as f:
+            f.write(json.dumps({**earlier.provenance, "reference": {"model": CELL, "ms": 1.0, "min_ms": 1.0}}) + "\n")
+        before = shipped.read_bytes()
+        with pytest.raises(InvalidInputError, match="holds scenario 'ort-fp32-1t'"):
+            export_dataset(store, scenario, shipped, merge=other_scenario)
+        with pytest.raises(InvalidInputError, match="beside the reference model"):
+            export_dataset(store, scenario, shipped, merge=with_reference)
+        with pytest.raises(InvalidInputError, match="does not exist"):
+            export_dataset(store, scenario, shipped, merge=tmp_path / "missing.jsonl.gz")
+        assert shipped.read_bytes() == before
+        n = export_dataset(store, scenario, shipped, command="second", merge=shipped)  # merged in place
+        newer = {r.model: r.latency_ms for r in store.measurements(campaign="ops/torch-fp32-1t")}
+    merged = load_dataset(shipped)
+    assert n == 3 and merged.models() == [CELL, third, other]  # the earlier file's own model first
+    assert merged.records[0] == earlier.records[0]
+    assert {r["model"]: r["latency_ms"] for r in merged.records[1:]} == pytest.approx(newer)  # the Store's wins
+    info = merged.provenance["merged"]
+    assert (info["kept_models"], info["replaced_models"]) == (1, 1) and info["provenance"] == earlier.provenance
+    assert merged.provenance["models"] == 3 and merged.provenance["export_command"] == "second"
+    assert merged.provenance["measured_from"] == earlier.provenance["measured_from"]
+
+
 @pytest.mark.parametrize("scenario", ["torch-fp32-1t", "ort-fp32-1t"])
 def test_campaign_with_a_reference_exports_normalised_times(scenario: str, tmp_path: Path) -> None:
     from edgeplan.latency.campaign import export_dataset, load_dataset, run_op_campaign
@@ -369,6 +409,12 @@ def test_cli_ops_profile_and_export(capsys: pytest.CaptureFixture[str], tmp_path
     assert main(["--home", home, "ops", "export", "--scenario", "torch-fp32-1t", "--out",
                  str(tmp_path / "d.jsonl.gz")]) == 0
     assert "1 models" in capsys.readouterr().out
+    assert main(["--home", home, "ops", "export", "--scenario", "ort-int8-1t", "--out", str(tmp_path / "d.jsonl.gz"),
+                 "--merge", str(tmp_path / "d.jsonl.gz")]) != 0  # nothing in the Store for that scenario
+    assert "no measurements" in capsys.readouterr().err
+    assert main(["--home", home, "ops", "export", "--scenario", "torch-fp32-1t", "--out",
+                 str(tmp_path / "d.jsonl.gz"), "--merge", str(tmp_path / "d.jsonl.gz")]) == 0
+    assert "1 models of torch-fp32-1t written" in capsys.readouterr().out  # the same model: replaced, not doubled
 
 
 CELLS = [CELL, "nb201:|nor_conv_1x1~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_1x1~1|none~2|",

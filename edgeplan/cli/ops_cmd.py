@@ -77,11 +77,15 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
 @click.option("--repeat", default="", help="Export this re-measurement instead of the main campaign.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Dataset file to write (gzip'd JSON lines, provenance first).")
-def export_cmd(scenario_name: str, repeat: str, out: Path) -> None:
+@click.option("--merge", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Keep the models of this earlier dataset file of the scenario (it may be --out itself) that the "
+                   "Store does not hold; a model in both is written as the Store measured it.")
+def export_cmd(scenario_name: str, repeat: str, out: Path, merge: Path | None) -> None:
     """Write a scenario's measured models to a dataset file.
 
     Times measured beside a reference model are written at the scenario's reference latency, the main campaign's
-    for a repeat too; a repeat exported without its main campaign in the Store uses its own, with a warning.
+    for a repeat too; a repeat exported without its main campaign in the Store uses its own, with a warning. With
+    --merge, an earlier file's models join the Store's (its provenance is kept in the header).
     """
     import warnings
 
@@ -94,10 +98,10 @@ def export_cmd(scenario_name: str, repeat: str, out: Path) -> None:
     with Store.open(default_store_path(home)) as store, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         n = export_dataset(store, get_scenario(scenario_name), out, command=ctx.command if ctx else "",
-                           repeat=repeat)
+                           repeat=repeat, merge=merge)
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
-    click.echo(f"{n} models of {scenario_name} written to {out}")
+    click.echo(f"{n} models of {scenario_name} written to {out}" + (f" (merged with {merge})" if merge else ""))
 
 
 @ops.command("fit")

@@ -166,22 +166,35 @@ class OpDataset:
         return [r["model"] for r in self.records]
 
 
-def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: str = "", repeat: str = "") -> int:
+def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: str = "", repeat: str = "",
+                   merge: str | Path | None = None) -> int:
     """Write every measured model of ``scenario``'s campaign (or of its ``repeat``) to ``out`` (gzip'd JSON lines).
 
     A campaign measured beside a reference model is written at the scenario's reference latency (see
     :func:`_reference_scale`); a repeat whose main campaign is not in the Store is written at its own and warns
     (:class:`ReferenceScaleWarning`): its times are then not comparable with the main campaign's export.
 
+    Parameters
+    ----------
+    store, scenario, out, command, repeat
+        The Store, the scenario and repeat tag of the campaign, the file to write and the command that exports.
+    merge
+        An earlier dataset file of the same scenario and repeat (possibly ``out`` itself) whose models the Store
+        does not hold are kept: its records first, in its order, then the Store's. A model in both is the
+        Store's (the newer measurement). Its provenance is kept in the header under ``merged``, and the dates span
+        both. Both must be measured with the same reference model or both without; with one, the Store's ratios
+        are converted at the earlier file's reference latency, so that every row of the file shares one scale.
+
     Returns
     -------
     int
-        Number of models written.
+        Number of models written (with ``merge``, the merged file's).
 
     Raises
     ------
     InvalidInputError
-        When the Store has no rows for the scenario.
+        When the Store has no rows for the scenario, or ``merge`` is not a dataset of the same scenario, repeat and
+        reference. Nothing is written then (``out`` is replaced only once the new file is complete).
     """
     name = campaign_name(scenario, repeat)
     records = store.measurements(campaign=name)
@@ -191,6 +204,11 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
             f"`edgeplan ops profile MODEL... --scenario {scenario.name}` first"
         )
     scale = _reference_scale(store, scenario, records, name)
+    earlier = _mergeable(merge, scenario, repeat, scale) if merge is not None else None
+    if earlier is not None and scale is not None:
+        scale = dict(earlier.provenance["reference"])
+    measured = {r.model for r in records}
+    kept = [] if earlier is None else [r for r in earlier.records if r["model"] not in measured]
     first = records[0]
     device = store.device(first.device_key)
     header = {
@@ -207,15 +225,23 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         "campaign_command": first.command,
         "exported_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "export_command": command,
-        "models": len(records),
+        "models": len(kept) + len(records),
     }
     if scale is not None:
         header["reference"] = scale
+    if earlier is not None:
+        before = earlier.provenance
+        header["measured_from"] = min(str(before.get("measured_from", first.created_at)), first.created_at)
+        header["measured_to"] = max(str(before.get("measured_to", records[-1].created_at)), records[-1].created_at)
+        header["merged"] = {"file": str(merge), "kept_models": len(kept),
+                            "replaced_models": len(earlier.records) - len(kept), "provenance": before}
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     with gzip.open(tmp, "wt", encoding="utf-8") as f:
         f.write(json.dumps(header) + "\n")
+        for row in kept:
+            f.write(json.dumps(row, separators=(",", ":")) + "\n")
         for r in records:
             extra = r.extra
             iqr_rel = (r.p75_ms - r.p25_ms) / r.latency_ms if r.latency_ms > 0 else 0.0
@@ -226,7 +252,28 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
                 row = _normalised(row, extra["reference"], scale["ms"], scale["min_ms"])
             f.write(json.dumps(row, separators=(",", ":")) + "\n")
     tmp.replace(out)
-    return len(records)
+    return len(kept) + len(records)
+
+
+def _mergeable(path: str | Path, scenario: Scenario, repeat: str, scale: Mapping[str, Any] | None) -> OpDataset:
+    """The dataset at ``path``, checked to be of ``scenario`` and ``repeat`` with the same reference model."""
+    earlier = load_dataset(path)
+    before = earlier.provenance
+    if before.get("scenario") != scenario.name or before.get("repeat", "") != repeat:
+        raise InvalidInputError(f"--merge {path}: it holds scenario {before.get('scenario')!r}"
+                                f"{' repeat ' + repr(before.get('repeat')) if before.get('repeat') else ''}, not "
+                                f"{scenario.name!r}{' repeat ' + repr(repeat) if repeat else ''}; merge a file of "
+                                "the campaign being exported")
+    ref = before.get("reference")
+    theirs, ours = (ref or {}).get("model"), (scale or {}).get("model")
+    if theirs != ours:
+        raise InvalidInputError(f"--merge {path}: it was measured {_beside(theirs)}, the Store's campaign "
+                                f"{_beside(ours)}; their times are on different scales and cannot share a file")
+    return earlier
+
+
+def _beside(model: str | None) -> str:
+    return f"beside the reference model {model}" if model else "without a reference model"
 
 
 def _reference_scale(store: Store, scenario: Scenario, records: Sequence[Any], name: str) -> dict[str, Any] | None:
