@@ -4,7 +4,8 @@ The source is the Intel NN2 model (``--source``, fitted on the seed-0 80/10/10 s
 fit it once with ``edgeplan primitives fit --data ../shared/data/mulder2021/intel.csv --out DIR``). For every
 fraction of AMD's training part (default the paper's 0.1, 1, 2.5, 5, 10 and 25 %) and every repeat (default 25; the
 repeat number is the seed of the draw), the methods of :func:`~edgeplan.costmodels.transfer` (default ``finetune``
-and ``scratch``, ``--methods`` adds ``factor-finetune``; the same drawn samples for all) are scored by
+and ``scratch``, ``--methods`` adds ``factor-finetune`` and ``finetune-holdout``, fine-tuning without cross-fitting;
+the same drawn samples for all) are scored by
 
 - the MdRAE on AMD's test part (median over primitives), and
 - the selection increase: each network's selection made with the transferred model, priced with the measured AMD
@@ -147,8 +148,8 @@ def sweep(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> lis
 
     def one(fraction: float, seed: int, method: str) -> None:
         started = time.monotonic()
-        model = transfer(source, amd, fraction=fraction, seed=seed, method=method, split_seed=args.split_seed,
-                         threads=args.threads)
+        model = transfer(source, amd, fraction=fraction, seed=seed, method=method.removesuffix("-holdout"),
+                         split_seed=args.split_seed, threads=args.threads, cross_fit=not method.endswith("-holdout"))
         fit_s = time.monotonic() - started
         row = {"fraction": fraction, "seed": seed, "method": method, "fit_s": fit_s,
                "drawn_rows": model.info["transfer"]["drawn_rows"], **score(model)}
@@ -285,7 +286,9 @@ def main() -> int:
     parser.add_argument("--fractions", type=float, nargs="+", default=list(PAPER_FRACTIONS))
     parser.add_argument("--repeats", type=int, default=25)
     parser.add_argument("--methods", nargs="+", default=["finetune", "scratch"],
-                        choices=["finetune", "scratch", "factor-finetune"])
+                        choices=["finetune", "scratch", "factor-finetune", "finetune-holdout"],
+                        help="finetune-holdout: fine-tuning with one early-stopping hold-out shared by the members "
+                             "(the default cross-fits them; see edgeplan.costmodels.transfer_learning.stopping_plan)")
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--table5", action="store_true", help="Also the family-to-family matrix (Table 5).")

@@ -26,10 +26,12 @@ from edgeplan.costmodels import (
 )
 from edgeplan.costmodels.transfer_learning import (
     CALIBRATION_FOLDS,
+    CROSS_FIT_MIN_ROWS,
     STOP_FRACTION,
     calibrate_primitives,
     factor_scales,
     hold_out,
+    stopping_plan,
 )
 from edgeplan.errors import InvalidInputError
 
@@ -171,6 +173,45 @@ def test_finetune_beats_direct_on_a_shifted_target(nn2_source: PerformanceModel)
     np.testing.assert_array_equal(direct.predict_primitives(target.features), again.predict_primitives(target.features))
 
 
+def test_stopping_plan_cross_fits_an_ensemble_from_enough_rows() -> None:
+    sample = hold_out(np.arange(100, 137), seed=3)  # 37 rows, as 1 % of the mulder2021 training part
+    plan = stopping_plan(sample, members=4, seed=3)
+    assert len(plan) == 4
+    folds = [stop for _, stop in plan]
+    assert sorted(np.concatenate(folds).tolist()) == list(range(100, 137))  # the folds partition the drawn rows
+    assert [len(f) for f in folds] == [10, 9, 9, 9]
+    for fit, stop in plan:  # each member trains on every row it does not stop on
+        assert not set(fit) & set(stop) and set(fit) | set(stop) == set(sample.rows)
+    again = stopping_plan(sample, members=4, seed=3)
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(plan, again, strict=True))
+    assert not np.array_equal(stopping_plan(sample, members=4, seed=4)[0][1], plan[0][1])
+    # One member, or too few rows per member: every member trains on the fit rows and stops on the hold-out.
+    for members, rows in ((1, 37), (4, 4 * CROSS_FIT_MIN_ROWS - 1)):
+        small = hold_out(np.arange(rows), seed=0)
+        shared = stopping_plan(small, members=members, seed=0)
+        assert len(shared) == members
+        assert all(np.array_equal(f, small.fit_rows) and np.array_equal(st, small.stop_rows) for f, st in shared)
+    single = hold_out([7], seed=0)  # nothing to hold out: it stops on its training loss
+    assert [(f.tolist(), st.tolist()) for f, st in stopping_plan(single, members=2, seed=0)] == [([7], [7])] * 2
+
+
+def test_finetune_is_cross_fitted_unless_asked_not_to(nn2_source: PerformanceModel) -> None:
+    target = shifted_target()
+    crossed = transfer(nn2_source, target, fraction=0.1, seed=1, method="finetune")
+    shared = transfer(nn2_source, target, fraction=0.1, seed=1, method="finetune", cross_fit=False)
+    n = crossed.info["transfer"]["drawn_rows"]
+    assert n >= 2 * CROSS_FIT_MIN_ROWS  # two members
+    folds = crossed.info["transfer"]["cross_fit_folds"]
+    assert len(folds) == 2 and sum(folds) == n and crossed.info["transfer"]["stop_rows"] == 0
+    assert crossed.info["train_rows"] == n
+    assert shared.info["transfer"]["cross_fit_folds"] is None
+    assert shared.info["transfer"]["stop_rows"] == max(1, round(STOP_FRACTION * n))
+    x = target.features
+    assert not np.allclose(crossed.predict_primitives(x), shared.predict_primitives(x), equal_nan=True)
+    for model in (crossed, shared):  # both learn the shift
+        assert evaluate_performance_model(model, target).median_primitive_mdrae < 0.3
+
+
 def test_transfer_is_deterministic_per_seed(nn2_source: PerformanceModel) -> None:
     target = shifted_target()
     a = transfer(nn2_source, target, fraction=0.05, seed=4, method="finetune")
@@ -286,6 +327,20 @@ def test_cli_transfer(tmp_path: Path, lin_source: PerformanceModel) -> None:
     assert load_performance_model(out).info["transfer"]["seed"] == 2
     result = runner.invoke(transfer_cmd, args, obj=Context())
     assert result.exit_code == 0 and "target test MdRAE (median over 3 primitives" in result.output
+    assert "held out for early stopping" in result.output  # factor: no fine-tuning, nothing cross-fitted
+
+
+def test_cli_transfer_reports_cross_fitting(tmp_path: Path, nn2_source: PerformanceModel) -> None:
+    src = save_performance_model(nn2_source, tmp_path / "src")
+    csv = write_table(tmp_path / "target.csv", shifted_target())
+    args = ["--model", str(src), "--data", str(csv), "--fraction", "0.05", "--seed", "0", "--out",
+            str(tmp_path / "moved")]
+    result = CliRunner().invoke(transfer_cmd, args, obj=Context())
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "cross-fitted: each of 2 ensemble members early-stops on its own fold" in result.output
+    result = CliRunner().invoke(transfer_cmd, [*args, "--json"], obj=Context())
+    data = json.loads(result.output)
+    assert sum(data["cross_fit_folds"]) == data["drawn_rows"] and data["stop_rows"] == 0
 
 
 @pytest.mark.parametrize(("fraction", "names", "message"), [

@@ -243,13 +243,14 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
     if as_json:
         emit_json({"model": str(folder), "source": model_dir, "data": data_path, "method": method,
                    "fraction": fraction, "seed": seed, "split_seed": split_seed, "drawn_rows": info["drawn_rows"],
-                   "stop_rows": info["stop_rows"], "target_train_rows": info["target_train_rows"],
+                   "stop_rows": info["stop_rows"], "cross_fit_folds": info.get("cross_fit_folds"),
+                   "target_train_rows": info["target_train_rows"],
                    "ignored_columns": info["ignored_columns"], "seconds": info["seconds"],
                    "test": result.to_dict()})
         return
     click.echo(f"{method}: {source.kind} model {model_dir} -> {data_path} with {info['drawn_rows']} of "
                f"{info['target_train_rows']} training layers (fraction {fraction:g}, seed {seed}, split seed "
-               f"{split_seed}; {info['stop_rows']} of them held out for early stopping), {info['seconds']:.1f} s")
+               f"{split_seed}; {_stopping(info)}), {info['seconds']:.1f} s")
     if info["ignored_columns"]:
         click.echo(f"ignored {len(info['ignored_columns'])} target column(s) the source does not predict: "
                    f"{', '.join(info['ignored_columns'][:6])}")
@@ -258,3 +259,12 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
                f"{_pct(result.median_transform_mdrae)}")
     click.echo(f"saved to {folder}; per-primitive scores: edgeplan primitives evaluate --model {folder} "
                f"--data {data_path}")
+
+
+def _stopping(info: dict[str, Any]) -> str:
+    """How a transfer early-stopped, for its one-line report."""
+    folds = info.get("cross_fit_folds")
+    if folds:
+        return (f"cross-fitted: each of {len(folds)} ensemble members early-stops on its own fold of "
+                f"{min(folds)}-{max(folds)} and trains on the rest")
+    return f"{info['stop_rows']} of them held out for early stopping"

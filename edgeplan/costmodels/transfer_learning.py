@@ -32,10 +32,17 @@ permutation of the training part), so the fractions of one repeat are nested.
 
 **Early stopping** (``finetune``, ``factor-finetune`` and ``scratch``): :data:`STOP_FRACTION` (20 %) of the drawn
 samples, ``max(1, round(0.2 * n))`` rows for ``n >= 2``, chosen by the seed, are held out of training and early-stopped
-on; the model trains on the rest. Not on the target's validation part: that would use more target data than the fraction
-says (the validation part is 10 % of the table, more than the 1 % being studied). With a single drawn sample there is
-nothing to hold out: it is trained on and stopped on its training loss. Patience and the epoch bound are the source's
-(250 epochs and 3000 by default; on a small sample an epoch is one mini-batch step).
+on; the model trains on the rest. Not on the target's validation part: that would use more target data than the
+fraction says (the validation part is 10 % of the table, more than the 1 % being studied). With a single drawn sample
+there is nothing to hold out: it is trained on and stopped on its training loss. Patience and the epoch bound are the
+source's (250 epochs and 1500 for the default NN2; on a small sample an epoch is one mini-batch step).
+
+Fine-tuning an ensemble (the default NN2 has four members) from at least :data:`CROSS_FIT_MIN_ROWS` drawn rows per
+member is instead **cross-fitted** (:func:`stopping_plan`; not in the paper): the drawn rows are cut into one seeded
+fold per member, and member ``k`` early-stops on fold ``k`` and trains on the others. No drawn row is then left out of
+training, and the members, stopped on different rows, err differently, which their average smooths: with a few
+dozen rows, which rows a single hold-out happens to take decides much of a transfer's quality
+(``benchmarks/bench_transfer.py`` reports both ways of stopping, ``--methods finetune finetune-holdout``).
 
 **Columns.** The target's primitive columns must share at least one with the source; target columns the source does
 not predict are ignored (listed in ``info["transfer"]["ignored_columns"]``). Source columns absent from the target
@@ -74,9 +81,9 @@ from edgeplan.costmodels.primitive_models import NN1Model, NN2Model, PrimitiveEs
 from edgeplan.costmodels.transform_models import make_transform_estimator
 from edgeplan.errors import InvalidInputError
 
-__all__ = ["CALIBRATION_FOLDS", "FINETUNE_LR_FACTOR", "METHODS", "STOP_FRACTION", "PrimitiveCalibration",
-           "TransferSample", "calibrate_primitives", "draw_samples", "factor_scales", "hold_out", "transfer",
-           "transfer_on"]
+__all__ = ["CALIBRATION_FOLDS", "CROSS_FIT_MIN_ROWS", "FINETUNE_LR_FACTOR", "METHODS", "STOP_FRACTION",
+           "PrimitiveCalibration", "TransferSample", "calibrate_primitives", "draw_samples", "factor_scales",
+           "hold_out", "stopping_plan", "transfer", "transfer_on"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -89,8 +96,11 @@ FINETUNE_LR_FACTOR = 0.1
 """Fine-tuning learning rate relative to the source's (mulder2020 Table 3: "lowered by a factor of 10")."""
 
 STOP_FRACTION = 0.2
-"""Share of the drawn samples held out for early stopping (``finetune``, ``factor-finetune``, ``scratch``); at least
-one of two or more."""
+"""Share of the drawn samples held out for early stopping (``scratch``, and the fine-tuning methods when they do not
+cross-fit: see :func:`stopping_plan`); at least one of two or more."""
+
+CROSS_FIT_MIN_ROWS = 2
+"""Drawn rows per ensemble member from which fine-tuning is cross-fitted (:func:`stopping_plan`)."""
 
 
 @dataclass(frozen=True)
@@ -224,9 +234,49 @@ def _scaled(est: PrimitiveEstimator, scales: FloatArray) -> PrimitiveEstimator:
     return out
 
 
-def _finetune(est: PrimitiveEstimator, parts: tuple[FloatArray, FloatArray, FloatArray, FloatArray], seed: int,
-              threads: int | None) -> PrimitiveEstimator:
-    """A copy of a neural ``est`` trained further on ``parts`` (fit x, fit y, stop x, stop y; y in its columns)."""
+def stopping_plan(sample: TransferSample, members: int, seed: int) -> list[tuple[IntArray, IntArray]]:
+    """Per ensemble member, the drawn rows it is fine-tuned on and the rows it early-stops on.
+
+    With two or more members and at least :data:`CROSS_FIT_MIN_ROWS` drawn rows per member, the fine-tuning is
+    **cross-fitted**: the drawn rows are cut into one seeded fold per member; member ``k`` early-stops on fold ``k``
+    and trains on the others. Every drawn row then trains most of the ensemble and stops one member, and the members
+    differ by what they stopped on, which the average then smooths. Otherwise every member trains on
+    ``sample.fit_rows`` and stops on ``sample.stop_rows`` (its training rows when there are none).
+
+    Parameters
+    ----------
+    sample
+        The drawn rows.
+    members
+        Ensemble members of the model being fine-tuned.
+    seed
+        Seed of the folds.
+
+    Returns
+    -------
+    list of (numpy.ndarray, numpy.ndarray)
+        ``members`` pairs ``(fit rows, stop rows)``, each sorted.
+    """
+    rows = sample.rows
+    if _cross_fits(len(rows), members):
+        folds = np.array_split(np.random.default_rng([_check_seed(seed, "seed"), 2]).permutation(rows), members)
+        return [(np.setdiff1d(rows, fold), np.sort(fold)) for fold in folds]
+    stop = sample.stop_rows if len(sample.stop_rows) else sample.fit_rows
+    return [(sample.fit_rows, stop)] * members
+
+
+def _cross_fits(rows: int, members: int) -> bool:
+    return members >= 2 and rows >= CROSS_FIT_MIN_ROWS * members
+
+
+def _members(est: PrimitiveEstimator) -> int:
+    return max(1, int(getattr(est, "n_members", 1) or 1))
+
+
+def _finetune(est: PrimitiveEstimator, x: FloatArray, y: FloatArray, plan: list[tuple[IntArray, IntArray]],
+              seed: int, threads: int | None) -> PrimitiveEstimator:
+    """A copy of a neural ``est`` trained further on the rows of ``x``, ``y`` (y in its columns) that ``plan``
+    gives each member (see :func:`stopping_plan`)."""
     from edgeplan.costmodels._mlp import TrainConfig, torch_threads, train_masked
 
     if not isinstance(est, NN1Model | NN2Model):
@@ -234,14 +284,14 @@ def _finetune(est: PrimitiveEstimator, parts: tuple[FloatArray, FloatArray, Floa
                                 f"is {est.kind!r}: use method factor or scratch")
     tuned = _copy(est)
     assert isinstance(tuned, NN1Model | NN2Model)
-    x_fit, y_fit, x_stop, y_stop = parts
-    xs, ys = tuned._scale_x(x_fit), tuned._scale_y(y_fit)  # the source's standardization, kept
-    xv, yv = tuned._scale_x(x_stop), tuned._scale_y(y_stop)
+    x_all, y_all = tuned._scale_x(x), tuned._scale_y(y)  # the source's standardization, kept
     lr = float(tuned.lr) * FINETUNE_LR_FACTOR
-    per_member = max(1, len(tuned.nets_) // max(1, int(tuned.n_members)))
+    per_member = max(1, len(tuned.nets_) // _members(tuned))
     logs = []
     with torch_threads(int(threads or tuned.threads)):
         for k, (cols, net) in enumerate(zip(tuned.groups_, tuned.nets_, strict=True)):
+            fit, stop = plan[min(k // per_member, len(plan) - 1)]
+            xs, ys, xv, yv = x_all[fit], y_all[fit], x_all[stop], y_all[stop]
             rows = ~np.isnan(ys[:, cols]).all(axis=1)
             if not rows.any():  # no target sample for this net's outputs: it keeps the source's weights
                 continue
@@ -305,7 +355,8 @@ def _transfer_transforms(source: EstimatorPair, target: PrimitiveDataset, rows: 
 
 
 def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: float, seed: int,
-             method: str = "finetune", split_seed: int = 0, threads: int | None = None) -> PerformanceModel:
+             method: str = "finetune", split_seed: int = 0, threads: int | None = None,
+             cross_fit: bool = True) -> PerformanceModel:
     """A performance model of the target platform, from ``source`` and ``fraction`` of the target's training part.
 
     Parameters
@@ -326,6 +377,9 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
         Seed of the target's 80/10/10 split; the transferred model records it for its evaluation.
     threads
         Torch threads for training (default: the source's setting).
+    cross_fit
+        Fine-tune an ensemble cross-fitted (default; see :func:`stopping_plan`); False: every member trains on the
+        same rows and early-stops on the same hold-out, as ``scratch`` does.
 
     Returns
     -------
@@ -341,7 +395,7 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
     _check_transfer(source, target, method)
     sample = draw_samples(target, fraction, seed, split_seed)
     return transfer_on(source, target, sample, seed=seed, method=method, threads=threads,
-                       settings=(fraction, split_seed))
+                       settings=(fraction, split_seed), cross_fit=cross_fit)
 
 
 def _check_transfer(source: PerformanceModel, target: PrimitiveDataset, method: str) -> None:
@@ -382,12 +436,13 @@ def hold_out(rows: npt.ArrayLike, seed: int) -> TransferSample:
 
 def transfer_on(source: PerformanceModel, target: PrimitiveDataset, sample: TransferSample, *, seed: int,
                 method: str = "finetune", threads: int | None = None,
-                settings: tuple[float | None, int | None] = (None, None)) -> PerformanceModel:
+                settings: tuple[float | None, int | None] = (None, None), cross_fit: bool = True
+                ) -> PerformanceModel:
     """:func:`transfer` on given target rows (``sample``) instead of a drawn fraction of the training part.
 
     Parameters
     ----------
-    source, target, seed, method, threads
+    source, target, seed, method, threads, cross_fit
         As for :func:`transfer`.
     sample
         The rows to fit on and to early-stop on (e.g. from :func:`hold_out`).
@@ -408,6 +463,7 @@ def transfer_on(source: PerformanceModel, target: PrimitiveDataset, sample: Tran
     fit, stop = sample.fit_rows, sample.stop_rows
     if len(stop) == 0:  # one sample: train on it and stop on its training loss
         stop = fit
+    plan: list[tuple[IntArray, IntArray]] = []
     scales: dict[str, float] = {}
     counts: dict[str, int] = {}
     prim: PrimitiveEstimator = source.primitives
@@ -417,7 +473,8 @@ def transfer_on(source: PerformanceModel, target: PrimitiveDataset, sample: Tran
         scales = dict(zip(outputs, map(float, found), strict=True))
         counts = dict(zip(outputs, map(int, n_cells), strict=True))
     if method in ("finetune", "factor-finetune"):
-        prim = _finetune(prim, (x_all[fit], y_all[fit], x_all[stop], y_all[stop]), seed, threads)
+        plan = stopping_plan(sample, _members(prim) if cross_fit else 1, seed)
+        prim = _finetune(prim, x_all, y_all, plan, seed, threads)
     elif method == "scratch":
         own = target.primitive_ns
         prim = _scratch(source.primitives, target.primitives, (x_all[fit], own[fit], x_all[stop], own[stop]), seed,
@@ -427,7 +484,12 @@ def transfer_on(source: PerformanceModel, target: PrimitiveDataset, sample: Tran
     trans, paper, t_scales = _transfer_transforms((source.transforms, source.transforms_paper), target, sample.rows,
                                                   method)
     info = _info(source, target, method, (fraction, seed, split_seed), sample, time.monotonic() - started)
-    info["transfer"].update({"ignored_columns": [p for p in target.primitives if p not in source.primitive_names],
+    cross_fit = bool(plan) and _cross_fits(len(sample), len(plan))
+    if cross_fit:  # every drawn row trains most members and stops one
+        info.update({"train_rows": len(sample), "val_rows": len(sample)})
+    info["transfer"].update({"cross_fit_folds": [len(stop) for _, stop in plan] if cross_fit else None,
+                             "stop_rows": 0 if cross_fit else len(sample.stop_rows),
+                             "ignored_columns": [p for p in target.primitives if p not in source.primitive_names],
                              "primitive_scales": scales, "primitive_scale_samples": counts,
                              "transform_scales": t_scales})
     return PerformanceModel(prim.kind, prim, trans, info, paper)
