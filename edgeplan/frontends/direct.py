@@ -16,7 +16,6 @@ from functools import lru_cache
 from edgeplan.frontends.nb201 import _CELLS_PER_STAGE, _INPUT_SHAPE, _NUM_NODES, _STEM_CHANNELS, parse_cell
 from edgeplan.frontends.synthetic import INPUT_SIZE as SYN_INPUT
 from edgeplan.frontends.synthetic import NUM_CLASSES as SYN_CLASSES
-from edgeplan.frontends.synthetic import STEM_CHANNELS as SYN_STEM
 from edgeplan.frontends.synthetic import SyntheticBlock, sample_synthetic
 from edgeplan.ir.graph import Graph, Node, Ref
 from edgeplan.ir.ops import (
@@ -275,22 +274,22 @@ def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str) -> s
 
 
 @lru_cache(maxsize=256)
-def synthetic_graph(seed: int) -> Graph:
-    """The IR of li2023's synthetic network ``seed`` (the graph ``load_graph(f"synthetic:{seed}")`` returns).
+def synthetic_graph(seed: int, space: str = "li2023") -> Graph:
+    """The IR of synthetic network ``seed`` of ``space`` (the graph ``load_graph(arch.name)`` returns).
 
     Raises
     ------
     InvalidInputError
-        For a seed that is not a non-negative integer.
+        For a seed that is not a non-negative integer, or an unknown space.
     """
-    arch = sample_synthetic(seed)
+    arch = sample_synthetic(seed, space)
     b = _Builder()
     shape = (1, 3, SYN_INPUT, SYN_INPUT)
     b.shapes["input"] = shape
     b.nodes.append(Node("input", OpKind.INPUT, InputAttrs(0), (), (), (shape,), source="placeholder"))
-    x = _conv_bn(b, "stem", "input", SYN_STEM, 3, 2)
+    x = _conv_bn(b, "stem", "input", arch.stem_channels, 3, 2)
     for index, block in enumerate(arch.blocks, start=1):
         x = _synthetic_block(b, f"block{index}_{block.kind}", block, x)
     x = _conv_bn(b, "head_conv", x, arch.head_channels, 1, 1)
     x = b.head(x, SYN_CLASSES)
-    return Graph(name=f"synthetic:{seed}", nodes=tuple(b.nodes), outputs=(Ref(x),)).validate()
+    return Graph(name=arch.name, nodes=tuple(b.nodes), outputs=(Ref(x),)).validate()

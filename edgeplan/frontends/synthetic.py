@@ -34,6 +34,29 @@ The paper leaves the rest open; the choices made here are:
   1x1 max pool of stride 2 (plain subsampling) so that every architecture ends on the same 7x7 map.
 - Head: 1x1 conv to C10 channels + BN + ReLU6, global average pooling, linear layer to 1000 classes.
 
+**The wide space** (``synthetic-wide:SEED``, edgeplan's, not the paper's). li2023 §5.3 trains on its synthetic
+networks and tests on real-world ones, and observes the dataset shift this creates: the real-world convolutions are
+wider and faster per operation than the synthetic ones. The zoo's CNNs (torchvision, timm) shift further than the
+paper's mobile networks: ResNets, VGGs, RegNets and ResNeXts run dense and grouped convolutions of 64-2048 channels
+at 7-112 pixels, where li2023's space has at most 80 channels before 14x14 and at most 400 after. The wide space
+keeps the paper's structure (stem, the same five block kinds, strides and head) and samples the widths the zoo
+uses:
+
+- Channels log-uniform and rounded to a multiple of 8 (the zoo's widths are multiples of 8 almost everywhere; the
+  paper's space, uniform over integers, covers the unaligned ones): the stem in [16, 64]; the block at 112x112 in
+  [16, 128]; 56x56 in [24, 256]; 28x28 in [32, 512]; 14x14 in [64, 1024]; 7x7 in [128, 1536]; the head in
+  [512, 2048].
+- Block kinds are drawn with weights conv 3, bottleneck 2, dwsep 1, pool 1, split 1 (the zoo's time goes mostly
+  to dense convolutions, then to inverted bottlenecks).
+- A ``conv`` block's kernel is 1 or 3 (the dense kernels of the zoo's bodies; 5 and 7 remain in the depthwise
+  kernels of ``dwsep`` and ``bottleneck`` blocks, as in EfficientNet and MixNet). It is dense with probability
+  1/2, else grouped with ``4k`` groups as in the paper's space (ResNeXt- and RegNet-like grouped convolutions;
+  aligned widths admit many group counts, which would otherwise crowd out the dense convolutions).
+- A ``bottleneck``'s expansion is 1, 3 or 6 as in the paper, capped so that the expanded width stays at most
+  3072.
+
+A wide seed is an independent draw: ``synthetic-wide:5`` shares nothing with ``synthetic:5``.
+
 Sampling uses only ``numpy.random.default_rng(seed).integers``, so a seed gives the same architecture on every
 machine (NumPy does not formally promise stream stability across versions; a golden-architecture test guards it).
 :func:`sample_synthetic` does not import torch.
@@ -55,11 +78,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCK_KINDS",
+    "SPACES",
     "ELEMENTWISE_OPS",
     "STRIDES",
     "SyntheticArch",
     "SyntheticBlock",
     "build_synthetic",
+    "family_of",
     "sample_synthetic",
 ]
 
@@ -85,6 +110,17 @@ _LARGE_CHANNELS = (80, 400)  # C6..C9
 _HEAD_CHANNELS = (1200, 1800)  # C10
 _NUM_SMALL = 5
 _MAX_GROUP_K = 16
+
+SPACES: tuple[str, ...] = ("li2023", "wide")
+"""The synthetic spaces: li2023's (``synthetic:SEED``) and edgeplan's wide one (``synthetic-wide:SEED``)."""
+
+_WIDE_STEM = (16, 64)
+_WIDE_CHANNELS = {112: (16, 128), 56: (24, 256), 28: (32, 512), 14: (64, 1024), 7: (128, 1536)}
+_WIDE_HEAD = (512, 2048)
+_WIDE_CONV_KERNELS = (1, 3)
+_WIDE_KIND_WEIGHTS = {"conv": 3, "dwsep": 1, "bottleneck": 2, "pool": 1, "split": 1}
+_WIDE_MAX_HIDDEN = 3072
+_ALIGN = 8
 
 
 @dataclass(frozen=True)
@@ -142,20 +178,38 @@ class SyntheticArch:
         The 9 blocks in order.
     head_channels
         C10, the channels of the final 1x1 conv.
+    space
+        The space it was sampled from (:data:`SPACES`).
+    stem_channels
+        Output channels of the stem (32 in li2023's space).
     """
 
     seed: int
     blocks: tuple[SyntheticBlock, ...]
     head_channels: int
+    space: str = "li2023"
+    stem_channels: int = STEM_CHANNELS
+
+    @property
+    def name(self) -> str:
+        """The zoo string of the architecture: ``synthetic:SEED`` or ``synthetic-wide:SEED``."""
+        return f"{family_of(self.space)}:{self.seed}"
 
 
-def sample_synthetic(seed: int) -> SyntheticArch:
-    """Sample the architecture of a seed from the li2023 synthetic NAS space.
+def family_of(space: str) -> str:
+    """The zoo family of a synthetic space: ``synthetic`` for li2023's, ``synthetic-wide`` for the wide one."""
+    return "synthetic" if space == "li2023" else f"synthetic-{space}"
+
+
+def sample_synthetic(seed: int, space: str = "li2023") -> SyntheticArch:
+    """Sample the architecture of a seed from a synthetic NAS space.
 
     Parameters
     ----------
     seed
         A non-negative integer; the same seed always gives the same architecture.
+    space
+        ``li2023`` (the paper's space, default) or ``wide`` (see the module docstring).
 
     Returns
     -------
@@ -165,13 +219,17 @@ def sample_synthetic(seed: int) -> SyntheticArch:
     Raises
     ------
     InvalidInputError
-        If ``seed`` is not a non-negative integer.
+        If ``seed`` is not a non-negative integer, or ``space`` is unknown.
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InvalidInputError(f"synthetic seed must be a non-negative integer, got {seed!r}")
+    if space not in SPACES:
+        raise InvalidInputError(f"unknown synthetic space {space!r}; choose one of {', '.join(SPACES)}")
     import numpy as np
 
     rng = np.random.default_rng(seed)
+    if space == "wide":
+        return _sample_wide(rng, seed)
     blocks: list[SyntheticBlock] = []
     channels = STEM_CHANNELS
     for position, stride in enumerate(STRIDES):
@@ -180,6 +238,41 @@ def sample_synthetic(seed: int) -> SyntheticArch:
         channels = block.out_channels
     head = _uniform(rng, *_HEAD_CHANNELS)
     return SyntheticArch(seed=seed, blocks=tuple(blocks), head_channels=head)
+
+
+def _sample_wide(rng: np.random.Generator, seed: int) -> SyntheticArch:
+    """An architecture of the wide space (see the module docstring)."""
+    stem = _aligned(rng, *_WIDE_STEM)
+    blocks: list[SyntheticBlock] = []
+    channels, size = stem, INPUT_SIZE // 2
+    for stride in STRIDES:
+        size //= stride
+        kind = str(_pick(rng, tuple(k for k, w in _WIDE_KIND_WEIGHTS.items() for _ in range(w))))
+        base = SyntheticBlock(kind, in_channels=channels, out_channels=_aligned(rng, *_WIDE_CHANNELS[size]),
+                              stride=stride)
+        if kind == "conv":
+            kernel = int(_pick(rng, _WIDE_CONV_KERNELS))
+            valid = _valid_groups(base.in_channels, base.out_channels)
+            grouped = bool(rng.integers(2)) and bool(valid)
+            block = replace(base, kernel=kernel, groups=valid[int(rng.integers(len(valid)))] if grouped else None)
+        elif kind == "bottleneck":
+            block = _sample_bottleneck(rng, base)
+            cap = max(e for e in _EXPANSIONS if e == 1 or channels * e <= _WIDE_MAX_HIDDEN)
+            block = replace(block, expansion=min(block.expansion or 1, cap))
+        else:
+            block = _KIND_SAMPLERS[kind](rng, base)
+        blocks.append(block)
+        channels = block.out_channels
+    head = _aligned(rng, *_WIDE_HEAD)
+    return SyntheticArch(seed=seed, blocks=tuple(blocks), head_channels=head, space="wide", stem_channels=stem)
+
+
+def _aligned(rng: np.random.Generator, low: int, high: int) -> int:
+    """A multiple of 8 in ``[low, high]``, log-uniform (both ends multiples of 8)."""
+    import numpy as np
+
+    value = float(np.exp(rng.uniform(np.log(low), np.log(high))))
+    return int(min(high, max(low, _ALIGN * round(value / _ALIGN))))
 
 
 def _uniform(rng: np.random.Generator, low: int, high: int) -> int:
@@ -245,13 +338,15 @@ _KIND_SAMPLERS: dict[str, Callable[[np.random.Generator, SyntheticBlock], Synthe
 }
 
 
-def build_synthetic(seed: int) -> tuple[torch.nn.Module, tuple[tuple[int, ...], ...]]:
-    """Build the network of a seed from the li2023 synthetic NAS space, with random weights, in eval mode.
+def build_synthetic(seed: int, space: str = "li2023") -> tuple[torch.nn.Module, tuple[tuple[int, ...], ...]]:
+    """Build the network of a seed from a synthetic NAS space, with random weights, in eval mode.
 
     Parameters
     ----------
     seed
         A non-negative integer (see :func:`sample_synthetic`).
+    space
+        ``li2023`` (default) or ``wide``.
 
     Returns
     -------
@@ -261,9 +356,9 @@ def build_synthetic(seed: int) -> tuple[torch.nn.Module, tuple[tuple[int, ...], 
     Raises
     ------
     InvalidInputError
-        If ``seed`` is not a non-negative integer.
+        If ``seed`` is not a non-negative integer, or ``space`` is unknown.
     """
-    arch = sample_synthetic(seed)
+    arch = sample_synthetic(seed, space)
     module = _torch_layers().network(arch)
     module.eval()
     return module, ((1, 3, INPUT_SIZE, INPUT_SIZE),)
@@ -363,7 +458,7 @@ def _torch_layers() -> _Layers:
         return SplitElementwise(block)
 
     def network(arch: SyntheticArch) -> nn.Module:
-        parts: dict[str, nn.Module] = {"stem": conv_bn(3, STEM_CHANNELS, 3, 2)}
+        parts: dict[str, nn.Module] = {"stem": conv_bn(3, arch.stem_channels, 3, 2)}
         for index, block in enumerate(arch.blocks, start=1):
             parts[f"block{index}_{block.kind}"] = block_module(block)
         last = arch.blocks[-1].out_channels

@@ -9,6 +9,7 @@ spec                       what it builds                                       
 ``nb201:CELL``             a NAS-Bench-201 network from its cell string                            1x3x32x32
 ``nb201-official:CELL``    the same, with ``none`` edges as the official ``x * 0`` terms          1x3x32x32
 ``synthetic:SEED``         a network of li2023's synthetic NAS space (§4.3.2), seeded              1x3x224x224
+``synthetic-wide:SEED``    a network of edgeplan's wide synthetic space (the zoo CNNs' widths)     1x3x224x224
 ``PATH.onnx``              an ONNX file                                                            from the file
 =========================  =====================================================================  ===============
 
@@ -60,6 +61,8 @@ FAMILIES: tuple[Family, ...] = (
            ("nb201-official:|nor_conv_3x3~0|+|none~0|nor_conv_3x3~1|+|skip_connect~0|none~1|nor_conv_3x3~2|",),
            "1x3x32x32"),
     Family("synthetic", "li2023 §4.3.2 synthetic NAS space, seeded", ("synthetic:0", "synthetic:42"), "1x3x224x224"),
+    Family("synthetic-wide", "li2023's space at the zoo CNNs' widths (edgeplan's), seeded",
+           ("synthetic-wide:0", "synthetic-wide:42"), "1x3x224x224"),
     Family("onnx", "an ONNX file given by its path", ("model.onnx",), "from the file"),
 )
 
@@ -148,16 +151,27 @@ def _timm(name: str) -> tuple[Any, tuple[Shape, ...]]:
     return model, ((1, *size),)
 
 
-def _synthetic(name: str) -> tuple[Any, tuple[Shape, ...]]:
-    from edgeplan.frontends.synthetic import build_synthetic
-
+def _synthetic_seed(family: str, name: str) -> int:
+    """The seed of ``{family}:{name}``, or a clear error."""
     try:
         seed = int(name)
     except ValueError:
-        raise InvalidInputError(
-            f"synthetic:{name}: the seed must be a non-negative integer, e.g. synthetic:42"
-        ) from None
-    return build_synthetic(seed)
+        seed = -1
+    if seed < 0:
+        raise InvalidInputError(f"{family}:{name}: the seed must be a non-negative integer, e.g. {family}:42")
+    return seed
+
+
+def _synthetic(name: str) -> tuple[Any, tuple[Shape, ...]]:
+    from edgeplan.frontends.synthetic import build_synthetic
+
+    return build_synthetic(_synthetic_seed("synthetic", name))
+
+
+def _synthetic_wide(name: str) -> tuple[Any, tuple[Shape, ...]]:
+    from edgeplan.frontends.synthetic import build_synthetic
+
+    return build_synthetic(_synthetic_seed("synthetic-wide", name), space="wide")
 
 
 def _paper(name: str) -> tuple[Any, tuple[Shape, ...]]:
@@ -185,6 +199,7 @@ _BUILDERS = {
     "nb201": _nb201,
     "nb201-official": _nb201_official,
     "synthetic": _synthetic,
+    "synthetic-wide": _synthetic_wide,
 }
 
 
@@ -206,7 +221,7 @@ def load_graph(spec: str, input_shape: Shape | None = None, opaque: bool = False
     ----------
     spec
         ``torchvision:NAME``, ``timm:NAME``, ``paper:NAME``, ``nb201:CELL``, ``nb201-official:CELL``,
-        ``synthetic:SEED`` or ``PATH.onnx``.
+        ``synthetic:SEED``, ``synthetic-wide:SEED`` or ``PATH.onnx``.
     input_shape
         Overrides the first input's default shape (batch included).
     opaque
@@ -219,17 +234,14 @@ def load_graph(spec: str, input_shape: Shape | None = None, opaque: bool = False
         if input_shape is not None:
             raise InvalidInputError(f"{spec}: an ONNX file has its own input shapes; drop --input-shape")
         return graph_from_onnx(Path(name), name=spec, opaque=opaque)
-    if family in ("nb201", "nb201-official", "synthetic") and input_shape is None:  # built directly, in ms
+    if family in ("nb201", "nb201-official", "synthetic", "synthetic-wide") and input_shape is None:  # direct, in ms
         from edgeplan.frontends.direct import nb201_graph, synthetic_graph
 
-        if family != "synthetic":
-            return nb201_graph(name, official=True) if family == "nb201-official" else nb201_graph(name)
-        try:
-            seed = int(name)
-        except ValueError:
-            raise InvalidInputError(f"synthetic:{name}: the seed must be a non-negative integer, e.g. synthetic:42") \
-                from None
-        return synthetic_graph(seed)
+        if family == "synthetic":
+            return synthetic_graph(_synthetic_seed(family, name))
+        if family == "synthetic-wide":
+            return synthetic_graph(_synthetic_seed(family, name), "wide")
+        return nb201_graph(name, official=True) if family == "nb201-official" else nb201_graph(name)
     from edgeplan.frontends.torch_frontend import graph_from_torch
 
     model = build_model(spec, input_shape)

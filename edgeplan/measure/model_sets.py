@@ -1,9 +1,13 @@
 """Named sets of zoo models for campaigns, and expansion of ranges such as ``synthetic:0-999``.
 
+Ranges work for both synthetic spaces: ``synthetic:0-999`` and ``synthetic-wide:0-299``.
+
 ============================  ===============================================================================
 set                           models
 ============================  ===============================================================================
 ``synthetic``                 ``synthetic:0`` .. ``synthetic:999``, li2023's 1000 sampled networks (§4.3.2)
+``synthetic-wide``            ``synthetic-wide:0`` .. ``synthetic-wide:299``, edgeplan's wide synthetic space
+                              (:mod:`edgeplan.frontends.synthetic`): training networks at the zoo CNNs' widths
 ``torchvision-cnns``          every torchvision classification model but the transformers (ViT, Swin, MaxViT)
 ``timm-cnns``                 the timm CNNs listed in ``edgeplan/data/model_sets/timm_cnns.txt`` (60 families'
                               representatives, from ResNets and EfficientNets to RepVGG and ConvNeXt)
@@ -23,10 +27,10 @@ from edgeplan.errors import InvalidInputError
 __all__ = ["MODEL_SETS", "expand_models", "model_set"]
 
 #: Names accepted by :func:`model_set`.
-MODEL_SETS: tuple[str, ...] = ("synthetic", "torchvision-cnns", "timm-cnns", "nb201-sample")
+MODEL_SETS: tuple[str, ...] = ("synthetic", "synthetic-wide", "torchvision-cnns", "timm-cnns", "nb201-sample")
 
 _TRANSFORMERS = re.compile(r"^(vit_|swin_|maxvit_)")
-_RANGE = re.compile(r"^synthetic:(\d+)-(\d+)$")
+_RANGE = re.compile(r"^(synthetic(?:-wide)?):(\d+)-(\d+)$")
 
 
 def _timm_cnns() -> list[str]:
@@ -59,6 +63,8 @@ def model_set(name: str) -> list[str]:
     """
     if name == "synthetic":
         return [f"synthetic:{i}" for i in range(1000)]
+    if name == "synthetic-wide":
+        return [f"synthetic-wide:{i}" for i in range(300)]
     if name == "torchvision-cnns":
         from edgeplan.frontends.zoo import torchvision_names
 
@@ -71,7 +77,8 @@ def model_set(name: str) -> list[str]:
 
 
 def expand_models(specs: Iterable[str]) -> list[str]:
-    """Expand ``synthetic:A-B`` ranges (both ends included) and ``set:NAME``; keep order, drop repeats.
+    """Expand ``synthetic:A-B`` and ``synthetic-wide:A-B`` ranges (both ends included) and ``set:NAME``; keep
+    order, drop repeats.
 
     Raises
     ------
@@ -83,10 +90,10 @@ def expand_models(specs: Iterable[str]) -> list[str]:
         spec = spec.strip()
         m = _RANGE.match(spec)
         if m:
-            lo, hi = int(m.group(1)), int(m.group(2))
+            family, lo, hi = m.group(1), int(m.group(2)), int(m.group(3))
             if hi < lo:
-                raise InvalidInputError(f"empty range {spec!r}: write synthetic:LOW-HIGH with LOW <= HIGH")
-            out.extend(f"synthetic:{i}" for i in range(lo, hi + 1))
+                raise InvalidInputError(f"empty range {spec!r}: write {family}:LOW-HIGH with LOW <= HIGH")
+            out.extend(f"{family}:{i}" for i in range(lo, hi + 1))
         elif spec.startswith("set:"):
             out.extend(model_set(spec[4:]))
         elif spec:

@@ -1,0 +1,149 @@
+"""The wide synthetic space (``synthetic-wide:SEED``): sampled as documented, independent of li2023's space, built
+node for node by the direct builder, usable as zoo strings and ranges, and reported by ``reproduce li2023`` §5.3."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from edgeplan.errors import InvalidInputError
+from edgeplan.frontends.synthetic import STRIDES, SyntheticArch, build_synthetic, sample_synthetic
+from edgeplan.frontends.zoo import load_graph
+from edgeplan.latency.campaign import DATASET_FORMAT
+from edgeplan.measure.model_sets import expand_models
+
+#: Channel ranges by the block's output resolution, as the module docstring states them.
+RANGES = {112: (16, 128), 56: (24, 256), 28: (32, 512), 14: (64, 1024), 7: (128, 1536)}
+
+
+@cache
+def _archs() -> tuple[SyntheticArch, ...]:
+    return tuple(sample_synthetic(seed, "wide") for seed in range(400))
+
+
+def test_wide_architectures_have_aligned_widths_in_their_stage_ranges() -> None:
+    for arch in _archs():
+        assert arch.space == "wide" and arch.name == f"synthetic-wide:{arch.seed}"
+        assert 16 <= arch.stem_channels <= 64 and arch.stem_channels % 8 == 0
+        assert 512 <= arch.head_channels <= 2048 and arch.head_channels % 8 == 0
+        size, channels = 112, arch.stem_channels
+        for block, stride in zip(arch.blocks, STRIDES, strict=True):
+            size //= stride
+            assert block.stride == stride and block.in_channels == channels
+            if block.kind in ("conv", "dwsep", "bottleneck"):
+                low, high = RANGES[size]
+                assert low <= block.out_channels <= high and block.out_channels % 8 == 0
+            else:
+                assert block.out_channels == block.in_channels
+            if block.kind == "conv":
+                assert block.kernel in (1, 3)
+                assert block.groups is None or (block.groups % 4 == 0 and channels % block.groups == 0
+                                                and block.out_channels % block.groups == 0)
+            if block.kind == "bottleneck":
+                assert block.expansion in (1, 3, 6) and (block.expansion == 1 or channels * block.expansion <= 3072)
+            channels = block.out_channels
+
+
+def test_wide_sampling_covers_what_it_is_for() -> None:
+    """Dense and grouped convolutions both occur, dense ones at the zoo's widths; kinds follow their weights."""
+    blocks = [b for arch in _archs() for b in arch.blocks]
+    kinds = Counter(b.kind for b in blocks)
+    assert kinds["conv"] > kinds["bottleneck"] > max(kinds["dwsep"], kinds["pool"], kinds["split"])
+    convs = [b for b in blocks if b.kind == "conv"]
+    dense = [b for b in convs if b.groups is None]
+    assert 0.4 < len(dense) / len(convs) < 0.75  # dense with probability 1/2, and when no group count divides
+    assert sum(1 for b in dense if b.in_channels >= 256 and b.out_channels >= 256) > 50
+
+
+def test_wide_seeds_are_deterministic_and_independent_of_li2023s() -> None:
+    assert sample_synthetic(7, "wide") == sample_synthetic(7, "wide")
+    assert sample_synthetic(7, "wide").blocks != sample_synthetic(7).blocks
+    assert sample_synthetic(0).space == "li2023" and sample_synthetic(0).name == "synthetic:0"
+    with pytest.raises(InvalidInputError, match="unknown synthetic space"):
+        sample_synthetic(0, "narrow")
+
+
+#: Seed 0 of the wide space, as sampled when the space was made.
+PINNED_0: tuple[int, int, list[tuple[str, int, int, int | None]]] = (40, 1992, [
+    ("bottleneck", 16, 1, 3), ("conv", 208, 2, 3), ("split", 208, 2, None), ("bottleneck", 344, 1, 3),
+    ("pool", 344, 2, 1), ("pool", 344, 1, 1), ("dwsep", 136, 2, 5), ("conv", 680, 1, 1), ("conv", 336, 1, 3)])
+
+
+def test_seed_0_gives_the_pinned_wide_architecture() -> None:
+    """Guards the 'same network on every machine' promise of the wide space too."""
+    arch = sample_synthetic(0, "wide")
+    summary = [(b.kind, b.out_channels, b.stride, b.kernel) for b in arch.blocks]
+    assert (arch.stem_channels, arch.head_channels, summary) == PINNED_0
+
+
+@pytest.mark.parametrize("seed", [0, 3, 11])
+def test_wide_direct_graph_equals_the_traced_graph(seed: int) -> None:
+    import torch
+
+    from edgeplan.frontends.direct import synthetic_graph
+    from edgeplan.frontends.torch_frontend import graph_from_torch
+
+    module, shapes = build_synthetic(seed, "wide")
+    assert shapes == ((1, 3, 224, 224),)
+    with torch.no_grad():
+        assert module(torch.randn(*shapes[0])).shape == (1, 1000)
+    traced = graph_from_torch(module, [torch.randn(*shapes[0])], name=f"synthetic-wide:{seed}")
+    direct = synthetic_graph(seed, "wide")
+    assert direct.nodes == traced.nodes and direct.outputs == traced.outputs and direct.name == traced.name
+    assert load_graph(f"synthetic-wide:{seed}") is direct
+
+
+def test_wide_zoo_strings_and_ranges() -> None:
+    assert expand_models(["synthetic-wide:3-5", "synthetic:1-2", "synthetic-wide:4"]) == [
+        "synthetic-wide:3", "synthetic-wide:4", "synthetic-wide:5", "synthetic:1", "synthetic:2"]
+    assert expand_models(["set:synthetic-wide"]) == [f"synthetic-wide:{i}" for i in range(300)]
+    with pytest.raises(InvalidInputError, match="synthetic-wide:LOW-HIGH"):
+        expand_models(["synthetic-wide:5-3"])
+    for bad in ("synthetic-wide:x", "synthetic-wide:-2"):
+        with pytest.raises(InvalidInputError, match="non-negative integer"):
+            load_graph(bad)
+
+
+def _record(model: str, rng: np.random.Generator, wide: bool) -> dict[str, Any]:
+    """A made-up measured network of one dense 3x3 conv: time grows with FLOPs, less than linearly for wide ones."""
+    c = int(rng.integers(64, 512)) if wide else int(rng.integers(8, 80))
+    size = 14
+    flops = 2 * size * size * c * c * 9
+    ms = 0.02 + 2e-8 * flops ** 0.9
+    node = {"name": "c", "op": "conv2d", "input_shapes": [[1, c, size, size]], "output_shapes": [[1, c, size, size]],
+            "attrs": {"in_channels": c, "out_channels": c, "kernel": [3, 3], "stride": [1, 1], "groups": 1},
+            "flops": flops, "params": c * c * 9}
+    op = {"kernel": "c", "kind": "aten::conv2d", "nodes": ["c"], "ms": ms, "min_ms": ms, "iqr_rel": 0}
+    return {"model": model, "latency_ms": ms + 0.3, "latency_min_ms": ms + 0.3, "op_sum_ms": ms, "ops": [op],
+            "nodes": {"c": node}}
+
+
+def test_reproduce_li2023_reports_the_wide_space_beside_the_papers(tmp_path: Path) -> None:
+    from edgeplan.experiments.li2023 import format_report, reproduce
+
+    rng = np.random.default_rng(0)
+    records = [_record(f"synthetic:{i}", rng, False) for i in range(40)]
+    records += [_record(f"synthetic:{900 + i}", rng, False) for i in range(5)]
+    records += [_record(f"synthetic-wide:{i}", rng, True) for i in range(35)]
+    records += [_record(f"torchvision:net{i}", rng, True) for i in range(6)]
+    path = tmp_path / "d.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps({"format": DATASET_FORMAT, "scenario": "torch-fp32-2t", "device": {"threads": 2}}) + "\n")
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    result = reproduce(methods=("lasso",), data_file=path, statistic="median")
+    # the paper's protocol is unchanged: wide networks are neither training, test nor zoo networks there
+    assert (result["train"], result["test"], result["zoo"], result["wide"]) == (40, 5, 6, 35)
+    wide = result["5.3-wide"]["lasso"]
+    assert wide["few"]["networks"] == 30 and wide["zoo"]["models"] == 6
+    # the zoo's wide convolutions lie outside the narrow training set; the wide networks cover them
+    assert wide["zoo"]["mape"] < result["5.3"]["lasso"]["mape"]
+    text = "\n".join(format_report(result))
+    assert "wide synthetic space (35 synthetic-wide networks" in text and "30 wide" in text
