@@ -38,9 +38,9 @@ The paper leaves the rest open; the choices made here are:
 networks and tests on real-world ones, and observes the dataset shift this creates: the real-world convolutions are
 wider and faster per operation than the synthetic ones. The zoo's CNNs (torchvision, timm) shift further than the
 paper's mobile networks: ResNets, VGGs, RegNets and ResNeXts run dense and grouped convolutions of 64-2048 channels
-at 7-112 pixels, where li2023's space has at most 80 channels before 14x14 and at most 400 after. The wide space
-keeps the paper's structure (stem, the same five block kinds, strides and head) and samples the widths the zoo
-uses:
+at 7-112 pixels, where li2023's space has at most 80 channels in its first five blocks (down to the first 14x14
+one) and at most 400 after. The wide space keeps the paper's structure (stem, the same five block kinds, strides and
+head) and samples the widths the zoo uses:
 
 - Channels log-uniform and rounded to a multiple of 8 (the zoo's widths are multiples of 8 almost everywhere; the
   paper's space, uniform over integers, covers the unaligned ones): the stem in [16, 64]; the block at 112x112 in
@@ -57,8 +57,9 @@ uses:
 
 A wide seed is an independent draw: ``synthetic-wide:5`` shares nothing with ``synthetic:5``.
 
-Sampling uses only ``numpy.random.default_rng(seed).integers``, so a seed gives the same architecture on every
-machine (NumPy does not formally promise stream stability across versions; a golden-architecture test guards it).
+Sampling uses only ``numpy.random.default_rng(seed)`` (``integers``, and ``uniform`` for the wide space's widths),
+so a seed gives the same architecture on every machine (NumPy does not formally promise stream stability across
+versions; a golden-architecture test per space guards it).
 :func:`sample_synthetic` does not import torch.
 """
 
@@ -78,8 +79,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCK_KINDS",
-    "SPACES",
     "ELEMENTWISE_OPS",
+    "SPACES",
     "STRIDES",
     "SyntheticArch",
     "SyntheticBlock",
