@@ -119,7 +119,7 @@ _WIDE_STEM = (16, 64)
 _WIDE_CHANNELS = {112: (16, 128), 56: (24, 256), 28: (32, 512), 14: (64, 1024), 7: (128, 1536)}
 _WIDE_HEAD = (512, 2048)
 _WIDE_CONV_KERNELS = (1, 3)
-_WIDE_KIND_WEIGHTS = {"conv": 3, "dwsep": 1, "bottleneck": 2, "pool": 1, "split": 1}
+_WIDE_KINDS = ("conv",) * 3 + ("dwsep",) + ("bottleneck",) * 2 + ("pool", "split")  # drawn uniformly: the weights
 _WIDE_MAX_HIDDEN = 3072
 _ALIGN = 8
 
@@ -248,7 +248,7 @@ def _sample_wide(rng: np.random.Generator, seed: int) -> SyntheticArch:
     channels, size = stem, INPUT_SIZE // 2
     for stride in STRIDES:
         size //= stride
-        kind = str(_pick(rng, tuple(k for k, w in _WIDE_KIND_WEIGHTS.items() for _ in range(w))))
+        kind = str(_pick(rng, _WIDE_KINDS))
         base = SyntheticBlock(kind, in_channels=channels, out_channels=_aligned(rng, *_WIDE_CHANNELS[size]),
                               stride=stride)
         if kind == "conv":

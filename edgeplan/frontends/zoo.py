@@ -162,16 +162,19 @@ def _synthetic_seed(family: str, name: str) -> int:
     return seed
 
 
-def _synthetic(name: str) -> tuple[Any, tuple[Shape, ...]]:
-    from edgeplan.frontends.synthetic import build_synthetic
-
-    return build_synthetic(_synthetic_seed("synthetic", name))
+#: Zoo family of each synthetic space -> the space (:data:`edgeplan.frontends.synthetic.SPACES`).
+_SYNTHETIC_SPACES = {"synthetic": "li2023", "synthetic-wide": "wide"}
 
 
-def _synthetic_wide(name: str) -> tuple[Any, tuple[Shape, ...]]:
-    from edgeplan.frontends.synthetic import build_synthetic
+def _synthetic(family: str) -> Any:
+    """The builder of a synthetic family's networks."""
 
-    return build_synthetic(_synthetic_seed("synthetic-wide", name), space="wide")
+    def build(name: str) -> tuple[Any, tuple[Shape, ...]]:
+        from edgeplan.frontends.synthetic import build_synthetic
+
+        return build_synthetic(_synthetic_seed(family, name), _SYNTHETIC_SPACES[family])
+
+    return build
 
 
 def _paper(name: str) -> tuple[Any, tuple[Shape, ...]]:
@@ -198,8 +201,7 @@ _BUILDERS = {
     "paper": _paper,
     "nb201": _nb201,
     "nb201-official": _nb201_official,
-    "synthetic": _synthetic,
-    "synthetic-wide": _synthetic_wide,
+    **{family: _synthetic(family) for family in _SYNTHETIC_SPACES},
 }
 
 
@@ -234,13 +236,11 @@ def load_graph(spec: str, input_shape: Shape | None = None, opaque: bool = False
         if input_shape is not None:
             raise InvalidInputError(f"{spec}: an ONNX file has its own input shapes; drop --input-shape")
         return graph_from_onnx(Path(name), name=spec, opaque=opaque)
-    if family in ("nb201", "nb201-official", "synthetic", "synthetic-wide") and input_shape is None:  # direct, in ms
+    if family in ("nb201", "nb201-official", *_SYNTHETIC_SPACES) and input_shape is None:  # built directly, in ms
         from edgeplan.frontends.direct import nb201_graph, synthetic_graph
 
-        if family == "synthetic":
-            return synthetic_graph(_synthetic_seed(family, name))
-        if family == "synthetic-wide":
-            return synthetic_graph(_synthetic_seed(family, name), "wide")
+        if family in _SYNTHETIC_SPACES:
+            return synthetic_graph(_synthetic_seed(family, name), _SYNTHETIC_SPACES[family])
         return nb201_graph(name, official=True) if family == "nb201-official" else nb201_graph(name)
     from edgeplan.frontends.torch_frontend import graph_from_torch
 
