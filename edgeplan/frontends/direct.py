@@ -273,15 +273,20 @@ def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str) -> s
     return b.add(b.function(name, "cat"), OpKind.CONCAT, AxisAttrs(1), parts, (n, c, h, w), "aten.cat.default")
 
 
-@lru_cache(maxsize=256)
 def synthetic_graph(seed: int, space: str = "li2023") -> Graph:
-    """The IR of synthetic network ``seed`` of ``space`` (the graph ``load_graph(arch.name)`` returns).
+    """The IR of synthetic network ``seed`` of ``space`` (the graph ``load_graph(arch.name)`` returns; cached, so
+    that ``synthetic_graph(3)`` and ``synthetic_graph(3, "li2023")`` are the same object).
 
     Raises
     ------
     InvalidInputError
         For a seed that is not a non-negative integer, or an unknown space.
     """
+    return _synthetic_graph(seed, space)
+
+
+@lru_cache(maxsize=256)
+def _synthetic_graph(seed: int, space: str) -> Graph:
     arch = sample_synthetic(seed, space)
     b = _Builder()
     shape = (1, 3, SYN_INPUT, SYN_INPUT)
