@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from edgeplan.errors import InvalidInputError
-from edgeplan.latency.features import CATEGORY_FEATURES, category, features, predictor_key
+from edgeplan.latency.features import CATEGORY_FEATURES, category, computes_product, features, predictor_key
 from edgeplan.latency.model import LatencyModel, mape, record_ops
 from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
 
@@ -52,7 +52,34 @@ def test_categories_and_feature_vectors() -> None:
     assert predictor_key("aten::conv2d", conv(8, 8, 16, groups=8)) == "aten::conv2d|dwconv"
     # Work is summed over a fused kernel's nodes.
     relu = {"op": "activation", "input_shapes": [[1, 16, 16, 16]], "output_shapes": [[1, 16, 16, 16]], "flops": 99}
-    assert features([conv(8, 16, 16), relu])[1][-1] == conv(8, 16, 16)["flops"] + 99
+    fused = dict(zip(CATEGORY_FEATURES["conv"], features([conv(8, 16, 16), relu])[1], strict=True))
+    assert fused["flops"] == conv(8, 16, 16)["flops"] + 99
+
+
+def test_a_kernel_that_does_not_compute_its_convolution_is_elementwise() -> None:
+    """ONNX Runtime's int8 graph runs quantize, layout and normalization kernels traced to a convolution or linear
+    layer: they are elementwise operations over its tensors, not convolutions with its FLOPs."""
+    for kind in ("aten::conv2d", "aten::linear", "aten::addmm", "aten::mm", "com.microsoft.QLinearConv", "Conv",
+                 "com.microsoft.nchwc.Conv", "com.microsoft.FusedConv", "com.microsoft.QGemm", "Gemm", "MatMul",
+                 "MatMulInteger", "com.microsoft.DynamicQuantizeMatMul"):
+        assert computes_product(kind), kind
+    for kind in ("QuantizeLinear", "DequantizeLinear", "com.microsoft.QuantizeLinear", "Transpose",
+                 "LayerNormalization", "BatchNormalization", "ReduceMean", "com.microsoft.nchwc.ReorderInput",
+                 "aten::batch_norm", "Reshape"):
+        assert not computes_product(kind), kind
+    dw = conv(96, 96, 56, groups=96, kernel=7)
+    assert category(dw) == category(dw, "com.microsoft.QLinearConv") == "dwconv"
+    assert category(dw, "LayerNormalization") == "elementwise"
+    assert predictor_key("LayerNormalization", dw) == "LayerNormalization|elementwise"
+    cat, x = features([dw], "DequantizeLinear")
+    named = dict(zip(CATEGORY_FEATURES[cat], x, strict=True))
+    assert cat == "elementwise" and named == {"in_h": 56, "in_w": 56, "in_c": 96, "input_size": 96 * 56 * 56,
+                                              "inputs": 1, "output_size": 96 * 56 * 56}
+    fc = {"op": "linear", "input_shapes": [[1, 512]], "output_shapes": [[1, 10]], "params": 5130, "flops": 10240}
+    assert features([fc], "DequantizeLinear") == ("elementwise", [1.0, 1.0, 512.0, 512.0, 1.0, 10.0])
+    # Other categories keep the node's: a quantize after a global pool has its own key and the pool's features.
+    gp = {"op": "global_pool", "input_shapes": [[1, 64, 7, 7]], "output_shapes": [[1, 64, 1, 1]], "flops": 3136}
+    assert predictor_key("QuantizeLinear", gp) == "QuantizeLinear|mean"
 
 
 def _linear_data(n: int = 120, seed: int = 0) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
@@ -187,6 +214,31 @@ def _write_dataset(path: Path, records: list[dict[str, Any]], scenario: str = "t
         for r in records:
             f.write(json.dumps(r) + "\n")
     return path
+
+
+def test_a_saved_model_predicts_from_its_own_feature_names(tmp_path: Path) -> None:
+    """A model records the features its predictors take, by name, and predicts with those: one saved by an edgeplan
+    whose feature lists differ (fewer, or in another order) keeps working; one without the record uses the lists
+    of the edgeplan that introduced it."""
+    rng = np.random.default_rng(1)
+    records = [_record(i, rng) for i in range(30)]
+    model = LatencyModel.fit(records, "lasso", "test-scenario")
+    saved = json.loads(model.save(tmp_path).read_text())
+    assert saved["features"]["conv"] == list(CATEGORY_FEATURES["conv"])
+    legacy = {k: v for k, v in saved.items() if k != "features"}
+    assert LatencyModel.from_dict(legacy).predict_record(records[3]).latency_ms == pytest.approx(
+        model.predict_record(records[3]).latency_ms)
+    # A conv predictor of FLOPs alone, then of (filters, flops): each gets its own columns from a full vector.
+    ops = [o for r in records for o in record_ops(r, "min") if o.key == "aten::conv2d|conv"]
+    names = CATEGORY_FEATURES["conv"]
+    for chosen in (("flops",), ("filters", "flops")):
+        x = np.array([[o.x[names.index(n)] for n in chosen] for o in ops])
+        y = np.array([o.measured_ms for o in ops], dtype=float)
+        narrow = LatencyModel("s", "lasso", {"aten::conv2d|conv": fit_predictor(x, y, "lasso")}, 0.0,
+                              feature_names={**CATEGORY_FEATURES, "conv": chosen}, statistic="min")
+        again = LatencyModel.from_dict(json.loads(json.dumps(narrow.to_dict())))
+        pred = again.predict_ops(ops[:5])
+        assert [p.ms for p in pred.ops] == pytest.approx([o.measured_ms for o in ops[:5]], rel=0.02)
 
 
 def test_li2023_report_from_a_dataset(tmp_path: Path) -> None:

@@ -279,6 +279,11 @@ def test_profile_model_in_each_runtime(scenario: str, plain: int, tmp_path: Path
         ops = record_ops({"model": CELL, "ops": [o.to_dict() for o in p.ops], "nodes": p.nodes}, "min")
         convs = [o for o in ops if "Conv" in o.kind and "Reorder" not in o.kind]
         assert convs and all(o.category in ("conv", "dwconv", "gconv") for o in convs)
+        # The kernels ORT runs beside them (reorders, (de)quantizations, transposes) are element-wise ops.
+        from edgeplan.latency.features import computes_product
+
+        others = [o for o in ops if not computes_product(o.kind)]
+        assert others and all(o.category not in ("conv", "dwconv", "gconv", "fc") for o in others)
     assert json.loads(json.dumps(p.extra()))["scenario"] == scenario
 
 

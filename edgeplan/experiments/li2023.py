@@ -203,13 +203,12 @@ def _evaluate(model: LatencyModel, records: Sequence[Mapping[str, Any]]) -> dict
             "unpredicted": unpredicted}
 
 
-def _nnmeter_features(nodes: Sequence[Mapping[str, Any]]) -> tuple[str, list[float]]:
+def _nnmeter_features(nodes: Sequence[Mapping[str, Any]], kind: str) -> tuple[str, list[float]]:
     """nn-Meter's kernel features: HW, CIN, COUT, kernel, stride, and FLOPs/params of a *dense* convolution."""
-    from edgeplan.latency.features import category, features
+    from edgeplan.latency.features import features
 
     lead = nodes[0]
-    cat = category(lead)
-    _, x = features(nodes)
+    cat, x = features(nodes, kind)
     shape = (lead.get("input_shapes") or [[1, 1, 1, 1]])[0]
     out = (lead.get("output_shapes") or [[1, 1, 1, 1]])[0]
     hw = float(shape[2]) if len(shape) > 2 else 1.0
@@ -241,7 +240,7 @@ def _nnmeter(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any
         out = []
         for i, r in enumerate(records):
             for op in r["ops"]:
-                cat, x = _nnmeter_features([r["nodes"][n] for n in op["nodes"]])
+                cat, x = _nnmeter_features([r["nodes"][n] for n in op["nodes"]], op["kind"])
                 out.append((i, f"{op['kind']}|{cat}", x, op_ms(op, statistic)))
         return out
 
@@ -559,7 +558,7 @@ def _op_category(op: Mapping[str, Any], nodes: Mapping[str, Mapping[str, Any]]) 
 
     inserted = op["kind"] in INSERTED_KINDS and op["kernel"] not in op["nodes"]  # not the model's own Transpose
     if not inserted and op["nodes"] and op["nodes"][0] in nodes:
-        return category(nodes[op["nodes"][0]])
+        return category(nodes[op["nodes"][0]], op["kind"])
     return f"[{op['kind']}]"
 
 

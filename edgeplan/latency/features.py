@@ -30,6 +30,13 @@ category         features
 
 The predictor key is ``{runtime kind}|{category}``: separate predictors for kernels the runtime runs differently
 (``aten::max_pool2d`` and ``aten::avg_pool2d``; ``aten::conv2d`` as dense, depthwise or grouped convolution).
+
+A kernel traced to a convolution or linear layer that does not compute it (ONNX Runtime's ``QuantizeLinear`` of the
+convolution's input, a layout ``Transpose``, an unfused ``BatchNormalization`` or ``LayerNormalization`` that the
+int8 graph keeps beside it) is an ``elementwise`` operation over that layer's tensors: its kind's name says no
+convolution or matrix product (:func:`computes_product`). Categorised by its node, it would get a convolution's
+features (FLOPs, kernel size) and, when its own kind was never trained, a convolution predictor's time: ConvNeXt's
+int8 layer norms came out tens of times slower than they run.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["CATEGORY_FEATURES", "category", "features", "predictor_key"]
+__all__ = ["CATEGORY_FEATURES", "LEGACY_FEATURES", "category", "computes_product", "features", "predictor_key"]
 
 _CONV = ("in_h", "in_w", "in_c", "out_h", "out_w", "stride", "k_h", "k_w", "filters", "input_size", "output_size",
          "kernel_size", "flops")
@@ -58,11 +65,40 @@ CATEGORY_FEATURES: dict[str, tuple[str, ...]] = {
     "elementwise": ("in_h", "in_w", "in_c", "input_size", "inputs", "output_size"),
 }
 
+#: Feature names of models saved before a model recorded its own: they predict with these.
+LEGACY_FEATURES: dict[str, tuple[str, ...]] = dict(CATEGORY_FEATURES)
+
 _MEAN_OPS = {"global_pool", "adaptive_pool2d", "mean", "reduce"}
 
+#: Categories of convolutions and matrix products: a kernel of them must compute one (:func:`computes_product`).
+_PRODUCT_CATEGORIES = ("conv", "dwconv", "gconv", "fc")
 
-def category(lead: Mapping[str, Any]) -> str:
-    """The category of an operation whose first IR node is ``lead`` (a node dict)."""
+#: Words in a kernel kind's name that say it computes a convolution or a matrix product, and whole names that do.
+_PRODUCT_WORDS = ("conv", "gemm", "matmul")
+_PRODUCT_NAMES = ("linear", "addmm", "mm", "bmm")
+
+
+def computes_product(kind: str) -> bool:
+    """Whether a runtime kernel kind computes a convolution or matrix product, from its name (``aten::conv2d``,
+    ``com.microsoft.QLinearConv``, ``com.microsoft.nchwc.Conv``, ``Gemm``, ``aten::mm``, ...; not
+    ``QuantizeLinear``)."""
+    base = kind.rsplit("::", 1)[-1].rsplit(".", 1)[-1].lower()
+    return base in _PRODUCT_NAMES or any(w in base for w in _PRODUCT_WORDS)
+
+
+def category(lead: Mapping[str, Any], kind: str | None = None) -> str:
+    """The category of an operation whose first IR node is ``lead`` (a node dict), run as a kernel of ``kind``.
+
+    Given ``kind``, a kernel traced to a convolution or linear layer that does not compute one is ``elementwise``
+    (see the module docstring); without it, the category is the node's.
+    """
+    cat = _node_category(lead)
+    if kind is not None and cat in _PRODUCT_CATEGORIES and not computes_product(kind):
+        return "elementwise"
+    return cat
+
+
+def _node_category(lead: Mapping[str, Any]) -> str:
     op = lead["op"]
     attrs = lead.get("attrs", {})
     if op in ("conv2d", "conv_transpose2d"):
@@ -95,7 +131,7 @@ def _rows(lead: Mapping[str, Any]) -> int:
 
 def predictor_key(kind: str, lead: Mapping[str, Any]) -> str:
     """The key of the predictor for an operation of runtime kind ``kind`` whose first IR node is ``lead``."""
-    return f"{kind}|{category(lead)}"
+    return f"{kind}|{category(lead, kind)}"
 
 
 def _chw(shape: Sequence[int]) -> tuple[int, int, int]:
@@ -110,13 +146,15 @@ def _size(shapes: Sequence[Sequence[int]]) -> int:
     return sum(math.prod(int(d) for d in s) for s in shapes)
 
 
-def features(nodes: Sequence[Mapping[str, Any]]) -> tuple[str, list[float]]:
+def features(nodes: Sequence[Mapping[str, Any]], kind: str | None = None) -> tuple[str, list[float]]:
     """The category and feature vector of an operation made of ``nodes`` (node dicts, execution order).
 
     Parameters
     ----------
     nodes
         The IR nodes the kernel runs; the first gives the category and shapes, FLOPs are summed over all.
+    kind
+        The runtime kernel kind, when known: it can make the category ``elementwise`` (:func:`category`).
 
     Returns
     -------
@@ -124,7 +162,7 @@ def features(nodes: Sequence[Mapping[str, Any]]) -> tuple[str, list[float]]:
         The category and its features in :data:`CATEGORY_FEATURES` order.
     """
     lead = nodes[0]
-    cat = category(lead)
+    cat = category(lead, kind)
     attrs = lead.get("attrs", {})
     ins = [s for s in lead.get("input_shapes", []) if s]
     outs = lead.get("output_shapes", []) or [[1]]
@@ -144,14 +182,14 @@ def features(nodes: Sequence[Mapping[str, Any]]) -> tuple[str, list[float]]:
         "kernel_size": int(lead.get("params", 0)), "param_size": int(lead.get("params", 0)), "flops": flops,
         "groups": int(attrs.get("groups", 1)), "inputs": len(ins),
     }
-    if cat == "fc" or lead["op"] == "linear":
+    if cat == "fc" or (cat == "conv" and lead["op"] == "linear"):
         value["in_c"] = int(first_in[-1])
         value["filters"] = int(outs[0][-1])
         if cat == "conv":  # a linear layer over H x W tokens is a 1x1 convolution over them
             value["in_h"] = value["out_h"] = int(first_in[1]) if len(first_in) == 4 else _rows(lead)
             value["in_w"] = value["out_w"] = int(first_in[2]) if len(first_in) == 4 else 1
             value["k_h"] = value["k_w"] = value["stride"] = 1
-    elif cat == "mean":
+    if cat == "mean":
         value["k_h"], value["k_w"] = (in_h, in_w) if out_h * out_w == 1 else (kernel[0], kernel[-1])
     elif cat == "concat":
         value["in_c"] = sum(_chw(s)[0] for s in ins)

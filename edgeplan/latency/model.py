@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from edgeplan.errors import InvalidInputError
-from edgeplan.latency.features import CATEGORY_FEATURES, features, predictor_key
+from edgeplan.latency.features import CATEGORY_FEATURES, LEGACY_FEATURES, features, predictor_key
 from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
 
 __all__ = [
@@ -119,7 +119,7 @@ def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpI
                                     f"descriptions ({', '.join(missing[:3])}); re-export the dataset with this "
                                     "edgeplan version")
         ns = [nodes[n] for n in op["nodes"]]
-        cat, x = features(ns)
+        cat, x = features(ns, op["kind"])
         measured = op_ms(op, statistic)
         out.append(OpInput(op["kernel"] + "@" + op["nodes"][0], op["kind"], predictor_key(op["kind"], ns[0]), cat, x,
                            measured))
@@ -219,6 +219,9 @@ class LatencyModel:
         The measured statistic it learnt (:data:`STATISTICS`).
     info
         Provenance: training models, date, dataset.
+    feature_names
+        By category, the features its predictors take, by name (a model saved by an older edgeplan keeps its
+        own: :data:`~edgeplan.latency.features.LEGACY_FEATURES`).
     """
 
     scenario: str
@@ -227,6 +230,7 @@ class LatencyModel:
     overhead_ms: float
     info: dict[str, Any] = field(default_factory=dict)
     statistic: str = "median"
+    feature_names: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(CATEGORY_FEATURES))
 
     @classmethod
     def fit(cls, records: Sequence[Mapping[str, Any]], method: str, scenario: str, seed: int = 0,
@@ -296,8 +300,9 @@ class LatencyModel:
             else:
                 out[i] = OpPrediction(o.name, o.kind, o.key, None)
         for key, idx in groups.items():
-            width = len(CATEGORY_FEATURES[key.rsplit("|", 1)[1]])
-            ms = self.predictors[key].predict(np.array([ops[i].x[:width] for i in idx]))
+            cat = key.rsplit("|", 1)[1]
+            cols = {c: self._columns(cat, c) for c in {ops[i].category for i in idx}}
+            ms = self.predictors[key].predict(np.array([[ops[i].x[c] for c in cols[ops[i].category]] for i in idx]))
             for i, v in zip(idx, ms, strict=True):
                 out[i] = OpPrediction(ops[i].name, ops[i].kind, ops[i].key, max(float(v), 0.0), key != ops[i].key,
                                       key)
@@ -321,6 +326,12 @@ class LatencyModel:
         total = self.total_ms(ops)
         clamped = self.overhead_ms + ops_ms < total
         return Prediction(total, total - ops_ms if clamped else self.overhead_ms, tuple(ops), clamped)
+
+    def _columns(self, category: str, of: str) -> list[int]:
+        """Where the features of this model's ``category`` predictors are in an op vector of category ``of``
+        (the same category, or a grouped convolution predicted as a dense one: :data:`FAMILY`)."""
+        names = CATEGORY_FEATURES[of]
+        return [names.index(n) for n in self.feature_names.get(category, CATEGORY_FEATURES[category])]
 
     def _family_key(self, op: OpInput) -> str | None:
         """The predictor of the op's family when its own kind and category have none (:data:`FAMILY`)."""
@@ -351,6 +362,7 @@ class LatencyModel:
         """JSON-ready form."""
         return {"format": MODEL_FORMAT, "scenario": self.scenario, "method": self.method,
                 "statistic": self.statistic, "overhead_ms": self.overhead_ms, "info": self.info,
+                "features": {c: list(n) for c, n in self.feature_names.items()},
                 "predictors": {k: p.to_dict() for k, p in sorted(self.predictors.items())}}
 
     def save(self, path: str | Path) -> Path:
@@ -384,8 +396,11 @@ class LatencyModel:
     def from_dict(cls, data: Mapping[str, Any]) -> LatencyModel:
         """Inverse of :meth:`to_dict`."""
         preds = {k: OpPredictor.from_dict(v) for k, v in data["predictors"].items()}
+        names = data.get("features")
+        feature_names = ({c: tuple(n) for c, n in names.items()} if isinstance(names, dict)
+                         else dict(LEGACY_FEATURES))
         return cls(data["scenario"], data["method"], preds, float(data["overhead_ms"]), dict(data["info"]),
-                   str(data.get("statistic", "median")))
+                   str(data.get("statistic", "median")), feature_names)
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> Path:

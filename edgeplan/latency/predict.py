@@ -137,7 +137,7 @@ def _featurize(graph: Graph, kernels: Sequence[tuple[str, str, Sequence[str]]]) 
             skipped.append(f"{name} ({kind})")
             continue
         dicts = [node_to_dict(graph.node(n)) for n in nodes]
-        cat, x = features(dicts)
+        cat, x = features(dicts, kind)
         ops.append(OpInput(f"{name}@{nodes[0]}", kind, predictor_key(kind, dicts[0]), cat, x))
     return ops, skipped
 
