@@ -1,5 +1,6 @@
-"""The wide synthetic space (``synthetic-wide:SEED``): sampled as documented, independent of li2023's space, built
-node for node by the direct builder, usable as zoo strings and ranges, and reported by ``reproduce li2023`` §5.3."""
+"""edgeplan's synthetic spaces (``synthetic-wide:SEED``, ``synthetic-aligned:SEED``): sampled as documented,
+independent of li2023's space, built node for node by the direct builder, usable as zoo strings and ranges, and
+reported by ``reproduce li2023`` §5.3."""
 
 from __future__ import annotations
 
@@ -142,8 +143,90 @@ def test_reproduce_li2023_reports_the_wide_space_beside_the_papers(tmp_path: Pat
     # the paper's protocol is unchanged: wide networks are neither training, test nor zoo networks there
     assert (result["train"], result["test"], result["zoo"], result["wide"]) == (40, 5, 6, 35)
     wide = result["5.3-wide"]["lasso"]
-    assert wide["few"]["networks"] == 30 and wide["zoo"]["models"] == 6
+    assert wide["few"]["networks"] == 30 and wide["zoo"]["models"] == 6 and result["spaces"] == {"synthetic-wide": 35}
+    assert set(wide["few"]["zoo"]) == {"synthetic-wide"} and wide["by_space"] == {}  # one space: no per-space fit
     # the zoo's wide convolutions lie outside the narrow training set; the wide networks cover them
     assert wide["zoo"]["mape"] < result["5.3"]["lasso"]["mape"]
     text = "\n".join(format_report(result))
-    assert "wide synthetic space (35 synthetic-wide networks" in text and "30 wide" in text
+    assert "synthetic spaces (35 synthetic-wide networks" in text and "30 wide" in text
+    # with both spaces: trained on all, on the 900 and each space, and on the first 30 of each alone
+    records += [_record(f"synthetic-aligned:{i}", rng, True) for i in range(32)]
+    path.unlink()
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps({"format": DATASET_FORMAT, "scenario": "torch-fp32-2t", "device": {"threads": 2}}) + "\n")
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    both = reproduce(methods=("lasso",), data_file=path, statistic="median")
+    assert both["spaces"] == {"synthetic-wide": 35, "synthetic-aligned": 32} and both["wide"] == 67
+    lasso = both["5.3-wide"]["lasso"]
+    assert set(lasso["by_space"]) == set(lasso["few"]["zoo"]) == {"synthetic-wide", "synthetic-aligned"}
+    text = "\n".join(format_report(both))
+    assert "900 + aligned" in text and "30 aligned" in text and "32 synthetic-aligned" in text
+
+
+# --- the aligned space (``synthetic-aligned:SEED``) -------------------------------------------------------------
+
+
+@cache
+def _aligned_archs() -> tuple[SyntheticArch, ...]:
+    return tuple(sample_synthetic(seed, "aligned") for seed in range(300))
+
+
+def test_aligned_widths_are_multiples_of_16_to_64_in_the_wide_ranges() -> None:
+    alignments: Counter[int] = Counter()
+    for arch in _aligned_archs():
+        assert arch.space == "aligned" and arch.name == f"synthetic-aligned:{arch.seed}"
+        assert 16 <= arch.stem_channels <= 64 and arch.stem_channels % 16 == 0
+        assert 512 <= arch.head_channels <= 2048 and arch.head_channels % 16 == 0
+        size = 112
+        for block, stride in zip(arch.blocks, STRIDES, strict=True):
+            size //= stride
+            if block.kind in ("conv", "dwsep", "bottleneck"):
+                low, high = RANGES[size]
+                assert low <= block.out_channels <= high and block.out_channels % 16 == 0
+                alignments[min(64, int(np.gcd(block.out_channels, 64)))] += 1
+    total = sum(alignments.values())
+    assert alignments[64] / total > 0.5 and alignments[16] / total > 0.05  # 64 drawn w.p. 1/2 (and by chance)
+
+
+def test_aligned_grouped_convolutions_have_the_zoos_group_counts() -> None:
+    """Any common divisor with at least 4 channels per group: ResNeXt's many narrow groups, RegNet's wide ones."""
+    grouped = [b for arch in _aligned_archs() for b in arch.blocks if b.kind == "conv" and b.groups]
+    assert len(grouped) > 200
+    for b in grouped:
+        assert b.in_channels % b.groups == 0 and b.out_channels % b.groups == 0
+        assert min(b.in_channels, b.out_channels) // b.groups >= 4 and b.groups >= 2
+    assert any(b.groups > 64 for b in grouped) and any(b.groups % 4 for b in grouped)  # beyond li2023's 4k <= 64
+    assert any(min(b.in_channels, b.out_channels) // b.groups >= 128 for b in grouped)
+
+
+def test_aligned_seeds_are_their_own_draws_and_build_like_the_traced_module() -> None:
+    import torch
+
+    from edgeplan.frontends.direct import synthetic_graph
+    from edgeplan.frontends.torch_frontend import graph_from_torch
+
+    assert sample_synthetic(5, "aligned") == sample_synthetic(5, "aligned")
+    assert sample_synthetic(5, "aligned").blocks != sample_synthetic(5, "wide").blocks
+    arch = sample_synthetic(3, "aligned")
+    assert any(b.kind == "conv" and b.groups for b in arch.blocks)  # a grouped convolution is built too
+    module, shapes = build_synthetic(3, "aligned")
+    traced = graph_from_torch(module, [torch.randn(*shapes[0])], name="synthetic-aligned:3")
+    direct = synthetic_graph(3, "aligned")
+    assert direct.nodes == traced.nodes and direct.outputs == traced.outputs
+    assert load_graph("synthetic-aligned:3") is direct
+    assert expand_models(["synthetic-aligned:2-3"]) == ["synthetic-aligned:2", "synthetic-aligned:3"]
+    assert expand_models(["set:synthetic-aligned"]) == [f"synthetic-aligned:{i}" for i in range(300)]
+
+
+#: Seed 0 of the aligned space, as sampled when the space was made (its networks are measured under their names).
+PINNED_ALIGNED_0: tuple[int, int, list[tuple[str, int, int, int | None, int | None]]] = (64, 896, [
+    ("bottleneck", 32, 1, 3, None), ("bottleneck", 128, 2, 7, None), ("bottleneck", 320, 2, 7, None),
+    ("dwsep", 64, 1, 7, None), ("bottleneck", 704, 2, 3, None), ("conv", 192, 1, 1, None), ("conv", 672, 2, 3, 4),
+    ("bottleneck", 1536, 1, 5, None), ("dwsep", 640, 1, 7, None)])
+
+
+def test_seed_0_gives_the_pinned_aligned_architecture() -> None:
+    arch = sample_synthetic(0, "aligned")
+    summary = [(b.kind, b.out_channels, b.stride, b.kernel, b.groups) for b in arch.blocks]
+    assert (arch.stem_channels, arch.head_channels, summary) == PINNED_ALIGNED_0

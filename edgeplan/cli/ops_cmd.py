@@ -41,9 +41,9 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
                 reference: str | None, as_json: bool) -> None:
     """Measure MODELS per op and end to end in each scenario, into the Store; resumable.
 
-    MODELS are zoo strings; ``synthetic:0-999`` (or ``synthetic-wide:0-299``) is a range and ``set:NAME`` a model
-    set (synthetic, synthetic-wide, torchvision-cnns, timm-cnns). Running the same command again measures only what
-    is missing.
+    MODELS are zoo strings; ``synthetic:0-999`` (or ``synthetic-wide:0-299``, ``synthetic-aligned:0-299``) is a
+    range and ``set:NAME`` a model set (synthetic, synthetic-wide, synthetic-aligned, torchvision-cnns,
+    timm-cnns). Running the same command again measures only what is missing.
     """
     from edgeplan.errors import InvalidInputError
     from edgeplan.latency.campaign import run_op_campaign

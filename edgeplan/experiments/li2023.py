@@ -6,9 +6,10 @@ Every figure is computed from shipped per-op datasets (``edgeplan/data/latency/{
 - **§5.1** synthetic NAS space: train on ``synthetic:0-899``, test on ``synthetic:900-999``, all four methods;
   end-to-end MAPE and the MAPE of the op categories that dominate latency (paper Fig. 13).
 - **§5.3** trained on the 900 synthetic networks, tested on the real-world zoo CNNs of the dataset (none of which
-  is in training; paper Fig. 18a). When the dataset also holds networks of edgeplan's wide synthetic space
-  (``synthetic-wide:SEED``, :mod:`edgeplan.frontends.synthetic`), §5.3 is also reported trained on the 900 plus
-  those, and on the first 30 wide networks alone: still synthetic networks only, none of the zoo's.
+  is in training; paper Fig. 18a). When the dataset also holds networks of edgeplan's synthetic spaces
+  (``synthetic-wide:SEED`` and ``synthetic-aligned:SEED``, :mod:`edgeplan.frontends.synthetic`), §5.3 is also
+  reported trained on the 900 plus all of those, on the 900 plus each space (with two), and on the first 30
+  networks of each space alone: still synthetic networks only, none of the zoo's.
 - **§5.5** training sizes 30, 100 and 900 synthetic networks (the first N seeds), tested on both (paper Fig. 21).
 - **§5.6** an nn-Meter-like baseline on the same data: one random forest per kernel kind with nn-Meter's
   features (no group count, dense-convolution FLOPs) and its fixed hyperparameters, no overhead term (paper
@@ -94,10 +95,18 @@ def _split(data: OpDataset) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
     return train, test, zoo
 
 
-def _wide(data: OpDataset) -> list[dict[str, Any]]:
-    """The dataset's networks of the wide synthetic space, in seed order."""
-    wide = [r for r in data.records if r["model"].startswith("synthetic-wide:")]
-    return sorted(wide, key=lambda r: int(r["model"].split(":", 1)[1]))
+#: The zoo families of edgeplan's synthetic spaces (:mod:`edgeplan.frontends.synthetic`), in report order.
+EDGEPLAN_SPACES: tuple[str, ...] = ("synthetic-wide", "synthetic-aligned")
+
+
+def _wide(data: OpDataset) -> dict[str, list[dict[str, Any]]]:
+    """The dataset's networks of each of edgeplan's synthetic spaces that it holds, each in seed order."""
+    out = {}
+    for family in EDGEPLAN_SPACES:
+        rs = [r for r in data.records if r["model"].split(":", 1)[0] == family]
+        if rs:
+            out[family] = sorted(rs, key=lambda r: int(r["model"].split(":", 1)[1]))
+    return out
 
 
 def noise_floor(data: OpDataset, repeat: OpDataset | None, statistic: str = "min") -> dict[str, Any] | None:
@@ -325,16 +334,24 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
     out["5.6"] = {f"nnmeter@{n}": {"synthetic": _nnmeter(train[:n], test, statistic),
                                    "zoo": _nnmeter(train[:n], zoo, statistic) if zoo
                                    else None} for n in sizes}
-    wide = _wide(data)
+    spaces = _wide(data)
+    wide = [r for rs in spaces.values() for r in rs]
     out["wide"] = len(wide)
+    out["spaces"] = {family: len(rs) for family, rs in spaces.items()}
     out["5.3-wide"] = {}
     if wide and zoo:
-        few = min(_SIZES[0], len(wide))
+        few = min([_SIZES[0], *(len(rs) for rs in spaces.values())])
         for m in methods:
-            both = LatencyModel.fit(train + wide, m, data.scenario, progress=progress, statistic=statistic)
-            alone = LatencyModel.fit(wide[:few], m, data.scenario, progress=progress, statistic=statistic)
-            out["5.3-wide"][m] = {"zoo": _evaluate(both, zoo), "synthetic": _evaluate(both, test)["mape"],
-                                  "few": {"networks": few, "zoo": _evaluate(alone, zoo)["mape"]}}
+            def fit(records: Sequence[Mapping[str, Any]], m: str = m) -> LatencyModel:
+                return LatencyModel.fit(records, m, data.scenario, progress=progress, statistic=statistic)
+
+            both = fit(train + wide)
+            out["5.3-wide"][m] = {
+                "zoo": _evaluate(both, zoo), "synthetic": _evaluate(both, test)["mape"],
+                "by_space": ({family: _evaluate(fit(train + rs), zoo)["mape"] for family, rs in spaces.items()}
+                             if len(spaces) > 1 else {}),
+                "few": {"networks": few, "zoo": {family: _evaluate(fit(rs[:few]), zoo)["mape"]
+                                                 for family, rs in spaces.items()}}}
     return out
 
 
@@ -362,15 +379,22 @@ def format_report(result: Mapping[str, Any]) -> list[str]:
             extra = f"   unpredicted ops: {', '.join(r['unpredicted'])}" if r["unpredicted"] else ""
             lines.append(f"  {m:<8} {r['mape']:>8.2f}%{extra}")
     if result.get("5.3-wide"):
-        few = next(iter(result["5.3-wide"].values()))["few"]["networks"]
-        lines += ["", f"§5.3 with edgeplan's wide synthetic space ({result['wide']} synthetic-wide networks, not the "
-                      "paper's): zoo MAPE trained on the 900 and the wide ones, and on the first "
-                      f"{few} wide ones alone; synthetic 900-999 MAPE of the former",
-                  f"  {'method':<8} {'900 + wide':>11} {f'{few} wide':>10} {'synthetic':>10}"]
+        first = next(iter(result["5.3-wide"].values()))
+        few, spaces = first["few"]["networks"], result.get("spaces") or {"synthetic-wide": result["wide"]}
+        short = {f: f.split("-", 1)[1] for f in spaces}
+        held = ", ".join(f"{n} {f}" for f, n in spaces.items())
+        lines += ["", f"§5.3 with edgeplan's synthetic spaces ({held} networks, not the paper's): zoo MAPE trained "
+                      f"on the 900 and all of them{', on the 900 and each space' if first['by_space'] else ''}, and "
+                      f"on the first {few} of each space alone; synthetic 900-999 MAPE of the first",
+                  f"  {'method':<8} {'900 + all':>10}"
+                  + "".join(f" {'900 + ' + short[f]:>14}" for f in first["by_space"])
+                  + "".join(f" {f'{few} ' + short[f]:>11}" for f in first["few"]["zoo"]) + f" {'synthetic':>10}"]
         for m, r in result["5.3-wide"].items():
             extra = f"   unpredicted ops: {', '.join(r['zoo']['unpredicted'])}" if r["zoo"]["unpredicted"] else ""
-            lines.append(f"  {m:<8} {r['zoo']['mape']:>10.2f}% {r['few']['zoo']:>9.2f}% {r['synthetic']:>9.2f}%"
-                         f"{extra}")
+            lines.append(f"  {m:<8} {r['zoo']['mape']:>9.2f}%"
+                         + "".join(f" {v:>13.2f}%" for v in r["by_space"].values())
+                         + "".join(f" {v:>10.2f}%" for v in r["few"]["zoo"].values())
+                         + f" {r['synthetic']:>9.2f}%{extra}")
     lines += ["", "§5.5 training size (paper: GBDT 8.1% synthetic from 30; Lasso 6.5% real-world from 30)",
               f"  {'method@N':<12} {'synthetic':>10} {'zoo':>8}"]
     for k, r in result["5.5"].items():

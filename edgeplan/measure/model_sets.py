@@ -1,6 +1,6 @@
 """Named sets of zoo models for campaigns, and expansion of ranges such as ``synthetic:0-999``.
 
-Ranges work for both synthetic spaces: ``synthetic:0-999`` and ``synthetic-wide:0-299``.
+Ranges work for every synthetic space: ``synthetic:0-999``, ``synthetic-wide:0-299``, ``synthetic-aligned:0-299``.
 
 ============================  ===============================================================================
 set                           models
@@ -8,6 +8,8 @@ set                           models
 ``synthetic``                 ``synthetic:0`` .. ``synthetic:999``, li2023's 1000 sampled networks (§4.3.2)
 ``synthetic-wide``            ``synthetic-wide:0`` .. ``synthetic-wide:299``, edgeplan's wide synthetic space
                               (:mod:`edgeplan.frontends.synthetic`): training networks at the zoo CNNs' widths
+``synthetic-aligned``         ``synthetic-aligned:0`` .. ``synthetic-aligned:299``, the wide space at the zoo's
+                              channel alignment (multiples of 16-64) and group counts
 ``torchvision-cnns``          every torchvision classification model but the transformers (ViT, Swin, MaxViT)
 ``timm-cnns``                 the timm CNNs listed in ``edgeplan/data/model_sets/timm_cnns.txt`` (60 families'
                               representatives, from ResNets and EfficientNets to RepVGG and ConvNeXt)
@@ -27,10 +29,11 @@ from edgeplan.errors import InvalidInputError
 __all__ = ["MODEL_SETS", "expand_models", "model_set"]
 
 #: Names accepted by :func:`model_set`.
-MODEL_SETS: tuple[str, ...] = ("synthetic", "synthetic-wide", "torchvision-cnns", "timm-cnns", "nb201-sample")
+MODEL_SETS: tuple[str, ...] = ("synthetic", "synthetic-wide", "synthetic-aligned", "torchvision-cnns", "timm-cnns",
+                               "nb201-sample")
 
 _TRANSFORMERS = re.compile(r"^(vit_|swin_|maxvit_)")
-_RANGE = re.compile(r"^(synthetic(?:-wide)?):(\d+)-(\d+)$")
+_RANGE = re.compile(r"^(synthetic(?:-wide|-aligned)?):(\d+)-(\d+)$")
 
 
 def _timm_cnns() -> list[str]:
@@ -63,8 +66,8 @@ def model_set(name: str) -> list[str]:
     """
     if name == "synthetic":
         return [f"synthetic:{i}" for i in range(1000)]
-    if name == "synthetic-wide":
-        return [f"synthetic-wide:{i}" for i in range(300)]
+    if name in ("synthetic-wide", "synthetic-aligned"):
+        return [f"{name}:{i}" for i in range(300)]
     if name == "torchvision-cnns":
         from edgeplan.frontends.zoo import torchvision_names
 
@@ -77,8 +80,8 @@ def model_set(name: str) -> list[str]:
 
 
 def expand_models(specs: Iterable[str]) -> list[str]:
-    """Expand ``synthetic:A-B`` and ``synthetic-wide:A-B`` ranges (both ends included) and ``set:NAME``; keep
-    order, drop repeats.
+    """Expand ``synthetic:A-B``, ``synthetic-wide:A-B`` and ``synthetic-aligned:A-B`` ranges (both ends included)
+    and ``set:NAME``; keep order, drop repeats.
 
     Raises
     ------
