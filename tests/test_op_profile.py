@@ -361,6 +361,41 @@ def test_export_merges_an_earlier_dataset_file(tmp_path: Path) -> None:
     assert merged.provenance["measured_from"] == earlier.provenance["measured_from"]
 
 
+def test_a_paired_campaign_merges_into_an_unpaired_file_at_a_matched_scale(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dataset measured before the reference pairing takes paired rows at the scale its shared models give."""
+    from edgeplan.latency import campaign
+    from edgeplan.latency.campaign import export_dataset, load_dataset, run_op_campaign
+
+    scenario = get_scenario("torch-fp32-1t")
+    other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
+    third = "nb201:|nor_conv_1x1~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
+    shipped = tmp_path / "unpaired.jsonl.gz"
+    with Store.open(tmp_path / "a.sqlite") as store:
+        run_op_campaign(store, scenario, [CELL, other], runs=2, config=FAST, home=tmp_path)
+        export_dataset(store, scenario, shipped, command="unpaired")
+    earlier = {r["model"]: r for r in load_dataset(shipped).records}
+    with Store.open(tmp_path / "b.sqlite") as store:
+        run_op_campaign(store, scenario, [CELL, other, third], runs=2, home=tmp_path, plain_per_run=1,
+                        reference=CELL)
+        paired = {r.model: r.extra["reference"] for r in store.measurements(campaign="ops/torch-fp32-1t")}
+        before = shipped.read_bytes()
+        monkeypatch.setattr(campaign, "MIN_MATCHED", 3)
+        with pytest.raises(InvalidInputError, match="shares 2 models .* at least 3"):
+            export_dataset(store, scenario, shipped, merge=shipped)
+        assert shipped.read_bytes() == before  # refused: the file is left alone
+        monkeypatch.setattr(campaign, "MIN_MATCHED", 2)
+        assert export_dataset(store, scenario, shipped, merge=shipped) == 3
+    merged = load_dataset(shipped)
+    scale = merged.provenance["reference"]
+    factors = [earlier[m]["latency_ms"] / paired[m]["ratio"] for m in (CELL, other)]
+    assert scale["ms"] == pytest.approx(sum(factors) / 2)  # the median of the two shared models' factors
+    assert scale["matched"]["models"] == 2 and scale["matched"]["file"] == str(shipped)
+    rows = {r["model"]: r for r in merged.records}
+    assert rows[third]["latency_ms"] == pytest.approx(paired[third]["ratio"] * scale["ms"])
+    assert rows[third]["latency_min_ms"] == pytest.approx(paired[third]["min_ratio"] * scale["min_ms"])
+
+
 @pytest.mark.parametrize("scenario", ["torch-fp32-1t", "ort-fp32-1t"])
 def test_campaign_with_a_reference_exports_normalised_times(scenario: str, tmp_path: Path) -> None:
     from edgeplan.latency.campaign import export_dataset, load_dataset, run_op_campaign

@@ -182,8 +182,11 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         An earlier dataset file of the same scenario and repeat (possibly ``out`` itself) whose models the Store
         does not hold are kept: its records first, in its order, then the Store's. A model in both is the
         Store's (the newer measurement). Its provenance is kept in the header under ``merged``, and the dates span
-        both. Both must be measured with the same reference model or both without; with one, the Store's ratios
-        are converted at the earlier file's reference latency, so that every row of the file shares one scale.
+        both. Both must be measured with the same reference model or both without, or the file without one and
+        the Store's campaign with one: with a reference in both, the Store's ratios are converted at the earlier
+        file's reference latency; into a file without, at the latency that matches the models both hold to the
+        file's times (:func:`_matched_scale`; at least :data:`MIN_MATCHED` of them), recorded under ``reference``
+        for later merges. Either way every row of the file shares one scale.
 
     Returns
     -------
@@ -206,7 +209,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
     scale = _reference_scale(store, scenario, records, name)
     earlier = _mergeable(merge, scenario, repeat, scale) if merge is not None else None
     if earlier is not None and scale is not None:
-        scale = dict(earlier.provenance["reference"])
+        before = earlier.provenance.get("reference")
+        scale = dict(before) if before else _matched_scale(earlier, records, scale, str(merge))
     measured = {r.model for r in records}
     kept = [] if earlier is None else [r for r in earlier.records if r["model"] not in measured]
     first = records[0]
@@ -266,10 +270,40 @@ def _mergeable(path: str | Path, scenario: Scenario, repeat: str, scale: Mapping
                                 "the campaign being exported")
     ref = before.get("reference")
     theirs, ours = (ref or {}).get("model"), (scale or {}).get("model")
-    if theirs != ours:
+    if theirs != ours and theirs is not None:  # an unpaired file takes paired rows at a matched scale
         raise InvalidInputError(f"--merge {path}: it was measured {_beside(theirs)}, the Store's campaign "
                                 f"{_beside(ours)}; their times are on different scales and cannot share a file")
     return earlier
+
+
+#: Fewest models a paired campaign must share with an unpaired dataset to be merged into it (:func:`_matched_scale`).
+MIN_MATCHED = 10
+
+
+def _matched_scale(earlier: OpDataset, records: Sequence[Any], scale: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The reference latency that puts a paired campaign's ratios on an unpaired dataset's scale.
+
+    An unpaired dataset (measured before the reference pairing) has no reference latency; the models it shares
+    with the campaign give one: the median over them of the dataset's time divided by the campaign's ratio to the
+    reference (separately for the medians and the fastest runs). Their spread is recorded beside it.
+
+    Raises
+    ------
+    InvalidInputError
+        When fewer than :data:`MIN_MATCHED` models are in both.
+    """
+    rows = {r["model"]: r for r in earlier.records}
+    common = [r for r in records if r.model in rows]
+    if len(common) < MIN_MATCHED:
+        raise InvalidInputError(f"--merge {path}: it was measured without a reference model and shares "
+                                f"{len(common)} models with the Store's campaign; re-measure at least {MIN_MATCHED} "
+                                "of its models beside the reference too (they put the two on one scale)")
+    ms = np.array([rows[r.model]["latency_ms"] / r.extra["reference"]["ratio"] for r in common])
+    fastest = np.array([rows[r.model]["latency_min_ms"] / r.extra["reference"]["min_ratio"] for r in common])
+    q1, q3 = np.percentile(ms, [25, 75])
+    return {**scale, "ms": float(np.median(ms)), "min_ms": float(np.median(fastest)),
+            "matched": {"file": path, "models": len(common), "iqr_rel": float((q3 - q1) / np.median(ms)),
+                        "campaign_reference_ms": scale["ms"], "campaign_reference_min_ms": scale["min_ms"]}}
 
 
 def _beside(model: str | None) -> str:
