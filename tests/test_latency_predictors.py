@@ -347,3 +347,30 @@ def test_speedup_insight_per_category(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "share no model" in capsys.readouterr().err
     assert main(["reproduce", "li2023", "--insight", "int8", "--scenario", "ort-int8-1t"]) != 0
     assert "fixed pair of scenarios" in capsys.readouterr().err
+
+
+def test_the_noise_floor_is_given_per_group_when_the_repeat_holds_zoo_cnns(tmp_path: Path) -> None:
+    """A repeat of synthetic networks and zoo CNNs gives each group's floor, and §5.3 prints the zoo's."""
+    from edgeplan.experiments.li2023 import format_report, group_floor, noise_floor, reproduce
+
+    rng = np.random.default_rng(5)
+    records = [_record(i, rng) for i in range(46)]
+    for i, r in enumerate(records):
+        r["model"] = f"synthetic:{i}" if i < 35 else (f"synthetic:{900 + i}" if i < 42 else f"timm:m{i}")
+    data = _write_dataset(tmp_path / "d.jsonl.gz", records)
+    again = [{**r, "latency_min_ms": r["latency_min_ms"] * (1.1 if r["model"].startswith("synthetic") else 1.3)}
+             for r in records[38:]]
+    rep = _write_dataset(tmp_path / "r.jsonl.gz", again)
+    from edgeplan.latency.campaign import load_dataset
+
+    floor = noise_floor(load_dataset(data), load_dataset(rep), "min")
+    assert floor is not None and floor["models"] == 8
+    assert floor["groups"]["synthetic"] == {"models": 4, "mape": pytest.approx(10.0)}
+    assert floor["groups"]["zoo"] == {"models": 4, "mape": pytest.approx(30.0)}
+    assert group_floor(floor, "zoo") == floor["groups"]["zoo"]
+    only_synthetic = noise_floor(load_dataset(data), load_dataset(_write_dataset(tmp_path / "s.jsonl.gz", again[:4])))
+    assert only_synthetic is not None and "groups" not in only_synthetic
+    assert group_floor(only_synthetic, "synthetic") is only_synthetic and group_floor(only_synthetic, "zoo") is None
+    text = "\n".join(format_report(reproduce(methods=("lasso",), data_file=data, repeat_file=rep)))
+    assert "synthetic 10.00% over 4 models; zoo 30.00% over 4 models" in text
+    assert "noise floor of the zoo CNNs: 30.00% over 4 models" in text

@@ -163,6 +163,16 @@ def test_export_warns_when_a_repeat_falls_back_to_its_own_scale(tmp_path: Path,
                                                   "raw_mape": pytest.approx(0.0)}
     with pytest.raises(InvalidInputError, match="not comparable"):
         noise_floor(data, alone, "median")
+    # A repeat measured in another Store, merged into the repeat file, takes that file's scale, silently.
+    with Store.open(tmp_path / "later.sqlite") as store:
+        _campaign(store, "again", ref_ms=20.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            export_dataset(store, scenario, tmp_path / "r.jsonl.gz", repeat="again", merge=tmp_path / "r.jsonl.gz")
+    merged = load_dataset(tmp_path / "r.jsonl.gz")
+    assert merged.provenance["reference"] == data.provenance["reference"]
+    assert noise_floor(data, merged, "median") == {"models": 2, "mape": pytest.approx(0.0),
+                                                   "raw_mape": pytest.approx(0.0)}
     # The CLI says so on stderr, and still writes the file.
     (tmp_path / "cli").mkdir()
     with Store.open(default_store_path(tmp_path / "cli")) as store:

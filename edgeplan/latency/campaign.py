@@ -172,7 +172,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
 
     A campaign measured beside a reference model is written at the scenario's reference latency (see
     :func:`_reference_scale`); a repeat whose main campaign is not in the Store is written at its own and warns
-    (:class:`ReferenceScaleWarning`): its times are then not comparable with the main campaign's export.
+    (:class:`ReferenceScaleWarning`): its times are then not comparable with the main campaign's export. Merged
+    into a paired file (``merge``), it is written at that file's latency instead, silently.
 
     Parameters
     ----------
@@ -211,6 +212,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
     if earlier is not None and scale is not None:
         before = earlier.provenance.get("reference")
         scale = dict(before) if before else _matched_scale(earlier, records, scale, str(merge))
+    elif scale is not None and scale["from_campaign"] != campaign_name(scenario):
+        _warn_own_scale(name, scale, campaign_name(scenario))  # at its own latency: neither a file's nor the main's
     measured = {r.model for r in records}
     kept = [] if earlier is None else [r for r in earlier.records if r["model"] not in measured]
     first = records[0]
@@ -315,7 +318,9 @@ def _reference_scale(store: Store, scenario: Scenario, records: Sequence[Any], n
 
     It is the median, over the models of the scenario's main campaign (the campaign itself when there is none), of
     the reference's median (and fastest) time beside each model, so that a scenario's main campaign and its repeats
-    convert ratios to milliseconds with the same factor.
+    convert ratios to milliseconds with the same factor. A repeat without its main campaign in the Store gets its
+    own latency (``from_campaign`` says which): :func:`export_dataset` warns then, unless it merges into a paired
+    file, whose latency it converts at instead.
     """
     refs = [r.extra.get("reference") for r in records]
     if all(x is None for x in refs):
@@ -328,15 +333,19 @@ def _reference_scale(store: Store, scenario: Scenario, records: Sequence[Any], n
     base, source = [x for x in main_refs if x and x["model"] == model], main
     if not base:  # a repeat without its main campaign in this Store
         base, source = refs, name
-    scale = {"model": model, "ms": float(np.median([x["ms"] for x in base])),
-             "min_ms": float(np.median([x["min_ms"] for x in base])), "from_campaign": source, "models": len(base)}
-    if source != main:
-        warnings.warn(f"campaign {name!r}: the Store has no main campaign {main!r} measured beside the reference "
-                      f"{model}, so its ratios are converted at its own reference latency ({scale['ms']:.4g} ms, "
-                      f"fastest {scale['min_ms']:.4g} ms), not the main campaign's: its times are not comparable "
-                      "with the main campaign's export (a noise floor between the two is refused); export it from "
-                      "the Store that holds the main campaign", ReferenceScaleWarning, stacklevel=3)
-    return scale
+    return {"model": model, "ms": float(np.median([x["ms"] for x in base])),
+            "min_ms": float(np.median([x["min_ms"] for x in base])), "from_campaign": source, "models": len(base)}
+
+
+def _warn_own_scale(name: str, scale: Mapping[str, Any], main: str) -> None:
+    """Warn that campaign ``name``'s ratios are converted at its own reference latency (:func:`_reference_scale`),
+    not at its main campaign ``main``'s."""
+    warnings.warn(f"campaign {name!r}: the Store has no main campaign measured beside the reference "
+                  f"{scale['model']}, so its ratios are converted at its own reference latency ({scale['ms']:.4g} "
+                  f"ms, fastest {scale['min_ms']:.4g} ms), not the main campaign's: its times are not comparable "
+                  "with the main campaign's export (a noise floor between the two is refused); export it from the "
+                  f"Store that holds the main campaign ({main!r}), or merge it into a repeat file measured beside "
+                  "the same reference (`--merge`)", ReferenceScaleWarning, stacklevel=3)
 
 
 def _normalised(row: dict[str, Any], ref: Mapping[str, Any], ms: float, min_ms: float) -> dict[str, Any]:
