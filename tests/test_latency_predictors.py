@@ -241,13 +241,19 @@ def test_a_saved_model_predicts_from_its_own_feature_names(tmp_path: Path) -> No
         assert [p.ms for p in pred.ops] == pytest.approx([o.measured_ms for o in ops[:5]], rel=0.02)
 
 
+def _li2023_records(n: int, seed: int) -> list[dict[str, Any]]:
+    """``n`` made-up measured models: 35 to train on (synthetic:0-34), 7 synthetic test ones, the rest zoo CNNs."""
+    rng = np.random.default_rng(seed)
+    records = [_record(i, rng) for i in range(n)]
+    for i, r in enumerate(records):
+        r["model"] = f"synthetic:{i}" if i < 35 else (f"synthetic:{900 + i}" if i < 42 else f"timm:m{i}")
+    return records
+
+
 def test_li2023_report_from_a_dataset(tmp_path: Path) -> None:
     from edgeplan.experiments.li2023 import format_report, reproduce
 
-    rng = np.random.default_rng(3)
-    records = [_record(i, rng) for i in range(45)]
-    for i, r in enumerate(records):
-        r["model"] = f"synthetic:{i}" if i < 35 else (f"synthetic:{900 + i}" if i < 42 else f"timm:m{i}")
+    records = _li2023_records(45, seed=3)
     data = _write_dataset(tmp_path / "d.jsonl.gz", records)
     again = [{**r, "latency_min_ms": r["latency_min_ms"] * 1.1} for r in records[35:40]]
     rep = _write_dataset(tmp_path / "r.jsonl.gz", again)
@@ -353,10 +359,7 @@ def test_the_noise_floor_is_given_per_group_when_the_repeat_holds_zoo_cnns(tmp_p
     """A repeat of synthetic networks and zoo CNNs gives each group's floor, and §5.3 prints the zoo's."""
     from edgeplan.experiments.li2023 import format_report, group_floor, noise_floor, reproduce
 
-    rng = np.random.default_rng(5)
-    records = [_record(i, rng) for i in range(46)]
-    for i, r in enumerate(records):
-        r["model"] = f"synthetic:{i}" if i < 35 else (f"synthetic:{900 + i}" if i < 42 else f"timm:m{i}")
+    records = _li2023_records(46, seed=5)
     data = _write_dataset(tmp_path / "d.jsonl.gz", records)
     again = [{**r, "latency_min_ms": r["latency_min_ms"] * (1.1 if r["model"].startswith("synthetic") else 1.3)}
              for r in records[38:]]
