@@ -13,6 +13,7 @@ predictor of its runtime kind or category (:data:`FAMILY`), also flagged, and la
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -201,6 +202,19 @@ class Prediction:
         return [f"{o.name} ({o.kind})" for o in self.ops if o.ms is None]
 
 
+@functools.lru_cache(maxsize=256)
+def _column_index(names: tuple[str, ...], of: str) -> list[int] | slice:
+    """Where the features ``names`` are in an op vector of category ``of`` (:meth:`LatencyModel._columns`)."""
+    have = CATEGORY_FEATURES[of]
+    cols = [have.index(n) for n in names]
+    return slice(0, len(cols)) if cols == list(range(len(cols))) else cols
+
+
+def _take(x: Sequence[float], cols: list[int] | slice) -> Sequence[float]:
+    """The entries ``cols`` of a feature vector."""
+    return x[cols] if isinstance(cols, slice) else [x[c] for c in cols]
+
+
 @dataclass
 class LatencyModel:
     """Predictors of every operation key of a scenario, and the overhead.
@@ -302,7 +316,7 @@ class LatencyModel:
         for key, idx in groups.items():
             cat = key.rsplit("|", 1)[1]
             cols = {c: self._columns(cat, c) for c in {ops[i].category for i in idx}}
-            ms = self.predictors[key].predict(np.array([[ops[i].x[c] for c in cols[ops[i].category]] for i in idx]))
+            ms = self.predictors[key].predict(np.array([_take(ops[i].x, cols[ops[i].category]) for i in idx]))
             for i, v in zip(idx, ms, strict=True):
                 out[i] = OpPrediction(ops[i].name, ops[i].kind, ops[i].key, max(float(v), 0.0), key != ops[i].key,
                                       key)
@@ -327,11 +341,11 @@ class LatencyModel:
         clamped = self.overhead_ms + ops_ms < total
         return Prediction(total, total - ops_ms if clamped else self.overhead_ms, tuple(ops), clamped)
 
-    def _columns(self, category: str, of: str) -> list[int]:
+    def _columns(self, category: str, of: str) -> list[int] | slice:
         """Where the features of this model's ``category`` predictors are in an op vector of category ``of``
-        (the same category, or a grouped convolution predicted as a dense one: :data:`FAMILY`)."""
-        names = CATEGORY_FEATURES[of]
-        return [names.index(n) for n in self.feature_names.get(category, CATEGORY_FEATURES[category])]
+        (the same category, or a grouped convolution predicted as a dense one: :data:`FAMILY`); a slice when they
+        are its first ones, in order (the usual case, and the fast one)."""
+        return _column_index(tuple(self.feature_names.get(category, CATEGORY_FEATURES[category])), of)
 
     def _family_key(self, op: OpInput) -> str | None:
         """The predictor of the op's family when its own kind and category have none (:data:`FAMILY`)."""
