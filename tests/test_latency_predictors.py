@@ -374,6 +374,9 @@ def test_the_noise_floor_is_given_per_group_when_the_repeat_holds_zoo_cnns(tmp_p
     only_synthetic = noise_floor(load_dataset(data), load_dataset(_write_dataset(tmp_path / "s.jsonl.gz", again[:4])))
     assert only_synthetic is not None and "groups" not in only_synthetic
     assert group_floor(only_synthetic, "synthetic") is only_synthetic and group_floor(only_synthetic, "zoo") is None
+    only_zoo = noise_floor(load_dataset(data), load_dataset(_write_dataset(tmp_path / "z.jsonl.gz", again[4:])))
+    assert only_zoo is not None and group_floor(only_zoo, "zoo") == {"models": 4, "mape": pytest.approx(30.0)}
+    assert group_floor(only_zoo, "synthetic") is None
     text = "\n".join(format_report(reproduce(methods=("lasso",), data_file=data, repeat_file=rep)))
     assert "synthetic 10.00% over 4 models; zoo 30.00% over 4 models" in text
     assert "noise floor of the zoo CNNs: 30.00% over 4 models" in text

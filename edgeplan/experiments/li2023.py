@@ -127,8 +127,9 @@ def noise_floor(data: OpDataset, repeat: OpDataset | None, statistic: str = "min
     -------
     dict or None
         ``models`` (how many both have), ``mape`` and, for paired datasets, ``raw_mape``; None without a repeat or
-        a shared model. When the shared models span groups (synthetic networks, zoo CNNs), ``groups`` holds the
-        same per group: the zoo's floor is what §5.3's errors sit on, the synthetic one §5.1's.
+        a shared model. When the shared models are not all synthetic networks (zoo CNNs among them, or only
+        them), ``groups`` holds the same per group: the zoo's floor is what §5.3's errors sit on, the synthetic
+        one §5.1's.
 
     Raises
     ------
@@ -148,7 +149,7 @@ def noise_floor(data: OpDataset, repeat: OpDataset | None, statistic: str = "min
     groups: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
     for a, b in shared:
         groups[_group(a["model"])].append((a, b))
-    if len(groups) > 1:
+    if set(groups) != {"synthetic"}:  # say which group(s) the floor is of, unless it is the synthetic one alone
         out["groups"] = {g: _floor(pairs, statistic) for g, pairs in sorted(groups.items())}
     return out
 
@@ -215,8 +216,8 @@ def format_floor(floor: Mapping[str, Any] | None) -> str:
 
 
 def group_floor(floor: Mapping[str, Any] | None, group: str) -> Mapping[str, Any] | None:
-    """The floor of one group (``synthetic``, ``zoo``) of a :func:`noise_floor` result: the whole floor when the
-    repeat holds one group only and it is that one, else None."""
+    """The floor of one group (``synthetic``, ``zoo``) of a :func:`noise_floor` result: None when the repeat holds
+    none of that group (a floor without ``groups`` is the synthetic networks' alone)."""
     if not floor:
         return None
     if floor.get("groups"):
