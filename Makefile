@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-predict clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict clean
 
 install: $(STAMP)
 
@@ -30,7 +30,7 @@ lint: $(STAMP)
 bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
        bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points \
        bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer \
-       bench-transfer-table5 bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-predict
+       bench-transfer-table5 bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict
 
 bench-help: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli_help.py
@@ -109,6 +109,10 @@ bench-li2023-2t: $(STAMP)
 
 bench-li2023-threads: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --insight threads --statistic median
+
+bench-li2023-zoo-bias: $(STAMP)
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --scenario torch-fp32-2t
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --scenario ort-int8-1t
 
 bench-li2023-int8: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --insight int8 --statistic min

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from edgeplan.errors import InvalidInputError
+from edgeplan.frontends.synthetic import SPACES, family_of
 from edgeplan.latency.campaign import OpDataset, load_dataset
 from edgeplan.latency.model import LatencyModel, mape, op_ms, record_latency, record_ops
 from edgeplan.latency.predictors import METHODS
@@ -80,13 +81,13 @@ def _split(data: OpDataset) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
     """(synthetic train 0-899, synthetic test 900-999, real-world zoo CNNs), each in seed / file order.
 
     Real-world means torchvision, timm and paper models; NAS-Bench-201 cells and the wide synthetic space's networks
-    are neither (they are left out; :func:`_wide` has the latter).
+    are neither (they are left out; :func:`_spaces` has the latter).
     """
     train, test, zoo = [], [], []
     for r in data.records:
         s = _seed(r["model"])
         if s is None:
-            if r["model"].split(":", 1)[0] in ("torchvision", "timm", "paper"):
+            if r["model"].split(":", 1)[0] in REAL_WORLD:
                 zoo.append(r)
         elif s < 900:
             train.append(r)
@@ -97,10 +98,13 @@ def _split(data: OpDataset) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
 
 
 #: The zoo families of edgeplan's synthetic spaces (:mod:`edgeplan.frontends.synthetic`), in report order.
-EDGEPLAN_SPACES: tuple[str, ...] = ("synthetic-wide", "synthetic-aligned")
+EDGEPLAN_SPACES: tuple[str, ...] = tuple(family_of(s) for s in SPACES if s != "li2023")
+
+#: The zoo families of real-world CNNs (§5.3's test set, the ``zoo`` group of a noise floor).
+REAL_WORLD: tuple[str, ...] = ("torchvision", "timm", "paper")
 
 
-def _wide(data: OpDataset) -> dict[str, list[dict[str, Any]]]:
+def _spaces(data: OpDataset) -> dict[str, list[dict[str, Any]]]:
     """The dataset's networks of each of edgeplan's synthetic spaces that it holds, each in seed order."""
     out = {}
     for family in EDGEPLAN_SPACES:
@@ -158,7 +162,7 @@ def _group(model: str) -> str:
     """The noise floor group of a model: ``zoo`` (real-world CNNs), ``synthetic`` (any synthetic space) or its
     family."""
     family = model.split(":", 1)[0]
-    if family in ("torchvision", "timm", "paper"):
+    if family in REAL_WORLD:
         return "zoo"
     return "synthetic" if family == "synthetic" or family in EDGEPLAN_SPACES else family
 
@@ -369,7 +373,7 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
     out["5.6"] = {f"nnmeter@{n}": {"synthetic": _nnmeter(train[:n], test, statistic),
                                    "zoo": _nnmeter(train[:n], zoo, statistic) if zoo
                                    else None} for n in sizes}
-    spaces = _wide(data)
+    spaces = _spaces(data)
     wide = [r for rs in spaces.values() for r in rs]
     out["wide"] = len(wide)
     out["spaces"] = {family: len(rs) for family, rs in spaces.items()}
