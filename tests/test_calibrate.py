@@ -84,7 +84,11 @@ def test_nb201_fewshot_on_a_help_like_file(tmp_path: Path, source: LatencyModel)
         li.HELP_REFERENCE = old
     assert set(result["devices"]) == {"fast", "slow"} and result["architectures"] == len(CELLS)
     assert result["mean_help"]["spearman"] > 0.99 and result["mean_random"]["mape"] < 2.0
-    assert "mean" in "\n".join(format_nb201(result))
+    draws = result["devices"]["slow"]["random"]["draws"]
+    assert len(draws) == 2 and all(d["deduction"] == "as-source" and d["form"] for d in draws)
+    assert result["devices"]["slow"]["random"]["mape"] == pytest.approx(np.mean([d["mape"] for d in draws]))
+    text = "\n".join(format_nb201(result))
+    assert "mean" in text and "worst random draw: " in text
 
 
 def _csv(path: Path, rows: list[list[Any]]) -> Path:

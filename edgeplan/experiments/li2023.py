@@ -556,17 +556,20 @@ def nb201_fewshot(source: LatencyModel, source_device: str, help_data: Path = HE
     for name, lat in devices.items():
         row: dict[str, Any] = {}
         for label, picks in draws.items():
-            runs: list[dict[str, float]] = []
+            runs: list[dict[str, Any]] = []
             forms: set[str] = set()
             for idx in picks:
                 alternatives = {d: [t[i] for i in idx] for d, t in by_deduction.items() if d != "as-source"}
                 dev = calibrate(name, [terms[i] for i in idx], [float(lat[i]) for i in idx], source, source_device,
                                 alternatives=alternatives)
                 pred = np.array([dev.predict_terms(t) for t in by_deduction[dev.deduction]])
-                runs.append(_scores(pred, lat))
+                tests = dev.info.get("deduction_test", {})
+                runs.append({**_scores(pred, lat), "form": dev.form, "deduction": dev.deduction,
+                             "deduction_test": {d: dict(v) for d, v in tests.items()}})
                 forms.add(dev.form if dev.deduction == "as-source" else f"{dev.form} {dev.deduction}")
             row[label] = {k: float(np.mean([r[k] for r in runs])) for k in ("spearman", "mape", "acc10")}
             row[label]["forms"] = sorted(forms)
+            row[label]["draws"] = runs  # per draw: scores, the chosen form and deduction, the deduction test
         out["devices"][name] = row
     for label in ("help", "random"):
         out[f"mean_{label}"] = {k: float(np.mean([d[label][k] for d in out["devices"].values()]))
@@ -589,6 +592,14 @@ def format_nb201(result: Mapping[str, Any]) -> list[str]:
     h, r = result["mean_help"], result["mean_random"]
     lines.append(f"  {'mean':<16} {h['spearman']:>9.3f} {h['mape']:>6.1f}% {h['acc10']:>5.0f}%   "
                  f"{r['spearman']:>11.3f} {r['mape']:>6.1f}% {r['acc10']:>5.0f}%")
+    worst = max(((name, seed, d) for name, row in result["devices"].items()
+                 for seed, d in enumerate(row["random"].get("draws", []))), key=lambda t: t[2]["mape"], default=None)
+    if worst is not None:
+        name, seed, d = worst
+        tested = "; ".join(f"{alt} leave-one-out gain {t['loo_gain']:+.2f} +- {t['standard_error']:.2f} points"
+                           for alt, t in d["deduction_test"].items()) or "no other deduction tried"
+        lines.append(f"  worst random draw: {name} seed {seed}, MAPE {d['mape']:.1f}%, Spearman {d['spearman']:.3f} "
+                     f"({d['form']} under {d['deduction']}; {tested})")
     return lines
 
 
