@@ -394,6 +394,36 @@ def test_a_paired_campaign_merges_into_an_unpaired_file_at_a_matched_scale(tmp_p
     rows = {r["model"]: r for r in merged.records}
     assert rows[third]["latency_ms"] == pytest.approx(paired[third]["ratio"] * scale["ms"])
     assert rows[third]["latency_min_ms"] == pytest.approx(paired[third]["min_ratio"] * scale["min_ms"])
+    assert scale["matched"]["match_on"] is None
+
+
+def test_match_on_restricts_the_models_a_matched_scale_comes_from(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """--match-on: the scale comes from the named models only; where no scale is matched it is refused."""
+    from edgeplan.latency import campaign
+    from edgeplan.latency.campaign import export_dataset, load_dataset, run_op_campaign
+
+    scenario = get_scenario("torch-fp32-1t")
+    other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
+    shipped = tmp_path / "unpaired.jsonl.gz"
+    with Store.open(tmp_path / "a.sqlite") as store:
+        run_op_campaign(store, scenario, [CELL, other], runs=2, config=FAST, home=tmp_path)
+        export_dataset(store, scenario, shipped, command="unpaired")
+        with pytest.raises(InvalidInputError, match="--match-on .* drop --match-on"):
+            export_dataset(store, scenario, tmp_path / "x.jsonl.gz", merge=shipped, match_on=[CELL])
+    earlier = {r["model"]: r for r in load_dataset(shipped).records}
+    monkeypatch.setattr(campaign, "MIN_MATCHED", 1)
+    with Store.open(tmp_path / "b.sqlite") as store:
+        run_op_campaign(store, scenario, [CELL, other], runs=2, home=tmp_path, plain_per_run=1, reference=CELL)
+        paired = {r.model: r.extra["reference"] for r in store.measurements(campaign="ops/torch-fp32-1t")}
+        before = shipped.read_bytes()
+        with pytest.raises(InvalidInputError, match="shares 0 models .* among the 1 --match-on models"):
+            export_dataset(store, scenario, shipped, merge=shipped, match_on=["synthetic:5"])
+        assert shipped.read_bytes() == before
+        assert export_dataset(store, scenario, shipped, merge=shipped, match_on=[other]) == 2
+    scale = load_dataset(shipped).provenance["reference"]
+    assert scale["ms"] == pytest.approx(earlier[other]["latency_ms"] / paired[other]["ratio"])  # from `other` alone
+    assert scale["matched"]["models"] == 1 and scale["matched"]["match_on"] == 1
 
 
 @pytest.mark.parametrize("scenario", ["torch-fp32-1t", "ort-fp32-1t"])
@@ -455,6 +485,10 @@ def test_cli_ops_profile_and_export(capsys: pytest.CaptureFixture[str], tmp_path
     assert main(["--home", home, "ops", "export", "--scenario", "torch-fp32-1t", "--out",
                  str(tmp_path / "d.jsonl.gz"), "--merge", str(tmp_path / "d.jsonl.gz")]) == 0
     assert "1 models of torch-fp32-1t written" in capsys.readouterr().out  # the same model: replaced, not doubled
+    before = (tmp_path / "d.jsonl.gz").read_bytes()
+    assert main(["--home", home, "ops", "export", "--scenario", "torch-fp32-1t", "--out", str(tmp_path / "d.jsonl.gz"),
+                 "--merge", str(tmp_path / "d.jsonl.gz"), "--match-on", "synthetic:0-9"]) != 0  # no scale to match
+    assert "drop --match-on" in capsys.readouterr().err and (tmp_path / "d.jsonl.gz").read_bytes() == before
 
 
 CELLS = [CELL, "nb201:|nor_conv_1x1~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_1x1~1|none~2|",

@@ -81,7 +81,11 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
 @click.option("--merge", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Keep the models of this earlier dataset file of the scenario (it may be --out itself) that the "
                    "Store does not hold; a model in both is written as the Store measured it.")
-def export_cmd(scenario_name: str, repeat: str, out: Path, merge: Path | None) -> None:
+@click.option("--match-on", "match_on", multiple=True,
+              help="With --merge of a campaign measured beside a reference into a file measured without one: match "
+                   "the two scales on these models only (zoo strings, ranges such as synthetic:900-959, sets; "
+                   "repeat for several); default every model both hold.")
+def export_cmd(scenario_name: str, repeat: str, out: Path, merge: Path | None, match_on: tuple[str, ...]) -> None:
     """Write a scenario's measured models to a dataset file.
 
     Times measured beside a reference model are written at the scenario's reference latency, the main campaign's
@@ -92,6 +96,7 @@ def export_cmd(scenario_name: str, repeat: str, out: Path, merge: Path | None) -
 
     from edgeplan.latency.campaign import export_dataset
     from edgeplan.measure import Store, default_store_path
+    from edgeplan.measure.model_sets import expand_models
     from edgeplan.measure.scenarios import get_scenario
 
     ctx = click.get_current_context().find_object(Context)
@@ -99,7 +104,7 @@ def export_cmd(scenario_name: str, repeat: str, out: Path, merge: Path | None) -
     with Store.open(default_store_path(home)) as store, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         n = export_dataset(store, get_scenario(scenario_name), out, command=ctx.command if ctx else "",
-                           repeat=repeat, merge=merge)
+                           repeat=repeat, merge=merge, match_on=expand_models(match_on) if match_on else None)
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
     click.echo(f"{n} models of {scenario_name} written to {out}" + (f" (merged with {merge})" if merge else ""))

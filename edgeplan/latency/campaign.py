@@ -14,7 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -167,7 +167,7 @@ class OpDataset:
 
 
 def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: str = "", repeat: str = "",
-                   merge: str | Path | None = None) -> int:
+                   merge: str | Path | None = None, match_on: Collection[str] | None = None) -> int:
     """Write every measured model of ``scenario``'s campaign (or of its ``repeat``) to ``out`` (gzip'd JSON lines).
 
     A campaign measured beside a reference model is written at the scenario's reference latency (see
@@ -188,6 +188,10 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         file's reference latency; into a file without, at the latency that matches the models both hold to the
         file's times (:func:`_matched_scale`; at least :data:`MIN_MATCHED` of them), recorded under ``reference``
         for later merges. Either way every row of the file shares one scale.
+    match_on
+        Merging a paired campaign into a file without a reference: match the scale on these models only (those
+        both hold), e.g. synthetic networks the file and the campaign measured on the same footing, not models the
+        file holds from a day the machine ran slower. Refused in any other export.
 
     Returns
     -------
@@ -197,8 +201,9 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
     Raises
     ------
     InvalidInputError
-        When the Store has no rows for the scenario, or ``merge`` is not a dataset of the same scenario, repeat and
-        reference. Nothing is written then (``out`` is replaced only once the new file is complete).
+        When the Store has no rows for the scenario, ``merge`` is not a dataset of the same scenario, repeat and
+        reference, or ``match_on`` is given where no scale is matched. Nothing is written then (``out`` is replaced
+        only once the new file is complete).
     """
     name = campaign_name(scenario, repeat)
     records = store.measurements(campaign=name)
@@ -209,9 +214,14 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         )
     scale = _reference_scale(store, scenario, records, name)
     earlier = _mergeable(merge, scenario, repeat, scale) if merge is not None else None
+    matching = earlier is not None and scale is not None and not earlier.provenance.get("reference")
+    if match_on is not None and not matching:
+        raise InvalidInputError("--match-on chooses the models that match a paired campaign's scale to a file "
+                                "measured without a reference; this export matches no scale (it needs a campaign "
+                                "measured with --reference merged into such a file): drop --match-on")
     if earlier is not None and scale is not None:
         before = earlier.provenance.get("reference")
-        scale = dict(before) if before else _matched_scale(earlier, records, scale, str(merge))
+        scale = dict(before) if before else _matched_scale(earlier, records, scale, str(merge), match_on)
     elif scale is not None and scale["from_campaign"] != campaign_name(scenario):
         _warn_own_scale(name, scale, campaign_name(scenario))  # at its own latency: neither a file's nor the main's
     measured = {r.model for r in records}
@@ -283,29 +293,35 @@ def _mergeable(path: str | Path, scenario: Scenario, repeat: str, scale: Mapping
 MIN_MATCHED = 10
 
 
-def _matched_scale(earlier: OpDataset, records: Sequence[Any], scale: Mapping[str, Any], path: str) -> dict[str, Any]:
+def _matched_scale(earlier: OpDataset, records: Sequence[Any], scale: Mapping[str, Any], path: str,
+                   match_on: Collection[str] | None = None) -> dict[str, Any]:
     """The reference latency that puts a paired campaign's ratios on an unpaired dataset's scale.
 
     An unpaired dataset (measured before the reference pairing) has no reference latency; the models it shares
-    with the campaign give one: the median over them of the dataset's time divided by the campaign's ratio to the
-    reference (separately for the medians and the fastest runs). Their spread is recorded beside it.
+    with the campaign (of ``match_on`` only, when given) give one: the median over them of the dataset's time
+    divided by the campaign's ratio to the reference (separately for the medians and the fastest runs). Their
+    spread is recorded beside it.
 
     Raises
     ------
     InvalidInputError
-        When fewer than :data:`MIN_MATCHED` models are in both.
+        When fewer than :data:`MIN_MATCHED` models are in both (and in ``match_on``).
     """
     rows = {r["model"]: r for r in earlier.records}
-    common = [r for r in records if r.model in rows]
+    allowed = None if match_on is None else set(match_on)
+    common = [r for r in records if r.model in rows and (allowed is None or r.model in allowed)]
     if len(common) < MIN_MATCHED:
+        among = "" if allowed is None else f" among the {len(allowed)} --match-on models"
         raise InvalidInputError(f"--merge {path}: it was measured without a reference model and shares "
-                                f"{len(common)} models with the Store's campaign; re-measure at least {MIN_MATCHED} "
-                                "of its models beside the reference too (they put the two on one scale)")
+                                f"{len(common)} models with the Store's campaign{among}; re-measure at least "
+                                f"{MIN_MATCHED} of its models beside the reference too (they put the two on one "
+                                "scale)")
     ms = np.array([rows[r.model]["latency_ms"] / r.extra["reference"]["ratio"] for r in common])
     fastest = np.array([rows[r.model]["latency_min_ms"] / r.extra["reference"]["min_ratio"] for r in common])
     q1, q3 = np.percentile(ms, [25, 75])
     return {**scale, "ms": float(np.median(ms)), "min_ms": float(np.median(fastest)),
-            "matched": {"file": path, "models": len(common), "iqr_rel": float((q3 - q1) / np.median(ms)),
+            "matched": {"file": path, "models": len(common), "match_on": None if allowed is None else len(allowed),
+                        "iqr_rel": float((q3 - q1) / np.median(ms)),
                         "campaign_reference_ms": scale["ms"], "campaign_reference_min_ms": scale["min_ms"]}}
 
 
