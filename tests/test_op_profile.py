@@ -421,9 +421,14 @@ def test_match_on_restricts_the_models_a_matched_scale_comes_from(tmp_path: Path
             export_dataset(store, scenario, shipped, merge=shipped, match_on=["synthetic:5"])
         assert shipped.read_bytes() == before
         assert export_dataset(store, scenario, shipped, merge=shipped, match_on=[other]) == 2
-    scale = load_dataset(shipped).provenance["reference"]
+    merged = load_dataset(shipped)
+    scale = merged.provenance["reference"]
     assert scale["ms"] == pytest.approx(earlier[other]["latency_ms"] / paired[other]["ratio"])  # from `other` alone
     assert scale["matched"]["models"] == 1 and scale["matched"]["match_on"] == 1
+    rows = {r["model"]: r for r in merged.records}
+    assert rows[other] == earlier[other]  # the bridge keeps the file's row
+    assert rows[CELL]["latency_ms"] == pytest.approx(paired[CELL]["ratio"] * scale["ms"])  # the rest is replaced
+    assert merged.provenance["merged"]["bridge_models"] == 1 and merged.provenance["models"] == 2
 
 
 @pytest.mark.parametrize("scenario", ["torch-fp32-1t", "ort-fp32-1t"])

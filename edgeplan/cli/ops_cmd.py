@@ -84,7 +84,7 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
 @click.option("--match-on", "match_on", multiple=True,
               help="With --merge of a campaign measured beside a reference into a file measured without one: match "
                    "the two scales on these models only (zoo strings, ranges such as synthetic:900-959, sets; "
-                   "repeat for several); default every model both hold.")
+                   "repeat for several; they keep the file's rows); default every model both hold.")
 def export_cmd(scenario_name: str, repeat: str, out: Path, merge: Path | None, match_on: tuple[str, ...]) -> None:
     """Write a scenario's measured models to a dataset file.
 

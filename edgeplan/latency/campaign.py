@@ -191,7 +191,9 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
     match_on
         Merging a paired campaign into a file without a reference: match the scale on these models only (those
         both hold), e.g. synthetic networks the file and the campaign measured on the same footing, not models the
-        file holds from a day the machine ran slower. Refused in any other export.
+        file holds from a day the machine ran slower. These bridge models keep the file's rows (the campaign
+        measured them to find the scale, not to replace them); every other model the campaign holds is written as
+        it measured it. Refused in any other export.
 
     Returns
     -------
@@ -224,7 +226,10 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         scale = dict(before) if before else _matched_scale(earlier, records, scale, str(merge), match_on)
     elif scale is not None and scale["from_campaign"] != campaign_name(scenario):
         _warn_own_scale(name, scale, campaign_name(scenario))  # at its own latency: neither a file's nor the main's
-    measured = {r.model for r in records}
+    # The models a scale was matched on are its bridge to the file: the file keeps its own rows for them.
+    bridge = set(match_on or ()) & set(earlier.models()) if earlier is not None else set()
+    written = [r for r in records if r.model not in bridge]
+    measured = {r.model for r in written}
     kept = [] if earlier is None else [r for r in earlier.records if r["model"] not in measured]
     first = records[0]
     device = store.device(first.device_key)
@@ -242,7 +247,7 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         "campaign_command": first.command,
         "exported_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "export_command": command,
-        "models": len(kept) + len(records),
+        "models": len(kept) + len(written),
     }
     if scale is not None:
         header["reference"] = scale
@@ -251,7 +256,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         header["measured_from"] = min(str(before.get("measured_from", first.created_at)), first.created_at)
         header["measured_to"] = max(str(before.get("measured_to", records[-1].created_at)), records[-1].created_at)
         header["merged"] = {"file": str(merge), "kept_models": len(kept),
-                            "replaced_models": len(earlier.records) - len(kept), "provenance": before}
+                            "replaced_models": len(earlier.records) - len(kept), "bridge_models": len(bridge),
+                            "provenance": before}
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
@@ -259,7 +265,7 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         f.write(json.dumps(header) + "\n")
         for row in kept:
             f.write(json.dumps(row, separators=(",", ":")) + "\n")
-        for r in records:
+        for r in written:
             extra = r.extra
             iqr_rel = (r.p75_ms - r.p25_ms) / r.latency_ms if r.latency_ms > 0 else 0.0
             row = {"model": r.model, "latency_ms": r.latency_ms, "latency_min_ms": r.min_ms, "iqr_rel": iqr_rel,
@@ -269,7 +275,7 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
                 row = _normalised(row, extra["reference"], scale["ms"], scale["min_ms"])
             f.write(json.dumps(row, separators=(",", ":")) + "\n")
     tmp.replace(out)
-    return len(kept) + len(records)
+    return len(kept) + len(written)
 
 
 def _mergeable(path: str | Path, scenario: Scenario, repeat: str, scale: Mapping[str, Any] | None) -> OpDataset:
