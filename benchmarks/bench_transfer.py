@@ -250,7 +250,6 @@ def shared_correction(source: Any, amd: Any, tuned: Any, drawn: np.ndarray, args
     the ``drawn`` rows, and of the geometric mean of that and the fine-tuned model ``tuned``."""
     from sklearn.ensemble import HistGradientBoostingRegressor
 
-    from edgeplan.costmodels.metrics import mdrae_per_column
     from edgeplan.costmodels.primitive_data import split_indices
 
     names = tuple(p for p in amd.primitives if p in source.primitive_names)
@@ -274,11 +273,15 @@ def shared_correction(source: Any, amd: Any, tuned: Any, drawn: np.ndarray, args
         corrected[rt, ct] = log_test[rt, ct] + model.predict(xt)
         mean = (corrected + predicted(tuned, test)) / 2
 
-    def score(log_pred: np.ndarray) -> float:
-        per = mdrae_per_column(truth[test], np.exp(log_pred), names)
-        return 100 * float(np.nanmedian([v for v in per.values() if math.isfinite(v)]))
+    return _median_mdrae_pct(truth[test], np.exp(corrected), names), _median_mdrae_pct(truth[test], np.exp(mean), names)
 
-    return score(corrected), score(mean)
+
+def _median_mdrae_pct(truth: np.ndarray, pred: np.ndarray, names: tuple[str, ...]) -> float:
+    """Median over primitives (those scored) of the per-primitive MdRAE, in %."""
+    from edgeplan.costmodels.metrics import mdrae_per_column
+
+    per = mdrae_per_column(truth, pred, names)
+    return 100 * float(np.nanmedian([v for v in per.values() if math.isfinite(v)]))
 
 
 def ceiling(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> dict[str, Any]:
@@ -289,7 +292,6 @@ def ceiling(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> d
     training part (the ``factor`` method at 100 %), with its selection increase.
     """
     from edgeplan.costmodels import load_primitive_csv, transfer
-    from edgeplan.costmodels.metrics import mdrae_per_column
     from edgeplan.costmodels.primitive_data import split_indices
 
     intel = load_primitive_csv(DATA / "intel.csv")
@@ -302,8 +304,7 @@ def ceiling(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> d
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a primitive never defined on both in the training part
         scale = np.nanmedian(a[split.train] / i[split.train], axis=0)
-    per = mdrae_per_column(a[split.test], i[split.test] * scale, names)
-    measured = 100 * float(np.nanmedian([v for v in per.values() if math.isfinite(v)]))
+    measured = _median_mdrae_pct(a[split.test], i[split.test] * scale, names)
     factor = score(transfer(source, amd, fraction=1.0, seed=0, method="factor", split_seed=args.split_seed))
     print("\nCeiling of a per-primitive rescaling (all of AMD's training part):")
     print(f"  Intel's measured times x per-primitive median AMD/Intel ratio: MdRAE {measured:.2f} % on AMD's test part "
@@ -329,7 +330,6 @@ def _layer_ratio_mdrae(features: np.ndarray, a: np.ndarray, i: np.ndarray, rows:
     on ``rows`` from the layer's (c, k, im, f, s); a primitive defined on too few of ``rows`` keeps its median."""
     from sklearn.ensemble import HistGradientBoostingRegressor
 
-    from edgeplan.costmodels.metrics import mdrae_per_column
 
     with np.errstate(invalid="ignore", divide="ignore"):
         log_ratio = np.log(a) - np.log(i)
@@ -344,8 +344,7 @@ def _layer_ratio_mdrae(features: np.ndarray, a: np.ndarray, i: np.ndarray, rows:
         model = HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05, min_samples_leaf=max(2, len(ok) // 50),
                                               random_state=0)
         pred[:, j] = model.fit(features[ok], log_ratio[ok, j]).predict(features[test])
-    per = mdrae_per_column(a[test], i[test] * np.exp(pred), names)
-    return 100 * float(np.nanmedian([v for v in per.values() if math.isfinite(v)]))
+    return _median_mdrae_pct(a[test], i[test] * np.exp(pred), names)
 
 
 def table5(args: argparse.Namespace, source: Any, amd: Any) -> dict[str, Any]:
