@@ -4,8 +4,8 @@ The source is the Intel NN2 model (``--source``, fitted on the seed-0 80/10/10 s
 fit it once with ``edgeplan primitives fit --data ../shared/data/mulder2021/intel.csv --out DIR``). For every
 fraction of AMD's training part (default the paper's 0.1, 1, 2.5, 5, 10 and 25 %) and every repeat (default 25; the
 repeat number is the seed of the draw), the methods of :func:`~edgeplan.costmodels.transfer` (default ``finetune``
-and ``scratch``, ``--methods`` adds ``factor-finetune`` and ``finetune-holdout``, fine-tuning without cross-fitting;
-the same drawn samples for all) are scored by
+and ``scratch``, ``--methods`` adds ``factor-finetune`` (a pooled factor, then fine-tuning) and ``finetune-holdout``,
+fine-tuning without cross-fitting; the same drawn samples for all) are scored by
 
 - the MdRAE on AMD's test part (median over primitives), and
 - the selection increase: each network's selection made with the transferred model, priced with the measured AMD

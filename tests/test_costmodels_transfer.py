@@ -31,6 +31,7 @@ from edgeplan.costmodels.transfer_learning import (
     calibrate_primitives,
     factor_scales,
     hold_out,
+    pooled_scales,
     stopping_plan,
 )
 from edgeplan.errors import InvalidInputError
@@ -142,6 +143,46 @@ def test_factor_gives_a_primitive_without_samples_the_median_scale(lin_source: P
     scales, counts = factor_scales(lin_source.primitives, x, y)
     assert counts.tolist() == [3, 3, 0]
     np.testing.assert_allclose(scales, [2.0, 4.0, 3.0])
+
+
+class _Ones:
+    """An estimator predicting 1 ns for every cell (the ratios are then the target times themselves)."""
+
+    def __init__(self, outputs: int) -> None:
+        self.outputs = outputs
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return np.ones((len(x), self.outputs))
+
+
+def test_pooled_scales_pull_a_one_cell_primitive_to_the_common_scale() -> None:
+    rng = np.random.default_rng(0)
+    n, true = 40, np.log(3.0) + np.array([0.2, -0.2, 0.1, -0.1, 0.0, 0.15, -0.15, 0.0, 0.0])
+    y = np.exp(true + rng.normal(0.0, 0.25, (n, len(true))))
+    y[1:, 7] = np.nan  # one cell, far off its primitive's true scale
+    y[0, 7] = 3.0 * np.exp(1.0)
+    y[:, 8] = np.nan  # no cell at all
+    est, x = _Ones(len(true)), np.zeros((n, 5))
+    plain, counts = factor_scales(est, x, y)
+    pooled, pooled_counts = pooled_scales(est, x, y)
+    np.testing.assert_array_equal(counts, pooled_counts)
+    assert counts[7] == 1 and counts[8] == 0
+    common = float(np.exp(np.median(np.log(plain[:8]))))
+    # the one-cell primitive moves most of the way back to the common scale ...
+    assert common < pooled[7] < plain[7]
+    assert abs(np.log(pooled[7] / common)) < 0.5 * abs(np.log(plain[7] / common))
+    # ... while 40 cells keep most of their own scale, and the cell-less output gets the common scale
+    assert np.all(np.abs(np.log(pooled[:7] / plain[:7])) < 0.5 * np.abs(np.log(plain[:7] / common)) + 1e-3)
+    assert pooled[8] == pytest.approx(common)
+
+
+def test_pooled_scales_keep_the_plain_ones_when_nothing_can_be_pooled() -> None:
+    est, x = _Ones(2), np.zeros((2, 5))
+    for y in (np.array([[2.0, np.nan], [2.2, np.nan]]),  # one primitive with cells
+              np.array([[2.0, 5.0], [2.0, 5.0]])):  # no spread within the primitives (exact scales)
+        pooled = pooled_scales(est, x, y)[0]
+        assert np.all(np.isfinite(pooled))
+        np.testing.assert_allclose(pooled, factor_scales(est, x, y)[0])
 
 
 # -- fine-tuning -----------------------------------------------------------------------------------------------------
@@ -473,11 +514,15 @@ def test_cli_calibrate_primitives_refuses_the_latency_method(tmp_path: Path, cap
 
 
 def test_factor_then_finetune_starts_from_the_scaled_source(nn2_source: PerformanceModel) -> None:
-    """factor-finetune records the factor's scales and, like fine-tuning, beats the source as is."""
+    """factor-finetune records its pooled factor's scales and, like fine-tuning, beats the source as is."""
     target = shifted_target()
     both = transfer(nn2_source, target, fraction=0.3, seed=0, method="factor-finetune")
     factor = transfer(nn2_source, target, fraction=0.3, seed=0, method="factor")
-    assert both.info["transfer"]["primitive_scales"] == factor.info["transfer"]["primitive_scales"]
+    rows = draw_samples(target, 0.3, 0).rows
+    pooled, _ = pooled_scales(nn2_source.primitives, target.features[rows], target.primitive_ns[rows])
+    plain, _ = factor_scales(nn2_source.primitives, target.features[rows], target.primitive_ns[rows])
+    np.testing.assert_allclose(list(both.info["transfer"]["primitive_scales"].values()), pooled)
+    np.testing.assert_allclose(list(factor.info["transfer"]["primitive_scales"].values()), plain)
     assert both.info["transfer"]["lr_factor"] == 0.1 and factor.info["transfer"]["lr_factor"] is None
     assert both.info["transfer"]["transform_scales"] == factor.info["transfer"]["transform_scales"]
     direct = transfer(nn2_source, target, fraction=0.3, seed=0, method="direct")

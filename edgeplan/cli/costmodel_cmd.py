@@ -206,7 +206,8 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
 @click.option("--method", type=click.Choice(["finetune", "factor", "factor-finetune", "scratch", "direct"]),
               default="finetune", show_default=True,
               help="finetune: train the source further (lr x0.1); factor: scale each primitive's predictions by its "
-                   "median target/prediction ratio; factor-finetune: the factor, then fine-tuning; scratch: a fresh "
+                   "median target/prediction ratio; factor-finetune: that factor pooled towards the common scale "
+                   "(few-sample primitives), then fine-tuning; scratch: a fresh "
                    "model on the same samples; direct: the source as is.")
 @click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the target's 80/10/10 split (samples from its training part; scored on its test part).")

@@ -17,9 +17,13 @@ Intel NN2) into a model of a *target* platform (say AMD), given the target's tim
   and its other settings (recipe, schedule, patience, ensemble members: every member is fine-tuned), except the
   moving average of the weights (``ema_decay``), which fine-tuning leaves off: a few samples make an epoch one step.
   No factor correction first (the paper fine-tunes the uncorrected model).
-- ``factor-finetune`` (not in the paper): the factor correction first, then fine-tuning from the corrected model
+- ``factor-finetune`` (not in the paper): a factor correction first, then fine-tuning from the corrected model
   (the scale moves every output at once, including those of primitives the drawn layers barely cover; the
-  fine-tuning then learns what a scale cannot, such as a speed-up that depends on the layer's size).
+  fine-tuning then learns what a scale cannot, such as a speed-up that depends on the layer's size). Its factor is
+  **pooled** (:func:`pooled_scales`): each primitive's scale is pulled towards the platform's common scale by how
+  few cells it rests on. At 1 % of AMD's training part some Winograd primitives have a single drawn layer, and the
+  plain scale of one of them, 27 % low, sent the 3x3 layers to it (seed 0: selection increase 23 % with the plain
+  factor, 11 % pooled; ``benchmarks/bench_transfer.py``).
 - ``scratch``: a fresh model of the source's family and settings (the weight average and ensemble included: it is
   trained as the source was, only on fewer rows) on the same drawn samples (the paper's baseline):
   its standardization is fitted on them, and it predicts nothing for a layer shape ``(f, s)`` it saw no sample of
@@ -83,7 +87,7 @@ from edgeplan.errors import InvalidInputError
 
 __all__ = ["CALIBRATION_FOLDS", "CROSS_FIT_MIN_ROWS", "FINETUNE_LR_FACTOR", "METHODS", "STOP_FRACTION",
            "PrimitiveCalibration", "TransferSample", "calibrate_primitives", "draw_samples", "factor_scales",
-           "hold_out", "stopping_plan", "transfer", "transfer_on"]
+           "hold_out", "pooled_scales", "stopping_plan", "transfer", "transfer_on"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -225,6 +229,52 @@ def factor_scales(est: PrimitiveEstimator, x: npt.ArrayLike, y: npt.ArrayLike) -
     found = scales[np.isfinite(scales)]
     fallback = float(np.median(found)) if found.size else 1.0
     return np.where(np.isfinite(scales), scales, fallback), counts
+
+
+def pooled_scales(est: PrimitiveEstimator, x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """:func:`factor_scales` with each primitive's scale pooled towards the platform's common scale.
+
+    A primitive's scale from few cells is mostly noise (at 1 % of AMD's training part some Winograd primitives have
+    one drawn layer, and one such scale 27 % low sent every 3x3 layer to it). In log space, the primitive's
+    median log ratio ``m_j`` (from ``n_j`` cells) is pulled towards the median ``g`` of the primitives' ``m_j`` by
+    the empirical-Bayes weight ``w_j = tau^2 / (tau^2 + pi/2 * sigma^2 / n_j)``: ``sigma`` is the spread of a
+    log ratio within a primitive (robust, pooled over the primitives with at least two cells; ``pi/2`` is the
+    median's variance relative to the mean's), ``tau^2`` the spread of the primitives' true scales, estimated as the
+    robust variance of the ``m_j`` (from their median absolute deviation, so that the one-cell outliers being pooled
+    do not inflate it) less their median sampling variance (floored at a hundredth of it). Everything comes from
+    the given cells; with one primitive, none with two cells, or no spread within the primitives, the plain scales
+    are returned.
+
+    Parameters
+    ----------
+    est, x, y
+        As for :func:`factor_scales`.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The pooled scales, and per output how many cells they came from (an output without cells gets ``exp(g)``).
+    """
+    plain, counts = factor_scales(est, x, y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.asarray(y, dtype=np.float64) / est.predict(x)
+    log_ratio = np.where(np.isfinite(ratio) & (ratio > 0), np.log(np.where(ratio > 0, ratio, 1.0)), np.nan)
+    found = counts > 0
+    m = np.log(plain)
+    resid = log_ratio - m  # NaN where no cell
+    spread_from = counts >= 2
+    if found.sum() < 2 or not spread_from.any():
+        return plain, counts
+    sigma2 = float((1.4826 * np.nanmedian(np.abs(resid[:, spread_from]))) ** 2)
+    if sigma2 == 0.0:  # the cells agree exactly within each primitive: nothing to pool against
+        return plain, counts
+    g = float(np.median(m[found]))
+    v = np.full(len(m), np.inf)
+    v[found] = 0.5 * math.pi * sigma2 / counts[found]
+    spread = float((1.4826 * np.median(np.abs(m[found] - g))) ** 2)  # robust: one wild m_j does not inflate it
+    tau2 = max(spread - float(np.median(v[found])), 0.01 * float(np.median(v[found])))
+    w = np.where(found, tau2 / (tau2 + v), 0.0)
+    return np.exp(g + w * (np.where(found, m, g) - g)), counts
 
 
 def _scaled(est: PrimitiveEstimator, scales: FloatArray) -> PrimitiveEstimator:
@@ -468,7 +518,8 @@ def transfer_on(source: PerformanceModel, target: PrimitiveDataset, sample: Tran
     counts: dict[str, int] = {}
     prim: PrimitiveEstimator = source.primitives
     if method in ("factor", "factor-finetune"):
-        found, n_cells = factor_scales(source.primitives, x_all[sample.rows], y_all[sample.rows])
+        scaling = factor_scales if method == "factor" else pooled_scales  # the paper's factor is the plain one
+        found, n_cells = scaling(source.primitives, x_all[sample.rows], y_all[sample.rows])
         prim = _scaled(source.primitives, found)
         scales = dict(zip(outputs, map(float, found), strict=True))
         counts = dict(zip(outputs, map(int, n_cells), strict=True))
