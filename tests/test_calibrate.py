@@ -64,6 +64,36 @@ def test_calibration_recovers_a_scaled_device(source: LatencyModel) -> None:
     assert dev.predict_terms(made_up(2.0, 1.0)) == pytest.approx(9.0, rel=0.01)
 
 
+def test_only_strong_evidence_keeps_the_source_kernels_on_constant_networks(source: LatencyModel) -> None:
+    """as-source is kept outright only when it beats fold-zeros by more than CONSTANT_EVIDENCE_SE standard errors."""
+    from edgeplan.latency.calibrate import CONSTANT_EVIDENCE_SE, CalibratedDevice
+
+    rng = np.random.default_rng(0)
+    conv = rng.uniform(1.0, 5.0, 10)
+    kept = rng.uniform(0.3, 0.9, 10)  # the share of each network's convolutions a folding runtime would run
+    eager = [{"conv": c, "total": c, "kernels": 20.0, "overhead": 0.0} for c in conv]
+    folded = [{"conv": c * k, "total": c * k, "kernels": 10.0, "overhead": 0.0}
+              for c, k in zip(conv, kept, strict=True)]
+    runs_all = calibrate("a", eager, [3.0 * c for c in conv], source, "src", forms=("scale",),
+                         alternatives={"fold-zeros": folded})
+    lead = runs_all.info["constant_networks"]["as_source_lead_se"]
+    assert lead > CONSTANT_EVIDENCE_SE and runs_all.deduction == "as-source"
+    assert not runs_all.info["constant_networks"]["folded"]
+    # the same samples with a little noise on the truth: the lead shrinks below the bar
+    noisy = [3.0 * c * f for c, f in zip(conv, rng.uniform(0.7, 1.3, 10), strict=True)]
+    hedged = calibrate("b", eager, noisy, source, "src", forms=("scale",), alternatives={"fold-zeros": folded})
+    assert hedged.deduction == "fold-constants" and hedged.info["constant_networks"]["folded"]
+    assert 1.0 < hedged.info["constant_networks"]["as_source_lead_se"] <= CONSTANT_EVIDENCE_SE  # past 1 SE, not 3
+    assert hedged.predict_terms(eager[0]) == pytest.approx(hedged.coef["total"] * eager[0]["total"])
+    dead = {"conv": 0.0, "total": 0.0, "kernels": 0.0, "overhead": 0.0}
+    assert hedged.predict_terms(dead) == 0.0
+    back = CalibratedDevice.from_dict(json.loads(json.dumps(hedged.to_dict())))
+    assert back.deduction == "fold-constants"
+    # without a fold-zeros alternative (an ONNX Runtime device) nothing changes
+    ort = calibrate("c", eager, [3.0 * c for c in conv], source, "src", forms=("scale",))
+    assert ort.deduction == "as-source" and "constant_networks" not in ort.info
+
+
 def test_nb201_fewshot_on_a_help_like_file(tmp_path: Path, source: LatencyModel) -> None:
     from edgeplan.experiments.li2023 import format_nb201, nb201_fewshot, nb201_terms
 
@@ -85,7 +115,8 @@ def test_nb201_fewshot_on_a_help_like_file(tmp_path: Path, source: LatencyModel)
     assert set(result["devices"]) == {"fast", "slow"} and result["architectures"] == len(CELLS)
     assert result["mean_help"]["spearman"] > 0.99 and result["mean_random"]["mape"] < 2.0
     draws = result["devices"]["slow"]["random"]["draws"]
-    assert len(draws) == 2 and all(d["deduction"] == "as-source" and d["form"] for d in draws)
+    # the source's kernels (fold-constants unless as-source leads by 3 SE; CELLS hold no constant network)
+    assert len(draws) == 2 and all(d["deduction"] in ("as-source", "fold-constants") and d["form"] for d in draws)
     assert result["devices"]["slow"]["random"]["mape"] == pytest.approx(np.mean([d["mape"] for d in draws]))
     text = "\n".join(format_nb201(result))
     assert "mean" in text and "worst random draw: " in text
@@ -165,10 +196,14 @@ def test_calibration_chooses_the_fold_zeros_deduction_when_the_samples_say_so(
     assert np.max(np.abs(pred - truth) / truth) < 0.02
     back = CalibratedDevice.from_dict(json.loads(json.dumps(dev.to_dict())))
     assert back.deduction == "fold-zeros"
-    # A device that runs everything keeps the source's kernels (ties go to as-source).
+    # A device that runs everything keeps the source's kernels (ties go to as-source), but two samples with dead
+    # branches are not 3 standard errors of evidence: a network that folds into a constant is predicted 0 ms.
     plain = calibrate("p", [eager[i] for i in idx], [2.0 * eager[i]["total"] for i in idx], source, "src",
                       alternatives={"fold-zeros": [folded[i] for i in idx]})
-    assert plain.deduction == "as-source"
+    assert plain.deduction == "fold-constants" and plain.info["constant_networks"]["folded"]
+    assert plain.loo_mape == plain.info["loo_mape_by_deduction"]["as-source"]
+    for i in (1, len(cells) - 1):  # a live network runs the source's kernels, dead branches included
+        assert plain.predict_terms(eager[i]) == pytest.approx(2.0 * eager[i]["total"], rel=0.02)
     for bad in ("fold-all", "as-source"):
         with pytest.raises(InvalidInputError, match="unknown alternative kernel deduction"):
             calibrate("p", eager[:5], [1.0] * 5, source, "src", alternatives={bad: eager[:5]})
@@ -180,9 +215,9 @@ def test_calibration_chooses_the_fold_zeros_deduction_when_the_samples_say_so(
                           "src", alternatives={"fold-zeros": [folded[i] for i in idx] + [dead_folded]})
     assert with_dead.deduction == "fold-zeros" and with_dead.predict_terms(dead_folded) == 0.0
     assert with_dead.predict_terms(folded[1]) == pytest.approx(truth[1], rel=0.02)
-    # Fewer than 4 samples: no leave-one-out, the source's kernels and one scale.
+    # Fewer than 4 samples: no leave-one-out, the source's kernels (no evidence on constants: folded) and one scale.
     few = calibrate("f", eager[:3], truth[:3], source, "src", alternatives={"fold-zeros": folded[:3]})
-    assert few.deduction == "as-source" and few.form == "scale"
+    assert few.deduction == "fold-constants" and few.form == "scale"
     saved = json.loads(json.dumps(few.to_dict()))
     assert saved["loo_mape"] == {"scale": None}  # no NaN in the file
     del saved["deduction"]  # a device calibrated before deductions existed ran the source's kernels

@@ -547,6 +547,9 @@ def nb201_fewshot(source: LatencyModel, source_device: str, help_data: Path = HE
         raise InvalidInputError("the nb201 few-shot needs the as-source deduction among its deductions")
     by_deduction = nb201_terms_by(cells, source, deductions, progress, official)
     terms = by_deduction["as-source"]
+    if "fold-zeros" in by_deduction:  # what a device calibrated to fold-constants runs
+        by_deduction["fold-constants"] = [f if f["kernels"] == 0 else a
+                                          for a, f in zip(terms, by_deduction["fold-zeros"], strict=True)]
     out: dict[str, Any] = {"source": source_device, "method": source.method, "architectures": len(cells),
                            "samples": samples, "seeds": seeds, "module": "official" if official else "lean",
                            "deductions": list(deductions), "devices": {}}
@@ -559,7 +562,8 @@ def nb201_fewshot(source: LatencyModel, source_device: str, help_data: Path = HE
             runs: list[dict[str, Any]] = []
             forms: set[str] = set()
             for idx in picks:
-                alternatives = {d: [t[i] for i in idx] for d, t in by_deduction.items() if d != "as-source"}
+                alternatives = {d: [t[i] for i in idx] for d, t in by_deduction.items() if d in deductions
+                                and d != "as-source"}
                 dev = calibrate(name, [terms[i] for i in idx], [float(lat[i]) for i in idx], source, source_device,
                                 alternatives=alternatives)
                 pred = np.array([dev.predict_terms(t) for t in by_deduction[dev.deduction]])

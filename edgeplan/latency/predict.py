@@ -105,7 +105,8 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
     """The featurized kernels ``kernel_profile`` runs for ``graph``, and kernels it cannot featurize (by name).
 
     ``deduction`` ``fold-zeros`` keeps only the kernels of nodes a zero-simplifying graph runtime executes
-    (:func:`edgeplan.ir.fold.executed_nodes`); ``as-source`` (default) keeps what ``kernel_profile`` runs.
+    (:func:`edgeplan.ir.fold.executed_nodes`); ``as-source`` (default) keeps what ``kernel_profile`` runs;
+    ``fold-constants`` keeps it too, except for a graph that folds into a constant (no kernel).
     """
     from edgeplan.ir.kernels import deduce_kernels
 
@@ -122,8 +123,14 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
         # A fused kernel runs if one of its nodes does, and is featurized from the nodes that run.
         kept = [(name, kind, tuple(n for n in nodes if n in executed)) for name, kind, nodes in kernels]
         kernels = [k for k, (_, _, nodes) in zip(kept, kernels, strict=True) if k[2] or not nodes]
+    elif deduction == "fold-constants":  # the source's kernels, unless the graph folds into a constant
+        from edgeplan.ir.fold import executed_nodes
+
+        if not executed_nodes(graph):
+            return [], []
     elif deduction != "as-source":
-        raise InvalidInputError(f"unknown kernel deduction {deduction!r}; use as-source or fold-zeros")
+        raise InvalidInputError(f"unknown kernel deduction {deduction!r}; use as-source, fold-zeros or "
+                                "fold-constants")
     return _featurize(graph, kernels)
 
 
