@@ -22,8 +22,8 @@ Intel NN2) into a model of a *target* platform (say AMD), given the target's tim
   fine-tuning then learns what a scale cannot, such as a speed-up that depends on the layer's size). Its factor is
   **pooled** (:func:`pooled_scales`): each primitive's scale is pulled towards the platform's common scale by how
   few cells it rests on. At 1 % of AMD's training part some Winograd primitives have a single drawn layer, and the
-  plain scale of one of them, 27 % low, sent the 3x3 layers to it (seed 0: selection increase 23 % with the plain
-  factor, 11 % pooled; ``benchmarks/bench_transfer.py``).
+  plain scale of one of them, well below its all-data value, sent the 3x3 layers to it (seed 0: selection increase
+  23 % with the plain factor, 11 % pooled; ``benchmarks/bench_transfer.py --methods factor-finetune``).
 - ``scratch``: a fresh model of the source's family and settings (the weight average and ensemble included: it is
   trained as the source was, only on fewer rows) on the same drawn samples (the paper's baseline):
   its standardization is fitted on them, and it predicts nothing for a layer shape ``(f, s)`` it saw no sample of
@@ -218,10 +218,18 @@ def factor_scales(est: PrimitiveEstimator, x: npt.ArrayLike, y: npt.ArrayLike) -
         The scales, and per output how many cells they came from. An output with no cell gets the median of the
         others' scales (1 when no output has a cell).
     """
-    pred = est.predict(x)
-    truth = np.asarray(y, dtype=np.float64)
-    ratio = truth / pred
-    defined = np.isfinite(ratio) & (ratio > 0)
+    return _median_scales(*_ratios(est, x, y))
+
+
+def _ratios(est: PrimitiveEstimator, x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    """``y / est.predict(x)`` and where it is defined (finite and positive)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.asarray(y, dtype=np.float64) / est.predict(x)
+    return ratio, np.isfinite(ratio) & (ratio > 0)
+
+
+def _median_scales(ratio: FloatArray, defined: npt.NDArray[np.bool_]) -> tuple[FloatArray, FloatArray]:
+    """:func:`factor_scales` from the ratios."""
     counts = defined.sum(axis=0).astype(np.float64)
     scales = np.full(ratio.shape[1], np.nan)
     for j in np.flatnonzero(counts):
@@ -235,8 +243,9 @@ def pooled_scales(est: PrimitiveEstimator, x: npt.ArrayLike, y: npt.ArrayLike) -
     """:func:`factor_scales` with each primitive's scale pooled towards the platform's common scale.
 
     A primitive's scale from few cells is mostly noise (at 1 % of AMD's training part some Winograd primitives have
-    one drawn layer, and one such scale 27 % low sent every 3x3 layer to it). In log space, the primitive's
-    median log ratio ``m_j`` (from ``n_j`` cells) is pulled towards the median ``g`` of the primitives' ``m_j`` by
+    one drawn layer, and one such scale, well below its all-data value, sent every 3x3 layer to it). In log space,
+    the primitive's median log ratio ``m_j`` (from ``n_j`` cells) is pulled towards the median ``g`` of the
+    primitives' ``m_j`` by
     the empirical-Bayes weight ``w_j = tau^2 / (tau^2 + pi/2 * sigma^2 / n_j)``: ``sigma`` is the spread of a
     log ratio within a primitive (robust, pooled over the primitives with at least two cells; ``pi/2`` is the
     median's variance relative to the mean's), ``tau^2`` the spread of the primitives' true scales, estimated as the
@@ -255,13 +264,11 @@ def pooled_scales(est: PrimitiveEstimator, x: npt.ArrayLike, y: npt.ArrayLike) -
     tuple of numpy.ndarray
         The pooled scales, and per output how many cells they came from (an output without cells gets ``exp(g)``).
     """
-    plain, counts = factor_scales(est, x, y)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.asarray(y, dtype=np.float64) / est.predict(x)
-    log_ratio = np.where(np.isfinite(ratio) & (ratio > 0), np.log(np.where(ratio > 0, ratio, 1.0)), np.nan)
+    ratio, defined = _ratios(est, x, y)
+    plain, counts = _median_scales(ratio, defined)
     found = counts > 0
     m = np.log(plain)
-    resid = log_ratio - m  # NaN where no cell
+    resid = np.log(np.where(defined, ratio, np.nan)) - m  # NaN where no cell
     spread_from = counts >= 2
     if found.sum() < 2 or not spread_from.any():
         return plain, counts

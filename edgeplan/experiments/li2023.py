@@ -540,7 +540,7 @@ def nb201_fewshot(source: LatencyModel, source_device: str, help_data: Path = HE
     architectures. No other data of the device is used. The networks are the official module's (``official``;
     False: ``none`` edges dropped), and each calibration chooses among ``deductions`` by its samples.
     """
-    from edgeplan.latency.calibrate import calibrate
+    from edgeplan.latency.calibrate import calibrate, fold_constant_terms
 
     cells, devices = read_help(help_data)
     if "as-source" not in deductions:
@@ -548,8 +548,7 @@ def nb201_fewshot(source: LatencyModel, source_device: str, help_data: Path = HE
     by_deduction = nb201_terms_by(cells, source, deductions, progress, official)
     terms = by_deduction["as-source"]
     if "fold-zeros" in by_deduction:  # what a device calibrated to fold-constants runs
-        by_deduction["fold-constants"] = [f if f["kernels"] == 0 else a
-                                          for a, f in zip(terms, by_deduction["fold-zeros"], strict=True)]
+        by_deduction["fold-constants"] = fold_constant_terms(terms, by_deduction["fold-zeros"])
     out: dict[str, Any] = {"source": source_device, "method": source.method, "architectures": len(cells),
                            "samples": samples, "seeds": seeds, "module": "official" if official else "lean",
                            "deductions": list(deductions), "devices": {}}

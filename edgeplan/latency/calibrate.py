@@ -50,7 +50,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -59,7 +59,7 @@ from edgeplan.latency.features import CATEGORY_FEATURES
 from edgeplan.latency.model import LatencyModel, OpInput, Prediction, write_json
 
 __all__ = ["CALIBRATED_FORMAT", "CONSTANT_EVIDENCE_SE", "DEDUCTIONS", "FORMS", "KNOWN_DEDUCTIONS",
-           "CalibratedDevice", "calibrate", "read_measurements", "source_terms"]
+           "CalibratedDevice", "calibrate", "fold_constant_terms", "read_measurements", "source_terms"]
 
 #: Format tag of a saved calibrated device.
 CALIBRATED_FORMAT = "edgeplan-calibrated-device/1"
@@ -80,6 +80,24 @@ KNOWN_DEDUCTIONS: tuple[str, ...] = (*DEDUCTIONS, "fold-constants")
 CONSTANT_EVIDENCE_SE = 3.0
 
 _CATEGORIES: tuple[str, ...] = tuple(CATEGORY_FEATURES)
+
+_Terms = TypeVar("_Terms", bound=Mapping[str, float])
+
+
+def fold_constant_terms(as_source: Sequence[_Terms], folded: Sequence[_Terms]) -> list[_Terms]:
+    """The ``fold-constants`` terms: ``as_source``'s, except a model ``folded`` (its ``fold-zeros`` terms) runs nothing.
+
+    Parameters
+    ----------
+    as_source, folded
+        :func:`source_terms` of the same models under ``as-source`` and under ``fold-zeros``.
+
+    Returns
+    -------
+    list
+        One per model.
+    """
+    return [f if f["kernels"] == 0 else a for a, f in zip(as_source, folded, strict=True)]
 
 
 def source_terms(pred: Prediction, ops: Sequence[OpInput]) -> dict[str, float]:
@@ -367,14 +385,13 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
     folded = (alternatives or {}).get("fold-zeros")
     if deduction == "as-source" and folded is not None:
         lead = test.get("fold-zeros")  # absent when no sample's kernels differ: no evidence either way
-        sure = lead is not None and -lead["loo_gain"] > CONSTANT_EVIDENCE_SE * lead["standard_error"] \
-            and lead["loo_gain"] < 0
+        sure = lead is not None and -lead["loo_gain"] > CONSTANT_EVIDENCE_SE * lead["standard_error"]
         info_constants = {"rule": f"as-source only when it leads fold-zeros by > {CONSTANT_EVIDENCE_SE:g} SE",
                           "as_source_lead_se": None if lead is None or lead["standard_error"] == 0 else
                           -lead["loo_gain"] / lead["standard_error"]}
         if not sure:
             deduction = "fold-constants"
-            fitted_on = [f if f["kernels"] == 0 else a for a, f in zip(terms, folded, strict=True)]
+            fitted_on = fold_constant_terms(terms, folded)
     else:
         info_constants = None
     coef = _fit_running(best, fitted_on, y)
