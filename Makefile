@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-transfer-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict clean
 
 install: $(STAMP)
 
@@ -30,7 +30,7 @@ lint: $(STAMP)
 bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
        bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points \
        bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer \
-       bench-transfer-table5 bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict
+       bench-transfer-table5 bench-transfer-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict
 
 bench-help: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli_help.py
@@ -96,6 +96,9 @@ bench-transfer: $(STAMP)
 # mulder2020 Table 5: the Intel NN2 fine-tuned on one family's columns of 10% of AMD's training part (same model)
 bench-transfer-table5: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer.py --table5-only --threads 1
+
+bench-transfer-gpu: $(STAMP)
+	$(BIN)/python benchmarks/bench_transfer_gpu.py --threads 1
 
 # measures 40 layers at 2 threads into out/calibrate/store.sqlite (reused by later runs); run it on an idle machine
 bench-calibrate-primitives: $(STAMP)

@@ -149,19 +149,34 @@ def load_source(folder: Path) -> Any:
     return load_performance_model(folder)
 
 
+def fitted_run(source: Any, target: Any, fraction: float, seed: int, method: str, args: argparse.Namespace,
+               score: Any) -> tuple[Any, dict[str, Any]]:
+    """One transfer (``method``, ``-holdout`` for one shared early-stopping hold-out) and its scores: (model, row)."""
+    from edgeplan.costmodels import transfer
+
+    started = time.monotonic()
+    model = transfer(source, target, fraction=fraction, seed=seed, method=method.removesuffix("-holdout"),
+                     split_seed=args.split_seed, threads=args.threads, cross_fit=not method.endswith("-holdout"))
+    fit_s = time.monotonic() - started
+    return model, {"fraction": fraction, "seed": seed, "method": method, "fit_s": fit_s,
+                   "drawn_rows": model.info["transfer"]["drawn_rows"], **score(model)}
+
+
+def print_run(row: dict[str, Any]) -> None:
+    """One line per run: rows drawn, MdRAE, mean and GoogLeNet selection increase, fitting time."""
+    print(f"  {row['method']:<15} {100 * row['fraction']:6.2f} % seed {row['seed']:>2}: {row['drawn_rows']:>4} rows, "
+          f"MdRAE {row['mdrae_pct']:7.2f} %, increase {row['increase_pct']:7.2f} % (GoogLeNet "
+          f"{row['googlenet_pct']:7.2f} %), {row['fit_s']:5.1f} s", flush=True)
+
+
 def sweep(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> list[dict[str, Any]]:
     """Every (fraction, repeat, method), plus direct once and factor at 1 %."""
-    from edgeplan.costmodels import draw_samples, transfer
+    from edgeplan.costmodels import draw_samples
 
     runs: list[dict[str, Any]] = []
 
     def one(fraction: float, seed: int, method: str) -> None:
-        started = time.monotonic()
-        model = transfer(source, amd, fraction=fraction, seed=seed, method=method.removesuffix("-holdout"),
-                         split_seed=args.split_seed, threads=args.threads, cross_fit=not method.endswith("-holdout"))
-        fit_s = time.monotonic() - started
-        row = {"fraction": fraction, "seed": seed, "method": method, "fit_s": fit_s,
-               "drawn_rows": model.info["transfer"]["drawn_rows"], **score(model)}
+        model, row = fitted_run(source, amd, fraction, seed, method, args, score)
         row.pop("primitive_mdrae")
         if args.shared_correction and method == "finetune":
             rows = draw_samples(amd, fraction, seed, args.split_seed).rows
@@ -171,9 +186,7 @@ def sweep(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> lis
                   f"{row['shared_correction_mdrae_pct']:7.2f} %, geometric mean with finetune "
                   f"{row['with_finetune_mdrae_pct']:7.2f} %", flush=True)
         runs.append(row)
-        print(f"  {method:<15} {100 * fraction:6.2f} % seed {seed:>2}: {row['drawn_rows']:>4} rows, MdRAE "
-              f"{row['mdrae_pct']:7.2f} %, increase {row['increase_pct']:6.2f} % (GoogLeNet "
-              f"{row['googlenet_pct']:6.2f} %), {fit_s:5.1f} s", flush=True)
+        print_run(row)
 
     one(args.fractions[0], 0, "direct")
     for fraction in args.fractions:
@@ -185,14 +198,20 @@ def sweep(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> lis
     return runs
 
 
+def grouped(runs: list[dict[str, Any]]) -> dict[tuple[float, str], list[dict[str, Any]]]:
+    """The runs by (fraction, method), in the order they ran."""
+    groups: dict[tuple[float, str], list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault((r["fraction"], r["method"]), []).append(r)
+    return groups
+
+
 def report(args: argparse.Namespace, runs: list[dict[str, Any]], native: dict[str, Any] | None) -> None:
     print(f"\nIntel -> AMD, AMD test part (split seed {args.split_seed}); {args.repeats} repeat(s) per fraction; "
           f"median [q1, q3] over repeats")
     print(f"{'fraction':>9} {'method':<15} {'n':>3} {'MdRAE %':>24} {'increase % (6 nets)':>24} "
           f"{'GoogLeNet incr. %':>24}   paper (AMD)")
-    groups: dict[tuple[float, str], list[dict[str, Any]]] = {}
-    for r in runs:
-        groups.setdefault((r["fraction"], r["method"]), []).append(r)
+    groups = grouped(runs)
     for (fraction, method), rs in groups.items():
         paper = PAPER.get((fraction, method))
         note = PAPER_NOTES.get((fraction, method), "")

@@ -641,3 +641,23 @@ def test_cli_calibrate_primitives_from_one_layer(tmp_path: Path, lin_source: Per
     out = capsys.readouterr().out
     assert "1 layers" in out and "moved by factor" in out
     assert "one layer: nothing to cross-validate, so auto keeps the factor correction" in out
+
+
+def test_the_shipped_cpu_model_transfers_to_the_shipped_gpu_table() -> None:
+    """The H200 table (measured with --device cuda) lacks oneDNN's CPU-only columns; the CPU NN2 moves to it."""
+    from edgeplan.costmodels import load_primitive_csv
+    from edgeplan.selection import SHIPPED, SHIPPED_MODEL
+
+    target = load_primitive_csv(SHIPPED / "reference_h200.csv")
+    provenance = json.loads((SHIPPED / "reference_h200.provenance.json").read_text())
+    assert len(target) == provenance["rows"] and provenance["campaign"]["params"]["device"] == "cuda"
+    assert provenance["devices"][0]["descriptor"]["accelerator"] == "NVIDIA H200"
+    assert "torch-native-chw" in target.primitives and not any("onednn" in p for p in target.primitives)
+    source = load_performance_model(SHIPPED / SHIPPED_MODEL)
+    direct = evaluate_performance_model(transfer(source, target, fraction=0.01, seed=0, method="direct"), target,
+                                        "test", 0)
+    factor = evaluate_performance_model(transfer(source, target, fraction=0.01, seed=0, method="factor"), target,
+                                        "test", 0)
+    assert set(factor.primitive_mdrae) == set(target.primitives)
+    # the GPU runs these primitives 2-100x faster than the CPU: as is, the CPU model is off by several times
+    assert direct.median_primitive_mdrae > 3 * factor.median_primitive_mdrae

@@ -133,6 +133,31 @@ def test_float32_matches_conv2d_within_declared_tolerance(name: str) -> None:
     assert worst <= prim.info.rel_tolerance, f"{name}: error {worst:.2e} on {worst_layer}"
 
 
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()")
+@pytest.mark.parametrize("name", NAMES)
+def test_float32_on_cuda_matches_conv2d(name: str) -> None:
+    prim = get_primitive(name)
+    if not prim.supports_device("cuda"):
+        pytest.skip(f"{name} runs on the CPU only")
+    layers = _applicable_layers(prim)[:12]
+    worst, worst_layer = 0.0, ""
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):  # cuDNN's TF32 is not float32 arithmetic
+        for i, spec in layers:
+            x, w, b = _tensors(spec, seed=i, bias=i % 2 == 0)
+            x_in = from_chw(x, prim.input_layout).contiguous().cuda()
+            y = prim.execute(x_in, prim.prepare(w.cuda(), None if b is None else b.cuda(), spec=spec))
+            assert y.is_cuda and y.is_contiguous(), (name, spec.describe())
+            err = relative_error(to_chw(y.cpu(), prim.output_layout), x, w, b, spec)
+            if err > worst:
+                worst, worst_layer = err, spec.describe()
+    assert worst <= 4 * prim.info.rel_tolerance, f"{name} on CUDA: error {worst:.2e} on {worst_layer}"
+
+
+def test_only_onednn_is_cpu_only() -> None:
+    assert [p.name for p in PRIMS if not p.supports_device("cuda:0")] == ["torch-onednn-chw", "torch-onednn-hwc"]
+    assert all(p.supports_device("cpu") and p.supports_device(torch.device("cpu")) for p in PRIMS)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_float64_is_exact(name: str) -> None:
     prim = get_primitive(name)

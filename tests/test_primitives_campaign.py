@@ -88,6 +88,41 @@ def test_main_campaign_identity_is_frozen() -> None:
         "f0f9e44b5880f1a70c191aa424e2b4240daaf6a534492d87b81bca6e2b2a8631")
 
 
+def test_cuda_campaign_leaves_out_cpu_only_primitives_and_keeps_cpu_identity() -> None:
+    cpu = pc.primitive_campaign("dev", configs=CONFIGS)
+    gpu = pc.primitive_campaign("gpu", configs=CONFIGS, device="cuda")
+    assert "device" not in cpu.params and gpu.params["device"] == "cuda"
+    assert {"torch-onednn-chw", "torch-onednn-hwc"} <= set(cpu.primitives)
+    assert set(cpu.primitives) - set(gpu.primitives) == {"torch-onednn-chw", "torch-onednn-hwc"}
+    assert "torch-native-chw" in gpu.primitives and "winograd-2x2-3x3" in gpu.primitives
+    with pytest.raises(InvalidInputError, match="torch-onednn-chw do not run on device 'cuda:0'"):
+        pc.primitive_campaign("gpu", configs=CONFIGS, device="cuda:0", primitives=["torch-onednn-chw", "mec-col"])
+    with pytest.raises(InvalidInputError, match="unknown device 'tpu'"):
+        pc.primitive_campaign("gpu", configs=CONFIGS, device="tpu")
+
+
+def test_profile_on_cuda_without_cuda_is_refused_and_stores_nothing(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    result = _invoke("profile", "--device", "cuda", "--config", "4,4,6,3,1", "--store", str(tmp_path / "s.db"))
+    assert result.exit_code != 0 and "CUDA is not available" in str(result.exception or result.output)
+    assert not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()")
+def test_tiny_campaign_on_cuda(tmp_path: Path) -> None:
+    device = describe_device("torch", 1, device="cuda")
+    plan = pc.primitive_campaign(device.key, configs=CONFIGS, timing=FAST, device="cuda")
+    with Store.open(tmp_path / "s.sqlite") as store:
+        report = pc.profile_primitives(store, plan, device)
+        assert not report.failed and report.remaining == 0
+        rows = store.measurements(campaign=plan.name)
+        assert len(rows) == _expected_tasks(CONFIGS, plan.primitives)
+        assert all(r.latency_ms > 0 and r.device_key == device.key for r in rows) and device.accelerator
+
+
 def test_cap_coverage_counts_the_triplets_kept_per_f_and_s() -> None:
     # (3, 8, 5): work c k f^2 out^2 = 600 (f 1, s 1), 5400 (f 3, s 1), 15000 (f 5, s 1); (4, 4, 2) admits f = 1 only
     rows = {(r.f, r.s): r for r in pc.cap_coverage([(3, 8, 5), (4, 4, 2)], work_cap=5400, with_fft=False)}

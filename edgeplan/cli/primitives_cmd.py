@@ -161,6 +161,9 @@ def _parse_configs(_ctx: click.Context, _param: click.Parameter, values: tuple[s
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="Intra-op threads of every measurement (part of the campaign's name).")
 @click.option("--primitive", "names", multiple=True, help="Only these primitives (repeatable; default all).")
+@click.option("--device", "device_name", default="cpu", show_default=True, metavar="cpu|cuda|cuda:N",
+              help="Where the primitives run (part of the campaign's name). On CUDA oneDNN's two primitives are "
+                   "left out and every timed run ends with a synchronisation.")
 @click.option("--target-ms", type=float, default=20.0, show_default=True,
               help="Aimed-at total time of the timed runs of one primitive call.")
 @click.option("--call-cap-ms", type=float, default=2000.0, show_default=True,
@@ -183,7 +186,7 @@ def _parse_configs(_ctx: click.Context, _param: click.Parameter, values: tuple[s
 @click.pass_context
 def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | None, work_cap: float | None,
                 seed: int, max_configs: int | None, configs: tuple[Any, ...], networks: tuple[str, ...],
-                threads: int, names: tuple[str, ...], target_ms: float, call_cap_ms: float,
+                threads: int, names: tuple[str, ...], device_name: str, target_ms: float, call_cap_ms: float,
                 remeasure_subset: int | None, subset_seed: int,
                 dry_run: bool, coverage: bool, above_cap: int | None, above_cap_bins: int, above_cap_max_work: float,
                 as_json: bool) -> None:
@@ -222,12 +225,15 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
             raise InvalidInputError("--network measures a model's layers; drop --config, --work-cap, --max-configs, "
                                     "--coverage and --above-cap")
         configs = _network_configs(networks)
+    if above_cap is not None and device_name != "cpu":
+        raise InvalidInputError("--above-cap is measured on the CPU; drop --device or --above-cap")
     command = _context(ctx).command
-    device = describe_device("torch", threads)
+    device = describe_device("torch", threads, device=device_name)
     cap = DEFAULT_WORK_CAP if work_cap is None else work_cap
     plan = primitive_campaign(device.key, configs=configs or None, work_cap=cap, seed=seed,
                               max_configs=max_configs, primitives=names or None,
-                              timing=TimingPlan(target_ms=target_ms, call_cap_ms=call_cap_ms), threads=threads)
+                              timing=TimingPlan(target_ms=target_ms, call_cap_ms=call_cap_ms), threads=threads,
+                              device=device_name)
     with Store.open(store_path or default_store_path(_context(ctx).home)) as store:
         if remeasure_subset is not None:
             plan = remeasure_campaign(store, plan, remeasure_subset, subset_seed)

@@ -152,6 +152,16 @@ class Primitive(abc.ABC):
         """Whether the primitive computes in ``dtype`` (float32 and float64 unless a subclass narrows it)."""
         return dtype in self.DTYPES
 
+    def supports_device(self, device: torch.device | str) -> bool:
+        """Whether the primitive runs on ``device`` (every one runs on the CPU; a subclass may refuse CUDA).
+
+        Parameters
+        ----------
+        device
+            A torch device or its name, e.g. ``"cpu"`` or ``"cuda:0"``.
+        """
+        return torch.device(device).type in ("cpu", "cuda")
+
     def check(self, spec: ConvSpec) -> None:
         """Refuse a layer the primitive does not apply to.
 

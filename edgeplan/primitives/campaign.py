@@ -89,6 +89,8 @@ from edgeplan.measure.store import Campaign, MeasurementRecord, Store
 from edgeplan.primitives.spec import LAYOUTS, ConvSpec
 
 if TYPE_CHECKING:
+    import torch
+
     from edgeplan.costmodels.primitive_data import PrimitiveDataset
     from edgeplan.primitives.base import Primitive
 
@@ -385,7 +387,7 @@ class CampaignPlan:
 def primitive_campaign(device_key: str, *, configs: Sequence[ConvSpec] | None = None,
                        triplets: Sequence[Triplet] | None = None, work_cap: float = DEFAULT_WORK_CAP,
                        seed: int = 0, max_configs: int | None = None, primitives: Sequence[str] | None = None,
-                       timing: TimingPlan | None = None, threads: int = 1) -> CampaignPlan:
+                       timing: TimingPlan | None = None, threads: int = 1, device: str = "cpu") -> CampaignPlan:
     """The main campaign: the zoo space (or explicit ``configs``), sampled, on one device.
 
     Parameters
@@ -404,6 +406,9 @@ def primitive_campaign(device_key: str, *, configs: Sequence[ConvSpec] | None = 
         The timing plan; default :class:`TimingPlan`.
     threads
         Intra-op threads (the campaign is meant for 1).
+    device
+        Torch device the primitives run on: ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` (then the primitives that run
+        on the CPU only, oneDNN's, are left out, and every timed run ends with a device synchronisation).
 
     Returns
     -------
@@ -412,11 +417,18 @@ def primitive_campaign(device_key: str, *, configs: Sequence[ConvSpec] | None = 
     Raises
     ------
     InvalidInputError
-        On an unknown primitive name, an explicit padding or an empty selection.
+        On an unknown primitive name, one named that does not run on ``device``, an explicit padding or an empty
+        selection.
     """
     timing = timing or TimingPlan()
-    names = _primitive_names(primitives)
+    names = _primitive_names(primitives, device)
     params: dict[str, Any] = {"threads": threads, "seed": seed, "timing": asdict(timing), "primitives": list(names)}
+    if device != "cpu":  # CPU campaigns keep the parameters (and so the Store identity) they always had
+        import torch
+
+        params["device"] = device
+        params["tf32"] = {"cudnn": bool(torch.backends.cudnn.allow_tf32),  # PyTorch's defaults: True, False
+                          "matmul": bool(torch.backends.cuda.matmul.allow_tf32)}
     if configs is not None:
         padded = [s.describe() for s in configs if s.padding is not None]
         if padded:
@@ -443,12 +455,19 @@ def primitive_campaign(device_key: str, *, configs: Sequence[ConvSpec] | None = 
     return CampaignPlan(name, chosen, names, timing, params, len(space))
 
 
-def _primitive_names(primitives: Sequence[str] | None) -> tuple[str, ...]:
-    """The primitives to measure, in registry order (all when ``None``)."""
+def _primitive_names(primitives: Sequence[str] | None, device: str = "cpu") -> tuple[str, ...]:
+    """The primitives to measure on ``device``, in registry order (all that run there when ``None``)."""
     from edgeplan.primitives.registry import get_primitive, primitive_names
 
+    _torch_device(device)
     wanted = None if primitives is None else {get_primitive(p).name for p in primitives}
-    names = tuple(n for n in primitive_names() if wanted is None or n in wanted)  # registry order
+    if wanted is not None:
+        refused = sorted(n for n in wanted if not get_primitive(n).supports_device(device))
+        if refused:
+            raise InvalidInputError(f"primitives {', '.join(refused)} do not run on device {device!r}; drop them "
+                                    "(edgeplan primitives list)")
+    names = tuple(n for n in primitive_names()
+                  if (wanted is None or n in wanted) and get_primitive(n).supports_device(device))  # registry order
     if not names:
         raise InvalidInputError("no primitive to measure; name at least one (edgeplan primitives list)")
     return names
@@ -837,9 +856,11 @@ def _measure_config(run: _Run, spec: ConvSpec) -> None:
     jobs = [job for job in _jobs(run.plan, spec) if job[0] not in run.done]
     random.Random(f"{run.plan.params.get('seed')}|{_config_key(spec)}").shuffle(jobs)
     generator = torch.Generator().manual_seed(int(_digest(_shape(spec)), 16))
-    x = torch.randn(spec.c, spec.im, spec.im, generator=generator)
+    device = _torch_device(run.plan.params.get("device", "cpu"))
+    sync = torch.cuda.synchronize if device.type == "cuda" else None
+    x = torch.randn(spec.c, spec.im, spec.im, generator=generator).to(device)  # the same values on every device
     inputs = {layout.value: from_chw(x, layout).contiguous() for layout in LAYOUTS}
-    weight = torch.randn(spec.weight_shape, generator=generator) / math.sqrt(spec.c * spec.f * spec.f)
+    weight = (torch.randn(spec.weight_shape, generator=generator) / math.sqrt(spec.c * spec.f * spec.f)).to(device)
     for key, kind, name in jobs:
         fn: Callable[[], object]
         try:
@@ -853,6 +874,8 @@ def _measure_config(run: _Run, spec: ConvSpec) -> None:
                 src, _, dst = name.partition("-to-")
                 fn = functools.partial(transform, inputs[src], src, dst)
                 subject_shape = {"c": spec.c, "im": spec.im}
+            if sync is not None:  # CUDA runs asynchronously: a timed run ends when the device is done
+                fn = functools.partial(_then_sync, fn, sync)
             timing, over, warmup_runs = _time(fn, run.plan.timing)
         except (RuntimeError, MemoryError, MeasurementError) as e:
             run.failed.append(FailedTask(key, f"{type(e).__name__}: {e}"))
@@ -868,6 +891,11 @@ def _measure_config(run: _Run, spec: ConvSpec) -> None:
             run.over_cap.append(key)
 
 
+def _then_sync(fn: Callable[[], object], sync: Callable[[], None]) -> None:
+    fn()
+    sync()
+
+
 def _time(fn: Callable[[], object], plan: TimingPlan) -> tuple[Timing, bool, int]:
     """Time ``fn`` by :class:`TimingPlan`; ``(timing, over_cap, untimed runs)``."""
     start = time.perf_counter_ns()
@@ -880,6 +908,15 @@ def _time(fn: Callable[[], object], plan: TimingPlan) -> tuple[Timing, bool, int
     config = TimingConfig(warmup=warmup, min_repeats=n, max_repeats=n,
                           max_time_s=max(60.0, 10 * n * plan.call_cap_ms / 1e3))
     return time_callable(fn, config), False, 1 + warmup
+
+
+def _torch_device(device: str) -> torch.device:
+    """``device`` as a torch device; ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` only."""
+    import torch
+
+    if device != "cpu" and not (device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
+        raise InvalidInputError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
+    return torch.device(device)
 
 
 @contextmanager

@@ -88,14 +88,14 @@ class GemmOrder:
         return not self.ta if self.kernels_first else self.tb
 
 
-def _scan_index(spec: ConvSpec, rows: bool) -> torch.Tensor:
+def _scan_index(spec: ConvSpec, rows: bool, device: torch.device) -> torch.Tensor:
     """Flat indices into the padded ``(c, hp, wp)`` input: ``(c f f, pixels)``, or ``(pixels, c f f)`` for rows."""
     hp = wp = spec.padded
-    c = torch.arange(spec.c).view(-1, 1, 1, 1, 1) * (hp * wp)
-    kh = torch.arange(spec.f).view(1, -1, 1, 1, 1) * wp
-    kw = torch.arange(spec.f).view(1, 1, -1, 1, 1)
-    oy = torch.arange(spec.out).view(1, 1, 1, -1, 1) * (spec.s * wp)
-    ox = torch.arange(spec.out).view(1, 1, 1, 1, -1) * spec.s
+    c = torch.arange(spec.c, device=device).view(-1, 1, 1, 1, 1) * (hp * wp)
+    kh = torch.arange(spec.f, device=device).view(1, -1, 1, 1, 1) * wp
+    kw = torch.arange(spec.f, device=device).view(1, 1, -1, 1, 1)
+    oy = torch.arange(spec.out, device=device).view(1, 1, 1, -1, 1) * (spec.s * wp)
+    ox = torch.arange(spec.out, device=device).view(1, 1, 1, 1, -1) * spec.s
     idx = c + kh + kw + oy + ox  # (c, f, f, oh, ow)
     cff, n = spec.c * spec.f * spec.f, spec.out * spec.out
     if rows:
@@ -198,7 +198,9 @@ class Im2(Primitive):
         w = weight.permute(0, 2, 3, 1) if self._channels_last else weight
         km = w.reshape(spec.k, -1)  # (k, c f f) in the patches' reduction order
         stored = km.contiguous() if self.order.kernel_stored_k_first() else km.t().contiguous()
-        aux = _scan_index(spec, rows=self.orientation == "row") if self.builder == "scan" else None
+        aux = None
+        if self.builder == "scan":
+            aux = _scan_index(spec, rows=self.orientation == "row", device=weight.device)
         return stored, aux
 
     def _execute(self, x: torch.Tensor, prepared: Prepared) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""The runtime family: PyTorch's own CPU convolution backends, declared as primitives.
+"""The runtime family: PyTorch's own convolution backends, declared as primitives.
 
 Each calls one ATen operator directly, so the backend does not depend on PyTorch's dispatch heuristics (which
 change with the thread count and the layer):
@@ -7,9 +7,11 @@ change with the thread count and the layer):
   channels-last one (the ``hwc`` input viewed as NHWC, no copy); the path ``F.conv2d`` takes by default on x86.
 * ``torch-native-chw`` / ``torch-native-hwc``: ``aten.thnn_conv2d`` (``_slow_conv2d_forward``: PyTorch's own
   im2col + GEMM), the path ``F.conv2d`` takes under ``torch.backends.mkldnn.flags(enabled=False)``.
-* ``torch-conv2d-chw``: ``torch.nn.functional.conv2d`` as a model would call it (whatever PyTorch dispatches to).
+* ``torch-conv2d-chw``: ``torch.nn.functional.conv2d`` as a model would call it (whatever PyTorch dispatches to;
+  cuDNN on CUDA).
 
-These are the only primitives that call a library convolution. The bias is passed to the operator.
+On CUDA (``primitives profile --device cuda``) the oneDNN pair does not apply; the native pair runs PyTorch's CUDA
+im2col + GEMM. These are the only primitives that call a library convolution. The bias is passed to the operator.
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ class TorchConv(Primitive):
         if self.backend == "onednn":
             return dtype == torch.float32
         return super().supports_dtype(dtype)
+
+    def supports_device(self, device: torch.device | str) -> bool:
+        """oneDNN is a CPU library: its two primitives run on the CPU only; the others also on CUDA."""
+        if self.backend == "onednn":
+            return torch.device(device).type == "cpu"
+        return super().supports_device(device)
 
     def _prepare(self, weight: torch.Tensor, spec: ConvSpec) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self._channels_last:

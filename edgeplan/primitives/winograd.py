@@ -106,13 +106,20 @@ class _Winograd(Primitive):
         self.m, self.r = m, r
         self.alpha = m + r - 1
         self._at64, self._g64, self._bt64 = winograd_matrices(m, r)
-        self._at32, self._bt32 = self._at64.float(), self._bt64.float()
+        self._cache: dict[tuple[torch.dtype, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def _transforms(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(A^T, B^T)`` in ``dtype`` (float32 converted once, other dtypes per call)."""
-        if dtype == torch.float32:
-            return self._at32, self._bt32
-        return self._at64.to(dtype), self._bt64.to(dtype)
+    def _transforms(self, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(A^T, B^T)`` in ``dtype`` on ``device``, converted once per (dtype, device) (no copy in the timed
+        step)."""
+        key = (dtype, device)
+        if key not in self._cache:
+            self._cache[key] = (self._at64.to(device=device, dtype=dtype),
+                                self._bt64.to(device=device, dtype=dtype))
+        return self._cache[key]
+
+    def _g(self, device: torch.device) -> torch.Tensor:
+        """``G`` in float64 on ``device`` (the kernel transform, done in :meth:`prepare`)."""
+        return self._g64.to(device)
 
     def _tiles(self, out: int) -> int:
         return -(-out // self.m)
@@ -122,14 +129,14 @@ class Winograd2D(_Winograd):
     """``winograd-MxM-RxR``: 2-D ``F(m x m, r x r)`` on channels-last input."""
 
     def _prepare(self, weight: torch.Tensor, spec: ConvSpec) -> tuple[torch.Tensor, torch.Tensor | None]:
-        g = self._g64
+        g = self._g(weight.device)
         u = torch.einsum("ai,kcij,bj->abck", g, weight.double(), g)  # G g G^T per (k, c)
         return u.reshape(self.alpha * self.alpha, spec.c, spec.k).to(weight.dtype).contiguous(), None
 
     def _execute(self, x: torch.Tensor, prepared: Prepared) -> torch.Tensor:
         sp, u = prepared.spec, prepared.weight
         m, a = self.m, self.alpha
-        at, bt = self._transforms(x.dtype)
+        at, bt = self._transforms(x.dtype, x.device)
         t = self._tiles(sp.out)
         extra = t * m + self.r - 1 - sp.padded
         xp = pad_hwc(x, sp.pad, extra, extra)
@@ -161,7 +168,7 @@ class Winograd1D(_Winograd):
         w = weight.double()
         if self.along_columns:
             w = w.transpose(2, 3)
-        u = torch.einsum("aj,kchj->hack", self._g64, w)  # per kernel row h: G g_h, (f, a, c, k)
+        u = torch.einsum("aj,kchj->hack", self._g(w.device), w)  # per kernel row h: G g_h, (f, a, c, k)
         return u.to(weight.dtype).contiguous(), None
 
     def _execute(self, x: torch.Tensor, prepared: Prepared) -> torch.Tensor:
@@ -173,7 +180,7 @@ class Winograd1D(_Winograd):
         """Correlate along the second axis of an ``(h, w, c)`` image; returns an ``(out, out, k)`` view."""
         sp, u = prepared.spec, prepared.weight
         m, a, o = self.m, self.alpha, sp.out
-        at, bt = self._transforms(img.dtype)
+        at, bt = self._transforms(img.dtype, img.device)
         t = self._tiles(o)
         hp = sp.padded
         xp = pad_hwc(img, sp.pad, 0, t * m + self.r - 1 - hp)
