@@ -98,7 +98,7 @@ bench-transfer-table5: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer.py --table5-only --threads 1
 
 bench-transfer-gpu: $(STAMP)
-	$(BIN)/python benchmarks/bench_transfer_gpu.py --threads 1
+	$(BIN)/python benchmarks/bench_transfer_gpu.py --fractions 0.01 0.025 0.05 0.1 0.25 --repeats 5 --threads 1
 
 # measures 40 layers at 2 threads into out/calibrate/store.sqlite (reused by later runs); run it on an idle machine
 bench-calibrate-primitives: $(STAMP)
