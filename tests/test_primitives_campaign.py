@@ -99,6 +99,10 @@ def test_cuda_campaign_leaves_out_cpu_only_primitives_and_keeps_cpu_identity() -
         pc.primitive_campaign("gpu", configs=CONFIGS, device="cuda:0", primitives=["torch-onednn-chw", "mec-col"])
     with pytest.raises(InvalidInputError, match="unknown device 'tpu'"):
         pc.primitive_campaign("gpu", configs=CONFIGS, device="tpu")
+    from edgeplan.measure.device import is_cuda_device
+
+    assert [is_cuda_device(d) for d in ("cuda", "cuda:1", "cpu", "cuda:", "cuda:x", "cudax")] == [
+        True, True, False, False, False, False]
 
 
 def test_profile_on_cuda_without_cuda_is_refused_and_stores_nothing(tmp_path: Path) -> None:

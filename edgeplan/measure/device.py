@@ -27,6 +27,7 @@ __all__ = [
     "DeviceDescriptor",
     "collect_versions",
     "describe_device",
+    "is_cuda_device",
 ]
 
 #: Runtimes edgeplan measures with.
@@ -196,13 +197,25 @@ def _check_arguments(runtime: str, threads: int, dtype: str, device: str) -> Non
     check_thread_count(threads)
     if dtype not in DTYPES:
         raise InvalidInputError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-    if device != "cpu" and not _is_cuda(device):
+    if device != "cpu" and not is_cuda_device(device):
         raise InvalidInputError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
-    if _is_cuda(device) and runtime != "torch":
+    if is_cuda_device(device) and runtime != "torch":
         raise InvalidInputError(f"runtime {runtime!r} is measured on the CPU only; use device='cpu'")
 
 
-def _is_cuda(device: str) -> bool:
+def is_cuda_device(device: str) -> bool:
+    """Whether ``device`` names a CUDA device.
+
+    Parameters
+    ----------
+    device
+        A device name such as ``"cpu"``, ``"cuda"`` or ``"cuda:1"``.
+
+    Returns
+    -------
+    bool
+        True for ``"cuda"`` and ``"cuda:N"``.
+    """
     return device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())
 
 
@@ -252,7 +265,7 @@ def _runtime_version(runtime: str) -> str:
 
 
 def _accelerator(device: str) -> str | None:
-    if not _is_cuda(device):
+    if not is_cuda_device(device):
         return None
     import torch
 

@@ -83,7 +83,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgeplan.errors import InvalidInputError, MeasurementError, StoreError
 from edgeplan.measure.campaign import FailedTask
-from edgeplan.measure.device import DeviceDescriptor, collect_versions
+from edgeplan.measure.device import DeviceDescriptor, collect_versions, is_cuda_device
 from edgeplan.measure.harness import Timing, TimingConfig, time_callable, use_threads
 from edgeplan.measure.store import Campaign, MeasurementRecord, Store
 from edgeplan.primitives.spec import LAYOUTS, ConvSpec
@@ -914,7 +914,7 @@ def _torch_device(device: str) -> torch.device:
     """``device`` as a torch device; ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` only."""
     import torch
 
-    if device != "cpu" and not (device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
+    if device != "cpu" and not is_cuda_device(device):
         raise InvalidInputError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
     return torch.device(device)
 
