@@ -74,7 +74,7 @@ TARGETS = {0.01: (7.0, 3.0), 0.1: (4.5, 1.2)}  # fine-tuned (MdRAE %, increase %
 
 
 def family(name: str) -> str:
-    """mulder2020 Table 6 family of a mulder2021 column name."""
+    """mulder2020 Table 6 family of a mulder2021 column name (or ``fft`` / ``runtime`` for edgeplan's own)."""
     if name.startswith("direct"):
         return "direct"
     if name.startswith("im2"):
@@ -85,6 +85,10 @@ def family(name: str) -> str:
         return "c1x1"
     if name.startswith("mec"):
         return "mec"
+    if name == "fft":  # edgeplan's own families (not in the mulder2021 tables)
+        return "fft"
+    if name.startswith("torch-"):
+        return "runtime"
     if name.startswith("winograd-"):
         kernel = name.split("-")[2]  # winograd-2-3, winograd-2x2-5x5-vec-4: the kernel is the third token
         return f"wino{kernel[0]}"

@@ -18,7 +18,9 @@ the same drawn rows and scored by
 
 Methods: ``direct`` (the CPU model as is, once), ``factor`` (per-primitive scale), ``factor-finetune`` (pooled
 factor, then fine-tuning), ``finetune`` (learning rate x0.1 from the CPU model) and ``scratch`` (a fresh NN2 on the
-same rows). With ``--native DIR`` (fitted with ``edgeplan primitives fit --data TARGET --out DIR``) the model trained
+same rows). ``--shared-correction``: as in ``bench_transfer.py``, the source corrected by one boosted model of
+log(target / source prediction) shared by all primitives, and its geometric mean with the fine-tuned model (MdRAE
+only). With ``--native DIR`` (fitted with ``edgeplan primitives fit --data TARGET --out DIR``) the model trained
 on all of the target's training part is scored beside. Pin it to one core and use ``--threads 1`` on a shared
 machine: it measures accuracy, not time.
 """
@@ -34,7 +36,7 @@ from typing import Any
 
 from _machine import machine
 from bench_calibrate_primitives import score as table_score
-from bench_transfer import fitted_run, fmt, grouped, print_run, quartiles
+from bench_transfer import fitted_run, fmt, grouped, print_run, quartiles, shared_correction
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "edgeplan" / "data" / "primitives"
@@ -75,10 +77,13 @@ def main() -> int:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--shared-correction", action="store_true",
+                        help="Beside fine-tuning, the source corrected by one boosted model shared by all primitives "
+                             "(as bench_transfer.py --shared-correction; MdRAE only).")
     parser.add_argument("--json", type=Path, default=None, help="Write every run's figures to this file.")
     args = parser.parse_args()
 
-    from edgeplan.costmodels import load_performance_model, load_primitive_csv
+    from edgeplan.costmodels import draw_samples, load_performance_model, load_primitive_csv
     from edgeplan.experiments.mulder2020 import structures
     from edgeplan.primitives.campaign import noise_floor
     from edgeplan.selection import own_formats
@@ -105,8 +110,16 @@ def main() -> int:
     runs: list[dict[str, Any]] = []
 
     def one(fraction: float, seed: int, method: str) -> None:
-        runs.append(fitted_run(source, target, fraction, seed, method, args, scored)[1])
-        print_run(runs[-1])
+        model, row = fitted_run(source, target, fraction, seed, method, args, scored)
+        runs.append(row)
+        print_run(row)
+        if args.shared_correction and method == "finetune":
+            drawn = draw_samples(target, fraction, seed, args.split_seed).rows
+            row["shared_correction_mdrae_pct"], row["with_finetune_mdrae_pct"] = shared_correction(
+                source, target, model, drawn, args)
+            print(f"  {'shared corr.':<15} {100 * fraction:6.2f} % seed {seed:>2}: MdRAE "
+                  f"{row['shared_correction_mdrae_pct']:7.2f} %, geometric mean with finetune "
+                  f"{row['with_finetune_mdrae_pct']:7.2f} %", flush=True)
 
     one(args.fractions[0], 0, "direct")
     for fraction in args.fractions:
@@ -126,6 +139,11 @@ def main() -> int:
         print(f"{label:>9} {method:<15} {len(rs):>3} {stats([r['mdrae_pct'] for r in rs]):>24} "
               f"{stats([r['increase_pct'] for r in rs]):>24} {stats([r['googlenet_pct'] for r in rs]):>24} "
               f"{stats([r['table_mdrae_pct'] for r in rs]):>24}")
+    shared = {k: rs for k, rs in grouped(runs).items() if any("shared_correction_mdrae_pct" in r for r in rs)}
+    for (fraction, _), rs in shared.items():
+        print(f"{100 * fraction:>7g} % {'shared corr.':<15} {len(rs):>3} "
+              f"{stats([r['shared_correction_mdrae_pct'] for r in rs]):>24}   geometric mean with finetune "
+              f"{stats([r['with_finetune_mdrae_pct'] for r in rs])}")
     if native is not None:
         print(f"{'100 %':>9} {'native NN2':<15} {1:>3} {native['mdrae_pct']:7.2f}{'':>17} "
               f"{native['increase_pct']:7.2f}{'':>17} {native['googlenet_pct']:7.2f}{'':>17} "
