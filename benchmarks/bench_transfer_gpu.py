@@ -91,8 +91,10 @@ def main() -> int:
     print(machine(args.threads))
     source = load_performance_model(args.source)
     target, table = load_primitive_csv(args.target), load_primitive_csv(args.table)
-    provenance = json.loads(args.target.with_suffix(".provenance.json").read_text())
-    gpu = provenance["devices"][0]["descriptor"]["accelerator"]
+    provenance_file = args.target.with_suffix(".provenance.json")
+    gpu = args.target.stem  # named by its provenance's accelerator when there is one
+    if provenance_file.is_file():
+        gpu = json.loads(provenance_file.read_text())["devices"][0]["descriptor"]["accelerator"] or gpu
     print(f"source {args.source} ({source.kind}); target {args.target.name} ({len(target)} configurations, "
           f"{len(target.primitives)} primitives, {gpu}); selections priced with {args.table.name} "
           f"({len(table)} layers)")
@@ -130,8 +132,8 @@ def main() -> int:
     if (args.native / "model.json").is_file():
         native = scored(load_performance_model(args.native))
 
-    print(f"\nCPU (1 thread) -> {gpu}: target test part (split seed {args.split_seed}); {args.repeats} repeat(s) per "
-          "fraction; median [q1, q3] over repeats")
+    print(f"\n{args.source.name} -> {gpu}: target test part (split seed {args.split_seed}); {args.repeats} repeat(s) "
+          "per fraction; median [q1, q3] over repeats")
     print(f"{'fraction':>9} {'method':<15} {'n':>3} {'MdRAE %':>24} {'increase % (6 nets)':>24} "
           f"{'GoogLeNet incr. %':>24} {'MdRAE on nets %':>24}")
     for (fraction, method), rs in grouped(runs).items():
