@@ -59,11 +59,12 @@ def load_formats(path: str | Path) -> dict[str, tuple[str, str]]:
     return formats
 
 
-def own_formats() -> dict[str, tuple[str, str]]:
-    """The layouts of edgeplan's own primitives (imports torch)."""
+def own_formats(device: str = "cpu") -> dict[str, tuple[str, str]]:
+    """The layouts of edgeplan's own primitives that run on ``device`` (imports torch)."""
     from edgeplan.primitives import all_primitives
 
-    return {p.name: (p.input_layout.value, p.output_layout.value) for p in all_primitives()}
+    return {p.name: (p.input_layout.value, p.output_layout.value) for p in all_primitives()
+            if p.supports_device(device)}
 
 
 def _transform_matrix(names: tuple[str, ...], times_ns: np.ndarray) -> np.ndarray:
@@ -297,14 +298,15 @@ SHIPPED_MODEL = "nn2_cpu_1t"
 """The NN2 model fitted on the shipped tables."""
 
 
-def runnable(shape: tuple[int, int, int, int, int, int]) -> bool:
-    """Whether at least one of edgeplan's primitives applies to a conv shape ``(c, k, im, f, s, padding)``."""
+def runnable(shape: tuple[int, int, int, int, int, int], device: str = "cpu") -> bool:
+    """Whether at least one of edgeplan's primitives that run on ``device`` applies to a conv shape
+    ``(c, k, im, f, s, padding)``."""
     from edgeplan.primitives import all_primitives
     from edgeplan.primitives.spec import ConvSpec
 
     c, k, im, f, s, p = shape
     spec = ConvSpec(c, k, im, f, s, padding=p)
-    return any(prim.applies(spec) for prim in all_primitives())
+    return any(prim.applies(spec) and prim.supports_device(device) for prim in all_primitives())
 
 
 @dataclass(frozen=True)
@@ -320,7 +322,7 @@ class ModelSelection:
 
 def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path | None = None,
                  tables: Sequence[str | Path] | None = None, solver: str = "exact",
-                 flow_threads: int | None = None) -> ModelSelection:
+                 flow_threads: int | None = None, device: str = "cpu") -> ModelSelection:
     """Select the primitives of a zoo model with edgeplan's own primitives, from predicted or measured costs.
 
     Parameters
@@ -340,23 +342,42 @@ def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path |
         Also measure the layout-transparent layers (pooling, batch norm, ReLU) in each layout on this machine with
         this many threads and add them to the costs (:func:`with_flow_costs`); ``None``: leave them out, as
         mulder2020 does.
+    device
+        Torch device the network is selected for: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``. Only the primitives that
+        run there are options, and the layout-transparent layers are measured there. The shipped tables and model
+        are the reference CPU's, so a GPU needs its own (``tables`` or ``model_dir``).
 
     Returns
     -------
     ModelSelection
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown ``costs`` or ``device``; a GPU without its own tables or model.
     """
     from edgeplan.frontends.zoo import load_graph
+    from edgeplan.measure.device import is_cuda_device
     from edgeplan.planners.pbqp.network import selection_structure
 
     if costs not in ("predicted", "measured"):
         raise InvalidInputError(f"costs must be 'predicted' or 'measured', got {costs!r}")
+    if device != "cpu" and not is_cuda_device(device):
+        raise InvalidInputError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
+    if device != "cpu" and not (tables if costs == "measured" else model_dir):
+        what = "tables (--data)" if costs == "measured" else "performance model (--model)"
+        shipped = "tables are" if costs == "measured" else "model is"
+        raise InvalidInputError(f"the shipped {shipped} the reference CPU's; "
+                                f"select for {device} with its own {what}, e.g. the shipped H200 tables "
+                                f"{SHIPPED / 'networks_h200.csv'} and {SHIPPED / 'reference_h200.csv'}"
+                                + ("" if costs == "measured" else " fitted with `edgeplan primitives fit`"))
     graph = load_graph(spec)
-    formats = own_formats()
+    formats = own_formats(device)
     start = time.perf_counter()
     if costs == "measured":
         data = merged_tables(list(tables) if tables else [SHIPPED / t for t in SHIPPED_TABLES])
         keys = {tuple(int(v) for v in row) for row in data.features}
-        structure = selection_structure(graph, selectable=lambda s: s[:5] in keys and runnable(s))
+        structure = selection_structure(graph, selectable=lambda s: s[:5] in keys and runnable(s, device))
         start = time.perf_counter()
         found = table_costs(structure, data, formats)
     else:
@@ -367,14 +388,15 @@ def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path |
             raise InvalidInputError(f"no performance model in {folder}; fit one with `edgeplan primitives fit "
                                     "--data TABLE.csv --out DIR` and pass --model DIR")
         model = load_performance_model(folder)
-        structure = selection_structure(graph, selectable=runnable)
+        structure = selection_structure(graph, selectable=lambda s: runnable(s, device))
         start = time.perf_counter()
         found = model_costs(structure, model, formats)
     estimated = time.perf_counter() - start
     if flow_threads is not None:
         from edgeplan.runtimes.selected import measure_flow_costs
 
-        found = with_flow_costs(structure, found, measure_flow_costs(structure.flow, threads=flow_threads))
+        found = with_flow_costs(structure, found, measure_flow_costs(structure.flow, threads=flow_threads,
+                                                                     device=device))
     plan = select_primitives(structure, found, solver=solver)
     return ModelSelection(spec, structure, found, plan, estimated)
 

@@ -496,6 +496,8 @@ def test_cli_calibrate_option_mixups(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "--samples is an option of --primitives" in capsys.readouterr().err
     assert main([*home, "calibrate", "--name", "x"]) != 0
     assert "--measurements FILE.csv is required" in capsys.readouterr().err
+    assert main([*home, "calibrate", "--name", "x", "--torch-device", "cuda"]) != 0
+    assert "--torch-device is an option of --primitives" in capsys.readouterr().err
     assert main([*home, "calibrate", "--primitives", "--name", "x", "--measurements", "a.csv", "--network",
                  "torchvision:resnet18"]) != 0
     assert "use one" in capsys.readouterr().err
@@ -568,6 +570,8 @@ def test_cli_calibrate_primitives_refuses_conflicting_options(tmp_path: Path, li
     base = [*home, "calibrate", "--primitives", "--name", "x"]
     assert main([*base, "--measurements", str(csv), "--samples", "10"]) != 0
     assert "drop them with --measurements" in capsys.readouterr().err
+    assert main([*base, "--measurements", str(csv), "--torch-device", "cuda"]) != 0
+    assert "drop them with --measurements" in capsys.readouterr().err
     assert main([*base, "--network", "torchvision:resnet18", "--samples", "10"]) != 0
     assert "drop --samples" in capsys.readouterr().err
     assert main([*base, "--measurements", str(csv), "--from", str(src)]) == 0
@@ -611,6 +615,45 @@ def test_cli_calibrate_the_shipped_model_then_select_and_evaluate(tmp_path: Path
     assert main([*home, "select", "torchvision:resnet18", "--costs", "predicted", "--device", "box",
                  "--no-flow-costs", "--json"]) == 0
     assert "was calibrated at 2 thread(s)" in capsys.readouterr().err
+    # and one calibrated on a GPU, selected for the CPU, too
+    meta["info"]["calibration"].update(threads=1, torch_device="cuda")
+    (folder / "model.json").write_text(json.dumps(meta))
+    assert main([*home, "select", "torchvision:resnet18", "--costs", "predicted", "--device", "box",
+                 "--no-flow-costs", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "was calibrated on cuda; --torch-device cpu" in err and "thread(s)" not in err
+
+
+@pytest.mark.skipif("__import__('torch').cuda.is_available()")
+def test_cli_calibrate_primitives_on_cuda_without_it_stores_nothing(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from edgeplan.cli.main import main
+
+    home = tmp_path / "home"
+    assert main(["--home", str(home), "calibrate", "--primitives", "--name", "gpu", "--torch-device", "cuda",
+                 "--samples", "2"]) != 0
+    assert "CUDA is not available here" in capsys.readouterr().err
+    assert not (home / "devices" / "gpu").exists()
+
+
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()")
+def test_cli_calibrate_primitives_on_cuda_then_select_and_run_there(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """On a GPU: a few layers measured there, the shipped model moved to them, a network selected and run there."""
+    from edgeplan.cli.main import main
+
+    home = ["--home", str(tmp_path / "home")]
+    assert main([*home, "calibrate", "--primitives", "--name", "gpu", "--torch-device", "cuda", "--samples", "6",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["complete"] and out["torch_device"] == "cuda" and out["layers"] == 6
+    assert main([*home, "select", "torchvision:squeezenet1_0", "--costs", "predicted", "--device", "gpu",
+                 "--torch-device", "cuda", "--run", "--rounds", "3", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.err
+    plan = json.loads(captured.out)
+    assert not any(layer["primitive"].startswith("torch-onednn") for layer in plan["layers"] if layer["primitive"])
+    assert plan["run"]["device"] == "cuda" and plan["run"]["outputs_match"]
 
 
 def test_cli_calibrate_primitives_stopped_by_its_budget_fits_nothing(tmp_path: Path,

@@ -128,3 +128,80 @@ def test_hwc_outputs_are_channels_last_and_stay_so() -> None:
     pooled = torch.nn.functional.max_pool2d(x, 3, 2, 1)
     assert pooled.is_contiguous(memory_format=torch.channels_last)
     assert torch.cat([x, x], dim=1).is_contiguous(memory_format=torch.channels_last)
+
+
+def test_selection_for_cuda_uses_its_own_costs_and_primitives(capsys: pytest.CaptureFixture[str]) -> None:
+    """Selecting for a GPU: the CPU's shipped costs are refused, oneDNN (CPU-only) is never an option."""
+    from edgeplan.selection import own_formats
+
+    assert {n for n in own_formats() if n not in own_formats("cuda")} == {"torch-onednn-chw", "torch-onednn-hwc"}
+    assert main(["select", "torchvision:resnet18", "--torch-device", "cuda"]) != 0
+    assert "networks_h200.csv" in capsys.readouterr().err
+    assert main(["select", "torchvision:resnet18", "--costs", "predicted", "--torch-device", "cuda:0"]) != 0
+    assert "own performance model (--model)" in capsys.readouterr().err
+    assert main(["select", "torchvision:resnet18", "--torch-device", "tpu", "--data",
+                 str(SHIPPED / "networks_h200.csv")]) != 0
+    assert "unknown device 'tpu'" in capsys.readouterr().err
+    # pricing alone needs no GPU: the shipped H200 tables, every layer selected
+    assert main(["select", "torchvision:resnet18", "--torch-device", "cuda", "--no-flow-costs", "--json",
+                 "--data", str(SHIPPED / "networks_h200.csv")]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    convs = [layer for layer in plan["layers"] if layer["kind"] == "conv"]
+    assert len(convs) == 20 and not plan["fixed_layers"]
+    assert all(layer["primitive"] and not layer["primitive"].startswith("torch-onednn") for layer in convs)
+
+
+@pytest.mark.skipif("__import__('torch').cuda.is_available()")
+def test_running_on_cuda_without_it_is_refused() -> None:
+    from edgeplan.errors import MeasurementError
+    from edgeplan.runtimes.selected import measure_flow_costs, run_selection
+
+    structure = selection_structure(load_graph("torchvision:resnet18"), selectable=runnable)
+    with pytest.raises(MeasurementError, match="CUDA is not available"):
+        measure_flow_costs(structure.flow[:2], threads=1, device="cuda")
+    with pytest.raises(MeasurementError, match="CUDA is not available"):
+        run_selection("torchvision:resnet18", {}, {}, None, threads=1, device="cuda")
+
+
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()")
+def test_random_primitives_reproduce_resnet18_outputs_on_cuda() -> None:
+    """On a GPU: random primitives that run there compute the network (TF32 off); oneDNN's are refused there."""
+    from edgeplan.runtimes.selected import measure_flow_costs, run_selection
+
+    spec = "torchvision:resnet18"
+    structure = selection_structure(load_graph(spec), selectable=lambda s: runnable(s, "cuda"))
+    rng = np.random.default_rng(0)
+    choices, inputs = {}, {}
+    for node in structure.nodes:
+        if node.kind == "conv" and node.conv is not None:
+            c, k, im, f, s, p = node.conv
+            options = [prim.name for prim in all_primitives()
+                       if prim.supports_device("cuda") and prim.applies(ConvSpec(c, k, im, f, s, padding=p))]
+            choices[node.name] = options[int(rng.integers(len(options)))]
+            inputs[node.name] = im
+    run = run_selection(spec, choices, inputs, "torch-native-chw", threads=1, rounds=3, device="cuda")
+    assert run.device == "cuda" and set(run.latency) == {"pytorch", "selected", "single"}
+    assert all(e < 1e-3 for e in run.output_error.values()), run.output_error
+    zoo = build_model(spec)
+    with pytest.raises(InvalidInputError, match="does not run on cuda"):
+        build_selected_network(zoo.module.cuda(), {"conv1": "torch-onednn-chw"}, {"conv1": 224})
+    ms = measure_flow_costs(structure.flow[:4], threads=1, runs=3, device="cuda")
+    assert ms.shape == (4, 3) and (ms >= 0).all()
+
+
+def test_stored_gpu_selection_runs_are_whole_and_reported() -> None:
+    """The shipped H200 runs: every network run on CUDA with matching outputs, and the benchmark reports them."""
+    import subprocess
+    import sys
+
+    folder = SHIPPED / "select_h200"
+    for source in ("measured", "predicted", "calibrated"):
+        runs = json.loads((folder / f"{source}.json").read_text())
+        assert set(runs) == {"alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34"}
+        for r in runs.values():
+            assert r["run"]["device"] == "cuda" and r["run"]["outputs_match"]
+            lat = r["run"]["latency_ms"]
+            assert r["run"]["speedup_vs_pytorch"] == pytest.approx(lat["pytorch"]["median"] / lat["selected"]["median"])
+    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_select_gpu.py"
+    out = subprocess.run([sys.executable, str(bench)], capture_output=True, text=True, check=True).stdout
+    assert out.count("geometric-mean speed-up over PyTorch") == 3 and "NVIDIA H200" in out

@@ -38,6 +38,9 @@ __all__ = ["calibrate"]
                    "reference dataset).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="--primitives: intra-op threads of the measurements (the setting `select --threads` will run).")
+@click.option("--torch-device", "torch_device", default="cpu", show_default=True, metavar="cpu|cuda|cuda:N",
+              help="--primitives: where the layers are measured (then `select --torch-device` the same); on CUDA "
+                   "oneDNN's two primitives are left out.")
 @click.option("--transfer", "transfer_method",
               type=click.Choice(["auto", "finetune", "factor", "factor-finetune", "direct"]), default="auto",
               show_default=True,
@@ -52,8 +55,8 @@ __all__ = ["calibrate"]
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def calibrate(ctx: Context, measurements: Path | None, name: str, source: str | None, method: str, primitives: bool,
-              networks: tuple[str, ...], samples: int, threads: int, transfer_method: str, seed: int,
-              budget_s: float | None, replace: bool, as_json: bool) -> None:
+              networks: tuple[str, ...], samples: int, threads: int, torch_device: str, transfer_method: str,
+              seed: int, budget_s: float | None, replace: bool, as_json: bool) -> None:
     """Create device profile NAME from latencies measured on it: a learnt correction of a source's predictions.
 
     Every row is checked before anything is written: a missing column, an unknown model or a non-positive
@@ -76,10 +79,11 @@ def calibrate(ctx: Context, measurements: Path | None, name: str, source: str | 
     if primitives:
         if given("method"):
             raise InvalidInputError("--method picks the latency predictors; with --primitives use --transfer")
-        _calibrate_primitives(ctx, measurements, name, source, networks, samples, threads, transfer_method, seed,
-                              budget_s, replace, as_json)
+        _calibrate_primitives(ctx, measurements, name, source, networks, samples, threads, torch_device,
+                              transfer_method, seed, budget_s, replace, as_json)
         return
-    extra = [o for o in ("networks", "samples", "threads", "transfer_method", "seed", "budget_s") if given(o)]
+    extra = [o for o in ("networks", "samples", "threads", "torch_device", "transfer_method", "seed", "budget_s")
+             if given(o)]
     if extra:
         raise InvalidInputError(f"--{extra[0].replace('_method', '').replace('_', '-')} is an option of "
                                 "--primitives; add --primitives or drop it")
@@ -175,8 +179,8 @@ def resolve_primitive_model(home: str | None, source: str | None) -> Path:
 
 
 def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, source: str | None,
-                          networks: tuple[str, ...], samples: int, threads: int, method: str, seed: int,
-                          budget_s: float | None, replace: bool, as_json: bool) -> None:
+                          networks: tuple[str, ...], samples: int, threads: int, torch_device: str, method: str,
+                          seed: int, budget_s: float | None, replace: bool, as_json: bool) -> None:
     """Measure a few layers here (or read them) and move the primitive performance model to this machine."""
     from edgeplan.costmodels import load_performance_model, load_primitive_csv
     from edgeplan.costmodels.transfer_learning import calibrate_primitives
@@ -186,8 +190,9 @@ def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, so
     samples_given = click.get_current_context().get_parameter_source("samples") is not default
     if measurements is not None and networks:
         raise InvalidInputError("--network measures layers here; --measurements reads them from a file: use one")
-    if measurements is not None and (budget_s is not None or samples_given):
-        raise InvalidInputError("--samples and --budget-s are about measuring here; drop them with --measurements")
+    if measurements is not None and (budget_s is not None or samples_given or torch_device != "cpu"):
+        raise InvalidInputError("--samples, --budget-s and --torch-device are about measuring here; drop them with "
+                                "--measurements")
     if networks and samples_given:
         raise InvalidInputError("--network measures every conv layer of the model; drop --samples")
     if budget_s is not None and not budget_s > 0:
@@ -208,7 +213,7 @@ def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, so
     if measurements is not None:
         data = load_primitive_csv(measurements)
     else:
-        data, measured = _measure_layers(ctx, networks, samples, threads, seed, budget_s, as_json)
+        data, measured = _measure_layers(ctx, networks, samples, threads, torch_device, seed, budget_s, as_json)
         if data is None:
             if as_json:
                 emit_json({"device": name, "complete": False, "measured": measured["report"]})
@@ -227,13 +232,15 @@ def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, so
     here = measurements is None
     result.model.info["calibration"] = {"device": name, "source": str(source_dir),
                                         "threads": threads if here else None,
+                                        "torch_device": torch_device if here else None,
                                         "data": str(measurements) if measurements else measured.get("campaign")}
     path = _save_device(result.model, folder, measured if here else None, ctx.command)
     scored = result.model.info["transfer"]["calibration"]  # the scores, NaN written as null
     out = {"device": name, "complete": True, "path": str(path), "source": str(source_dir), "method": result.method,
            "layers": result.rows, "folds": result.folds, "measured_primitives": len(shared),
            "cv_mdrae": scored["scores"], "cv_transform_mdrae": scored["transform_scores"],
-           "threads": threads if here else None, "failed": measured.get("report", {}).get("failed", [])}
+           "threads": threads if here else None, "torch_device": torch_device if here else None,
+           "failed": measured.get("report", {}).get("failed", [])}
     if as_json:
         emit_json(out)
         return
@@ -248,7 +255,8 @@ def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, so
     else:
         kept = ", so auto keeps the factor correction" if method == "auto" else ""
         click.echo(f"  one layer: nothing to cross-validate{kept}")
-    hint = f" --threads {threads}" if here else ""
+    hint = (f" --threads {threads}" + (f" --torch-device {torch_device}" if torch_device != "cpu" else "")
+            if here else "")
     click.echo(f"  saved to {path}; use it with `edgeplan select MODEL --costs predicted --device {name}{hint}`")
 
 
@@ -292,7 +300,7 @@ def _fit_bar(enabled: bool) -> Iterator[Callable[[int, int], None]]:
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
-def _measure_layers(ctx: Context, networks: tuple[str, ...], samples: int, threads: int, seed: int,
+def _measure_layers(ctx: Context, networks: tuple[str, ...], samples: int, threads: int, torch_device: str, seed: int,
                     budget_s: float | None, as_json: bool) -> tuple[Any, dict[str, Any]]:
     """Profile the layers to calibrate from in the Store (resumable): the table of the completely measured layers,
     or None when the budget stopped the measuring (run again to resume)."""
@@ -302,10 +310,10 @@ def _measure_layers(ctx: Context, networks: tuple[str, ...], samples: int, threa
     from edgeplan.measure.store import Store
     from edgeplan.primitives.campaign import campaign_dataset, find_campaign, primitive_campaign, profile_primitives
 
-    device = describe_device("torch", threads)
+    device = describe_device("torch", threads, device=torch_device)
     configs = _network_configs(networks) if networks else None
     plan = primitive_campaign(device.key, configs=configs, seed=seed, max_configs=None if networks else samples,
-                              threads=threads)
+                              threads=threads, device=torch_device)
     with Store.open(default_store_path(ctx.home)) as store:
         report = profile_primitives(store, plan, device, budget_s=budget_s, progress=not as_json,
                                     command=ctx.command)

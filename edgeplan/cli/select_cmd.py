@@ -36,12 +36,17 @@ OUTPUT_TOLERANCE = 1e-3
 @click.option("--threads", type=int, default=1, show_default=True,
               help="Intra-op threads of --run and of the measured layer costs; match the tables' thread count "
                    "(the shipped default tables: 1; edgeplan/data/primitives/networks_cpu_2t.csv: 2).")
+@click.option("--torch-device", "torch_device", default="cpu", show_default=True, metavar="cpu|cuda|cuda:N",
+              help="Where the network runs: only the primitives that run there are options, the layout-transparent "
+                   "layers are measured there, and --run times it there. A GPU needs its own --data or --model "
+                   "(e.g. the shipped H200 tables).")
 @click.option("--rounds", type=click.IntRange(min=3), default=15, show_default=True,
               help="Interleaved timed runs of each variant with --run.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def select(ctx: Context, model: str, source: str, model_dir: str | None, device: str | None, tables: tuple[str, ...],
-           solver: str, flow_costs: bool, do_run: bool, threads: int, rounds: int, as_json: bool) -> None:
+           solver: str, flow_costs: bool, do_run: bool, threads: int, torch_device: str, rounds: int,
+           as_json: bool) -> None:
     """Select the primitive (and layouts) of every conv layer of MODEL to minimise its predicted time."""
     from edgeplan.measure.harness import check_thread_count
     from edgeplan.selection import select_model, single_primitive_choice
@@ -64,15 +69,19 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
         model_dir = str(folder)
         import json
 
-        measured_at = json.loads((folder / "model.json").read_text()).get("info", {}).get("calibration", {}).get(
-            "threads")
+        calibration = json.loads((folder / "model.json").read_text()).get("info", {}).get("calibration", {})
+        measured_at = calibration.get("threads")
         if measured_at is not None and measured_at != threads:
             click.echo(f"warning: device {device!r} was calibrated at {measured_at} thread(s); --threads {threads} "
                        "runs and prices flow layers at another setting", err=True)
+        measured_on = calibration.get("torch_device") or ("cpu" if measured_at is not None else None)
+        if measured_on is not None and measured_on != torch_device:
+            click.echo(f"warning: device {device!r} was calibrated on {measured_on}; --torch-device {torch_device} "
+                       "selects for another processor", err=True)
     if tables and source != "measured":
         raise click.UsageError("--data gives the tables of --costs measured; drop it or use --costs measured")
     sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, solver=solver,
-                       flow_threads=threads if flow_costs else None)
+                       flow_threads=threads if flow_costs else None, device=torch_device)
     plan = sel.plan
     result: dict[str, object] = {
         "model": model, "costs": plan.source, "solver": plan.solution.solver, "optimal": plan.solution.optimal,
@@ -93,9 +102,10 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
         single = single_primitive_choice(sel.structure, sel.costs)
         inputs = sel.structure.conv_inputs()
         run = run_selection(model, plan.choices(), inputs, single[0] if single else None, threads=threads,
-                            rounds=rounds)
+                            rounds=rounds, device=torch_device)
         result["run"] = {
-            "threads": run.threads, "single_primitive": run.single_primitive, "output_error": run.output_error,
+            "device": run.device, "threads": run.threads, "single_primitive": run.single_primitive,
+            "output_error": run.output_error,
             "outputs_match": all(e <= OUTPUT_TOLERANCE for e in run.output_error.values()),
             "latency_ms": {k: {"median": v.median_ms, "q1": v.q1_ms, "q3": v.q3_ms, "runs": v.runs}
                            for k, v in run.latency.items()},
@@ -146,4 +156,5 @@ def _print(sel: object, run: object) -> None:
             console.print(f"  {name:<32} median {lat.median_ms:9.3f} ms [q1 {lat.q1_ms:.3f}, q3 {lat.q3_ms:.3f}]"
                           f"{check}")
         runs = run.latency["selected"].runs
-        console.print(f"  speed-up over PyTorch: {run.speedup:.3f}x ({run.threads} threads, {runs} interleaved runs)")
+        console.print(f"  speed-up over PyTorch: {run.speedup:.3f}x ({run.device}, {run.threads} threads, {runs} "
+                      "interleaved runs)")

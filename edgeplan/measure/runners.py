@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-__all__ = ["OnnxInput", "measure_onnxruntime", "measure_torch"]
+__all__ = ["OnnxInput", "measure_onnxruntime", "measure_torch", "torch_device"]
 
 #: One ONNX model input: an array, or a shape for which a seeded random array of the input's type is made.
 OnnxInput = Union["np.ndarray[Any, Any]", Sequence[int]]
@@ -93,7 +93,7 @@ def measure_torch(
     if not isinstance(module, torch.nn.Module):
         raise InvalidInputError(f"measure_torch needs a torch.nn.Module, got {type(module).__name__}")
     label = name or type(module).__name__
-    target = _torch_device(device)
+    target = torch_device(device)
     sync = torch.cuda.synchronize if target.type == "cuda" else None
     was_training = module.training
     hint = "check that example_inputs match its forward() and fit in memory"
@@ -107,7 +107,16 @@ def measure_torch(
             module.train(was_training)
 
 
-def _torch_device(device: str) -> torch.device:
+def torch_device(device: str) -> torch.device:
+    """``device`` as a torch device, checked: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``, CUDA only where available.
+
+    Raises
+    ------
+    InvalidInputError
+        Not a CPU or CUDA device name.
+    MeasurementError
+        CUDA asked for on a machine without it.
+    """
     import torch
 
     try:

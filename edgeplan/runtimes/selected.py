@@ -13,15 +13,19 @@ copy to ``chw``. So the copies made at run time are the plan's transformations w
 through such layers, and may differ from them at joins and around ``hcw``; the measured latency includes whatever
 was really done, never hidden.
 
-Batch size 1 (the primitives convolve one 3-D input).
+Batch size 1 (the primitives convolve one 3-D input). The network runs on the CPU or on a CUDA device; there every
+timed run ends with a synchronisation, and outputs are checked with TF32 off (the float32 arithmetic the primitives'
+tolerances are stated for) while the timed runs keep PyTorch's defaults, the settings the tables were measured with.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,6 +91,9 @@ class SelectedConv(nn.Module):
         self.spec = ConvSpec(conv.in_channels, conv.out_channels, im, conv.kernel_size[0], conv.stride[0],
                              padding=int(pad[0]))
         self.primitive.check(self.spec)
+        if not self.primitive.supports_device(conv.weight.device):
+            raise InvalidInputError(f"{primitive} does not run on {conv.weight.device}; select among the primitives "
+                                    "that do (edgeplan primitives list)")
         bias = conv.bias.detach() if conv.bias is not None else None
         self.prepared = self.primitive.prepare(conv.weight.detach(), bias, spec=self.spec)
 
@@ -144,6 +151,28 @@ def output_error(reference: torch.Tensor, outputs: torch.Tensor) -> float:
 
 
 
+def _synchronizer(device: torch.device) -> Callable[[], None]:
+    """What ends a timed run on ``device``: waiting for CUDA's queued kernels, nothing on the CPU."""
+    if device.type == "cuda":
+        return functools.partial(torch.cuda.synchronize, device)
+    return lambda: None
+
+
+@contextmanager
+def _float32_arithmetic(device: torch.device) -> Iterator[None]:
+    """TF32 off for cuDNN and matmuls on CUDA (outputs are checked in float32); nothing to change on the CPU."""
+    if device.type != "cuda":
+        yield
+        return
+    matmul = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled, allow_tf32=False):
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = matmul
+
+
 @dataclass(frozen=True)
 class LatencySummary:
     """Latency of one network variant: median and quartiles of its timed runs, in ms."""
@@ -174,17 +203,20 @@ def measure_interleaved(variants: Mapping[str, nn.Module], x: torch.Tensor, *, t
     Returns
     -------
     dict
-        A :class:`LatencySummary` per label.
+        A :class:`LatencySummary` per label. On a CUDA input every run ends with a device synchronisation.
     """
     samples: dict[str, list[float]] = {k: [] for k in variants}
+    sync = _synchronizer(x.device)
     with use_threads(threads), torch.inference_mode():
         for net in variants.values():
             for _ in range(warmup):
                 net(x)
+        sync()
         for _ in range(rounds):
             for label, net in variants.items():
                 start = time.perf_counter_ns()
                 net(x)
+                sync()
                 samples[label].append((time.perf_counter_ns() - start) / 1e6)
     out = {}
     for label, values in samples.items():
@@ -207,12 +239,15 @@ class SelectionRun:
         The best single primitive by the plan's costs (``""`` when none applies to every layer).
     output_error
         ``max |y - y_ref| / max |y_ref|`` of ``selected`` and ``single`` against PyTorch's output.
+    device
+        The torch device every variant ran on.
     """
 
     threads: int
     latency: dict[str, LatencySummary]
     single_primitive: str
     output_error: dict[str, float]
+    device: str = "cpu"
 
     @property
     def speedup(self) -> float:
@@ -222,7 +257,7 @@ class SelectionRun:
 
 def run_selection(spec: str, choices: Mapping[str, str], conv_inputs: Mapping[str, int], single: str | None, *,
                   threads: int, rounds: int = 15, extra: Mapping[str, Mapping[str, str]] | None = None,
-                  ) -> SelectionRun:
+                  device: str = "cpu") -> SelectionRun:
     """Build the selected network of a zoo model, check its outputs and time it against the baselines.
 
     Parameters
@@ -241,31 +276,43 @@ def run_selection(spec: str, choices: Mapping[str, str], conv_inputs: Mapping[st
         Interleaved timed runs of each variant.
     extra
         More selections to build and time beside them, by label (e.g. one made with predicted costs).
+    device
+        Torch device of every variant: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
 
     Returns
     -------
     SelectionRun
+
+    Raises
+    ------
+    InvalidInputError
+        A chosen primitive does not run on ``device`` (oneDNN's on CUDA), or the model's input is not a batch of one.
+    MeasurementError
+        CUDA asked for on a machine without it.
     """
     from edgeplan.frontends.zoo import build_model
+    from edgeplan.measure.runners import torch_device
 
+    target = torch_device(device)
     zoo = build_model(spec)
     (x,) = zoo.example_inputs()
     if x.shape[0] != 1:
         raise InvalidInputError(f"{spec}: the selected network runs batch 1, the model's input is {tuple(x.shape)}")
-    variants: dict[str, nn.Module] = {"pytorch": zoo.module,
-                                      "selected": build_selected_network(zoo.module, choices, conv_inputs)}
+    module, x = zoo.module.to(target), x.to(target)
+    variants: dict[str, nn.Module] = {"pytorch": module,
+                                      "selected": build_selected_network(module, choices, conv_inputs)}
     if single:
-        variants["single"] = build_selected_network(zoo.module, {name: single for name in choices}, conv_inputs)
+        variants["single"] = build_selected_network(module, {name: single for name in choices}, conv_inputs)
     for label, other in (extra or {}).items():
-        variants[label] = build_selected_network(zoo.module, other, conv_inputs)
-    with torch.inference_mode():
-        reference = zoo.module(x)
+        variants[label] = build_selected_network(module, other, conv_inputs)
+    with torch.inference_mode(), _float32_arithmetic(target):
+        reference = module(x)
         errors = {label: output_error(reference, net(x)) for label, net in variants.items() if label != "pytorch"}
     latency = measure_interleaved(variants, x, threads=threads, rounds=rounds)
-    return SelectionRun(threads, latency, single or "", errors)
+    return SelectionRun(threads, latency, single or "", errors, str(target))
 
 
-def _flow_callable(node: Node) -> Callable[[torch.Tensor], torch.Tensor] | None:
+def _flow_callable(node: Node, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """A torch function computing a layout-transparent IR node, or ``None`` when its time is taken as
     independent of the layout (activations other than ReLU, dropout, padding, LRN, element-wise with a constant)."""
     import torch.nn.functional as F
@@ -279,7 +326,8 @@ def _flow_callable(node: Node) -> Callable[[torch.Tensor], torch.Tensor] | None:
                                       count_include_pad=attrs.count_include_pad)
     if node.kind is OpKind.BATCH_NORM:
         c = int(node.input_shapes[0][1])
-        mean, var, weight, bias = torch.zeros(c), torch.ones(c), torch.ones(c), torch.zeros(c)
+        mean, weight = torch.zeros(c, device=device), torch.ones(c, device=device)
+        var, bias = torch.ones(c, device=device), torch.zeros(c, device=device)
         return lambda x: F.batch_norm(x, mean, var, weight, bias, training=False)
     if node.kind is OpKind.ACTIVATION and isinstance(attrs, ActivationAttrs) and attrs.fn is Activation.RELU:
         return torch.relu
@@ -291,7 +339,8 @@ def _in_layout(x: torch.Tensor, layout: str) -> torch.Tensor:
     return batch_view(to_memory(x[0], layout), layout)
 
 
-def measure_flow_costs(flow: Sequence[FlowOp], *, threads: int, runs: int = 15) -> npt.NDArray[np.float64]:
+def measure_flow_costs(flow: Sequence[FlowOp], *, threads: int, runs: int = 15,
+                       device: str = "cpu") -> npt.NDArray[np.float64]:
     """Time each layout-transparent layer on this machine in each of the three memory orders.
 
     Parameters
@@ -303,33 +352,41 @@ def measure_flow_costs(flow: Sequence[FlowOp], *, threads: int, runs: int = 15) 
     runs
         Timed runs per layer and layout (median), after two warm-up runs; layers with the same kind, attributes
         and shape are timed once.
+    device
+        Torch device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (each CUDA run ends with a synchronisation).
 
     Returns
     -------
     numpy.ndarray
         ``(len(flow), 3)`` ms in ``chw, hcw, hwc`` order; zeros for the layers taken as layout-independent.
     """
+    from edgeplan.measure.runners import torch_device
+
+    target = torch_device(device)
+    sync = _synchronizer(target)
     out = np.zeros((len(flow), 3))
     cache: dict[tuple[object, ...], npt.NDArray[np.float64]] = {}
     gen = torch.Generator().manual_seed(0)
     with use_threads(threads), torch.inference_mode():
         for i, op in enumerate(flow):
-            fn = _flow_callable(op.node)
+            fn = _flow_callable(op.node, target)
             shape = tuple(op.node.input_shapes[0])
             if fn is None or len(shape) != 4 or shape[0] != 1:
                 continue
             key = (op.node.kind, op.node.attrs, shape)
             if key not in cache:
-                base = torch.randn(shape, generator=gen)
+                base = torch.randn(shape, generator=gen).to(target)
                 row = []
                 for layout in ("chw", "hcw", "hwc"):
                     x = _in_layout(base, layout)
                     for _ in range(2):
                         fn(x)
+                    sync()
                     times = []
                     for _ in range(runs):
                         start = time.perf_counter_ns()
                         fn(x)
+                        sync()
                         times.append((time.perf_counter_ns() - start) / 1e6)
                     row.append(statistics.median(times))
                 cache[key] = np.array(row)

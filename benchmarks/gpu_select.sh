@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Primitive selection on a CUDA GPU, run for real (issue 5): the six mulder2020 networks selected and timed on the
+# GPU against PyTorch's default (cuDNN) and the best single primitive, with costs
+#   measured:   the shipped H200 tables (edgeplan/data/primitives/{networks,reference}_h200.csv);
+#   predicted:  an NN2 fitted on the GPU's table (MODEL, default out/costmodels/h200-nn2, from
+#               `edgeplan primitives fit --data edgeplan/data/primitives/reference_h200.csv --out ...`);
+#   calibrated: the shipped CPU NN2 moved to the GPU by `edgeplan calibrate --primitives --torch-device cuda` from
+#               SAMPLES layers measured there.
+# Run from the repository root on a machine with CUDA and PyTorch (the checkout is put on PYTHONPATH). Writes into
+# $OUT (default out/gpu-select): the GPU's description, the CUDA tests' summary, one JSON file per cost source
+# ({network: select --json}), the calibration's JSON and the layers it measured.
+set -u
+OUT=${OUT:-out/gpu-select}
+PY=${PY:-python3}
+MODEL=${MODEL:-out/costmodels/h200-nn2}
+ROUNDS=${ROUNDS:-30}
+mkdir -p "$OUT/tmp"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+DATA=edgeplan/data/primitives
+HOME_DIR=$OUT/tmp/home
+EP=("$PY" -m edgeplan --home "$HOME_DIR")
+RUN=(--torch-device cuda --run --rounds "$ROUNDS" --threads 1 --json)
+NETS=(alexnet vgg11 vgg19 googlenet resnet18 resnet34)
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+"$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" \
+  | tee -a "$OUT/gpu.txt"
+"$PY" -m pytest -q -p no:cacheprovider tests/test_selected_network.py tests/test_costmodels_transfer.py -k cuda 2>&1 \
+  | tail -n 15 | tee "$OUT/tests.txt"
+for net in "${NETS[@]}"; do
+  "${EP[@]}" select "torchvision:$net" --costs measured --data "$DATA/networks_h200.csv" \
+    --data "$DATA/reference_h200.csv" "${RUN[@]}" > "$OUT/tmp/measured_$net.json"
+  if [ -f "$MODEL/model.json" ]; then
+    "${EP[@]}" select "torchvision:$net" --costs predicted --model "$MODEL" "${RUN[@]}" > "$OUT/tmp/predicted_$net.json"
+  fi
+done
+"${EP[@]}" calibrate --primitives --name gpu --torch-device cuda --samples "${SAMPLES:-40}" --json \
+  > "$OUT/calibrate.json"
+cp "$HOME_DIR/devices/gpu/primitives/measured.csv" "$OUT/calibrated_measured.csv" 2>/dev/null
+for net in "${NETS[@]}"; do
+  "${EP[@]}" select "torchvision:$net" --costs predicted --device gpu "${RUN[@]}" > "$OUT/tmp/calibrated_$net.json"
+done
+"$PY" - "$OUT" "${NETS[@]}" <<'EOF'
+import json, pathlib, sys
+out, nets = pathlib.Path(sys.argv[1]), sys.argv[2:]
+for source in ("measured", "predicted", "calibrated"):
+    found = {n: out / "tmp" / f"{source}_{n}.json" for n in nets}
+    runs = {n: json.loads(p.read_text()) for n, p in found.items() if p.is_file() and p.stat().st_size}
+    if runs:
+        (out / f"select_{source}.json").write_text(json.dumps(runs, indent=1))
+        for n, r in runs.items():
+            lat = r["run"]["latency_ms"]
+            print(source, n, "selected", round(lat["selected"]["median"], 3), "pytorch", round(lat["pytorch"]["median"], 3),
+                  "speed-up", round(r["run"]["speedup_vs_pytorch"], 3), "match", r["run"]["outputs_match"])
+EOF
+rm -rf "$OUT/tmp"
+ls -l "$OUT"
