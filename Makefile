@@ -100,7 +100,7 @@ bench-transfer-table5: $(STAMP)
 bench-transfer-gpu: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer_gpu.py --fractions 0.01 0.025 0.05 0.1 0.25 --repeats 5 --threads 1
 
-# the report of the stored H200 runs (benchmarks/gpu_select.sh makes them on a GPU)
+# the report of the stored H200 runs (select_h200/ and select_h200_run2/; benchmarks/gpu_select.sh makes them on a GPU)
 bench-select-gpu: $(STAMP)
 	$(BIN)/python benchmarks/bench_select_gpu.py
 

@@ -1,12 +1,12 @@
 """Selected networks on a GPU (issue 5), from the stored runs of ``benchmarks/gpu_select.sh``.
 
-The GPU is lent only now and then, so its runs are stored (``edgeplan/data/primitives/select_h200/``, with
-provenance) and this report is computed from them: for each cost source (the H200's measured tables, an NN2 fitted
-on them, the CPU's NN2 calibrated there from 40 layers) and each of the six mulder2020 networks, the plan's
-predicted time, the measured medians of PyTorch's default (cuDNN), the selected network and the best single
-primitive (interleaved, each run synchronised), the speed-ups and the outputs' error. Then per source the
-geometric-mean speed-up, and the selection made with predicted costs against the one made with measured costs
-(each as its ratio to PyTorch in its own run, since the runs were minutes apart).
+The GPU is lent only now and then, so its runs are stored (``edgeplan/data/primitives/select_h200/`` and
+``select_h200_run2/``, with provenance) and this report is computed from them: for each cost source (the H200's
+measured tables, an NN2 fitted on them, the CPU's NN2 calibrated there from 40 layers) and each of the six
+mulder2020 networks, the plan's predicted time, the measured medians of PyTorch's default (cuDNN), the selected
+network and the best single primitive (interleaved, each run synchronised), the speed-ups and the outputs' error.
+Then per source the geometric-mean speed-up, and the selection made with predicted costs against the one made with
+measured costs (each as its ratio to PyTorch in its own run, since the runs were minutes apart).
 
 No target: the CPU's (>= 1.15x over PyTorch) is issue 5's for this machine; this reports what the same method
 gives on a GPU.
@@ -21,7 +21,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-STORED = Path(__file__).resolve().parent.parent / "edgeplan" / "data" / "primitives" / "select_h200"
+SHIPPED = Path(__file__).resolve().parent.parent / "edgeplan" / "data" / "primitives"
+STORED = (SHIPPED / "select_h200", SHIPPED / "select_h200_run2")
+"""The shipped runs: all three sources with the first per-layer call, then two again with the trimmed one."""
 SOURCES = ("measured", "predicted", "calibrated")
 
 
@@ -77,13 +79,14 @@ def report(folder: Path) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stored", type=Path, default=STORED,
-                        help="folder of gpu_select.sh's outputs and a provenance.json (default: the shipped runs)")
+    parser.add_argument("--stored", type=Path, nargs="+", default=list(STORED),
+                        help="folders of gpu_select.sh's outputs, each with a provenance.json (default: the shipped)")
     args = parser.parse_args()
-    if not (args.stored / "provenance.json").is_file():
-        print(f"no stored GPU selection runs in {args.stored} (make them with benchmarks/gpu_select.sh on a GPU)")
-        return 1
-    print("\n".join(report(args.stored)))
+    for i, folder in enumerate(args.stored):
+        if not (folder / "provenance.json").is_file():
+            print(f"no stored GPU selection runs in {folder} (make them with benchmarks/gpu_select.sh on a GPU)")
+            return 1
+        print(("\n" if i else "") + "\n".join(report(folder)))
     return 0
 
 

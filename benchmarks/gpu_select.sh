@@ -7,8 +7,9 @@
 #   calibrated: the shipped CPU NN2 moved to the GPU by `edgeplan calibrate --primitives --torch-device cuda` from
 #               SAMPLES layers measured there.
 # Run from the repository root on a machine with CUDA and PyTorch (the checkout is put on PYTHONPATH). Writes into
-# $OUT (default out/gpu-select): the GPU's description, the CUDA tests' summary, one JSON file per cost source
-# ({network: select --json}), the calibration's JSON and the layers it measured.
+# $OUT (default out/gpu-select): the GPU's description, the CUDA tests' summary (TESTS=0: not run), one JSON file per
+# cost source ({network: select --json}; SOURCES picks them, default all three), the calibration's JSON and the
+# layers it measured.
 set -u
 OUT=${OUT:-out/gpu-select}
 PY=${PY:-python3}
@@ -25,33 +26,42 @@ NETS=(alexnet vgg11 vgg19 googlenet resnet18 resnet34)
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" \
   | tee -a "$OUT/gpu.txt"
-"$PY" -m pytest -q -p no:cacheprovider tests/test_selected_network.py tests/test_costmodels_transfer.py -k cuda 2>&1 \
-  | tail -n 15 | tee "$OUT/tests.txt"
-for net in "${NETS[@]}"; do
-  "${EP[@]}" select "torchvision:$net" --costs measured --data "$DATA/networks_h200.csv" \
-    --data "$DATA/reference_h200.csv" "${RUN[@]}" > "$OUT/tmp/measured_$net.json"
-  if [ -f "$MODEL/model.json" ]; then
-    "${EP[@]}" select "torchvision:$net" --costs predicted --model "$MODEL" "${RUN[@]}" > "$OUT/tmp/predicted_$net.json"
-  fi
-done
-"${EP[@]}" calibrate --primitives --name gpu --torch-device cuda --samples "${SAMPLES:-40}" --json \
-  > "$OUT/calibrate.json"
-cp "$HOME_DIR/devices/gpu/primitives/measured.csv" "$OUT/calibrated_measured.csv" 2>/dev/null
-for net in "${NETS[@]}"; do
-  "${EP[@]}" select "torchvision:$net" --costs predicted --device gpu "${RUN[@]}" > "$OUT/tmp/calibrated_$net.json"
-done
-"$PY" - "$OUT" "${NETS[@]}" <<'EOF'
+if [ "${TESTS:-1}" = 1 ]; then
+  "$PY" -m pytest -q -p no:cacheprovider tests/test_selected_network.py tests/test_costmodels_transfer.py -k cuda 2>&1 \
+    | tail -n 15 | tee "$OUT/tests.txt"
+fi
+
+collect() {  # $1: the cost source; its per-network JSON files become one file, with a summary line per network
+  "$PY" - "$OUT" "$1" "${NETS[@]}" <<'EOF'
 import json, pathlib, sys
-out, nets = pathlib.Path(sys.argv[1]), sys.argv[2:]
-for source in ("measured", "predicted", "calibrated"):
-    found = {n: out / "tmp" / f"{source}_{n}.json" for n in nets}
-    runs = {n: json.loads(p.read_text()) for n, p in found.items() if p.is_file() and p.stat().st_size}
-    if runs:
-        (out / f"select_{source}.json").write_text(json.dumps(runs, indent=1))
-        for n, r in runs.items():
-            lat = r["run"]["latency_ms"]
-            print(source, n, "selected", round(lat["selected"]["median"], 3), "pytorch", round(lat["pytorch"]["median"], 3),
-                  "speed-up", round(r["run"]["speedup_vs_pytorch"], 3), "match", r["run"]["outputs_match"])
+out, source, nets = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+found = {n: out / "tmp" / f"{source}_{n}.json" for n in nets}
+runs = {n: json.loads(p.read_text()) for n, p in found.items() if p.is_file() and p.stat().st_size}
+if runs:
+    (out / f"{source}.json").write_text(json.dumps(runs, indent=1))
+for n, r in runs.items():
+    lat = r["run"]["latency_ms"]
+    print(source, n, "selected", round(lat["selected"]["median"], 3), "pytorch", round(lat["pytorch"]["median"], 3),
+          "speed-up", round(r["run"]["speedup_vs_pytorch"], 3), "match", r["run"]["outputs_match"])
 EOF
+}
+
+for source in ${SOURCES:-measured predicted calibrated}; do
+  case $source in
+    measured) costs=(--costs measured --data "$DATA/networks_h200.csv" --data "$DATA/reference_h200.csv") ;;
+    predicted) [ -f "$MODEL/model.json" ] || { echo "no model in $MODEL: predicted skipped"; continue; }
+               costs=(--costs predicted --model "$MODEL") ;;
+    calibrated)
+      "${EP[@]}" calibrate --primitives --name gpu --torch-device cuda --samples "${SAMPLES:-40}" --json \
+        > "$OUT/calibrate.json"
+      cp "$HOME_DIR/devices/gpu/primitives/measured.csv" "$OUT/calibrated_measured.csv" 2>/dev/null
+      costs=(--costs predicted --device gpu) ;;
+    *) echo "unknown cost source $source"; exit 2 ;;
+  esac
+  for net in "${NETS[@]}"; do
+    "${EP[@]}" select "torchvision:$net" "${costs[@]}" "${RUN[@]}" > "$OUT/tmp/${source}_$net.json"
+  done
+  collect "$source"
+done
 rm -rf "$OUT/tmp"
 ls -l "$OUT"

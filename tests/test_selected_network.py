@@ -194,8 +194,8 @@ def test_stored_gpu_selection_runs_are_whole_and_reported() -> None:
     import subprocess
     import sys
 
-    folder = SHIPPED / "select_h200"
-    for source in ("measured", "predicted", "calibrated"):
+    for folder, source in [(SHIPPED / "select_h200", s) for s in ("measured", "predicted", "calibrated")] + [
+            (SHIPPED / "select_h200_run2", s) for s in ("measured", "predicted")]:
         runs = json.loads((folder / f"{source}.json").read_text())
         assert set(runs) == {"alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34"}
         for r in runs.values():
@@ -204,4 +204,4 @@ def test_stored_gpu_selection_runs_are_whole_and_reported() -> None:
             assert r["run"]["speedup_vs_pytorch"] == pytest.approx(lat["pytorch"]["median"] / lat["selected"]["median"])
     bench = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_select_gpu.py"
     out = subprocess.run([sys.executable, str(bench)], capture_output=True, text=True, check=True).stdout
-    assert out.count("geometric-mean speed-up over PyTorch") == 3 and "NVIDIA H200" in out
+    assert out.count("geometric-mean speed-up over PyTorch") == 5 and "NVIDIA H200" in out

@@ -286,10 +286,15 @@ class Primitive(abc.ABC):
             raise InvalidInputError(f"{self.name}: input {tuple(x.shape)} {x.dtype} does not match layer "
                                     f"{prepared.spec.describe()} (expected {expected} {prepared.dtype} in layout "
                                     f"{self.input_layout.value})")
-        with torch.no_grad():
-            out = self._execute(x, prepared)
-            if prepared.bias is not None and not self.fuses_bias:
-                out.add_(prepared.bias)
+        if torch.is_grad_enabled():  # a bare call (the campaigns' timed ones); under no_grad or inference_mode (a
+            with torch.no_grad():  # selected network) the context's cost, paid per layer, is skipped
+                return self._execute_with_bias(x, prepared)
+        return self._execute_with_bias(x, prepared)
+
+    def _execute_with_bias(self, x: torch.Tensor, prepared: Prepared) -> torch.Tensor:
+        out = self._execute(x, prepared)
+        if prepared.bias is not None and not self.fuses_bias:
+            out.add_(prepared.bias)
         return out
 
     def run(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *, stride: int = 1,

@@ -46,11 +46,13 @@ __all__ = ["LatencySummary", "SelectedConv", "batch_view", "build_selected_netwo
 
 _TO_MEMORY = {"chw": (0, 1, 2), "hcw": (1, 0, 2), "hwc": (1, 2, 0)}
 _FROM_MEMORY = {"chw": (0, 1, 2), "hcw": (1, 0, 2), "hwc": (2, 0, 1)}
+_IDENTITY = (0, 1, 2)
 
 
 def to_memory(x: torch.Tensor, layout: str) -> torch.Tensor:
     """The 3-D tensor of a logical ``(C, H, W)`` tensor, contiguous in ``layout`` (a view when already so)."""
-    return x.permute(_TO_MEMORY[layout]).contiguous()
+    order = _TO_MEMORY[layout]
+    return (x if order == _IDENTITY else x.permute(order)).contiguous()  # no call for nothing: layers pay per call
 
 
 def from_memory(y: torch.Tensor, layout: str) -> torch.Tensor:
@@ -66,7 +68,8 @@ def batch_view(y: torch.Tensor, layout: str) -> torch.Tensor:
     far faster than on NCHW here); adding the axis after permuting gives a batch stride PyTorch does not accept
     as channels-last.
     """
-    return y.unsqueeze(0).permute(0, *(d + 1 for d in _FROM_MEMORY[layout]))
+    order = _FROM_MEMORY[layout]
+    return y.unsqueeze(0) if order == _IDENTITY else y.unsqueeze(0).permute(0, *(d + 1 for d in order))
 
 
 class SelectedConv(nn.Module):
