@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from edgeplan.costmodels import PerformanceModel
     from edgeplan.costmodels.primitive_data import PrimitiveDataset
 
-__all__ = ["Formats", "TimedSelection", "load_formats", "model_costs", "own_formats", "select_network",
-           "table_costs"]
+__all__ = ["Formats", "TimedSelection", "check_selection_costs", "load_formats", "model_costs", "own_formats",
+           "select_network", "table_costs"]
 
 Formats = Mapping[str, tuple[str, str]]
 """``primitive name -> (input layout, output layout)``."""
@@ -309,6 +309,31 @@ def runnable(shape: tuple[int, int, int, int, int, int], device: str = "cpu") ->
     return any(prim.applies(spec) and prim.supports_device(device) for prim in all_primitives())
 
 
+def check_selection_costs(costs: str, device: str = "cpu", *, tables: Sequence[str | Path] | None = None,
+                          model_dir: str | Path | None = None) -> None:
+    """Refuse a cost source :func:`select_model` cannot use, before anything is loaded or measured.
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown ``costs`` or ``device``; a GPU without its own tables or model (the shipped ones are the
+        reference CPU's).
+    """
+    from edgeplan.measure.device import is_cuda_device
+
+    if costs not in ("predicted", "measured"):
+        raise InvalidInputError(f"costs must be 'predicted' or 'measured', got {costs!r}")
+    if device != "cpu" and not is_cuda_device(device):
+        raise InvalidInputError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
+    if device != "cpu" and not (tables if costs == "measured" else model_dir):
+        what = "tables (--data)" if costs == "measured" else "performance model (--model)"
+        shipped = "tables are" if costs == "measured" else "model is"
+        raise InvalidInputError(f"the shipped {shipped} the reference CPU's; "
+                                f"select for {device} with its own {what}, e.g. the shipped H200 tables "
+                                f"{SHIPPED / 'networks_h200.csv'} and {SHIPPED / 'reference_h200.csv'}"
+                                + ("" if costs == "measured" else " fitted with `edgeplan primitives fit`"))
+
+
 @dataclass(frozen=True)
 class ModelSelection:
     """A zoo model's structure, costs and plan (``edgeplan select``)."""
@@ -357,20 +382,9 @@ def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path |
         An unknown ``costs`` or ``device``; a GPU without its own tables or model.
     """
     from edgeplan.frontends.zoo import load_graph
-    from edgeplan.measure.device import is_cuda_device
     from edgeplan.planners.pbqp.network import selection_structure
 
-    if costs not in ("predicted", "measured"):
-        raise InvalidInputError(f"costs must be 'predicted' or 'measured', got {costs!r}")
-    if device != "cpu" and not is_cuda_device(device):
-        raise InvalidInputError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
-    if device != "cpu" and not (tables if costs == "measured" else model_dir):
-        what = "tables (--data)" if costs == "measured" else "performance model (--model)"
-        shipped = "tables are" if costs == "measured" else "model is"
-        raise InvalidInputError(f"the shipped {shipped} the reference CPU's; "
-                                f"select for {device} with its own {what}, e.g. the shipped H200 tables "
-                                f"{SHIPPED / 'networks_h200.csv'} and {SHIPPED / 'reference_h200.csv'}"
-                                + ("" if costs == "measured" else " fitted with `edgeplan primitives fit`"))
+    check_selection_costs(costs, device, tables=tables, model_dir=model_dir)
     graph = load_graph(spec)
     formats = own_formats(device)
     start = time.perf_counter()

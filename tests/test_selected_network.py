@@ -142,6 +142,10 @@ def test_selection_for_cuda_uses_its_own_costs_and_primitives(capsys: pytest.Cap
     assert main(["select", "torchvision:resnet18", "--torch-device", "tpu", "--data",
                  str(SHIPPED / "networks_h200.csv")]) != 0
     assert "unknown device 'tpu'" in capsys.readouterr().err
+    if not torch.cuda.is_available():  # measuring there does
+        assert main(["select", "torchvision:resnet18", "--torch-device", "cuda", "--data",
+                     str(SHIPPED / "networks_h200.csv")]) != 0
+        assert "pass --no-flow-costs without --run" in capsys.readouterr().err
     # pricing alone needs no GPU: the shipped H200 tables, every layer selected
     assert main(["select", "torchvision:resnet18", "--torch-device", "cuda", "--no-flow-costs", "--json",
                  "--data", str(SHIPPED / "networks_h200.csv")]) == 0

@@ -38,8 +38,8 @@ OUTPUT_TOLERANCE = 1e-3
                    "(the shipped default tables: 1; edgeplan/data/primitives/networks_cpu_2t.csv: 2).")
 @click.option("--torch-device", "torch_device", default="cpu", show_default=True, metavar="cpu|cuda|cuda:N",
               help="Where the network runs: only the primitives that run there are options, the layout-transparent "
-                   "layers are measured there, and --run times it there. A GPU needs its own --data or --model "
-                   "(e.g. the shipped H200 tables).")
+                   "layers are measured there, and --run times it there. A GPU needs its own costs: --data (e.g. the "
+                   "shipped H200 tables), --model or --device.")
 @click.option("--rounds", type=click.IntRange(min=3), default=15, show_default=True,
               help="Interleaved timed runs of each variant with --run.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -49,7 +49,7 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
            as_json: bool) -> None:
     """Select the primitive (and layouts) of every conv layer of MODEL to minimise its predicted time."""
     from edgeplan.measure.harness import check_thread_count
-    from edgeplan.selection import select_model, single_primitive_choice
+    from edgeplan.selection import check_selection_costs, select_model, single_primitive_choice
 
     check_thread_count(threads)
     if model_dir is not None and source != "predicted":
@@ -80,6 +80,9 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
                        "selects for another processor", err=True)
     if tables and source != "measured":
         raise click.UsageError("--data gives the tables of --costs measured; drop it or use --costs measured")
+    check_selection_costs(source, torch_device, tables=list(tables) or None, model_dir=model_dir)
+    if flow_costs:
+        _check_cuda(torch_device, "the layout-transparent layers' costs are measured on it")
     sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, solver=solver,
                        flow_threads=threads if flow_costs else None, device=torch_device)
     plan = sel.plan
@@ -98,6 +101,8 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
     run = None
     if do_run:
         from edgeplan.runtimes.selected import run_selection
+
+        _check_cuda(torch_device, "--run times the network on it")
 
         single = single_primitive_choice(sel.structure, sel.costs)
         inputs = sel.structure.conv_inputs()
@@ -118,6 +123,19 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
     if run is not None and any(e > OUTPUT_TOLERANCE for e in run.output_error.values()):
         raise click.ClickException(f"the selected network's outputs differ from PyTorch's by more than "
                                    f"{OUTPUT_TOLERANCE:g} (relative): {run.output_error}")
+
+
+def _check_cuda(torch_device: str, why: str) -> None:
+    """Refuse a CUDA device on a machine without CUDA, saying how to plan for it from here."""
+    if torch_device == "cpu":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        from edgeplan.errors import MeasurementError
+
+        raise MeasurementError(f"--torch-device {torch_device}: CUDA is not available here, and {why}; to plan for "
+                               "that GPU from here, pass --no-flow-costs without --run")
 
 
 def _print(sel: object, run: object) -> None:

@@ -270,7 +270,8 @@ def _accelerator(device: str) -> str | None:
     import torch
 
     if not torch.cuda.is_available():
-        raise MeasurementError(f"device {device!r} asked for, but CUDA is not available here; use device='cpu'")
+        raise MeasurementError(f"device {device!r} asked for, but CUDA is not available here; run on the CPU "
+                               "('cpu') or on a machine with a CUDA GPU")
     index = int(device[5:]) if ":" in device else torch.cuda.current_device()
     if index >= torch.cuda.device_count():
         raise InvalidInputError(

@@ -126,7 +126,8 @@ def torch_device(device: str) -> torch.device:
     if target.type not in ("cpu", "cuda"):
         raise InvalidInputError(f"unsupported device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
     if target.type == "cuda" and not torch.cuda.is_available():
-        raise MeasurementError(f"device {device!r} asked for, but CUDA is not available here; use device='cpu'")
+        raise MeasurementError(f"device {device!r} asked for, but CUDA is not available here; run on the CPU "
+                               "('cpu') or on a machine with a CUDA GPU")
     return target
 
 
