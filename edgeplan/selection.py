@@ -313,6 +313,17 @@ def check_selection_costs(costs: str, device: str = "cpu", *, tables: Sequence[s
                           model_dir: str | Path | None = None) -> None:
     """Refuse a cost source :func:`select_model` cannot use, before anything is loaded or measured.
 
+    Parameters
+    ----------
+    costs
+        ``predicted`` or ``measured``.
+    device
+        Torch device selected for: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    tables
+        The measured tables given (``None``: the shipped ones).
+    model_dir
+        The performance model given (``None``: the shipped one).
+
     Raises
     ------
     InvalidInputError

@@ -110,6 +110,15 @@ def measure_torch(
 def torch_device(device: str) -> torch.device:
     """``device`` as a torch device, checked: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``, CUDA only where available.
 
+    Parameters
+    ----------
+    device
+        The device's name.
+
+    Returns
+    -------
+    torch.device
+
     Raises
     ------
     InvalidInputError

@@ -292,6 +292,7 @@ class Primitive(abc.ABC):
         return self._execute_with_bias(x, prepared)
 
     def _execute_with_bias(self, x: torch.Tensor, prepared: Prepared) -> torch.Tensor:
+        """:meth:`_execute`, then the bias unless the primitive fused it."""
         out = self._execute(x, prepared)
         if prepared.bias is not None and not self.fuses_bias:
             out.add_(prepared.bias)
