@@ -11,6 +11,7 @@
 # cost source ({network: select --json}; SOURCES picks them, default all three), the calibration's JSON and the
 # layers it measured.
 set -u
+cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu-select}
 PY=${PY:-python3}
 MODEL=${MODEL:-out/costmodels/h200-nn2}
@@ -23,9 +24,14 @@ EP=("$PY" -m edgeplan --home "$HOME_DIR")
 RUN=(--torch-device cuda --run --rounds "$ROUNDS" --threads 1 --json)
 NETS=(alexnet vgg11 vgg19 googlenet resnet18 resnet34)
 
+"$PY" -c "import sys, torch; sys.exit(not torch.cuda.is_available())" \
+  || { echo "no CUDA GPU here: this script measures on one"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" \
   | tee -a "$OUT/gpu.txt"
+echo "edgeplan $(git rev-parse HEAD 2>/dev/null || echo 'commit unknown')$(git diff --quiet HEAD 2>/dev/null || echo ' (+ changes)')" \
+  | tee -a "$OUT/gpu.txt"
+STARTED=$(date -u +%FT%TZ)
 if [ "${TESTS:-1}" = 1 ]; then
   "$PY" -m pytest -q -p no:cacheprovider tests/test_selected_network.py tests/test_costmodels_transfer.py -k cuda 2>&1 \
     | tail -n 15 | tee "$OUT/tests.txt"
@@ -52,16 +58,33 @@ for source in ${SOURCES:-measured predicted calibrated}; do
     predicted) [ -f "$MODEL/model.json" ] || { echo "no model in $MODEL: predicted skipped"; continue; }
                costs=(--costs predicted --model "$MODEL") ;;
     calibrated)
-      "${EP[@]}" calibrate --primitives --name gpu --torch-device cuda --samples "${SAMPLES:-40}" --json \
-        > "$OUT/calibrate.json"
-      cp "$HOME_DIR/devices/gpu/primitives/measured.csv" "$OUT/calibrated_measured.csv" 2>/dev/null
+      "${EP[@]}" calibrate --primitives --name gpu --torch-device cuda --samples "${SAMPLES:-40}" --replace --json \
+        > "$OUT/calibrate.json" || { echo "calibration failed: calibrated skipped"; continue; }
+      cp "$HOME_DIR/devices/gpu/primitives/measured.csv" "$OUT/calibrated_measured.csv"
+      cp "$HOME_DIR/devices/gpu/primitives/measured.provenance.json" "$OUT/calibrated_measured.provenance.json" \
+        2>/dev/null
       costs=(--costs predicted --device gpu) ;;
     *) echo "unknown cost source $source"; exit 2 ;;
   esac
+  rm -f "$OUT/$source.json"
   for net in "${NETS[@]}"; do
     "${EP[@]}" select "torchvision:$net" "${costs[@]}" "${RUN[@]}" > "$OUT/tmp/${source}_$net.json"
   done
   collect "$source"
 done
 rm -rf "$OUT/tmp"
+# the provenance benchmarks/bench_select_gpu.py reads (edit "files" when shipping)
+"$PY" - "$OUT" "$STARTED" <<'EOF'
+import json, pathlib, platform, sys
+out, started = pathlib.Path(sys.argv[1]), sys.argv[2]
+gpu = (out / "gpu.txt").read_text().splitlines()
+made = sorted(p.name for p in out.iterdir() if p.suffix == ".json" and p.name != "provenance.json")
+json.dump({"machine": f"{gpu[1] if len(gpu) > 1 else 'unknown GPU'}; {gpu[2] if len(gpu) > 2 else ''}; host "
+                      f"{platform.node()}", "date": f"{started} to the end of the run",
+           "command": "benchmarks/gpu_select.sh (see the script; environment: SOURCES, TESTS, MODEL, ROUNDS, SAMPLES)",
+           "code": gpu[3] if len(gpu) > 3 else "unknown",
+           "files": {name: "{network: select --json}" if name.split(".")[0] in ("measured", "predicted", "calibrated")
+                     else "see benchmarks/gpu_select.sh" for name in made}},
+          (out / "provenance.json").open("w"), indent=1)
+EOF
 ls -l "$OUT"

@@ -336,13 +336,16 @@ def check_selection_costs(costs: str, device: str = "cpu", *, tables: Sequence[s
         raise InvalidInputError(f"costs must be 'predicted' or 'measured', got {costs!r}")
     if device != "cpu" and not is_cuda_device(device):
         raise InvalidInputError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
-    if device != "cpu" and not (tables if costs == "measured" else model_dir):
-        what = "tables (--data)" if costs == "measured" else "performance model (--model)"
-        shipped = "tables are" if costs == "measured" else "model is"
-        raise InvalidInputError(f"the shipped {shipped} the reference CPU's; "
-                                f"select for {device} with its own {what}, e.g. the shipped H200 tables "
-                                f"{SHIPPED / 'networks_h200.csv'} and {SHIPPED / 'reference_h200.csv'}"
-                                + ("" if costs == "measured" else " fitted with `edgeplan primitives fit`"))
+    if device != "cpu" and costs == "measured" and not tables:
+        raise InvalidInputError(f"the shipped tables are the reference CPU's; select for {device} with tables measured "
+                                "on that GPU (--data; `edgeplan primitives profile --device cuda` makes them, and "
+                                f"{SHIPPED / 'networks_h200.csv'} and {SHIPPED / 'reference_h200.csv'} are an "
+                                "NVIDIA H200's)")
+    if device != "cpu" and costs == "predicted" and not model_dir:
+        raise InvalidInputError(f"the shipped performance model is the reference CPU's; select for {device} with a "
+                                "model of that GPU: one calibrated there (`edgeplan calibrate --primitives --name NAME "
+                                "--torch-device cuda`, then --device NAME) or one fitted on its tables (`edgeplan "
+                                "primitives fit --data TABLE.csv --out DIR`, then --model DIR)")
 
 
 @dataclass(frozen=True)

@@ -570,8 +570,8 @@ def test_cli_calibrate_primitives_refuses_conflicting_options(tmp_path: Path, li
     base = [*home, "calibrate", "--primitives", "--name", "x"]
     assert main([*base, "--measurements", str(csv), "--samples", "10"]) != 0
     assert "drop them with --measurements" in capsys.readouterr().err
-    assert main([*base, "--measurements", str(csv), "--torch-device", "cuda"]) != 0
-    assert "drop them with --measurements" in capsys.readouterr().err
+    assert main([*base, "--measurements", str(csv), "--torch-device", "tpu"]) != 0
+    assert "use cpu, cuda or cuda:N" in capsys.readouterr().err
     assert main([*base, "--network", "torchvision:resnet18", "--samples", "10"]) != 0
     assert "drop --samples" in capsys.readouterr().err
     assert main([*base, "--measurements", str(csv), "--from", str(src)]) == 0
@@ -615,13 +615,39 @@ def test_cli_calibrate_the_shipped_model_then_select_and_evaluate(tmp_path: Path
     assert main([*home, "select", "torchvision:resnet18", "--costs", "predicted", "--device", "box",
                  "--no-flow-costs", "--json"]) == 0
     assert "was calibrated at 2 thread(s)" in capsys.readouterr().err
-    # and one calibrated on a GPU, selected for the CPU, too
+    # one calibrated on a GPU selects for a GPU (planned from here without measuring), and not for the CPU
     meta["info"]["calibration"].update(threads=1, torch_device="cuda")
     (folder / "model.json").write_text(json.dumps(meta))
+    for extra in ([], ["--torch-device", "cuda:0"]):
+        assert main([*home, "select", "torchvision:resnet18", "--costs", "predicted", "--device", "box",
+                     "--no-flow-costs", "--json", *extra]) == 0
+        captured = capsys.readouterr()
+        plan = json.loads(captured.out)
+        assert not any(layer["primitive"].startswith("torch-onednn") for layer in plan["layers"]
+                       if layer["primitive"]), extra
+        assert "warning" not in captured.err
     assert main([*home, "select", "torchvision:resnet18", "--costs", "predicted", "--device", "box",
-                 "--no-flow-costs", "--json"]) == 0
-    err = capsys.readouterr().err
-    assert "was calibrated on cuda; --torch-device cpu" in err and "thread(s)" not in err
+                 "--no-flow-costs", "--torch-device", "cpu"]) != 0
+    assert "was calibrated on cuda, and --torch-device cpu is another kind" in capsys.readouterr().err
+
+
+def test_cli_calibrate_primitives_records_where_a_given_table_was_measured(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """--torch-device with --measurements labels the table; without it the processor is unknown."""
+    from edgeplan.cli.main import main
+    from edgeplan.costmodels import load_primitive_csv
+    from edgeplan.selection import SHIPPED
+
+    table = write_table(tmp_path / "t.csv", load_primitive_csv(SHIPPED / "networks_h200.csv").subset(np.arange(12)))
+    home = ["--home", str(tmp_path / "home")]
+    calib = [*home, "calibrate", "--primitives", "--transfer", "factor", "--measurements", str(table), "--json"]
+    assert main([*calib, "--name", "h200", "--torch-device", "cuda"]) == 0
+    assert json.loads(capsys.readouterr().out)["torch_device"] == "cuda"
+    assert main([*calib, "--name", "somewhere"]) == 0
+    assert json.loads(capsys.readouterr().out)["torch_device"] is None
+    for name in ("h200", "somewhere"):
+        meta = json.loads((tmp_path / "home" / "devices" / name / "primitives" / "model.json").read_text())
+        assert meta["info"]["calibration"]["torch_device"] == ("cuda" if name == "h200" else None)
 
 
 @pytest.mark.skipif("__import__('torch').cuda.is_available()")

@@ -209,18 +209,20 @@ def test_execute_is_repeatable_and_leaves_the_prepared_state_alone() -> None:
 
 
 def test_execute_records_no_graph_with_or_without_grad_mode() -> None:
-    """A bare call (grad enabled, weights requiring grad) and one under inference_mode compute the same output,
-    and neither records a graph."""
+    """A bare call (grad enabled, input requiring grad), one under no_grad and one under inference_mode compute the
+    same output, and no call records a graph."""
     for prim in AVAILABLE:
         spec = _probe(prim, c=3, k=4, im=7)
         x, w, b = _tensors(spec, seed=3)
         prepared = prim.prepare(w.requires_grad_(), b, spec=spec)
         x_in = from_chw(x, prim.input_layout).requires_grad_()
         bare = prim.execute(x_in, prepared)
+        with torch.no_grad():
+            no_grad = prim.execute(x_in, prepared)
         with torch.inference_mode():
             quiet = prim.execute(x_in.detach(), prepared)
-        assert not bare.requires_grad and not quiet.requires_grad, prim.name
-        assert torch.equal(bare, quiet), prim.name
+        assert not bare.requires_grad and not no_grad.requires_grad, prim.name
+        assert torch.equal(bare, quiet) and torch.equal(bare, no_grad), prim.name
 
 
 def test_direct_sum2d_blocks_over_kernels(monkeypatch: pytest.MonkeyPatch) -> None:

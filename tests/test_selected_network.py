@@ -138,7 +138,8 @@ def test_selection_for_cuda_uses_its_own_costs_and_primitives(capsys: pytest.Cap
     assert main(["select", "torchvision:resnet18", "--torch-device", "cuda"]) != 0
     assert "networks_h200.csv" in capsys.readouterr().err
     assert main(["select", "torchvision:resnet18", "--costs", "predicted", "--torch-device", "cuda:0"]) != 0
-    assert "own performance model (--model)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "a model of that GPU" in err and "--torch-device cuda`, then --device NAME" in err
     assert main(["select", "torchvision:resnet18", "--torch-device", "tpu", "--data",
                  str(SHIPPED / "networks_h200.csv")]) != 0
     assert "unknown device 'tpu'" in capsys.readouterr().err
@@ -153,6 +154,20 @@ def test_selection_for_cuda_uses_its_own_costs_and_primitives(capsys: pytest.Cap
     convs = [layer for layer in plan["layers"] if layer["kind"] == "conv"]
     assert len(convs) == 20 and not plan["fixed_layers"]
     assert all(layer["primitive"] and not layer["primitive"].startswith("torch-onednn") for layer in convs)
+
+
+def test_float32_check_puts_every_tf32_setting_back() -> None:
+    """The output check turns TF32 off on CUDA and restores the settings exactly (no GPU needed to set them)."""
+    from edgeplan.runtimes.selected import _float32_arithmetic
+
+    conv, matmul = torch.backends.cudnn.conv, torch.backends.cuda.matmul
+    before = (conv.fp32_precision, matmul.fp32_precision, torch.backends.cudnn.benchmark)
+    with _float32_arithmetic(torch.device("cuda")):
+        assert (conv.fp32_precision, matmul.fp32_precision) == ("ieee", "ieee")
+    assert (conv.fp32_precision, matmul.fp32_precision, torch.backends.cudnn.benchmark) == before
+    torch.get_float32_matmul_precision()  # PyTorch refuses this after a mix of its legacy and new TF32 APIs
+    with _float32_arithmetic(torch.device("cpu")):
+        assert (conv.fp32_precision, matmul.fp32_precision) == before[:2]
 
 
 @pytest.mark.skipif("__import__('torch').cuda.is_available()")
@@ -191,6 +206,8 @@ def test_random_primitives_reproduce_resnet18_outputs_on_cuda() -> None:
         build_selected_network(zoo.module.cuda(), {"conv1": "torch-onednn-chw"}, {"conv1": 224})
     ms = measure_flow_costs(structure.flow[:4], threads=1, runs=3, device="cuda")
     assert ms.shape == (4, 3) and (ms >= 0).all()
+    with pytest.raises(InvalidInputError, match="CUDA device"):
+        run_selection(spec, choices, inputs, None, threads=1, device=f"cuda:{torch.cuda.device_count()}")
 
 
 def test_stored_gpu_selection_runs_are_whole_and_reported() -> None:

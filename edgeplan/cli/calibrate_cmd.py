@@ -38,9 +38,10 @@ __all__ = ["calibrate"]
                    "reference dataset).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="--primitives: intra-op threads of the measurements (the setting `select --threads` will run).")
-@click.option("--torch-device", "torch_device", default="cpu", show_default=True, metavar="cpu|cuda|cuda:N",
-              help="--primitives: where the layers are measured (then `select --torch-device` the same); on CUDA "
-                   "oneDNN's two primitives are left out.")
+@click.option("--torch-device", "torch_device", default=None, metavar="cpu|cuda|cuda:N",
+              help="--primitives: where the layers are measured [default: cpu] (on CUDA oneDNN's two primitives are "
+                   "left out), or with --measurements where they were (recorded; unknown if not given). `select "
+                   "--device NAME` then selects for that kind of processor.")
 @click.option("--transfer", "transfer_method",
               type=click.Choice(["auto", "finetune", "factor", "factor-finetune", "direct"]), default="auto",
               show_default=True,
@@ -55,8 +56,8 @@ __all__ = ["calibrate"]
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def calibrate(ctx: Context, measurements: Path | None, name: str, source: str | None, method: str, primitives: bool,
-              networks: tuple[str, ...], samples: int, threads: int, torch_device: str, transfer_method: str,
-              seed: int, budget_s: float | None, replace: bool, as_json: bool) -> None:
+              networks: tuple[str, ...], samples: int, threads: int, torch_device: str | None,
+              transfer_method: str, seed: int, budget_s: float | None, replace: bool, as_json: bool) -> None:
     """Create device profile NAME from latencies measured on it: a learnt correction of a source's predictions.
 
     Every row is checked before anything is written: a missing column, an unknown model or a non-positive
@@ -179,20 +180,24 @@ def resolve_primitive_model(home: str | None, source: str | None) -> Path:
 
 
 def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, source: str | None,
-                          networks: tuple[str, ...], samples: int, threads: int, torch_device: str, method: str,
-                          seed: int, budget_s: float | None, replace: bool, as_json: bool) -> None:
+                          networks: tuple[str, ...], samples: int, threads: int, torch_device: str | None,
+                          method: str, seed: int, budget_s: float | None, replace: bool, as_json: bool) -> None:
     """Measure a few layers here (or read them) and move the primitive performance model to this machine."""
     from edgeplan.costmodels import load_performance_model, load_primitive_csv
     from edgeplan.costmodels.transfer_learning import calibrate_primitives
     from edgeplan.errors import InvalidInputError
+    from edgeplan.measure.device import is_cuda_device
 
     default = click.core.ParameterSource.DEFAULT
     samples_given = click.get_current_context().get_parameter_source("samples") is not default
     if measurements is not None and networks:
         raise InvalidInputError("--network measures layers here; --measurements reads them from a file: use one")
-    if measurements is not None and (budget_s is not None or samples_given or torch_device != "cpu"):
-        raise InvalidInputError("--samples, --budget-s and --torch-device are about measuring here; drop them with "
-                                "--measurements")
+    if measurements is not None and (budget_s is not None or samples_given):
+        raise InvalidInputError("--samples and --budget-s are about measuring here; drop them with --measurements")
+    if torch_device is not None and torch_device != "cpu" and not is_cuda_device(torch_device):
+        raise InvalidInputError(f"--torch-device {torch_device!r}: use cpu, cuda or cuda:N")
+    if measurements is None:
+        torch_device = torch_device or "cpu"
     if networks and samples_given:
         raise InvalidInputError("--network measures every conv layer of the model; drop --samples")
     if budget_s is not None and not budget_s > 0:
@@ -213,7 +218,8 @@ def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, so
     if measurements is not None:
         data = load_primitive_csv(measurements)
     else:
-        data, measured = _measure_layers(ctx, networks, samples, threads, torch_device, seed, budget_s, as_json)
+        data, measured = _measure_layers(ctx, networks, samples, threads, torch_device or "cpu", seed, budget_s,
+                                         as_json)
         if data is None:
             if as_json:
                 emit_json({"device": name, "complete": False, "measured": measured["report"]})
@@ -232,14 +238,14 @@ def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, so
     here = measurements is None
     result.model.info["calibration"] = {"device": name, "source": str(source_dir),
                                         "threads": threads if here else None,
-                                        "torch_device": torch_device if here else None,
+                                        "torch_device": torch_device,
                                         "data": str(measurements) if measurements else measured.get("campaign")}
     path = _save_device(result.model, folder, measured if here else None, ctx.command)
     scored = result.model.info["transfer"]["calibration"]  # the scores, NaN written as null
     out = {"device": name, "complete": True, "path": str(path), "source": str(source_dir), "method": result.method,
            "layers": result.rows, "folds": result.folds, "measured_primitives": len(shared),
            "cv_mdrae": scored["scores"], "cv_transform_mdrae": scored["transform_scores"],
-           "threads": threads if here else None, "torch_device": torch_device if here else None,
+           "threads": threads if here else None, "torch_device": torch_device,
            "failed": measured.get("report", {}).get("failed", [])}
     if as_json:
         emit_json(out)
@@ -255,8 +261,7 @@ def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, so
     else:
         kept = ", so auto keeps the factor correction" if method == "auto" else ""
         click.echo(f"  one layer: nothing to cross-validate{kept}")
-    hint = (f" --threads {threads}" + (f" --torch-device {torch_device}" if torch_device != "cpu" else "")
-            if here else "")
+    hint = f" --threads {threads}" if here else ""
     click.echo(f"  saved to {path}; use it with `edgeplan select MODEL --costs predicted --device {name}{hint}`")
 
 

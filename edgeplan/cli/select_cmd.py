@@ -36,16 +36,16 @@ OUTPUT_TOLERANCE = 1e-3
 @click.option("--threads", type=int, default=1, show_default=True,
               help="Intra-op threads of --run and of the measured layer costs; match the tables' thread count "
                    "(the shipped default tables: 1; edgeplan/data/primitives/networks_cpu_2t.csv: 2).")
-@click.option("--torch-device", "torch_device", default="cpu", show_default=True, metavar="cpu|cuda|cuda:N",
+@click.option("--torch-device", "torch_device", default=None, metavar="cpu|cuda|cuda:N",
               help="Where the network runs: only the primitives that run there are options, the layout-transparent "
                    "layers are measured there, and --run times it there. A GPU needs its own costs: --data (e.g. the "
-                   "shipped H200 tables), --model or --device.")
+                   "shipped H200 tables), --model or --device. [default: where --device was calibrated, else cpu]")
 @click.option("--rounds", type=click.IntRange(min=3), default=15, show_default=True,
               help="Interleaved timed runs of each variant with --run.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def select(ctx: Context, model: str, source: str, model_dir: str | None, device: str | None, tables: tuple[str, ...],
-           solver: str, flow_costs: bool, do_run: bool, threads: int, torch_device: str, rounds: int,
+           solver: str, flow_costs: bool, do_run: bool, threads: int, torch_device: str | None, rounds: int,
            as_json: bool) -> None:
     """Select the primitive (and layouts) of every conv layer of MODEL to minimise its predicted time."""
     from edgeplan.measure.harness import check_thread_count
@@ -75,14 +75,22 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
             click.echo(f"warning: device {device!r} was calibrated at {measured_at} thread(s); --threads {threads} "
                        "runs and prices flow layers at another setting", err=True)
         measured_on = calibration.get("torch_device") or ("cpu" if measured_at is not None else None)
-        if measured_on is not None and measured_on != torch_device:
-            click.echo(f"warning: device {device!r} was calibrated on {measured_on}; --torch-device {torch_device} "
-                       "selects for another processor", err=True)
+        if torch_device is None and measured_on is not None:
+            torch_device = measured_on  # a device calibrated on a GPU selects for that GPU
+        elif measured_on is not None and _kind(measured_on) != _kind(torch_device or "cpu"):
+            from edgeplan.errors import InvalidInputError
+
+            raise InvalidInputError(f"device {device!r} was calibrated on {measured_on}, and --torch-device "
+                                    f"{torch_device} is another kind of processor: its costs do not price it; drop "
+                                    "--torch-device or calibrate a device there")
+    torch_device = torch_device or "cpu"
     if tables and source != "measured":
         raise click.UsageError("--data gives the tables of --costs measured; drop it or use --costs measured")
     check_selection_costs(source, torch_device, tables=list(tables) or None, model_dir=model_dir)
     if flow_costs:
         _check_cuda(torch_device, "the layout-transparent layers' costs are measured on it")
+    if do_run:
+        _check_cuda(torch_device, "--run times the network on it")
     sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, solver=solver,
                        flow_threads=threads if flow_costs else None, device=torch_device)
     plan = sel.plan
@@ -101,8 +109,6 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
     run = None
     if do_run:
         from edgeplan.runtimes.selected import run_selection
-
-        _check_cuda(torch_device, "--run times the network on it")
 
         single = single_primitive_choice(sel.structure, sel.costs)
         inputs = sel.structure.conv_inputs()
@@ -123,6 +129,11 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
     if run is not None and any(e > OUTPUT_TOLERANCE for e in run.output_error.values()):
         raise click.ClickException(f"the selected network's outputs differ from PyTorch's by more than "
                                    f"{OUTPUT_TOLERANCE:g} (relative): {run.output_error}")
+
+
+def _kind(torch_device: str) -> str:
+    """``cpu`` or ``cuda``: the kind of processor a device name designates (``cuda:1`` is a ``cuda``)."""
+    return torch_device.partition(":")[0]
 
 
 def _check_cuda(torch_device: str, why: str) -> None:

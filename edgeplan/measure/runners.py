@@ -122,7 +122,7 @@ def torch_device(device: str) -> torch.device:
     Raises
     ------
     InvalidInputError
-        Not a CPU or CUDA device name.
+        Not a CPU or CUDA device name, or a CUDA index this machine does not have.
     MeasurementError
         CUDA asked for on a machine without it.
     """
@@ -137,6 +137,9 @@ def torch_device(device: str) -> torch.device:
     if target.type == "cuda" and not torch.cuda.is_available():
         raise MeasurementError(f"device {device!r} asked for, but CUDA is not available here; run on the CPU "
                                "('cpu') or on a machine with a CUDA GPU")
+    if target.type == "cuda" and target.index is not None and target.index >= torch.cuda.device_count():
+        raise InvalidInputError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s); "
+                                "pick one of them")
     return target
 
 

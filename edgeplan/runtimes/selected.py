@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -95,8 +96,8 @@ class SelectedConv(nn.Module):
                              padding=int(pad[0]))
         self.primitive.check(self.spec)
         if not self.primitive.supports_device(conv.weight.device):
-            raise InvalidInputError(f"{primitive} does not run on {conv.weight.device}; select among the primitives "
-                                    "that do (edgeplan primitives list)")
+            raise InvalidInputError(f"{primitive} does not run on {conv.weight.device} (oneDNN's primitives, "
+                                    "torch-onednn-*, are CPU-only); choose another primitive for that layer")
         bias = conv.bias.detach() if conv.bias is not None else None
         self.prepared = self.primitive.prepare(conv.weight.detach(), bias, spec=self.spec)
 
@@ -163,17 +164,32 @@ def _synchronizer(device: torch.device) -> Callable[[], None]:
 
 @contextmanager
 def _float32_arithmetic(device: torch.device) -> Iterator[None]:
-    """TF32 off for cuDNN and matmuls on CUDA (outputs are checked in float32); nothing to change on the CPU."""
+    """TF32 off for cuDNN convolutions and matmuls on CUDA (outputs are checked in float32), every setting put back
+    as it was; nothing to change on the CPU.
+
+    PyTorch 2.9 and later set TF32 per backend and operator (``fp32_precision``) and refuse to read the legacy
+    ``allow_tf32`` flags once the two APIs disagree, so the new attributes are used where they exist. Neither way
+    touches cuDNN's ``benchmark`` or ``deterministic`` settings.
+    """
     if device.type != "cuda":
         yield
         return
-    matmul = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        with torch.backends.cudnn.flags(enabled=torch.backends.cudnn.enabled, allow_tf32=False):
+    cudnn: Any = torch.backends.cudnn
+    matmul: Any = torch.backends.cuda.matmul
+    if hasattr(getattr(cudnn, "conv", None), "fp32_precision") and hasattr(matmul, "fp32_precision"):
+        saved = (cudnn.conv.fp32_precision, matmul.fp32_precision)
+        cudnn.conv.fp32_precision, matmul.fp32_precision = "ieee", "ieee"
+        try:
             yield
+        finally:
+            cudnn.conv.fp32_precision, matmul.fp32_precision = saved
+        return
+    legacy = (cudnn.allow_tf32, matmul.allow_tf32)
+    cudnn.allow_tf32, matmul.allow_tf32 = False, False
+    try:
+        yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = matmul
+        cudnn.allow_tf32, matmul.allow_tf32 = legacy
 
 
 @dataclass(frozen=True)
