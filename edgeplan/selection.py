@@ -330,12 +330,11 @@ def check_selection_costs(costs: str, device: str = "cpu", *, tables: Sequence[s
         An unknown ``costs`` or ``device``; a GPU without its own tables or model (the shipped ones are the
         reference CPU's).
     """
-    from edgeplan.measure.device import is_cuda_device
+    from edgeplan.measure.runners import torch_device
 
     if costs not in ("predicted", "measured"):
         raise InvalidInputError(f"costs must be 'predicted' or 'measured', got {costs!r}")
-    if device != "cpu" and not is_cuda_device(device):
-        raise InvalidInputError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
+    torch_device(device, available=False)
     if device != "cpu" and costs == "measured" and not tables:
         raise InvalidInputError(f"the shipped tables are the reference CPU's; select for {device} with tables measured "
                                 "on that GPU (--data; `edgeplan primitives profile --device cuda` makes them, and "

@@ -107,13 +107,15 @@ def measure_torch(
             module.train(was_training)
 
 
-def torch_device(device: str) -> torch.device:
+def torch_device(device: str, *, available: bool = True) -> torch.device:
     """``device`` as a torch device, checked: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``, CUDA only where available.
 
     Parameters
     ----------
     device
         The device's name.
+    available
+        Also check that this machine has it (False: the name only, e.g. to plan a campaign for another machine).
 
     Returns
     -------
@@ -134,10 +136,12 @@ def torch_device(device: str) -> torch.device:
         raise InvalidInputError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'") from e
     if target.type not in ("cpu", "cuda"):
         raise InvalidInputError(f"unsupported device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
-    if target.type == "cuda" and not torch.cuda.is_available():
+    if not available or target.type == "cpu":
+        return target
+    if not torch.cuda.is_available():
         raise MeasurementError(f"device {device!r} asked for, but CUDA is not available here; run on the CPU "
                                "('cpu') or on a machine with a CUDA GPU")
-    if target.type == "cuda" and target.index is not None and target.index >= torch.cuda.device_count():
+    if target.index is not None and target.index >= torch.cuda.device_count():
         raise InvalidInputError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s); "
                                 "pick one of them")
     return target

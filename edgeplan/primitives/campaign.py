@@ -83,14 +83,13 @@ from typing import TYPE_CHECKING, Any
 
 from edgeplan.errors import InvalidInputError, MeasurementError, StoreError
 from edgeplan.measure.campaign import FailedTask
-from edgeplan.measure.device import DeviceDescriptor, collect_versions, is_cuda_device
+from edgeplan.measure.device import DeviceDescriptor, collect_versions
 from edgeplan.measure.harness import Timing, TimingConfig, time_callable, use_threads
+from edgeplan.measure.runners import torch_device
 from edgeplan.measure.store import Campaign, MeasurementRecord, Store
 from edgeplan.primitives.spec import LAYOUTS, ConvSpec
 
 if TYPE_CHECKING:
-    import torch
-
     from edgeplan.costmodels.primitive_data import PrimitiveDataset
     from edgeplan.primitives.base import Primitive
 
@@ -459,7 +458,7 @@ def _primitive_names(primitives: Sequence[str] | None, device: str = "cpu") -> t
     """The primitives to measure on ``device``, in registry order (all that run there when ``None``)."""
     from edgeplan.primitives.registry import get_primitive, primitive_names
 
-    _torch_device(device)
+    torch_device(device, available=False)
     wanted = None if primitives is None else {get_primitive(p).name for p in primitives}
     if wanted is not None:
         refused = sorted(n for n in wanted if not get_primitive(n).supports_device(device))
@@ -856,7 +855,7 @@ def _measure_config(run: _Run, spec: ConvSpec) -> None:
     jobs = [job for job in _jobs(run.plan, spec) if job[0] not in run.done]
     random.Random(f"{run.plan.params.get('seed')}|{_config_key(spec)}").shuffle(jobs)
     generator = torch.Generator().manual_seed(int(_digest(_shape(spec)), 16))
-    device = _torch_device(run.plan.params.get("device", "cpu"))
+    device = torch_device(run.plan.params.get("device", "cpu"), available=False)
     sync = torch.cuda.synchronize if device.type == "cuda" else None
     x = torch.randn(spec.c, spec.im, spec.im, generator=generator).to(device)  # the same values on every device
     inputs = {layout.value: from_chw(x, layout).contiguous() for layout in LAYOUTS}
@@ -908,15 +907,6 @@ def _time(fn: Callable[[], object], plan: TimingPlan) -> tuple[Timing, bool, int
     config = TimingConfig(warmup=warmup, min_repeats=n, max_repeats=n,
                           max_time_s=max(60.0, 10 * n * plan.call_cap_ms / 1e3))
     return time_callable(fn, config), False, 1 + warmup
-
-
-def _torch_device(device: str) -> torch.device:
-    """``device`` as a torch device; ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` only."""
-    import torch
-
-    if device != "cpu" and not is_cuda_device(device):
-        raise InvalidInputError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
-    return torch.device(device)
 
 
 @contextmanager
