@@ -52,7 +52,9 @@ class UnsupportedOperatorError(EdgeplanError):
         msg = f"unsupported operator {operator!r} at node {node!r}"
         if detail:
             msg += f": {detail}"
-        msg += "; import with opaque=True (CLI: --allow-opaque) to keep it as an explicit opaque node"
+        msg += ("; edgeplan cannot cost or run it. `edgeplan inspect --allow-opaque` (Python: import with "
+                "opaque=True) shows the rest of the graph with it as an explicit opaque node; to plan or predict, "
+                "replace the operator in the model or cut the model before it")
         super().__init__(msg)
 
 

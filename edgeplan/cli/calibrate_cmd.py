@@ -72,6 +72,13 @@ def calibrate(ctx: Context, measurements: Path | None, name: str, source: str | 
 
     if not name or "/" in name or name.startswith("."):
         raise InvalidInputError(f"--name {name!r}: use a plain name such as my-phone")
+    if len(name.encode()) > 100:
+        raise InvalidInputError(f"--name is {len(name.encode())} bytes long; use a short plain name such as my-phone")
+    from edgeplan.latency.predict import shipped_devices
+
+    if name in shipped_devices():
+        raise InvalidInputError(f"--name {name!r} is a shipped device profile, which a calibrated one would hide "
+                                f"from `predict --device {name}`; choose another name such as {name}-calibrated")
     click_ctx = click.get_current_context()
 
     def given(option: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,20 @@ class Context:
 
 
 def emit_json(data: Any) -> None:
-    """Print ``data`` as indented JSON on standard output."""
-    click.echo(json.dumps(data, indent=2, default=str))
+    """Print ``data`` as indented JSON on standard output; NaN and infinities (say the spread of one run) are null,
+    since JSON has no such numbers."""
+    click.echo(json.dumps(_finite(data), indent=2, default=str, allow_nan=False))
+
+
+def _finite(data: Any) -> Any:
+    """``data`` with every non-finite float replaced by None (dicts, lists and tuples walked)."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_finite(v) for v in data]
+    return data
 
 
 def model_specs(models: tuple[str, ...], models_file: Path | None) -> list[str]:

@@ -22,11 +22,17 @@ __all__ = ["measure"]
 def measure(ctx: Context, model: str, threads: int, runtime: str, repeats: int | None, max_time_s: float,
             input_shape: str | None, as_json: bool) -> None:
     """Measure the end-to-end latency of MODEL on this machine and store it (median of repeated runs)."""
+    import os
+
     from edgeplan.api import measure_model
     from edgeplan.frontends.zoo import parse_shape
     from edgeplan.measure import TimingConfig, check_thread_count
 
     check_thread_count(threads)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if threads > cores:  # measured anyway (on purpose, say), but not silently: the record says how many cores
+        click.echo(f"warning: --threads {threads} on the {cores} core(s) this process may use: the time includes the "
+                   f"threads' contention for the cores; use at most {cores} to time the model", err=True)
     if repeats is not None and repeats < 1:
         raise click.BadParameter(f"must be a positive integer, got {repeats}", param_hint="--repeats")
     config = (TimingConfig(min_repeats=repeats, max_repeats=repeats, max_time_s=max_time_s) if repeats

@@ -136,6 +136,7 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
 
     data = load_dataset(data_path)
     records = data.records
+    out.mkdir(parents=True, exist_ok=True)  # a folder that cannot be made is named now, not after the fitting
     if train_specs:
         keep = set(expand_models(train_specs))
         records = [r for r in records if r["model"] in keep]

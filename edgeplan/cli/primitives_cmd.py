@@ -6,9 +6,11 @@ module exists; it is imported only when one of them is asked for or listed.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import math
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -234,7 +236,13 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
                               max_configs=max_configs, primitives=names or None,
                               timing=TimingPlan(target_ms=target_ms, call_cap_ms=call_cap_ms), threads=threads,
                               device=device_name)
-    with Store.open(store_path or default_store_path(_context(ctx).home)) as store:
+    real_store = Path(store_path or default_store_path(_context(ctx).home)).expanduser()
+    with contextlib.ExitStack() as stack:
+        opened = real_store
+        if dry_run and (not real_store.is_file() or real_store.stat().st_size == 0):
+            # a dry run writes nothing: with no Store there yet it plans against an empty one in a scratch folder
+            opened = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "dry-run.sqlite"
+        store = stack.enter_context(Store.open(opened))
         if remeasure_subset is not None:
             plan = remeasure_campaign(store, plan, remeasure_subset, subset_seed)
         main = plan
@@ -245,7 +253,7 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
                 call_cap_ms=call_cap_ms if _given(ctx, "call_cap_ms") else 1000.0))
             plan = above_cap_campaign(device.key, options, real_layers=_real_layers(skipped), store=store,
                                       primitives=names or None)
-        summary = {"store": str(store.path), "campaign": plan.name, "space_size": plan.space_size,
+        summary = {"store": str(real_store), "campaign": plan.name, "space_size": plan.space_size,
                    "configs": len(plan.configs), "primitives": len(plan.primitives)}
         if dry_run:
             rows = cap_coverage(load_triplets(), cap, with_fft="fft" in plan.primitives) if coverage else ()
@@ -258,7 +266,7 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
                 emit_json({**summary, "params": dict(plan.params), **extra})
                 return
             click.echo(f"campaign {plan.name}\n  {plan.space_size} configurations in the space, "
-                       f"{len(plan.configs)} selected, {len(plan.primitives)} primitives; store {store.path}")
+                       f"{len(plan.configs)} selected, {len(plan.primitives)} primitives; store {real_store}")
             if above_cap is not None:
                 _echo_above_cap(plan.params["above_cap"], extra)
             if coverage:

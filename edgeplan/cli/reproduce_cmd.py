@@ -35,6 +35,9 @@ def eshratifar2018(ctx: Context, cloud: str, cloud_speedup: float, paper_regime:
     from edgeplan.experiments.eshratifar2018 import reproduce as run
 
     speedup = cloud_speedup if cloud == "derived" else None
+    if speedup is None and click.get_current_context().get_parameter_source("cloud_speedup") is not \
+            click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("--cloud-speedup sets the derived cloud; with --cloud measured it has no effect")
     if paper_regime and speedup is None:
         raise click.UsageError("--paper-regime needs the derived cloud (--cloud derived)")
     slowdown = calibrated_slowdown(cloud_speedup, costs_source) if paper_regime else None
@@ -94,10 +97,17 @@ def parthasarathy2022(models: str | None, memories: str, nodes: str, classes: st
         written = plot_partition_figures(result, plots_dir)
     if as_json:
         emit_json(result.to_dict())
-        return
-    click.echo(format_report(result))
-    if plots_dir is not None:
-        click.echo("\nfigures: " + ", ".join(str(p) for p in written))
+    else:
+        click.echo(format_report(result))
+        if plots_dir is not None:
+            click.echo("\nfigures: " + ", ".join(str(p) for p in written))
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.experiments.parthasarathy2022 import UNAVAILABLE
+
+    failed = sorted({f"{c.model} ({c.reason})" for c in result.cells if c.status == UNAVAILABLE})
+    if failed:
+        raise InvalidInputError(f"{len(failed)} model(s) could not be loaded and are missing from the results: "
+                                f"{'; '.join(failed)}; fix or drop them in --models")
 
 
 @reproduce.command("mulder2020")
@@ -145,7 +155,10 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
         return
 
     tables = {}
-    for platform in [p.strip() for p in platforms.split(",") if p.strip()]:
+    chosen = [p.strip() for p in platforms.split(",") if p.strip()]
+    if not chosen:
+        raise click.BadParameter("name at least one table, e.g. intel,amd", param_hint="--platforms")
+    for platform in chosen:
         data = load_primitive_csv(Path(data_dir) / f"{platform}.csv")
         folder = Path(models_dir) / f"{platform}-nn2"
         if (folder / "model.json").exists():

@@ -233,7 +233,7 @@ def _read_rows(path: Path) -> tuple[list[str], list[list[str]]]:
         raise InvalidInputError(f"{path}: no such file; give the path of a CSV in the mulder2021 format "
                                 f"(columns c,k,im,f,s, X-to-Y transformations, one column per primitive)")
     try:
-        with path.open(newline="") as fh:
+        with path.open(newline="", encoding="utf-8-sig") as fh:  # -sig: a spreadsheet's byte-order mark
             reader = csv.reader(fh)
             header = next(reader, None)
             rows = [r for r in reader if any(cell.strip() for cell in r)]

@@ -215,6 +215,11 @@ def build_model(spec: str, input_shape: Shape | None = None) -> ZooModel:
         raise InvalidInputError(f"{spec!r} is an ONNX file, not a torch model; use load_graph() for it")
     module, shapes = _BUILDERS[family](name)
     if input_shape is not None:
+        default = tuple(shapes[0])
+        if len(input_shape) != len(default) or (len(default) == 4 and input_shape[1] != default[1]):
+            raise InvalidInputError(f"input shape {'x'.join(map(str, input_shape))} does not fit {spec}, whose "
+                                    f"input is {'x'.join(map(str, default))}: keep its rank and channels, e.g. "
+                                    f"{'x'.join(map(str, (*default[:-2], 160, 160)))}")
         shapes = (input_shape, *shapes[1:])
     return ZooModel(spec=spec, module=module.eval(), input_shapes=tuple(tuple(s) for s in shapes))
 

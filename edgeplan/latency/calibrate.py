@@ -405,42 +405,53 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
     return CalibratedDevice(name, source, source_device, best, coef, loo, samples, info, deduction)
 
 
+def _measurement_rows(path: Path, reader: csv.DictReader[str]) -> list[tuple[str, float]]:
+    """The checked ``(model, latency_ms)`` rows of ``reader`` (see :func:`read_measurements`)."""
+    cols = [c.strip() for c in (reader.fieldnames or [])]
+    missing = [c for c in ("model", "latency_ms") if c not in cols]
+    if missing:
+        raise InvalidInputError(f"{path}: missing column(s) {', '.join(missing)}; the header must have model and "
+                                f"latency_ms (it has {', '.join(cols) or 'nothing'})")
+    rows: list[tuple[str, float]] = []
+    seen: set[str] = set()
+    for line, row in enumerate(reader, start=2):
+        if None in row:  # DictReader's key for the cells beyond the header's
+            raise InvalidInputError(f"{path}, line {line}: more cells than the header has columns (a decimal "
+                                    f"comma? write decimals with '.', or quote a cell that holds a comma)")
+        row = {k.strip(): (v or "").strip() for k, v in row.items()}
+        model, text = row.get("model", ""), row.get("latency_ms", "")
+        if not model:
+            raise InvalidInputError(f"{path}, line {line}: empty model")
+        try:
+            value = float(text)
+        except ValueError:
+            raise InvalidInputError(f"{path}, line {line}: latency_ms {text!r} is not a number") from None
+        if not math.isfinite(value) or value <= 0:
+            raise InvalidInputError(f"{path}, line {line}: latency_ms must be positive, got {text}")
+        if model in seen:
+            raise InvalidInputError(f"{path}, line {line}: model {model} appears twice")
+        seen.add(model)
+        rows.append((model, value))
+    return rows
+
+
 def read_measurements(path: str | Path) -> list[tuple[str, float]]:
-    """Read and check a ``model,latency_ms`` CSV (extra columns are ignored).
+    """Read and check a ``model,latency_ms`` CSV (extra columns are ignored; a byte-order mark is skipped).
 
     Raises
     ------
     InvalidInputError
-        For a missing file or column, an empty file, a latency that is not a positive number, or a repeated model;
-        the message names the line.
+        For a missing file or column, an empty file, a row with more cells than the header (a decimal comma), a
+        latency that is not a positive number, or a repeated model; the message names the line.
     """
     path = Path(path)
     if not path.is_file():
         raise InvalidInputError(f"measurements file {path} does not exist")
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        cols = [c.strip() for c in (reader.fieldnames or [])]
-        missing = [c for c in ("model", "latency_ms") if c not in cols]
-        if missing:
-            raise InvalidInputError(f"{path}: missing column(s) {', '.join(missing)}; the header must have model and "
-                                    f"latency_ms (it has {', '.join(cols) or 'nothing'})")
-        rows: list[tuple[str, float]] = []
-        seen: set[str] = set()
-        for line, row in enumerate(reader, start=2):
-            row = {k.strip(): (v or "").strip() for k, v in row.items() if k}
-            model, text = row.get("model", ""), row.get("latency_ms", "")
-            if not model:
-                raise InvalidInputError(f"{path}, line {line}: empty model")
-            try:
-                value = float(text)
-            except ValueError:
-                raise InvalidInputError(f"{path}, line {line}: latency_ms {text!r} is not a number") from None
-            if not math.isfinite(value) or value <= 0:
-                raise InvalidInputError(f"{path}, line {line}: latency_ms must be positive, got {text}")
-            if model in seen:
-                raise InvalidInputError(f"{path}, line {line}: model {model} appears twice")
-            seen.add(model)
-            rows.append((model, value))
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's byte-order mark
+            rows = _measurement_rows(path, csv.DictReader(f))
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise InvalidInputError(f"{path}: cannot read it as a UTF-8 CSV ({e})") from e
     if not rows:
         raise InvalidInputError(f"{path} has no measurements")
     return rows

@@ -36,6 +36,7 @@ __all__ = [
     "spec_ops",
     "predict_graph",
     "predict_models",
+    "shipped_devices",
 ]
 
 DEFAULT_DEVICE = "torch-fp32-1t"
@@ -47,6 +48,14 @@ ORT_OBSERVED = ("onnxruntime-float32", "onnxruntime-int8")
 
 def _shipped_root() -> Path:
     return Path(str(resources.files("edgeplan.data").joinpath("latency/models")))
+
+
+def shipped_devices() -> set[str]:
+    """Names a calibrated device may not take: the shipped device profiles and every measurement scenario."""
+    from edgeplan.measure.scenarios import SCENARIOS
+
+    root = _shipped_root()
+    return set(SCENARIOS) | ({p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set())
 
 
 def home_root(home: str | Path | None) -> Path:

@@ -79,6 +79,10 @@ def model_set(name: str) -> list[str]:
     raise InvalidInputError(f"unknown model set {name!r}; choose one of {', '.join(MODEL_SETS)}")
 
 
+#: Most models one ``family:A-B`` range may name (a typo such as ``0-999999999`` would fill the memory).
+MAX_RANGE = 100_000
+
+
 def expand_models(specs: Iterable[str]) -> list[str]:
     """Expand ``synthetic:A-B``, ``synthetic-wide:A-B`` and ``synthetic-aligned:A-B`` ranges (both ends included)
     and ``set:NAME``; keep order, drop repeats.
@@ -86,7 +90,7 @@ def expand_models(specs: Iterable[str]) -> list[str]:
     Raises
     ------
     InvalidInputError
-        For an empty range or an unknown set.
+        For an empty range, one of more than :data:`MAX_RANGE` models, or an unknown set.
     """
     out: list[str] = []
     for spec in specs:
@@ -96,6 +100,9 @@ def expand_models(specs: Iterable[str]) -> list[str]:
             family, lo, hi = m.group(1), int(m.group(2)), int(m.group(3))
             if hi < lo:
                 raise InvalidInputError(f"empty range {spec!r}: write {family}:LOW-HIGH with LOW <= HIGH")
+            if hi - lo >= MAX_RANGE:
+                raise InvalidInputError(f"range {spec!r} names {hi - lo + 1} models, more than {MAX_RANGE} in one "
+                                        "range; split it into smaller ranges")
             out.extend(f"{family}:{i}" for i in range(lo, hi + 1))
         elif spec.startswith("set:"):
             out.extend(model_set(spec[4:]))

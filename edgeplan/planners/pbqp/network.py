@@ -159,7 +159,8 @@ def selection_structure(graph: Graph, selectable: Callable[[tuple[int, int, int,
     Raises
     ------
     InvalidInputError
-        The network has no conv layer the primitives can run, or a tensor on the layout flow is not square NCHW.
+        The network has no conv layer the primitives can run (or ``selectable`` selects none of them), or a tensor
+        on the layout flow is not square NCHW.
     """
     nodes: list[SelectNode] = []
     edges: list[LayoutEdge] = []
@@ -207,6 +208,11 @@ def selection_structure(graph: Graph, selectable: Callable[[tuple[int, int, int,
         if len(out_shape) == 4:
             connect(flow[ref.node], None, out_shape, f"output {ref}")
     if not any(n.kind == "conv" for n in nodes):
+        if selectable is not None and any(conv_shape(n) is not None for n in graph.nodes):
+            raise InvalidInputError(f"model {graph.name!r}: none of its conv layers can be selected (the measured "
+                                    "tables have none of its layer shapes, or no primitive runs them on this "
+                                    "device); with measured costs, price them with the model (--costs predicted) "
+                                    f"or measure them first (`edgeplan primitives profile --network {graph.name}`)")
         raise InvalidInputError(f"model {graph.name!r} has no conv layer the primitives can run "
                                 "(square, stride and padding equal on both axes, one group, no dilation)")
     return SelectionStructure(graph.name, tuple(nodes), tuple(edges), tuple(fixed), tuple(flow_ops))

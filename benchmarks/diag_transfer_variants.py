@@ -1,0 +1,202 @@
+"""Intel -> AMD transfer: three variants of fine-tuning tried and not adopted (issue 5 diagnostic, no target).
+
+Each variant is scored beside the plain method (``--method``, default ``factor-finetune``) on the same drawn rows:
+
+``weighted``  the fine-tuning loss weighs a cell 1 when its primitive is within ``--tau`` x its layer's fastest
+              measured primitive, ``--beta`` otherwise (early stopping too): the selection needs the competitive
+              primitives right, not the slow ones.
+``l2sp``      a penalty ``--alpha`` x the squared distance of the weights from the source's (L2-SP) added to the
+              fine-tuning loss, instead of relying on early stopping alone to stay near the source.
+``risk``      the plain fine-tuned model, priced for the selection pessimistically: the ensemble's mean log prediction
+              plus ``--kappa`` x the members' spread, so that layers the members disagree on go to safer primitives
+              (the MdRAE is of those pessimistic costs too).
+``decompose`` where the selection increase comes from: the plain model's selection with the measured AMD primitive
+              times in place of its primitive predictions (its transformation model kept).
+
+Scores as ``bench_transfer.py``: MdRAE on AMD's test part / mean selection increase over the six networks. Reads
+../shared/data/mulder2021 and the Intel NN2 of ``make bench-costmodels`` (out/costmodels/intel-nn2). Pin it to one
+core: it measures accuracy, not time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from bench_transfer import DATA, Scorer, load_source
+
+from edgeplan.costmodels import _mlp, load_primitive_csv, transfer
+from edgeplan.selection import load_formats
+
+VARIANTS = ("weighted", "l2sp", "risk", "decompose")
+
+
+@contextlib.contextmanager
+def weighted_loss(source: Any, tau: float, beta: float) -> Iterator[None]:
+    """Fine-tuning with cell weights: 1 within ``tau`` x the row's fastest primitive, ``beta`` beyond."""
+    est = source.primitives
+    tensors, sse, has_cells = _mlp._tensors, _mlp.masked_sse_per_net, _mlp._has_cells
+
+    def weighted_tensors(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        xt, yt, _ = tensors(x, y)
+        log_ns = y * est.y_std_ + est.y_mean_  # every net covers all outputs: the row is whole
+        fastest = np.nanmin(np.where(np.isnan(log_ns), np.inf, log_ns), axis=1, keepdims=True)
+        w = np.where(np.isnan(y), 0.0, np.where(log_ns - fastest <= math.log(tau), 1.0, beta))
+        return xt, yt, torch.as_tensor(w, dtype=torch.float32)
+
+    def weighted_sse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, n_nets: int
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+        w = mask.to(pred.dtype)  # the weights weighted_tensors put in the mask's place
+        on = w > 0
+        diff = torch.where(on, pred - torch.where(on, target, torch.zeros_like(target)), torch.zeros_like(pred))
+        per = pred.shape[1] // n_nets
+        return ((diff * diff * w).reshape(pred.shape[0], n_nets, per).sum(dim=(0, 2)),
+                w.reshape(pred.shape[0], n_nets, per).sum(dim=(0, 2)))
+
+    if not all(len(cols) == len(est.output_names_) for cols in est.groups_):
+        raise SystemExit("weighted: every net of the source must cover all its outputs (an NN2 does)")
+    _mlp._tensors, _mlp.masked_sse_per_net = weighted_tensors, weighted_sse
+
+    def weighted_has_cells(mask: torch.Tensor, n_nets: int) -> torch.Tensor:
+        return has_cells(mask > 0, n_nets)
+
+    _mlp._has_cells = weighted_has_cells
+    try:
+        yield
+    finally:
+        _mlp._tensors, _mlp.masked_sse_per_net, _mlp._has_cells = tensors, sse, has_cells
+
+
+@contextlib.contextmanager
+def anchored(alpha: float) -> Iterator[None]:
+    """Fine-tuning with ``alpha`` x the squared distance from the starting (source) weights added to the loss."""
+    train, sse = _mlp.train_masked, _mlp.masked_sse_per_net
+    start: list[torch.Tensor] = []
+
+    def train_masked(net: Any, *args: Any, **kwargs: Any) -> Any:
+        start[:] = [p.detach().clone() for p in net.parameters()]
+
+        def with_anchor(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, n_nets: int
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+            sq, count = sse(pred, target, mask, n_nets)
+            if not torch.is_grad_enabled():
+                return sq, count
+            # per net: loss = sq / count, so the penalty enters as alpha * distance * count
+            distance = sum(((p - p0) ** 2).sum() for p, p0 in zip(net.parameters(), start, strict=True))
+            return sq + alpha * distance * count.clamp(min=1.0) / n_nets, count
+
+        _mlp.masked_sse_per_net = with_anchor
+        try:
+            return train(net, *args, **kwargs)
+        finally:
+            _mlp.masked_sse_per_net = sse
+
+    _mlp.train_masked = train_masked
+    try:
+        yield
+    finally:
+        _mlp.train_masked = train
+
+
+class Pessimistic:
+    """A fine-tuned NN2 whose primitive costs are the members' mean log prediction plus ``kappa`` x their spread."""
+
+    def __init__(self, model: Any, kappa: float) -> None:
+        self.model, self.kappa = model, kappa
+        self.primitive_names, self.transform_names = model.primitive_names, model.transform_names
+        self.info, self.kind, self.transforms_paper = model.info, "pessimistic", model.transforms_paper
+
+    def predict_primitives(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        est = self.model.primitives
+        with _mlp.torch_threads(1):
+            members = np.stack([_mlp.predict_numpy(net, est._scale_x(np.asarray(x, dtype=np.float64)))
+                                for net in est.nets_])
+        normal = members.mean(axis=0) + self.kappa * members.std(axis=0)
+        plain = self.model.predict_primitives(x)  # NaN where the primitive does not apply
+        return np.where(np.isnan(plain), np.nan, np.exp(normal * est.y_std_ + est.y_mean_))
+
+    def predict_transforms(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        return np.asarray(self.model.predict_transforms(x))
+
+
+class MeasuredPrimitives(Pessimistic):
+    """The model with AMD's measured primitive times for the layers of the table (its transformations kept)."""
+
+    def __init__(self, model: Any, table: Any) -> None:
+        super().__init__(model, 0.0)
+        self.kind = "measured primitives"
+        self.rows = {tuple(r): v for r, v in zip(table.features.tolist(), table.primitive_ns, strict=True)}
+        self.columns = [table.primitives.index(n) if n in table.primitives else -1 for n in model.primitive_names]
+
+    def predict_primitives(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        times = np.array([self.rows[tuple(r)] for r in np.asarray(x).tolist()])
+        return np.column_stack([times[:, c] if c >= 0 else np.full(len(times), np.nan) for c in self.columns])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", choices=VARIANTS, required=True)
+    parser.add_argument("--fraction", type=float, default=0.01)
+    parser.add_argument("--repeats", type=int, default=5, help="seeds 0 .. repeats-1")
+    parser.add_argument("--method", choices=("finetune", "factor-finetune"), default="factor-finetune")
+    parser.add_argument("--tau", type=float, default=2.0)
+    parser.add_argument("--beta", type=float, default=0.2)
+    parser.add_argument("--alpha", type=float, default=1e-3)
+    parser.add_argument("--kappa", type=float, default=1.0)
+    parser.add_argument("--source", type=Path, default=Path("out/costmodels/intel-nn2"))
+    args = parser.parse_args()
+    if not (DATA / "amd.csv").is_file():
+        print(f"skipped: {DATA} is absent")
+        return 0
+    torch.set_num_threads(1)
+    source = load_source(args.source)
+    amd = load_primitive_csv(DATA / "amd.csv")
+    score = Scorer(amd, load_formats(DATA / "formats.csv"), 0)
+    setting = {"weighted": f"tau {args.tau:g}, beta {args.beta:g}", "l2sp": f"alpha {args.alpha:g}",
+               "risk": f"kappa {args.kappa:g}", "decompose": "measured primitive times"}[args.variant]
+    print(f"Intel -> AMD, {100 * args.fraction:g} % of AMD's training part, {args.method} and {args.variant} "
+          f"({setting}); MdRAE % / mean selection increase %")
+
+    def fitted() -> Any:
+        return transfer(source, amd, fraction=args.fraction, seed=seed, method=args.method, split_seed=0, threads=1)
+
+    scores: dict[str, list[tuple[float, float]]] = {"plain": [], args.variant: []}
+    for seed in range(args.repeats):
+        started = time.monotonic()
+        plain = fitted()
+        if args.variant == "weighted":
+            with weighted_loss(source, args.tau, args.beta):
+                variant = fitted()
+        elif args.variant == "l2sp":
+            with anchored(args.alpha):
+                variant = fitted()
+        elif args.variant == "risk":
+            variant = Pessimistic(plain, args.kappa)
+        else:
+            variant = MeasuredPrimitives(plain, amd)
+        line = []
+        for name, model in (("plain", plain), (args.variant, variant)):
+            s = score(model)
+            scores[name].append((s["mdrae_pct"], s["increase_pct"]))
+            line.append(f"{name} {s['mdrae_pct']:.2f} / {s['increase_pct']:.2f}")
+        print(f"seed {seed}: {', '.join(line)} ({time.monotonic() - started:.0f} s)", flush=True)
+    for name, values in scores.items():
+        mdrae, increase = zip(*values, strict=True)
+        print(f"{name:>10}: median MdRAE {statistics.median(mdrae):.2f} %, median increase "
+              f"{statistics.median(increase):.2f} % (mean {statistics.fmean(increase):.2f} %)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
