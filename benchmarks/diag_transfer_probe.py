@@ -126,6 +126,17 @@ class GeometricMean:
         return np.exp(np.mean([np.log(m.predict_transforms(x)) for m in self.models], axis=0))
 
 
+def load_setup(source_dir: Path) -> tuple[Any, Any, Scorer] | None:
+    """The Intel NN2 in ``source_dir``, AMD's table and its scorer, with torch on one thread; None (after saying
+    so) when ../shared/data/mulder2021 is absent."""
+    if not (DATA / "amd.csv").is_file():
+        print(f"skipped: {DATA} is absent")
+        return None
+    torch.set_num_threads(1)
+    amd = load_primitive_csv(DATA / "amd.csv")
+    return load_source(source_dir), amd, Scorer(amd, load_formats(DATA / "formats.csv"), 0)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fraction", type=float, default=0.01)
@@ -133,13 +144,10 @@ def main() -> int:
     parser.add_argument("--source", type=Path, default=Path("out/costmodels/intel-nn2"))
     parser.add_argument("--ensembles", action="store_true")
     args = parser.parse_args()
-    if not (DATA / "amd.csv").is_file():
-        print(f"skipped: {DATA} is absent")
+    loaded = load_setup(args.source)
+    if loaded is None:
         return 0
-    torch.set_num_threads(1)
-    source = load_source(args.source)
-    amd = load_primitive_csv(DATA / "amd.csv")
-    score = Scorer(amd, load_formats(DATA / "formats.csv"), 0)
+    source, amd, score = loaded
     probe = Probe(source, amd)
     print(f"Intel -> AMD, {100 * args.fraction:g} % of AMD's training part; MdRAE % / mean selection increase %")
     for seed in range(args.repeats):

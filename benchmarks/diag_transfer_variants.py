@@ -33,10 +33,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
-from bench_transfer import DATA, Scorer, load_source
+from diag_transfer_probe import load_setup
 
-from edgeplan.costmodels import _mlp, load_primitive_csv, transfer
-from edgeplan.selection import load_formats
+from edgeplan.costmodels import _mlp, transfer
 
 VARIANTS = ("weighted", "l2sp", "risk", "decompose")
 
@@ -156,13 +155,10 @@ def main() -> int:
     parser.add_argument("--kappa", type=float, default=1.0)
     parser.add_argument("--source", type=Path, default=Path("out/costmodels/intel-nn2"))
     args = parser.parse_args()
-    if not (DATA / "amd.csv").is_file():
-        print(f"skipped: {DATA} is absent")
+    loaded = load_setup(args.source)
+    if loaded is None:
         return 0
-    torch.set_num_threads(1)
-    source = load_source(args.source)
-    amd = load_primitive_csv(DATA / "amd.csv")
-    score = Scorer(amd, load_formats(DATA / "formats.csv"), 0)
+    source, amd, score = loaded
     setting = {"weighted": f"tau {args.tau:g}, beta {args.beta:g}", "l2sp": f"alpha {args.alpha:g}",
                "risk": f"kappa {args.kappa:g}", "decompose": "measured primitive times"}[args.variant]
     print(f"Intel -> AMD, {100 * args.fraction:g} % of AMD's training part, {args.method} and {args.variant} "
