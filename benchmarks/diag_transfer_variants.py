@@ -35,21 +35,26 @@ import numpy.typing as npt
 import torch
 from diag_transfer_probe import load_setup
 
-from edgeplan.costmodels import _mlp, transfer
+from edgeplan.costmodels import _mlp, transfer, transfer_learning
 
 VARIANTS = ("weighted", "l2sp", "risk", "decompose")
 
 
 @contextlib.contextmanager
 def weighted_loss(source: Any, tau: float, beta: float) -> Iterator[None]:
-    """Fine-tuning with cell weights: 1 within ``tau`` x the row's fastest primitive, ``beta`` beyond."""
-    est = source.primitives
+    """Fine-tuning with cell weights: 1 within ``tau`` x the row's fastest measured primitive, ``beta`` beyond."""
     tensors, sse, has_cells = _mlp._tensors, _mlp.masked_sse_per_net, _mlp._has_cells
+    finetune = transfer_learning._finetune
+    tuned: list[Any] = [source.primitives]  # the estimator being fine-tuned: its scaling undoes the targets'
+
+    def capturing(est: Any, *args: Any, **kwargs: Any) -> Any:
+        tuned[0] = est  # after factor-finetune's factors, its output scaling differs from the source's
+        return finetune(est, *args, **kwargs)
 
     def weighted_tensors(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]
                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         xt, yt, _ = tensors(x, y)
-        log_ns = y * est.y_std_ + est.y_mean_  # every net covers all outputs: the row is whole
+        log_ns = y * tuned[0].y_std_ + tuned[0].y_mean_  # the measured times (every net covers all outputs)
         fastest = np.nanmin(np.where(np.isnan(log_ns), np.inf, log_ns), axis=1, keepdims=True)
         w = np.where(np.isnan(y), 0.0, np.where(log_ns - fastest <= math.log(tau), 1.0, beta))
         return xt, yt, torch.as_tensor(w, dtype=torch.float32)
@@ -63,9 +68,11 @@ def weighted_loss(source: Any, tau: float, beta: float) -> Iterator[None]:
         return ((diff * diff * w).reshape(pred.shape[0], n_nets, per).sum(dim=(0, 2)),
                 w.reshape(pred.shape[0], n_nets, per).sum(dim=(0, 2)))
 
+    est = source.primitives
     if not all(len(cols) == len(est.output_names_) for cols in est.groups_):
         raise SystemExit("weighted: every net of the source must cover all its outputs (an NN2 does)")
     _mlp._tensors, _mlp.masked_sse_per_net = weighted_tensors, weighted_sse
+    transfer_learning._finetune = capturing
 
     def weighted_has_cells(mask: torch.Tensor, n_nets: int) -> torch.Tensor:
         return has_cells(mask > 0, n_nets)
@@ -75,6 +82,7 @@ def weighted_loss(source: Any, tau: float, beta: float) -> Iterator[None]:
         yield
     finally:
         _mlp._tensors, _mlp.masked_sse_per_net, _mlp._has_cells = tensors, sse, has_cells
+        transfer_learning._finetune = finetune
 
 
 @contextlib.contextmanager

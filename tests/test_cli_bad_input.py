@@ -32,7 +32,11 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
          "--cloud-threads has no effect"),
         (("offload", "paper:alexnet", "--costs", "shipped", "--mobile-power-w", "-1"), "power draw in watts"),
         (("reproduce", "eshratifar2018", "--cloud", "measured", "--cloud-speedup", "5"), "has no effect"),
-        (("reproduce", "mulder2020", "--platforms", ","), "at least one table"),
+        (("reproduce", "mulder2020", "--platforms", ",", "--data-dir", "."), "at least one table"),
+        (("measure", "synthetic:0", "--max-time", "0"), "--max-time"),
+        (("ops", "profile", "synthetic:0", "--scenario", "torch-fp32-1t", "--plain-per-run", "0", "--max-time", "inf"),
+         "--max-time must be a positive number"),
+        (("primitives", "profile", "--dry-run", "--call-cap-ms", "inf"), "--call-cap-ms must be a positive number"),
         (("profile-ranges", "paper:alexnet", "--budget-s", "-1"), "positive number of seconds"),
         (("profile-ranges", "paper:alexnet", "--budget-s", "nan"), "positive number of seconds"),
         (("inspect", "torchvision:resnet18", "--input-shape", "1x3x224"), "keep its rank and channels"),
@@ -69,6 +73,9 @@ def test_os_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     code, _, err = run(capsys, "ops", "fit", "--data", str(data), "--train", "synthetic:0-20", "--method", "lasso",
                        "--out", str(blocker / "out"))
     assert code == 1 and "Not a directory" in err and "Traceback" not in err and blocker.read_text() == "keep"
+    code, _, err = run(capsys, "ops", "fit", "--data", str(data), "--train", "synthetic:5000", "--method", "lasso",
+                       "--out", str(tmp_path / "out"))
+    assert code != 0 and "none of the --train models" in err and not (tmp_path / "out").exists()
 
 
 def test_measurements_csv_refuses_extra_cells_and_reads_a_bom(tmp_path: Path) -> None:
@@ -76,6 +83,9 @@ def test_measurements_csv_refuses_extra_cells_and_reads_a_bom(tmp_path: Path) ->
     comma.write_text(f"model,latency_ms\n{NB201},3,6\n")
     with pytest.raises(InvalidInputError, match="line 2: more cells than the header"):
         read_measurements(comma)
+    trailing = tmp_path / "trailing.csv"
+    trailing.write_text(f"model,latency_ms\n{NB201},3.6,\n")  # an empty cell past the header: nothing is lost
+    assert read_measurements(trailing) == [(NB201, 3.6)]
     bom = tmp_path / "bom.csv"
     bom.write_text(f"\ufeffmodel,latency_ms\n{NB201},3.6\n", encoding="utf-8")
     assert read_measurements(bom) == [(NB201, 3.6)]
@@ -89,7 +99,7 @@ def test_calibrate_refuses_a_shipped_name_and_stores_nothing(capsys: pytest.Capt
     home = tmp_path / "home"
     code, _, err = run(capsys, "--home", str(home), "calibrate", "--measurements", str(csv), "--name",
                        "torch-fp32-1t")
-    assert code != 0 and "shipped device profile" in err
+    assert code != 0 and "name of a measurement scenario" in err
     assert not (home / "devices").exists()
 
 

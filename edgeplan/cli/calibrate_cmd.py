@@ -74,11 +74,6 @@ def calibrate(ctx: Context, measurements: Path | None, name: str, source: str | 
         raise InvalidInputError(f"--name {name!r}: use a plain name such as my-phone")
     if len(name.encode()) > 100:
         raise InvalidInputError(f"--name is {len(name.encode())} bytes long; use a short plain name such as my-phone")
-    from edgeplan.latency.predict import shipped_devices
-
-    if name in shipped_devices():
-        raise InvalidInputError(f"--name {name!r} is a shipped device profile, which a calibrated one would hide "
-                                f"from `predict --device {name}`; choose another name such as {name}-calibrated")
     click_ctx = click.get_current_context()
 
     def given(option: str) -> bool:
@@ -95,6 +90,11 @@ def calibrate(ctx: Context, measurements: Path | None, name: str, source: str | 
     if extra:
         raise InvalidInputError(f"--{extra[0].replace('_method', '').replace('_', '-')} is an option of "
                                 "--primitives; add --primitives or drop it")
+    from edgeplan.latency.predict import shipped_devices
+
+    if name in shipped_devices():  # a calibrated device is looked up first: it would hide the scenario's profile
+        raise InvalidInputError(f"--name {name!r} is the name of a measurement scenario, whose latency profile "
+                                f"`predict --device {name}` uses; choose another name such as {name}-calibrated")
     if measurements is None:
         raise InvalidInputError("--measurements FILE.csv is required (columns model,latency_ms), or pass "
                                 "--primitives to calibrate the primitive performance model")

@@ -85,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # a path too long, a folder that is a file, a full disk, no permission
         if debug:
             raise
-        where = f" ({e.filename})" if e.filename else ""
-        click.echo(f"error: {e.strerror or e}{where}; check the path, or use --home / EDGEPLAN_HOME for a writable "
-                   "folder (--debug shows where it failed)", err=True)
+        where = (f" ({e.filename}); check the path, or use --home / EDGEPLAN_HOME for a writable folder"
+                 if e.filename else "")
+        click.echo(f"error: {e.strerror or e}{where} (--debug shows where it failed)", err=True)
         return 1
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -55,6 +56,8 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
         raise InvalidInputError(f"--plain-per-run must be 0 or more, got {plain_per_run}")
     if budget_s is not None and budget_s <= 0:
         raise InvalidInputError(f"--budget must be positive, got {budget_s}")
+    if not (math.isfinite(max_time_s) and max_time_s > 0):
+        raise InvalidInputError(f"--max-time must be a positive number of seconds, got {max_time_s}")
     config = TimingConfig(max_time_s=max_time_s)
     reports = []
     with Store.open(default_store_path(ctx.home)) as store:
@@ -136,12 +139,12 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
 
     data = load_dataset(data_path)
     records = data.records
-    out.mkdir(parents=True, exist_ok=True)  # a folder that cannot be made is named now, not after the fitting
     if train_specs:
         keep = set(expand_models(train_specs))
         records = [r for r in records if r["model"] in keep]
         if not records:
             raise InvalidInputError(f"none of the --train models is in {data_path}")
+    out.mkdir(parents=True, exist_ok=True)  # a folder that cannot be made is named now, not after the fitting
     scenario = get_scenario(data.scenario)
     info = {"kernel_profile": scenario.kernel_profile, "dataset": data_path.name, "source_scenario": scenario.name,
             "device": data.provenance.get("device", {}), "train_models": [r["model"] for r in records]}

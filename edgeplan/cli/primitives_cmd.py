@@ -214,6 +214,9 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
         remeasure_campaign,
     )
 
+    for option, value in (("--target-ms", target_ms), ("--call-cap-ms", call_cap_ms)):
+        if not (math.isfinite(value) and value > 0):
+            raise InvalidInputError(f"{option} must be a positive number of milliseconds, got {value}")
     if configs and (work_cap is not None or max_configs is not None or coverage):
         raise InvalidInputError("--work-cap, --max-configs and --coverage are about the zoo space; drop them "
                                 "with --config")

@@ -216,10 +216,12 @@ def build_model(spec: str, input_shape: Shape | None = None) -> ZooModel:
     module, shapes = _BUILDERS[family](name)
     if input_shape is not None:
         default = tuple(shapes[0])
-        if len(input_shape) != len(default) or (len(default) == 4 and input_shape[1] != default[1]):
+        image = len(default) == 4
+        if len(input_shape) != len(default) or (image and input_shape[1] != default[1]):
+            keep = (f"keep its rank and channels, e.g. {'x'.join(map(str, (*default[:-2], 160, 160)))}" if image
+                    else "keep its rank")
             raise InvalidInputError(f"input shape {'x'.join(map(str, input_shape))} does not fit {spec}, whose "
-                                    f"input is {'x'.join(map(str, default))}: keep its rank and channels, e.g. "
-                                    f"{'x'.join(map(str, (*default[:-2], 160, 160)))}")
+                                    f"input is {'x'.join(map(str, default))}: {keep}")
         shapes = (input_shape, *shapes[1:])
     return ZooModel(spec=spec, module=module.eval(), input_shapes=tuple(tuple(s) for s in shapes))
 

@@ -415,7 +415,8 @@ def _measurement_rows(path: Path, reader: csv.DictReader[str]) -> list[tuple[str
     rows: list[tuple[str, float]] = []
     seen: set[str] = set()
     for line, row in enumerate(reader, start=2):
-        if None in row:  # DictReader's key for the cells beyond the header's
+        beyond = row.pop(None, None)  # DictReader's key for the cells beyond the header's
+        if beyond is not None and any(str(c).strip() for c in beyond):
             raise InvalidInputError(f"{path}, line {line}: more cells than the header has columns (a decimal "
                                     f"comma? write decimals with '.', or quote a cell that holds a comma)")
         row = {k.strip(): (v or "").strip() for k, v in row.items()}

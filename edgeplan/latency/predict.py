@@ -51,7 +51,8 @@ def _shipped_root() -> Path:
 
 
 def shipped_devices() -> set[str]:
-    """Names a calibrated device may not take: the shipped device profiles and every measurement scenario."""
+    """Names a latency calibration may not take: every measurement scenario's, shipped profile or not (a calibrated
+    device is looked up before a shipped one and would hide it)."""
     from edgeplan.measure.scenarios import SCENARIOS
 
     root = _shipped_root()

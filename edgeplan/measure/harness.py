@@ -111,8 +111,7 @@ def _check_positive_float(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInputError(f"TimingConfig: {name} must be a number, got {value!r}")
     if not math.isfinite(value) or value <= 0:
-        option = " (--max-time)" if name == "max_time_s" else ""  # the one the CLI passes through as given
-        raise InvalidInputError(f"TimingConfig: {name}{option} must be a positive finite number, got {value}")
+        raise InvalidInputError(f"TimingConfig: {name} must be a positive finite number, got {value}")
 
 
 @dataclass(frozen=True)
