@@ -11,15 +11,18 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sys
+import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from edgeplan.errors import InvalidInputError
-from edgeplan.frontends.zoo import Shape, is_onnx_path, load_graph
+from edgeplan.frontends.zoo import Shape, is_onnx_path, load_graph, model_spec
 from edgeplan.measure import (
     DeviceDescriptor,
     Store,
@@ -31,7 +34,8 @@ from edgeplan.measure import (
     edgeplan_home,
 )
 
-__all__ = ["RUNTIME_CHOICES", "ModelMeasurement", "load_graph", "measure_model", "onnx_cache_path", "predict_latency"]
+__all__ = ["RUNTIME_CHOICES", "ModelMeasurement", "cache_export", "load_graph", "measure_model", "onnx_cache_path",
+           "predict_latency"]
 
 RUNTIME_CHOICES = ("torch", "onnxruntime")
 
@@ -55,7 +59,6 @@ def onnx_cache_path(spec: str, input_shape: Shape | None, home: Path) -> Path:
 
 
 def _onnx_file(spec: str, input_shape: Shape | None, home: Path) -> tuple[Path, tuple[Shape, ...]]:
-    from edgeplan.frontends.onnx_export import export_onnx
     from edgeplan.frontends.zoo import build_model
 
     if is_onnx_path(spec):
@@ -65,9 +68,26 @@ def _onnx_file(spec: str, input_shape: Shape | None, home: Path) -> tuple[Path, 
     model = build_model(spec, input_shape)
     path = onnx_cache_path(spec, input_shape, home)
     if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        export_onnx(model.module, model.example_inputs(), path)
+        cache_export(model.module, model.example_inputs(), path)
     return path, model.input_shapes
+
+
+def cache_export(module: Any, example_inputs: tuple[Any, ...], path: Path) -> None:
+    """Export ``module`` to the ONNX cache file ``path`` so that an interrupted export leaves no half file there.
+
+    It is exported in a scratch folder beside ``path`` under its final name (an external-data file keeps the name
+    the model refers to), then moved in, the model file last.
+    """
+    from edgeplan.frontends.onnx_export import export_onnx
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{path.name}-", dir=path.parent) as scratch:
+        staged = Path(scratch) / path.name
+        export_onnx(module, example_inputs, staged)
+        for extra in Path(scratch).iterdir():
+            if extra != staged:
+                os.replace(extra, path.parent / extra.name)
+        os.replace(staged, path)
 
 
 def measure_model(
@@ -163,6 +183,8 @@ def predict_latency(models: str | list[str], device: str = "torch-fp32-1t", meth
     """
     from edgeplan.latency.predict import predict_models
 
-    if isinstance(models, str):
-        return predict_models([models], device=device, method=method, home=home)[0]
-    return predict_models(list(models), device=device, method=method, home=home)
+    if isinstance(models, str | os.PathLike):
+        return predict_models([model_spec(models)], device=device, method=method, home=home)[0]
+    if not isinstance(models, Iterable):
+        raise InvalidInputError(f"models: give a zoo string, an .onnx path or a list of them, got {models!r}")
+    return predict_models([model_spec(m) for m in models], device=device, method=method, home=home)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -273,6 +274,8 @@ def single_primitive_choice(structure: SelectionStructure, costs: SelectionCosts
 
 def merged_tables(paths: Sequence[str | Path]) -> PrimitiveDataset:
     """Several tables of one platform as one: rows appended, columns the union (empty where a table lacks one)."""
+    if isinstance(paths, str | os.PathLike):  # one table: not a sequence of one-character names
+        paths = [paths]
     from edgeplan.costmodels.primitive_data import PrimitiveDataset, load_primitive_csv
 
     tables = [load_primitive_csv(p) for p in paths]
@@ -402,7 +405,8 @@ def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path |
     formats = own_formats(device)
     start = time.perf_counter()
     if costs == "measured":
-        data = merged_tables(list(tables) if tables else [SHIPPED / t for t in SHIPPED_TABLES])
+        data = merged_tables(([tables] if isinstance(tables, str | os.PathLike) else list(tables)) if tables
+                             else [SHIPPED / t for t in SHIPPED_TABLES])
         keys = {tuple(int(v) for v in row) for row in data.features}
         structure = selection_structure(graph, selectable=lambda s: s[:5] in keys and runnable(s, device))
         start = time.perf_counter()

@@ -74,7 +74,7 @@ def _capture_make_fx(
 
 def graph_from_torch(
     module: torch.nn.Module,
-    example_inputs: Sequence[Any],
+    example_inputs: Sequence[Any] | torch.Tensor,
     name: str | None = None,
     opaque: bool = False,
 ) -> Graph:
@@ -85,7 +85,7 @@ def graph_from_torch(
     module
         The model; it is put in eval mode.
     example_inputs
-        Tensors with the shapes to trace with (batch included).
+        Tensors with the shapes to trace with (batch included): a tuple of the call's arguments, or one tensor.
     name
         Name of the graph (default: the module's class name).
     opaque
@@ -101,8 +101,14 @@ def graph_from_torch(
     UnsupportedOperatorError
         For an ATen operator edgeplan does not know, when ``opaque`` is False.
     """
+    import torch
+
     from edgeplan.frontends.aten_ops import Converter
 
+    if isinstance(example_inputs, torch.Tensor):  # one argument: tuple() would split it along the batch
+        example_inputs = (example_inputs,)
+    if not isinstance(module, torch.nn.Module):
+        raise InvalidInputError(f"graph_from_torch needs a torch.nn.Module instance, got {type(module).__name__}")
     fx_graph, constants, method = capture(module, tuple(example_inputs))
     converter = Converter(constants=constants, opaque=opaque, method=method)
     nodes, outputs = converter.convert(fx_graph)

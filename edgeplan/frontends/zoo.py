@@ -20,7 +20,9 @@ Nothing is downloaded: every architecture is built with random weights, which is
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass
+from numbers import Integral
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,13 +100,30 @@ def parse_shape(text: str) -> Shape:
     return shape
 
 
+def model_spec(spec: object) -> str:
+    """``spec`` as a model string: a zoo string as is, a path (``pathlib.Path``) as text.
+
+    Raises
+    ------
+    InvalidInputError
+        For anything else (None, a number, a list).
+    """
+    if isinstance(spec, os.PathLike):
+        return os.fsdecode(spec)
+    if not isinstance(spec, str):
+        raise InvalidInputError(f"model {spec!r}: give a zoo string such as torchvision:resnet18 or the path of an "
+                                ".onnx file")
+    return spec
+
+
 def is_onnx_path(spec: str) -> bool:
     """True when ``spec`` names an ONNX file rather than a zoo model."""
-    return spec.lower().endswith(".onnx")
+    return model_spec(spec).lower().endswith(".onnx")
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
     """Split a zoo string into (family, name); :class:`InvalidInputError` for an unknown family."""
+    spec = model_spec(spec)
     if is_onnx_path(spec):
         return "onnx", spec
     family, sep, name = spec.partition(":")
@@ -210,11 +229,16 @@ _BUILDERS = {
 
 def build_model(spec: str, input_shape: Shape | None = None) -> ZooModel:
     """Build the torch module of a zoo string (not for ONNX paths), with its default or given input shape."""
+    spec = model_spec(spec)
     family, name = parse_spec(spec)
     if family == "onnx":
         raise InvalidInputError(f"{spec!r} is an ONNX file, not a torch model; use load_graph() for it")
     module, shapes = _BUILDERS[family](name)
     if input_shape is not None:
+        if isinstance(input_shape, str) or not all(isinstance(d, Integral) and not isinstance(d, bool) and d > 0
+                                                   for d in input_shape):
+            raise InvalidInputError(f"input shape {input_shape!r}: give positive integers such as (1, 3, 224, 224) "
+                                    "(the CLI's --input-shape takes 1x3x224x224)")
         default = tuple(shapes[0])
         image = len(default) == 4
         if len(input_shape) != len(default) or (image and input_shape[1] != default[1]):
@@ -239,6 +263,7 @@ def load_graph(spec: str, input_shape: Shape | None = None, opaque: bool = False
     opaque
         Keep operators edgeplan does not know as explicit ``opaque`` nodes instead of raising.
     """
+    spec = model_spec(spec)
     family, name = parse_spec(spec)
     if family == "onnx":
         from edgeplan.frontends.onnx_frontend import graph_from_onnx

@@ -88,6 +88,9 @@ def load_device_model(device: str, method: str, home: str | Path | None = None) 
     """
     import json
 
+    if not isinstance(device, str) or not device or "/" in device or "\\" in device or device.startswith("."):
+        known = ", ".join(sorted(available_devices(home))) or "none"
+        raise InvalidInputError(f"device {device!r}: give a device name (one of {known}), not a path")
     for root in (home_root(home), _shipped_root()):
         path = root / device / f"{method}.json"
         if not path.is_file():
@@ -145,13 +148,16 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
 
 
 def _featurize(graph: Graph, kernels: Sequence[tuple[str, str, Sequence[str]]]) -> tuple[list[OpInput], list[str]]:
-    """(name, kind, IR nodes) of each kernel as predictor inputs, and those without IR nodes by name."""
+    """(name, kind, IR nodes) of each kernel as predictor inputs, and those without IR nodes, or with an opaque one
+    (an operator edgeplan does not know, kept by ``opaque=True``), by name."""
+    from edgeplan.ir.ops import OpKind
     from edgeplan.ir.serialize import node_to_dict
 
     ops, skipped = [], []
     for name, kind, nodes in kernels:
-        if not nodes:
-            skipped.append(f"{name} ({kind})")
+        opaque = [n for n in nodes if graph.node(n).kind is OpKind.OPAQUE]
+        if not nodes or opaque:
+            skipped.append(f"{name}@{opaque[0]} ({kind}, opaque)" if opaque else f"{name} ({kind})")
             continue
         dicts = [node_to_dict(graph.node(n)) for n in nodes]
         cat, x = features(dicts, kind)

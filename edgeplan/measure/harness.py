@@ -328,16 +328,23 @@ def _stop_reason(ordered_ms: Sequence[float], config: TimingConfig, elapsed_ns: 
     return None
 
 
+#: The most intra-op threads a thread count may ask for (runtimes overflow or hang far above any machine's cores).
+MAX_THREADS = 1024
+
+
 def check_thread_count(n: object) -> int:
     """Return ``n`` if it is a valid thread count (an integer >= 1).
 
     Raises
     ------
     InvalidInputError
-        Otherwise, e.g. ``"thread count must be a positive integer, got 0"``.
+        Otherwise, e.g. ``"thread count must be a positive integer, got 0"``, or above :data:`MAX_THREADS`.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InvalidInputError(f"thread count must be a positive integer, got {n!r}")
+    if n > MAX_THREADS:
+        raise InvalidInputError(f"thread count {n} is more than {MAX_THREADS}; give the number of threads the "
+                                "runtime should use, at most the machine's cores")
     return n
 
 

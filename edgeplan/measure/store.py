@@ -577,7 +577,7 @@ class Store:
         Raises
         ------
         InvalidInputError
-            If the suffix is neither ``.csv`` nor ``.parquet``.
+            If the suffix is neither ``.csv`` nor ``.parquet``, or ``path`` is the Store's own file.
         StoreError
             If the file cannot be written, or pyarrow is missing for parquet.
         """
@@ -587,6 +587,9 @@ class Store:
             raise InvalidInputError(
                 f"cannot export to {target}: unknown format {target.suffix!r}; use a .csv or .parquet file name"
             )
+        if target.resolve() == self._path.resolve():
+            raise InvalidInputError(f"cannot export to {target}: it is this Store's own database file, which the "
+                                    "export would replace; choose another file name")
         records = self.measurements(model=model, device_key=device_key, kind=kind, campaign=campaign)
         rows = [_flat_row(record) for record in records]
         temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")

@@ -910,15 +910,13 @@ def onnxruntime_kernel_ops(
 
 def _onnx_for(spec: str, model: Any, dtype: str, home: str | Path | None) -> Path:
     """The ONNX file ORT runs for ``spec`` in ``dtype``: the cached fp32 export, quantized for int8 (cached too)."""
-    from edgeplan.api import onnx_cache_path
-    from edgeplan.frontends.onnx_export import export_onnx
+    from edgeplan.api import cache_export, onnx_cache_path
     from edgeplan.measure.paths import edgeplan_home
 
     home_dir = edgeplan_home(home)
     path = onnx_cache_path(spec, None, home_dir)
     if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        export_onnx(model.module, model.example_inputs(), path)
+        cache_export(model.module, model.example_inputs(), path)
     if dtype == "float32":
         return path
     qpath = path.with_name(path.stem + ".int8.onnx")
