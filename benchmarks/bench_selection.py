@@ -49,7 +49,7 @@ def main() -> int:
     ok = True
     for name in args.networks:
         spec = f"torchvision:{name}"
-        sel = select_model(spec, costs=costs, model_dir=args.model, tables=args.data,
+        sel = select_model(spec, costs=costs, model_dir=args.model if costs == "predicted" else None, tables=args.data,
                            flow_threads=None if args.no_flow_costs else args.threads)
         single = single_primitive_choice(sel.structure, sel.costs)
         inputs = sel.structure.conv_inputs()

@@ -122,6 +122,9 @@ def measure_model(
     if runtime not in RUNTIME_CHOICES:
         raise InvalidInputError(f"unknown runtime {runtime!r}; use one of {', '.join(RUNTIME_CHOICES)}")
     check_thread_count(threads)
+    if config is not None and not isinstance(config, TimingConfig):
+        raise InvalidInputError(f"config must be a TimingConfig (e.g. TimingConfig(max_time_s=2.0)), got "
+                                f"{type(config).__name__}")
     config = config or TimingConfig()
     home_dir = edgeplan_home(home)
     store = Store.open(default_store_path(home_dir))  # fail early, before minutes of measuring

@@ -10,6 +10,7 @@ thread count) or, for the cloud, a *derived* one: the mobile's measured ranges d
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,12 +72,17 @@ class OffloadSetup:
     mobile_slowdown: float | None = None
 
     def __post_init__(self) -> None:
-        if self.mobile_slowdown is not None and not self.mobile_slowdown > 0:
-            raise InvalidInputError(f"mobile slow-down must be positive, got {self.mobile_slowdown}")
+        from edgeplan.frontends.zoo import model_spec
+        from edgeplan.measure import check_thread_count
+
+        object.__setattr__(self, "model", model_spec(self.model))
+        check_thread_count(self.mobile_threads)
+        check_thread_count(self.cloud_threads)
+        for what, value in (("mobile slow-down", self.mobile_slowdown), ("cloud speed-up", self.cloud_speedup)):
+            if value is not None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise InvalidInputError(f"{what} must be a finite positive number, got {value!r}")
         if self.costs not in COST_SOURCES:
             raise InvalidInputError(f"cost source {self.costs!r} is not one of {', '.join(COST_SOURCES)}")
-        if self.cloud_speedup is not None and not self.cloud_speedup > 0:
-            raise InvalidInputError(f"cloud speed-up must be positive, got {self.cloud_speedup}")
         if self.costs == "shipped" and self.input_shape is not None:
             raise InvalidInputError("shipped ranges exist for the default input shapes only; drop --input-shape "
                                     "or use --costs measure")
@@ -211,6 +217,11 @@ def plan_offload(setup: OffloadSetup, network: str | NetworkModel = "wifi", obje
     -------
     OffloadResult
     """
+    if not isinstance(setup, OffloadSetup):
+        raise InvalidInputError(f"plan_offload needs an OffloadSetup (e.g. OffloadSetup('paper:alexnet')), got "
+                                f"{type(setup).__name__}")
+    if not isinstance(same_side_splits, bool):
+        raise InvalidInputError(f"same_side_splits must be True or False, got {same_side_splits!r}")
     costs, chain = offload_costs(setup, home, progress, command)
     net = network_preset(network) if isinstance(network, str) else network
     problem = OffloadProblem(costs, net, power or DEFAULT_MOBILE_POWER, objective, battery_mj, cloud_ms,

@@ -401,6 +401,12 @@ def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path |
     from edgeplan.planners.pbqp.network import selection_structure
 
     check_selection_costs(costs, device, tables=tables, model_dir=model_dir)
+    if costs == "predicted" and tables:
+        raise InvalidInputError("tables are measured costs; with costs='predicted' give model_dir, or use "
+                                "costs='measured'")
+    if costs == "measured" and model_dir is not None:
+        raise InvalidInputError("model_dir is a performance model; with costs='measured' give tables, or use "
+                                "costs='predicted'")
     graph = load_graph(spec)
     formats = own_formats(device)
     start = time.perf_counter()

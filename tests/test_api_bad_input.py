@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,71 @@ def test_thread_counts_and_input_shapes_are_bounded() -> None:
 def test_one_table_path_is_one_table() -> None:
     table = SHIPPED / SHIPPED_TABLES[0]
     assert merged_tables(str(table)).features.shape == merged_tables([table]).features.shape  # type: ignore[arg-type]
+
+
+def test_measure_model_wants_a_timing_config() -> None:
+    from edgeplan.api import measure_model
+
+    with pytest.raises(InvalidInputError, match="must be a TimingConfig"):
+        measure_model("paper:alexnet", config={"max_time_s": 1})  # type: ignore[arg-type]
+
+
+def test_calibrate_primitives_wants_loaded_inputs_and_a_thread_count(tmp_path: Path) -> None:
+    from edgeplan.costmodels import load_performance_model, load_primitive_csv
+    from edgeplan.costmodels.transfer_learning import calibrate_primitives
+    from edgeplan.selection import SHIPPED_MODEL
+
+    source = load_performance_model(SHIPPED / SHIPPED_MODEL)
+    table = SHIPPED / "networks_cpu_2t.csv"
+    with pytest.raises(InvalidInputError, match="PrimitiveDataset"):
+        calibrate_primitives(source, str(table))  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="thread count"):
+        calibrate_primitives(source, load_primitive_csv(table), method="finetune", threads=0)
+
+
+def test_primitive_tables_want_whole_layer_shapes(tmp_path: Path) -> None:
+    from edgeplan.costmodels import load_primitive_csv
+
+    head = "c,k,im,f,s,direct-sum2d\n"
+    fractional = tmp_path / "fractional.csv"
+    fractional.write_text(head + "3.5,8,16,3,1,100\n")
+    with pytest.raises(InvalidInputError, match="row 2, column 'c': 3.5 is not a whole number"):
+        load_primitive_csv(fractional)
+
+
+def test_offload_inputs_are_checked_when_given() -> None:
+    from edgeplan.offload import OffloadSetup, plan_offload
+    from edgeplan.planners.offload import OffloadCosts
+
+    for bad in ({"cloud_speedup": float("inf")}, {"cloud_speedup": "2"}, {"mobile_threads": 0}, {"model": None}):
+        with pytest.raises(InvalidInputError):
+            OffloadSetup(**{"model": "paper:alexnet", **bad})  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="needs an OffloadSetup"):
+        plan_offload("paper:alexnet")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="True or False"):
+        plan_offload(OffloadSetup("paper:alexnet", costs="shipped"), same_side_splits="no")  # type: ignore[arg-type]
+    m = [[1.0, 2.0, 3.0], [0.0, 1.0, 2.0], [0.0, 0.0, 1.0]]
+    with pytest.raises(InvalidInputError, match="sequence of layer names"):
+        OffloadCosts("abc", m, m, (1, 1, 1, 1))  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="more than once"):
+        OffloadCosts(("a", "a", "b"), m, m, (1, 1, 1, 1))
+    with pytest.raises(InvalidInputError, match="boundary_bytes must be a sequence"):
+        OffloadCosts(("a", "b", "c"), m, m, None)  # type: ignore[arg-type]
+
+
+def test_store_open_checks_its_arguments_before_creating_a_file(tmp_path: Path) -> None:
+    for timeout in (math.nan, math.inf, -1, "5"):
+        with pytest.raises(InvalidInputError, match="busy_timeout_s"):
+            Store.open(tmp_path / "s.sqlite", busy_timeout_s=timeout)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="Store path"):
+        Store.open(None)  # type: ignore[arg-type]
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_select_model_refuses_options_its_costs_do_not_use() -> None:
+    from edgeplan.selection import select_model
+
+    with pytest.raises(InvalidInputError, match="tables are measured costs"):
+        select_model("paper:alexnet", costs="predicted", tables=[SHIPPED / SHIPPED_TABLES[0]])
+    with pytest.raises(InvalidInputError, match="model_dir is a performance model"):
+        select_model("paper:alexnet", costs="measured", model_dir=SHIPPED)

@@ -287,6 +287,11 @@ def load_primitive_csv(path: str | Path) -> PrimitiveDataset:
         r, f = bad[0]
         raise InvalidInputError(f"{p}: row {r + 2}, column {LAYER_FEATURES[f]!r}: a layer shape value must be a "
                                 f"positive number")
+    fractional = np.argwhere(features != np.round(features))
+    if len(fractional):
+        r, f = fractional[0]
+        raise InvalidInputError(f"{p}: row {r + 2}, column {LAYER_FEATURES[f]!r}: {features[r, f]:g} is not a "
+                                "whole number (channels, sizes, kernel and stride count)")
     time_columns = [h for h in header if h not in LAYER_FEATURES]
     dropped = tuple(h for h in time_columns if np.isnan(values[:, col[h]]).all())
     kept = [h for h in time_columns if h not in dropped]

@@ -650,6 +650,14 @@ def calibrate_primitives(source: PerformanceModel, target: PrimitiveDataset, *, 
         An unknown method, a table sharing no primitive with the source, no layer, or ``finetune`` from a linear
         source.
     """
+    if not isinstance(source, PerformanceModel) or not isinstance(target, PrimitiveDataset):
+        raise InvalidInputError("calibrate_primitives needs a PerformanceModel (load_performance_model(DIR)) and a "
+                                "PrimitiveDataset (load_primitive_csv(FILE)), got "
+                                f"{type(source).__name__} and {type(target).__name__}")
+    if threads is not None:
+        from edgeplan.measure.harness import check_thread_count
+
+        check_thread_count(threads)
     neural = isinstance(source.primitives, NN1Model | NN2Model)
     methods: tuple[str, ...]
     if method == "auto":

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
@@ -229,6 +230,11 @@ class Store:
             If the path cannot be created or written, or holds something that is not an edgeplan Store (the
             file is then left untouched), or a Store written by a newer edgeplan.
         """
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidInputError(f"Store path {path!r}: give the path of its SQLite file")
+        if isinstance(busy_timeout_s, bool) or not isinstance(busy_timeout_s, int | float) or \
+                not (math.isfinite(busy_timeout_s) and busy_timeout_s >= 0):
+            raise InvalidInputError(f"busy_timeout_s {busy_timeout_s!r}: give a finite number of seconds >= 0")
         store_path = Path(path).expanduser()
         _check_existing(store_path)
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -164,16 +165,25 @@ class OffloadCosts:
     cloud_label: str = ""
 
     def __post_init__(self) -> None:
+        if isinstance(self.layers, str) or not isinstance(self.layers, Iterable):
+            raise InvalidInputError(f"layers must be a sequence of layer names, got {self.layers!r}")
         layers = tuple(self.layers)
         if not layers:
             raise InvalidInputError("OffloadCosts needs at least one layer; layers is empty")
         for k, name in enumerate(layers):
             if not isinstance(name, str):
                 raise InvalidInputError(f"layers[{k}] is {name!r}; layer names must be strings")
+        repeated = sorted({name for name in layers if layers.count(name) > 1})
+        if repeated:
+            raise InvalidInputError(f"layer name(s) {', '.join(map(repr, repeated))} appear more than once; a plan "
+                                    "names the layers it places, so each name must be unique")
         n = len(layers)
         object.__setattr__(self, "layers", layers)
         object.__setattr__(self, "mobile_ms", _range_matrix("mobile_ms", self.mobile_ms, n))
         object.__setattr__(self, "cloud_ms", _range_matrix("cloud_ms", self.cloud_ms, n))
+        if not isinstance(self.boundary_bytes, Iterable):
+            raise InvalidInputError(f"boundary_bytes must be a sequence of n + 1 = {n + 1} sizes, got "
+                                    f"{self.boundary_bytes!r}")
         sizes = tuple(self.boundary_bytes)
         if len(sizes) != n + 1:
             raise InvalidInputError(f"boundary_bytes has {len(sizes)} entries; expected n + 1 = {n + 1}")
