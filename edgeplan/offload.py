@@ -11,6 +11,7 @@ thread count) or, for the cloud, a *derived* one: the mobile's measured ranges d
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,8 @@ class OffloadSetup:
         check_thread_count(self.mobile_threads)
         check_thread_count(self.cloud_threads)
         for what, value in (("mobile slow-down", self.mobile_slowdown), ("cloud speed-up", self.cloud_speedup)):
-            if value is not None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                                      or not (math.isfinite(value) and value > 0)):
                 raise InvalidInputError(f"{what} must be a finite positive number, got {value!r}")
         if self.costs not in COST_SOURCES:
             raise InvalidInputError(f"cost source {self.costs!r} is not one of {', '.join(COST_SOURCES)}")
