@@ -411,8 +411,7 @@ def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path |
     formats = own_formats(device)
     start = time.perf_counter()
     if costs == "measured":
-        data = merged_tables(([tables] if isinstance(tables, str | os.PathLike) else list(tables)) if tables
-                             else [SHIPPED / t for t in SHIPPED_TABLES])
+        data = merged_tables(tables or [SHIPPED / t for t in SHIPPED_TABLES])
         keys = {tuple(int(v) for v in row) for row in data.features}
         structure = selection_structure(graph, selectable=lambda s: s[:5] in keys and runnable(s, device))
         start = time.perf_counter()

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-__all__ = ["Context", "emit_json", "model_specs"]
+__all__ = ["Context", "check_positive", "emit_json", "model_specs"]
 
 
 @dataclass
@@ -31,6 +31,21 @@ def emit_json(data: Any) -> None:
     """Print ``data`` as indented JSON on standard output; NaN and infinities (say the spread of one run) are null,
     since JSON has no such numbers."""
     click.echo(json.dumps(_finite(data), indent=2, default=str, allow_nan=False))
+
+
+def check_positive(option: str, value: float | None, what: str) -> None:
+    """Refuse an option's value that is given but not a finite positive number (click's ``float`` lets nan and
+    inf through); ``what`` says what to give, e.g. ``"a positive number of seconds"``.
+
+    Raises
+    ------
+    InvalidInputError
+        ``"{option} must be {what}, got {value}"``.
+    """
+    from edgeplan.errors import InvalidInputError
+
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise InvalidInputError(f"{option} must be {what}, got {value}")
 
 
 def _finite(data: Any) -> Any:

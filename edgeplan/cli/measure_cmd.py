@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from edgeplan.cli.common import Context, emit_json
+from edgeplan.cli.common import Context, check_positive, emit_json
 
 __all__ = ["measure"]
 
@@ -22,7 +22,6 @@ __all__ = ["measure"]
 def measure(ctx: Context, model: str, threads: int, runtime: str, repeats: int | None, max_time_s: float,
             input_shape: str | None, as_json: bool) -> None:
     """Measure the end-to-end latency of MODEL on this machine and store it (median of repeated runs)."""
-    import math
     import os
 
     from edgeplan.api import measure_model
@@ -34,8 +33,7 @@ def measure(ctx: Context, model: str, threads: int, runtime: str, repeats: int |
     if threads > cores:  # measured anyway (on purpose, say), but not silently: the record says how many cores
         click.echo(f"warning: --threads {threads} on the {cores} core(s) this process may use: the time includes the "
                    f"threads' contention for the cores; use at most {cores} to time the model", err=True)
-    if not (math.isfinite(max_time_s) and max_time_s > 0):
-        raise click.BadParameter(f"{max_time_s}: give a positive number of seconds", param_hint="--max-time")
+    check_positive("--max-time", max_time_s, "a positive number of seconds")
     if repeats is not None and repeats < 1:
         raise click.BadParameter(f"must be a positive integer, got {repeats}", param_hint="--repeats")
     config = (TimingConfig(min_repeats=repeats, max_repeats=repeats, max_time_s=max_time_s) if repeats

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from edgeplan.cli.common import Context, emit_json
+from edgeplan.cli.common import Context, check_positive, emit_json
 
 __all__ = ["offload"]
 
@@ -44,7 +44,6 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
             same_side_splits: bool, do_run: bool, repeats: int, plot_path: str | None, lookup_grid: str | None,
             as_json: bool) -> None:
     """Plan which layers of MODEL run on the mobile and which in the cloud, for latency or mobile energy."""
-    import math
     from pathlib import Path
 
     from edgeplan.frontends.zoo import parse_shape
@@ -61,9 +60,7 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
             click.core.ParameterSource.DEFAULT:
         raise click.UsageError("--cloud-speedup derives the cloud from the mobile's ranges, so --cloud-threads has "
                                "no effect with it: give one of the two")
-    if mobile_power_w is not None and not (math.isfinite(mobile_power_w) and mobile_power_w > 0):
-        raise click.BadParameter(f"{mobile_power_w}: give the mobile's power draw in watts, a positive number",
-                                 param_hint="--mobile-power-w")
+    check_positive("--mobile-power-w", mobile_power_w, "the mobile's power draw in watts, a positive number")
     net = (custom_network(up_mbps, down_mbps, like=network) if up_mbps is not None and down_mbps is not None
            else network_preset(network))
     power = DEFAULT_MOBILE_POWER

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import click
 
-from edgeplan.cli.common import Context, emit_json, model_specs
+from edgeplan.cli.common import Context, check_positive, emit_json, model_specs
 
 __all__ = ["ops"]
 
@@ -56,8 +55,7 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
         raise InvalidInputError(f"--plain-per-run must be 0 or more, got {plain_per_run}")
     if budget_s is not None and budget_s <= 0:
         raise InvalidInputError(f"--budget must be positive, got {budget_s}")
-    if not (math.isfinite(max_time_s) and max_time_s > 0):
-        raise InvalidInputError(f"--max-time must be a positive number of seconds, got {max_time_s}")
+    check_positive("--max-time", max_time_s, "a positive number of seconds")
     config = TimingConfig(max_time_s=max_time_s)
     reports = []
     with Store.open(default_store_path(ctx.home)) as store:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from edgeplan.cli.common import Context, emit_json
+from edgeplan.cli.common import Context, check_positive, emit_json
 
 if TYPE_CHECKING:
     from edgeplan.measure.store import Store
@@ -214,9 +214,8 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
         remeasure_campaign,
     )
 
-    for option, value in (("--target-ms", target_ms), ("--call-cap-ms", call_cap_ms)):
-        if not (math.isfinite(value) and value > 0):
-            raise InvalidInputError(f"{option} must be a positive number of milliseconds, got {value}")
+    check_positive("--target-ms", target_ms, "a positive number of milliseconds")
+    check_positive("--call-cap-ms", call_cap_ms, "a positive number of milliseconds")
     if configs and (work_cap is not None or max_configs is not None or coverage):
         raise InvalidInputError("--work-cap, --max-configs and --coverage are about the zoo space; drop them "
                                 "with --config")

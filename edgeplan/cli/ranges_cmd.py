@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from edgeplan.cli.common import Context, emit_json
+from edgeplan.cli.common import Context, check_positive, emit_json
 
 __all__ = ["profile_ranges_cmd"]
 
@@ -28,7 +28,6 @@ def profile_ranges_cmd(ctx: Context, models: tuple[str, ...], threads_list: tupl
                        budget_s: float | None, store_path: str | None, export_path: str | None,
                        as_json: bool) -> None:
     """Measure the latency of every layer range i..j of each MODEL (n(n+1)/2 values) into the Store."""
-    import math
     import time
 
     from edgeplan.errors import InvalidInputError
@@ -40,9 +39,7 @@ def profile_ranges_cmd(ctx: Context, models: tuple[str, ...], threads_list: tupl
 
     for t in threads_list:
         check_thread_count(t)
-    if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):
-        raise InvalidInputError(f"--budget-s {budget_s}: give a positive number of seconds (leave it out for no "
-                                "budget)")
+    check_positive("--budget-s", budget_s, "a positive number of seconds (leave it out for no budget)")
     config = SweepConfig(repeats=repeats)
     started = time.monotonic()
     reports = []
