@@ -48,6 +48,27 @@ def test_an_opaque_operator_is_unpredicted_not_costed() -> None:
     assert [op.ms for op in pred.ops if "grid_sampler" in op.name] == [None]
 
 
+class _Attention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(32, 96)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = (t.reshape(1, 16, 2, 16).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+def test_attention_without_a_predictor_of_its_own_is_unpredicted() -> None:
+    """The shipped predictors know CNNs: an attention was priced by the element-wise predictor at about 0.05 ms
+    (ViT-B/16's twelve, each some 0.1 GFLOPs) and reported as predicted."""
+    graph = graph_from_torch(_Attention(), torch.randn(1, 16, 32))
+    model = load_device_model("torch-fp32-1t", "gbdt")
+    pred = predict_graph(graph, model, kernel_profile_of(model))
+    assert len(pred.unpredicted) == 1 and "scaled_dot_product_attention" in pred.unpredicted[0]
+    projection = next(op for op in pred.ops if "linear" in op.kind)
+    assert projection.ms is not None and projection.ms > 0 and "conv" in projection.predictor
+
+
 def test_a_lone_example_tensor_keeps_its_batch() -> None:
     graph = graph_from_torch(nn.Sequential(nn.Linear(16, 4), nn.ReLU()), torch.randn(1, 16))
     assert [n.output_shapes for n in graph.inputs] == [((1, 16),)]

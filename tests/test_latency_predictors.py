@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from edgeplan.errors import InvalidInputError
-from edgeplan.latency.features import CATEGORY_FEATURES, category, computes_product, features, predictor_key
+from edgeplan.latency.features import CATEGORY_FEATURES, category, computes_product, features, lead_node, predictor_key
 from edgeplan.latency.model import LatencyModel, mape, record_ops
 from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
 
@@ -80,6 +80,37 @@ def test_a_kernel_that_does_not_compute_its_convolution_is_elementwise() -> None
     # Other categories keep the node's: a quantize after a global pool has its own key and the pool's features.
     gp = {"op": "global_pool", "input_shapes": [[1, 64, 7, 7]], "output_shapes": [[1, 64, 1, 1]], "flops": 3136}
     assert predictor_key("QuantizeLinear", gp) == "QuantizeLinear|mean"
+
+
+def test_products_of_transformers_get_their_own_features() -> None:
+    """``nn.MultiheadAttention`` projects a (sequence, batch, channels) tensor: its rows are the sequence, whatever
+    the axis; a product of two activations and an attention are categories of their own (no CNN has them), never
+    the batch-1 vector predictor or the element-wise one."""
+    seq_first = {"op": "linear", "input_shapes": [[197, 1, 768]], "output_shapes": [[197, 1, 2304]],
+                 "params": 768 * 2304 + 2304, "flops": 2 * 197 * 768 * 2304}
+    cat, x = features([seq_first])
+    named = dict(zip(CATEGORY_FEATURES[cat], x, strict=True))
+    assert cat == "conv" and (named["in_h"], named["in_w"], named["in_c"], named["filters"]) == (197, 1, 768, 2304)
+    batch_first = dict(seq_first, input_shapes=[[1, 197, 768]], output_shapes=[[1, 197, 2304]])
+    assert features([batch_first]) == (cat, x)
+    scores = {"op": "matmul", "input_shapes": [[1, 12, 197, 64], [1, 12, 64, 197]],
+              "output_shapes": [[1, 12, 197, 197]], "attrs": {"contraction": 64}, "flops": 2 * 12 * 197 * 197 * 64}
+    cat, x = features([scores], "aten::matmul")
+    assert cat == "matmul" and predictor_key("aten::matmul", scores) == "aten::matmul|matmul"
+    named = dict(zip(CATEGORY_FEATURES[cat], x, strict=True))
+    assert (named["batch"], named["rows"], named["in_c"], named["filters"]) == (12, 197, 64, 197)
+    attention = {"op": "attention", "input_shapes": [[1, 12, 197, 64], [1, 12, 50, 64], [1, 12, 50, 32]],
+                 "output_shapes": [[1, 12, 197, 32]], "flops": 12345}
+    kind = "aten::scaled_dot_product_attention"
+    assert computes_product(kind) and predictor_key(kind, attention) == f"{kind}|attention"
+    named = dict(zip(CATEGORY_FEATURES["attention"], features([attention], kind)[1], strict=True))
+    assert named == {"batch": 12, "q_len": 197, "kv_len": 50, "in_c": 64, "filters": 32, "flops": 12345}
+    # ONNX Runtime's FusedMatMul runs the key's transpose, then the product: the product leads it.
+    transpose = {"op": "permute", "input_shapes": [[1, 12, 197, 64]], "output_shapes": [[1, 12, 64, 197]]}
+    kind = "com.microsoft.FusedMatMul"
+    assert lead_node([transpose, scores], kind) is scores and lead_node([transpose, scores]) is transpose
+    assert features([transpose, scores], kind)[0] == "matmul"
+    assert predictor_key(kind, lead_node([transpose, scores], kind)) == f"{kind}|matmul"
 
 
 def _linear_data(n: int = 120, seed: int = 0) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from edgeplan.errors import InvalidInputError
-from edgeplan.latency.features import CATEGORY_FEATURES, LEGACY_FEATURES, features, predictor_key
+from edgeplan.latency.features import CATEGORY_FEATURES, LEGACY_FEATURES, features, lead_node, predictor_key
 from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
 
 __all__ = [
@@ -122,8 +122,8 @@ def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpI
         ns = [nodes[n] for n in op["nodes"]]
         cat, x = features(ns, op["kind"])
         measured = op_ms(op, statistic)
-        out.append(OpInput(op["kernel"] + "@" + op["nodes"][0], op["kind"], predictor_key(op["kind"], ns[0]), cat, x,
-                           measured))
+        key = predictor_key(op["kind"], lead_node(ns, op["kind"]))
+        out.append(OpInput(op["kernel"] + "@" + op["nodes"][0], op["kind"], key, cat, x, measured))
     return out
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.graph import Graph
-from edgeplan.latency.features import features, predictor_key
+from edgeplan.latency.features import features, lead_node, predictor_key
 from edgeplan.latency.model import MODEL_FORMAT, LatencyModel, OpInput, Prediction
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ def _featurize(graph: Graph, kernels: Sequence[tuple[str, str, Sequence[str]]]) 
             continue
         dicts = [node_to_dict(graph.node(n)) for n in nodes]
         cat, x = features(dicts, kind)
-        ops.append(OpInput(f"{name}@{nodes[0]}", kind, predictor_key(kind, dicts[0]), cat, x))
+        ops.append(OpInput(f"{name}@{nodes[0]}", kind, predictor_key(kind, lead_node(dicts, kind)), cat, x))
     return ops, skipped
 
 
