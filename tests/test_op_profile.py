@@ -496,6 +496,32 @@ def test_cli_ops_profile_and_export(capsys: pytest.CaptureFixture[str], tmp_path
     assert "drop --match-on" in capsys.readouterr().err and (tmp_path / "d.jsonl.gz").read_bytes() == before
 
 
+def test_cli_ops_profile_exits_non_zero_when_a_model_is_not_measured(capsys: pytest.CaptureFixture[str],
+                                                                     tmp_path: Path) -> None:
+    """A model the scenario cannot run is named with its reason, the others are stored, and the exit code says so
+    (a script chaining ``ops profile`` and ``ops export`` used to see success with 0 of 1 models measured)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "m",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 8, 4, 4))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 8, 4, 4))])
+    onnx_file = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(onnx_file))
+    home = str(tmp_path / "home")
+    args = ["--home", home, "ops", "profile", str(onnx_file), CELL, "--scenario", "torch-fp32-1t", "--runs", "2",
+            "--plain-per-run", "1"]
+    assert main(args) != 0
+    captured = capsys.readouterr()
+    assert f"not measured: {onnx_file}" in captured.out and "not a torch model" in captured.out
+    assert "1 model(s) could not be measured (named above)" in captured.err
+    with Store.open(tmp_path / "home" / "store.sqlite") as store:
+        assert [m.model for m in store.measurements()] == [CELL]
+    assert main([*args, "--json"]) != 0  # the JSON report holds the reason; nothing is measured twice
+    report = json.loads(capsys.readouterr().out)[0]
+    assert report["done_before"] == 1 and report["failed"][0]["key"] == str(onnx_file)
+
+
 CELLS = [CELL, "nb201:|nor_conv_1x1~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_1x1~1|none~2|",
          "nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_1x1~0|skip_connect~1|avg_pool_3x3~2|"]
 

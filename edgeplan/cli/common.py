@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-__all__ = ["Context", "check_positive", "emit_json", "model_specs"]
+__all__ = ["Context", "check_positive", "emit_json", "model_specs", "refuse_failures"]
 
 
 @dataclass
@@ -46,6 +46,23 @@ def check_positive(option: str, value: float | None, what: str) -> None:
 
     if value is not None and not (math.isfinite(value) and value > 0):
         raise InvalidInputError(f"{option} must be {what}, got {value}")
+
+
+def refuse_failures(failed: int, what: str, as_json: bool) -> None:
+    """End a campaign command that could not measure ``failed`` of its ``what`` (e.g. ``"model(s)"``) with a
+    non-zero exit, after its report named each one and why: a script sees the shortfall.
+
+    Raises
+    ------
+    InvalidInputError
+        When ``failed`` is positive.
+    """
+    from edgeplan.errors import InvalidInputError
+
+    if failed:
+        where = "in the JSON report" if as_json else "above"
+        raise InvalidInputError(f"{failed} {what} could not be measured (named {where}); the others are stored, "
+                                "and running the command again retries only those")
 
 
 def _finite(data: Any) -> Any:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from edgeplan.cli.common import Context, check_positive, emit_json, model_specs
+from edgeplan.cli.common import Context, check_positive, emit_json, model_specs, refuse_failures
 
 __all__ = ["ops"]
 
@@ -66,12 +66,14 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
             reports.append(report)
     if as_json:
         emit_json([r.to_dict() for r in reports])
-        return
-    for r in reports:
-        click.echo(f"{r.campaign}: {r.done_before + r.done_now}/{r.total} models measured ({r.done_now} now, "
-                   f"{r.elapsed_s:.0f} s){'; stopped by the budget' if r.stopped_by_budget else ''}")
-        for f in r.failed:
-            click.echo(f"  not measured: {f.key}: {f.reason}")
+    else:
+        for r in reports:
+            click.echo(f"{r.campaign}: {r.done_before + r.done_now}/{r.total} models measured ({r.done_now} now, "
+                       f"{r.elapsed_s:.0f} s){'; stopped by the budget' if r.stopped_by_budget else ''}")
+            for f in r.failed:
+                click.echo(f"  not measured: {f.key}: {f.reason}")
+    failed = sum(len(r.failed) for r in reports)
+    refuse_failures(failed, "model(s)", as_json)
 
 
 @ops.command("export")

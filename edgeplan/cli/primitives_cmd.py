@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from edgeplan.cli.common import Context, check_positive, emit_json
+from edgeplan.cli.common import Context, check_positive, emit_json, refuse_failures
 
 if TYPE_CHECKING:
     from edgeplan.measure.store import Store
@@ -277,8 +277,9 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
         report = profile_primitives(store, plan, device, budget_s=budget_s, progress=not as_json, command=command)
     if as_json:
         emit_json({**summary, **report.to_dict()})
-        return
-    _echo_report(report)
+    else:
+        _echo_report(report)
+    refuse_failures(len(report.failed), "primitive call(s)", as_json)
 
 
 def _network_configs(networks: tuple[str, ...]) -> tuple[Any, ...]:

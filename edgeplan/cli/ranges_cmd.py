@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from edgeplan.cli.common import Context, check_positive, emit_json
+from edgeplan.cli.common import Context, check_positive, emit_json, refuse_failures
 
 __all__ = ["profile_ranges_cmd"]
 
@@ -43,6 +43,7 @@ def profile_ranges_cmd(ctx: Context, models: tuple[str, ...], threads_list: tupl
     config = SweepConfig(repeats=repeats)
     started = time.monotonic()
     reports = []
+    failed = 0
     with Store.open(store_path or default_store_path(ctx.home)) as store:
         for model in models:
             for threads in threads_list:
@@ -52,10 +53,13 @@ def profile_ranges_cmd(ctx: Context, models: tuple[str, ...], threads_list: tupl
                 report = profile_ranges(store, model, threads=threads, config=config, budget_s=left,
                                         progress=not as_json, command=ctx.command)
                 reports.append(report.to_dict())
+                failed += len(report.failed)
                 if not as_json:
                     click.echo(f"{model} at {threads} thread(s): {report.done_now} ranges measured, "
                                f"{report.done_before} already stored, {report.remaining} left "
                                f"({report.elapsed_s:.1f} s)")
+                    for f in report.failed:
+                        click.echo(f"  not measured: {f.key}: {f.reason}")
         exported = None
         if export_path:
             try:
@@ -67,3 +71,4 @@ def profile_ranges_cmd(ctx: Context, models: tuple[str, ...], threads_list: tupl
                 click.echo(f"wrote {exported} tables to {export_path}")
         if as_json:
             emit_json({"store": str(store.path), "campaigns": reports, "exported_tables": exported})
+    refuse_failures(failed, "range(s)", as_json)
