@@ -513,13 +513,40 @@ def test_cli_ops_profile_exits_non_zero_when_a_model_is_not_measured(capsys: pyt
             "--plain-per-run", "1"]
     assert main(args) != 0
     captured = capsys.readouterr()
-    assert f"not measured: {onnx_file}" in captured.out and "not a torch model" in captured.out
+    assert f"not measured: {onnx_file}" in captured.out and "eager PyTorch cannot run it" in captured.out
     assert "1 model(s) could not be measured (named above)" in captured.err
     with Store.open(tmp_path / "home" / "store.sqlite") as store:
         assert [m.model for m in store.measurements()] == [CELL]
     assert main([*args, "--json"]) != 0  # the JSON report holds the reason; nothing is measured twice
     report = json.loads(capsys.readouterr().out)[0]
     assert report["done_before"] == 1 and report["failed"][0]["key"] == str(onnx_file)
+
+
+def test_an_onnx_file_of_the_users_is_predicted_and_profiled_in_onnx_runtime(tmp_path: Path) -> None:
+    """ONNX Runtime devices used to refuse a user's ONNX file. It is now traced as the zoo's exports are, even with
+    its nodes unnamed: the same network predicts the same latency as its zoo string, in fp32 and int8."""
+    import onnx
+
+    from edgeplan.api import cache_export
+    from edgeplan.frontends.zoo import build_model
+    from edgeplan.latency.predict import predict_models
+    from edgeplan.runtimes.op_profile import profile_model
+
+    zoo = build_model(CELL)
+    named = tmp_path / "cell.onnx"
+    cache_export(zoo.module, zoo.example_inputs(), named)
+    model = onnx.load(str(named))
+    for node in model.graph.node:
+        node.name = ""  # an exporter may leave nodes unnamed
+    unnamed = tmp_path / "unnamed.onnx"
+    onnx.save(model, str(unnamed))
+    home = tmp_path / "home"
+    for device in ("ort-fp32-1t", "ort-int8-1t"):
+        own, ref = predict_models([str(unnamed), CELL], device=device, home=home)
+        assert not own.prediction.unpredicted and own.model == str(unnamed)
+        assert own.prediction.latency_ms == pytest.approx(ref.prediction.latency_ms, rel=1e-9)
+    profile = profile_model(str(unnamed), get_scenario("ort-int8-1t"), runs=2, home=home, plain_per_run=1)
+    assert profile.ops and all(o.nodes for o in profile.ops) and profile.end_to_end.median_ms > 0
 
 
 CELLS = [CELL, "nb201:|nor_conv_1x1~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_1x1~1|none~2|",
