@@ -136,3 +136,18 @@ def test_huge_range_is_refused_before_expanding() -> None:
 def test_unsupported_operator_names_the_command_that_has_allow_opaque() -> None:
     message = str(UnsupportedOperatorError("GridSample", "gs"))
     assert "'GridSample'" in message and "edgeplan inspect --allow-opaque" in message
+
+
+def test_select_run_of_an_onnx_file_says_what_to_do(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """An ONNX file is selected from its graph, but --run swaps PyTorch modules: it used to end in a hint at a
+    Python function (``use load_graph()``)."""
+    import torch
+
+    from edgeplan.api import cache_export
+
+    path = tmp_path / "conv.onnx"
+    cache_export(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval(),
+                 (torch.randn(1, 3, 32, 32),), path)
+    code, out, err = run(capsys, "--home", str(tmp_path), "select", str(path), "--costs", "predicted", "--run",
+                         "--no-flow-costs")
+    assert code != 0 and "select it without --run" in err and "Traceback" not in err and not out

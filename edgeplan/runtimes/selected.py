@@ -305,13 +305,18 @@ def run_selection(spec: str, choices: Mapping[str, str], conv_inputs: Mapping[st
     Raises
     ------
     InvalidInputError
-        A chosen primitive does not run on ``device`` (oneDNN's on CUDA), or the model's input is not a batch of one.
+        A chosen primitive does not run on ``device`` (oneDNN's on CUDA), the model's input is not a batch of one,
+        or ``spec`` is an ONNX file (no PyTorch modules to swap).
     MeasurementError
         CUDA asked for on a machine without it.
     """
-    from edgeplan.frontends.zoo import build_model
+    from edgeplan.frontends.zoo import build_model, is_onnx_path
     from edgeplan.measure.runners import torch_device
 
+    if is_onnx_path(spec):
+        raise InvalidInputError(f"{spec}: an ONNX file's primitives are selected from its graph, but running the "
+                                "selection rebuilds the network's PyTorch modules; select it without --run, or give "
+                                "the network as a zoo string (`edgeplan zoo`)")
     target = torch_device(device)
     zoo = build_model(spec)
     (x,) = zoo.example_inputs()
