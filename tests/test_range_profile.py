@@ -67,3 +67,19 @@ def test_budget_commits_whole_batches_and_resume_finishes(tmp_path: Path) -> Non
         second = profile_ranges(store, MODEL, threads=1, config=SweepConfig(repeats=1, warmup=0))
         assert second.done_before == first.done_now and second.remaining == 0
         assert len(store.measurements(model=MODEL, kind=RANGE_KIND)) == n * (n + 1) // 2
+
+
+def test_offload_finishes_a_range_campaign_with_its_own_repeats(tmp_path: Path) -> None:
+    """`profile-ranges --repeats 1` then `offload` (which measures what is missing) used to be refused: the
+    planner asked for the default 9 repeats under the campaign's name."""
+    from edgeplan.measure.paths import default_store_path
+    from edgeplan.offload import OffloadSetup, offload_costs
+
+    n = len(layer_chain(load_graph(MODEL)))
+    with Store.open(default_store_path(tmp_path)) as store:
+        profile_ranges(store, MODEL, threads=1, config=SweepConfig(repeats=1, warmup=0))
+    costs, _ = offload_costs(OffloadSetup(MODEL, mobile_threads=1, cloud_speedup=4.0, costs="measure"), home=tmp_path)
+    assert costs.mobile_ms.shape == (n, n) and "1 thread(s)" in costs.mobile_label
+    with Store.open(default_store_path(tmp_path)) as store:
+        (campaign,) = store.campaigns()
+        assert campaign.params["repeats"] == 1 and len(store.measurements()) == n * (n + 1) // 2
