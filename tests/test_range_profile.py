@@ -83,3 +83,10 @@ def test_offload_finishes_a_range_campaign_with_its_own_repeats(tmp_path: Path) 
     with Store.open(default_store_path(tmp_path)) as store:
         (campaign,) = store.campaigns()
         assert campaign.params["repeats"] == 1 and len(store.measurements()) == n * (n + 1) // 2
+
+
+def test_other_repeats_over_an_earlier_campaign_say_which_options_to_use(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s.sqlite") as store:
+        profile_ranges(store, MODEL, threads=1, config=SweepConfig(repeats=1, warmup=0), budget_s=1e-9)
+        with pytest.raises(InvalidInputError, match=r"swept with 1 repeat\(s\).*--repeats 1 to finish.*--store"):
+            profile_ranges(store, MODEL, threads=1, config=SweepConfig(repeats=2, warmup=0))
