@@ -163,7 +163,7 @@ def _onnx_input_shapes(path: Path) -> list[Shape]:
     return [n.output_shapes[0] for n in graph.inputs]
 
 
-def predict_latency(models: str | list[str], device: str = "torch-fp32-1t", method: str = "gbdt",
+def predict_latency(models: str | list[str], device: str = "torch-fp32-1t", method: str | None = None,
                     home: str | Path | None = None) -> Any:
     """Predict latency on a device profile without running the models (what ``edgeplan predict`` prints).
 
@@ -174,7 +174,8 @@ def predict_latency(models: str | list[str], device: str = "torch-fp32-1t", meth
     device
         A scenario with shipped predictors or a device made by ``edgeplan calibrate``.
     method
-        ``gbdt``, ``lasso``, ``rf`` or ``mlp``.
+        ``gbdt``, ``lasso``, ``rf`` or ``mlp``; None: ``gbdt``, or the device's only method (a device calibrated
+        from a Lasso source).
     home
         The edgeplan home (calibrated devices).
 

@@ -162,6 +162,10 @@ def test_cli_calibrate_then_predict_and_bad_files(capsys: pytest.CaptureFixture[
     one = predict_latency("nb201:" + CELLS[12], device="phone", method="lasso", home=home)
     assert one.prediction.latency_ms == pytest.approx(pred["latency_ms"])
     assert len(predict_latency(["nb201:" + CELLS[12], "nb201:" + CELLS[13]], "phone", "lasso", home)) == 2
+    # Its only method is the default: `predict --device phone` used to ask for the missing gbdt and fail.
+    assert predict_latency("nb201:" + CELLS[12], device="phone", home=home).method == "lasso"
+    assert main(["--home", str(home), "predict", "nb201:" + CELLS[12], "--device", "phone", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["latency_ms"] == pytest.approx(pred["latency_ms"])
     # From a calibrated device: the new correction is of the same source scenario, and says so.
     assert main(["--home", str(home), "calibrate", "--measurements", str(good), "--name", "phone2", "--from", "phone",
                  "--json"]) == 0

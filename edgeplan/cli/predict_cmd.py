@@ -18,7 +18,9 @@ __all__ = ["predict"]
               help="More models, one zoo string per line.")
 @click.option("--device", default="torch-fp32-1t", show_default=True,
               help="Device profile: a measured scenario, or a device made by `edgeplan calibrate`.")
-@click.option("--method", type=click.Choice(["gbdt", "lasso", "rf", "mlp"]), default="gbdt", show_default=True)
+@click.option("--method", type=click.Choice(["gbdt", "lasso", "rf", "mlp"]), default=None,
+              help="Predictor method [default: gbdt, or the device's only one: a device calibrated from a Lasso "
+                   "source has lasso].")
 @click.option("--breakdown", is_flag=True, help="Per-op predictions and the runtime kernel each op became.")
 @click.option("--measure", "measure_runs", type=click.IntRange(min=0), default=0,
               help="Also measure each model here, in the device's scenario, with this many profiled runs (per op "
@@ -27,16 +29,17 @@ __all__ = ["predict"]
               help="Machine-readable output (with --measure: measured_ms, and measured_reference, the reference "
                    "model the measurement was paired with, or null).")
 @click.pass_obj
-def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, device: str, method: str,
+def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, device: str, method: str | None,
             breakdown: bool, measure_runs: int, as_json: bool) -> None:
     """Predict the latency of MODELS on a device without running them (sum of per-op predictions + overhead).
 
     MODELS are zoo strings (``synthetic:0-99`` ranges and ``set:NAME`` sets too) or ONNX paths. Ops without a
     predictor are listed as unpredicted, never counted as 0 ms.
     """
-    from edgeplan.latency.predict import predict_models
+    from edgeplan.latency.predict import predict_models, resolve_method
 
     names = model_specs(models, models_file)
+    method = resolve_method(device, method, ctx.home)
     results = predict_models(names, device=device, method=method, home=ctx.home, progress=not as_json)
     measured = _measure(names, device, method, measure_runs, ctx.home) if measure_runs else {}
     if as_json:

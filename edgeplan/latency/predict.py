@@ -36,6 +36,7 @@ __all__ = [
     "spec_ops",
     "predict_graph",
     "predict_models",
+    "resolve_method",
     "shipped_devices",
 ]
 
@@ -260,7 +261,16 @@ def deduction_of(device_model: LatencyModel | CalibratedDevice) -> str:
     return "as-source" if isinstance(device_model, LatencyModel) else device_model.deduction
 
 
-def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: str = DEFAULT_METHOD,
+def resolve_method(device: str, method: str | None, home: str | Path | None = None) -> str:
+    """``method``, or when None the device's default: ``gbdt`` where it has it, else its first of gbdt, rf, lasso
+    and mlp (a device calibrated from a Lasso source has only ``lasso``)."""
+    if method is not None:
+        return method
+    have = available_devices(home).get(device, [])
+    return next((m for m in (DEFAULT_METHOD, "rf", "lasso", "mlp") if m in have), DEFAULT_METHOD)
+
+
+def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: str | None = None,
                    home: str | Path | None = None, progress: bool = False) -> list[ModelPrediction]:
     """Predict every zoo model of ``specs`` on ``device`` with ``method``'s predictors.
 
@@ -271,7 +281,7 @@ def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: s
     device
         A device profile (:func:`available_devices`).
     method
-        ``gbdt``, ``lasso``, ``rf`` or ``mlp``.
+        ``gbdt``, ``lasso``, ``rf`` or ``mlp``; None: the device's default (:func:`resolve_method`).
     home
         The edgeplan home (calibrated devices).
     progress
@@ -284,6 +294,7 @@ def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: s
     """
     from edgeplan.measure.progress import counting_bar
 
+    method = resolve_method(device, method, home)
     model = load_device_model(device, method, home)
     profile = kernel_profile_of(model)
     featurized: list[tuple[list[OpInput], list[str]]] = []
