@@ -594,6 +594,41 @@ def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str],
     assert "has no 'gbdt' predictors" in capsys.readouterr().err
 
 
+def test_retrace_mends_an_ort_datasets_origins_and_keeps_its_times(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    """A dataset traced before the tracing improved (an op traced back to the model's input, as ViT's attention
+    products and int8 DenseNet's dequantizations were) is traced again without re-measuring."""
+    import gzip
+
+    from edgeplan.latency.campaign import load_dataset
+
+    data = _profiled_dataset(tmp_path, "ort-fp32-1t", runs=2)
+    capsys.readouterr()
+    good = load_dataset(data)
+    record = good.records[0]
+    lines = [json.dumps(good.provenance)]
+    ruined = dict(record, ops=[dict(record["ops"][0], nodes=sorted(record["nodes"]))] + record["ops"][1:])
+    lines += [json.dumps(r) for r in [ruined, *good.records[1:]]]
+    with gzip.open(data, "wt", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    out = tmp_path / "retraced.jsonl.gz"
+    home = str(tmp_path)
+    assert main(["--home", home, "ops", "retrace", "--data", str(data), "--model", record["model"], "--out",
+                 str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report == {"models": 1, "ops_changed": 1, "skipped": []}
+    mended = load_dataset(out)
+    assert mended.records == good.records and mended.provenance["retraced"]["ops_changed"] == 1
+    assert load_dataset(data).records[0]["ops"][0]["nodes"] == sorted(record["nodes"])  # --out: the input stays
+    assert main(["--home", home, "ops", "retrace", "--data", str(data), "--model", "synthetic:0"]) != 0
+    assert "holds no synthetic:0" in capsys.readouterr().err
+    torch_data = tmp_path / "torch.jsonl.gz"
+    with gzip.open(torch_data, "wt", encoding="utf-8") as f:
+        f.write(json.dumps(dict(good.provenance, runtime="torch")) + "\n")
+    assert main(["--home", home, "ops", "retrace", "--data", str(torch_data)]) != 0
+    assert "only ONNX Runtime datasets" in capsys.readouterr().err
+
+
 def test_onnxruntime_int8_data_trains_and_predicts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     home = str(tmp_path)
     data = _profiled_dataset(tmp_path, "ort-int8-1t", runs=2, reference=CELLS[0])
@@ -642,3 +677,24 @@ def test_onnxruntime_conv_walk_back_takes_the_unclaimed_branch() -> None:
         "o", [], [])
     got = onnxruntime_kernel_origins(helper.make_model(optimized), original, {"conv_a", "conv_b", "add", "relu"})
     assert got == {"conv_a": ("conv_a",), "r_nchwc": ("conv_b", "add", "relu")}
+
+
+def test_a_fused_kernel_reading_a_renamed_tensor_stops_at_its_neighbours() -> None:
+    """ORT renames some tensors around what it fuses (ViT's MatmulTransposeFusion reads ``.../Reshape_6``, which
+    the original calls ``.../Reshape_6_output_0``): the walk back from such a kernel ran to the model's input."""
+    import onnx
+    from onnx import helper
+
+    from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins, onnxruntime_kernels
+
+    ops = [("Relu", "x", "a", "n1"), ("Neg", "a", "b", "n2"), ("Abs", "b", "c", "n3"), ("Sigmoid", "c", "y", "n4")]
+    original = helper.make_model(helper.make_graph(
+        [helper.make_node(op, [i], [o], name=n) for op, i, o, n in ops], "m",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, (1, 8))],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, (1, 8))]))
+    optimized = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["a"], name="n1"), helper.make_node("Neg", ["a"], ["b_renamed"], name="n2"),
+         helper.make_node("AbsSigmoid", ["b_renamed"], ["y"], name="fused", domain="com.example")], "o", [], []))
+    got = onnxruntime_kernel_origins(optimized, original, {"n1", "n2", "n3", "n4"})
+    assert got == {"n1": ("n1",), "n2": ("n2",), "fused": ("n3", "n4")}
+    assert [k.nodes for k in onnxruntime_kernels(original, optimized)] == [("n1",), (), ("n3", "n4")]

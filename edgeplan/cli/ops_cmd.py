@@ -113,6 +113,37 @@ def export_cmd(scenario_name: str, repeat: str, out: Path, merge: Path | None, m
     click.echo(f"{n} models of {scenario_name} written to {out}" + (f" (merged with {merge})" if merge else ""))
 
 
+@ops.command("retrace")
+@click.option("--data", "data_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="An ONNX Runtime op-latency dataset (from `ops export`).")
+@click.option("--model", "models", multiple=True,
+              help="Retrace only this model (repeat; ranges and set:NAME too); default: every model of the file.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the result [default: --data itself, replaced once the whole file is written].")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
+@click.pass_obj
+def retrace_cmd(ctx: Context, data_path: Path, models: tuple[str, ...], out: Path | None, as_json: bool) -> None:
+    """Trace an ONNX Runtime dataset's kernels to IR nodes again with this edgeplan (its times stay; nothing runs).
+
+    For a dataset measured before the tracing improved: each op's IR nodes, which its features come from, are
+    recomputed from ORT's optimized graph. A model whose kernels ORT no longer runs the same way is kept as it
+    was, and named.
+    """
+    from edgeplan.latency.campaign import retrace_dataset
+
+    chosen = model_specs(models, None) if models else None
+    report = retrace_dataset(data_path, out or data_path, chosen, command=ctx.command, home=ctx.home,
+                             progress=not as_json)
+    if as_json:
+        emit_json({"models": report.models, "ops_changed": report.ops_changed,
+                   "skipped": [{"model": m, "reason": r} for m, r in report.skipped]})
+    else:
+        click.echo(f"{report.models} models retraced into {out or data_path}: {report.ops_changed} ops traced to "
+                   "other IR nodes")
+        for m, r in report.skipped:
+            click.echo(f"  kept as it was: {m}: {r}")
+
+
 @ops.command("fit")
 @click.option("--data", "data_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Dataset file from `edgeplan ops export`.")

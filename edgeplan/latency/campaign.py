@@ -36,6 +36,7 @@ __all__ = [
     "campaign_name",
     "export_dataset",
     "load_dataset",
+    "retrace_dataset",
     "run_op_campaign",
 ]
 
@@ -407,3 +408,114 @@ def load_dataset(path: str | Path) -> OpDataset:
     if not isinstance(header, dict) or header.get("format") != DATASET_FORMAT:
         raise InvalidInputError(f"{path} is not an edgeplan op-latency dataset (format {DATASET_FORMAT})")
     return OpDataset(header, records, path)
+
+
+@dataclass(frozen=True)
+class RetraceReport:
+    """What :func:`retrace_dataset` changed: models retraced, ops whose IR nodes changed, and models left as they
+    were, each with the reason (``skipped``)."""
+
+    models: int
+    ops_changed: int
+    skipped: tuple[tuple[str, str], ...]
+
+
+def retrace_dataset(path: str | Path, out: str | Path, models: Collection[str] | None = None,
+                    command: str = "", home: str | Path | None = None, progress: bool = False) -> RetraceReport:
+    """Trace an ONNX Runtime dataset's kernels to IR nodes again, with this edgeplan's tracing; nothing is timed.
+
+    The times stay; each op's ``nodes`` (what its features come from) are recomputed from ORT's optimized graph,
+    as :func:`edgeplan.runtimes.op_profile.onnxruntime_kernel_ops` does for a prediction. A model whose kernels
+    are no longer ORT's (another ORT version or export: names or order differ), or whose new nodes the record does
+    not describe, is kept as it was and reported. The header records the retrace (``retraced``: when, the
+    command, the counts, the earlier retraces kept).
+
+    Parameters
+    ----------
+    path
+        An ONNX Runtime op-latency dataset (:func:`load_dataset`).
+    out
+        Where to write the result (it may be ``path``; written to a temporary file, then moved in).
+    models
+        Retrace only these models (all when None).
+    command
+        The command line, for the provenance.
+    home
+        The edgeplan home (ONNX exports and int8 models are cached there).
+    progress
+        Show a progress bar.
+
+    Returns
+    -------
+    RetraceReport
+
+    Raises
+    ------
+    InvalidInputError
+        For a dataset that is not of an ONNX Runtime scenario, or models it does not hold.
+    """
+    from edgeplan.measure.progress import counting_bar
+    from edgeplan.runtimes.op_profile import onnxruntime_kernel_ops
+
+    data = load_dataset(path)
+    header = dict(data.provenance)
+    if header.get("runtime") != "onnxruntime":
+        raise InvalidInputError(f"{path}: a dataset of {header.get('runtime')}; only ONNX Runtime datasets are traced "
+                                "from a runtime's graph (eager PyTorch kernels are deduced by rules)")
+    chosen = set(data.models()) if models is None else set(models)
+    unknown = sorted(chosen - set(data.models()))
+    if unknown:
+        raise InvalidInputError(f"{path} holds no {', '.join(unknown[:5])}; `edgeplan ops export` writes a model's "
+                                "measurements first")
+    dtype = str(header.get("dtype", "float32"))
+    changed, done, skipped = 0, 0, []
+    records = []
+    with counting_bar(progress, "retracing", total=len(chosen)) as advance:
+        for record in data.records:
+            if record["model"] not in chosen:
+                records.append(record)
+                continue
+            advance(1)
+            try:
+                _, kernels = onnxruntime_kernel_ops(record["model"], dtype, home)
+            except EdgeplanError as e:
+                skipped.append((record["model"], str(e)))
+                records.append(record)
+                continue
+            reason = _retrace_mismatch(record, kernels)
+            if reason:
+                skipped.append((record["model"], reason))
+                records.append(record)
+                continue
+            ops = [dict(op, nodes=list(nodes)) for op, (_, _, nodes) in zip(record["ops"], kernels, strict=True)]
+            changed += sum(op["nodes"] != before["nodes"] for op, before in zip(ops, record["ops"], strict=True))
+            used = {n for op in ops for n in op["nodes"]}
+            records.append(dict(record, ops=ops, nodes={k: v for k, v in record["nodes"].items() if k in used}))
+            done += 1
+    header["retraced"] = {"utc": datetime.now(UTC).isoformat(timespec="seconds"), "command": command,
+                          "models": done, "ops_changed": changed, "skipped": [m for m, _ in skipped],
+                          "earlier": data.provenance.get("retraced")}
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    with gzip.open(tmp, "wt", encoding="utf-8") as f:
+        f.write(json.dumps(header) + "\n")
+        for row in records:
+            f.write(json.dumps(row, separators=(",", ":")) + "\n")
+    tmp.replace(out)
+    return RetraceReport(done, changed, tuple(skipped))
+
+
+def _retrace_mismatch(record: Mapping[str, Any], kernels: Sequence[tuple[str, str, Sequence[str]]]) -> str:
+    """Why ``kernels`` (ORT's now) cannot replace the origins of ``record``'s ops; empty when they can."""
+    stored = [(op["kernel"], op["kind"]) for op in record["ops"]]
+    if stored != [(name, kind) for name, kind, _ in kernels]:
+        return (f"ORT now runs other kernels ({len(kernels)} against {len(stored)} stored, or other names or order): "
+                "re-measure it")
+    missing = sorted({n for _, _, nodes in kernels for n in nodes} - set(record["nodes"]))
+    if missing:
+        return f"the record does not describe IR nodes {', '.join(missing[:3])}: re-measure it"
+    untraced = [name for name, _, nodes in kernels if not nodes]
+    if untraced:
+        return f"kernels {', '.join(untraced[:3])} are no longer traced to IR nodes"
+    return ""

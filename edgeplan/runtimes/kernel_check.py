@@ -68,6 +68,7 @@ def onnxruntime_kernels(original: Any, optimized: Any) -> list[Kernel]:
     orig = original if isinstance(original, onnx.ModelProto) else onnx.load(str(original))
     opt = optimized if isinstance(optimized, onnx.ModelProto) else onnx.load(str(optimized))
     producer = {t: n for n in orig.graph.node for t in n.output}
+    produced, named = {t for n in opt.graph.node for t in n.output}, {n.name for n in opt.graph.node}
     kernels = []
     for n in opt.graph.node:
         kind = onnxruntime_kind(n)
@@ -75,21 +76,30 @@ def onnxruntime_kernels(original: Any, optimized: Any) -> list[Kernel]:
             kind += "+Sum"
         if any(a.name == "activation" for a in n.attribute) and kind.startswith("com.microsoft.nchwc.Conv"):
             kind += "+" + next(a.s.decode() for a in n.attribute if a.name == "activation")
-        kernels.append(Kernel(n.name, kind, _covered(n, producer)))
+        kernels.append(Kernel(n.name, kind, _covered(n, producer, produced, named)))
     return kernels
 
 
-def _covered(node: Any, producer: Mapping[str, Any]) -> tuple[str, ...]:
-    """Original nodes between ``node``'s inputs and outputs, following tensor names back from its outputs."""
+def _covered(node: Any, producer: Mapping[str, Any], produced: Collection[str] = frozenset(),
+             named: Collection[str] = frozenset()) -> tuple[str, ...]:
+    """Original nodes between ``node``'s inputs and outputs, following tensor names back from its outputs.
+
+    The walk also stops at a tensor another kernel of the optimized graph produces (``produced``: the outputs of
+    all its kernels) and at an original node another kernel is named after (``named``: all their names): ORT
+    renames some tensors around the nodes it fuses (ViT's ``MatmulTransposeFusion`` reads ``.../Reshape_6``, a
+    tensor the original calls ``.../Reshape_6_output_0``), and the walk from such a kernel ran back to the
+    model's input, giving one attention product the FLOPs of everything before it.
+    """
+    own = set(node.output)
     stop = set(node.input)
     covered: list[str] = []
     stack = [t for t in node.output if t]
     while stack:
         p = producer.get(stack.pop())
-        if p is None or p.name in covered:
+        if p is None or p.name in covered or (p.name in named and p.name != node.name):
             continue
         covered.append(p.name)
-        stack.extend(t for t in p.input if t and t not in stop)
+        stack.extend(t for t in p.input if t and t not in stop and (t not in produced or t in own))
     return tuple(reversed(covered))
 
 
@@ -291,6 +301,7 @@ def onnxruntime_kernel_origins(optimized: Any, original: Any, known: Collection[
     opt = optimized if isinstance(optimized, onnx.ModelProto) else onnx.load(str(optimized))
     by_name = {n.name: n for n in orig.graph.node}
     producer = {t: n for n in orig.graph.node for t in n.output}
+    produced, named = {t for n in opt.graph.node for t in n.output}, {n.name for n in opt.graph.node}
     consumers: dict[str, list[Any]] = {}
     for n in orig.graph.node:
         for t in n.input:
@@ -317,7 +328,7 @@ def onnxruntime_kernel_origins(optimized: Any, original: Any, known: Collection[
     out: dict[str, tuple[str, ...]] = {}
     pending: list[tuple[Any, Any]] = []
     for n in opt.graph.node:
-        nodes = [x for x in _covered(n, producer) if x in known] if not inserted(n) else []
+        nodes = [x for x in _covered(n, producer, produced, named) if x in known] if not inserted(n) else []
         if not nodes:
             anchor = next((a for a in map(resolve, [n.name, *n.output, *n.input]) if a is not None
                            and a.name in known), None)
