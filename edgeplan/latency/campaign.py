@@ -259,24 +259,28 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         header["merged"] = {"file": str(merge), "kept_models": len(kept),
                             "replaced_models": len(earlier.records) - len(kept), "bridge_models": len(bridge),
                             "provenance": before}
+    rows = list(kept)
+    for r in written:
+        extra = r.extra
+        iqr_rel = (r.p75_ms - r.p25_ms) / r.latency_ms if r.latency_ms > 0 else 0.0
+        row = {"model": r.model, "latency_ms": r.latency_ms, "latency_min_ms": r.min_ms, "iqr_rel": iqr_rel,
+               "ci_rel": r.ci_rel, "repeats": r.repeats, "op_sum_ms": extra["op_sum_ms"],
+               "op_sum_min_ms": extra.get("op_sum_min_ms"), "ops": extra["ops"], "nodes": extra["nodes"]}
+        rows.append(_normalised(row, extra["reference"], scale["ms"], scale["min_ms"]) if scale is not None else row)
+    _write_dataset(out, header, rows)
+    return len(rows)
+
+
+def _write_dataset(out: str | Path, header: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> None:
+    """Write a dataset file (provenance line, then one record per line), whole or not at all."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     with gzip.open(tmp, "wt", encoding="utf-8") as f:
         f.write(json.dumps(header) + "\n")
-        for row in kept:
-            f.write(json.dumps(row, separators=(",", ":")) + "\n")
-        for r in written:
-            extra = r.extra
-            iqr_rel = (r.p75_ms - r.p25_ms) / r.latency_ms if r.latency_ms > 0 else 0.0
-            row = {"model": r.model, "latency_ms": r.latency_ms, "latency_min_ms": r.min_ms, "iqr_rel": iqr_rel,
-                   "ci_rel": r.ci_rel, "repeats": r.repeats, "op_sum_ms": extra["op_sum_ms"],
-                   "op_sum_min_ms": extra.get("op_sum_min_ms"), "ops": extra["ops"], "nodes": extra["nodes"]}
-            if scale is not None:
-                row = _normalised(row, extra["reference"], scale["ms"], scale["min_ms"])
+        for row in rows:
             f.write(json.dumps(row, separators=(",", ":")) + "\n")
     tmp.replace(out)
-    return len(kept) + len(written)
 
 
 def _mergeable(path: str | Path, scenario: Scenario, repeat: str, scale: Mapping[str, Any] | None) -> OpDataset:
@@ -495,14 +499,7 @@ def retrace_dataset(path: str | Path, out: str | Path, models: Collection[str] |
     header["retraced"] = {"utc": datetime.now(UTC).isoformat(timespec="seconds"), "command": command,
                           "models": done, "ops_changed": changed, "skipped": [m for m, _ in skipped],
                           "earlier": data.provenance.get("retraced")}
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with gzip.open(tmp, "wt", encoding="utf-8") as f:
-        f.write(json.dumps(header) + "\n")
-        for row in records:
-            f.write(json.dumps(row, separators=(",", ":")) + "\n")
-    tmp.replace(out)
+    _write_dataset(out, header, records)
     return RetraceReport(done, changed, tuple(skipped))
 
 
