@@ -594,6 +594,23 @@ def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str],
     assert "has no 'gbdt' predictors" in capsys.readouterr().err
 
 
+def test_an_onnx_file_of_the_users_over_the_size_limit_is_refused_by_size(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The traced copy is one protobuf file (at most 2 GB): a larger model gets a message, not protobuf's error."""
+    import torch
+
+    from edgeplan.api import cache_export
+    from edgeplan.latency.predict import predict_models
+    from edgeplan.runtimes import op_profile
+
+    path = tmp_path / "conv.onnx"
+    cache_export(torch.nn.Conv2d(3, 8, 3).eval(), (torch.randn(1, 3, 16, 16),), path)
+    monkeypatch.setattr(op_profile, "_INLINE_LIMIT", 100)
+    with pytest.raises(InvalidInputError, match=r"GB with its weights; ONNX Runtime devices take ONNX files up to"):
+        predict_models([str(path)], device="ort-fp32-1t", home=tmp_path / "home")
+    assert not list((tmp_path / "home").glob("onnx/file-*"))
+
+
 def test_retrace_mends_an_ort_datasets_origins_and_keeps_its_times(capsys: pytest.CaptureFixture[str],
                                                                     tmp_path: Path) -> None:
     """A dataset traced before the tracing improved (an op traced back to the model's input, as ViT's attention
@@ -607,7 +624,7 @@ def test_retrace_mends_an_ort_datasets_origins_and_keeps_its_times(capsys: pytes
     good = load_dataset(data)
     record = good.records[0]
     lines = [json.dumps(good.provenance)]
-    ruined = dict(record, ops=[dict(record["ops"][0], nodes=sorted(record["nodes"]))] + record["ops"][1:])
+    ruined = dict(record, ops=[dict(record["ops"][0], nodes=sorted(record["nodes"])), *record["ops"][1:]])
     lines += [json.dumps(r) for r in [ruined, *good.records[1:]]]
     with gzip.open(data, "wt", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")

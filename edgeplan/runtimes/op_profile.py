@@ -877,6 +877,11 @@ def _ort_files(spec: str, model: Any, dtype: str, home: str | Path | None) -> _O
     return _OrtFiles(path, float_path, graph, shapes)
 
 
+#: Largest user ONNX model (bytes, weights included) traced for ONNX Runtime devices: its named copy is one
+#: protobuf file, which cannot exceed 2 GB (weights kept beside it would not follow the copy ORT's tools make).
+_INLINE_LIMIT = 1_500_000_000
+
+
 def _named_copy(spec: str, home: str | Path | None) -> Path:
     """A user's ONNX file as ORT's kernels are traced from it: a copy in the edgeplan home (by content) whose
     unnamed nodes get names of their own (``Conv_12``), so that ORT's optimized graph and the IR agree on every
@@ -902,6 +907,10 @@ def _named_copy(spec: str, home: str | Path | None) -> Path:
             node.name = next(name for k in range(len(taken) + 1)
                              if (name := f"{node.op_type}_{i}" + (f"_{k}" if k else "")) not in taken)
             taken.add(node.name)
+    size = model.ByteSize()
+    if size > _INLINE_LIMIT:
+        raise InvalidInputError(f"{spec}: {size / 1e9:.1f} GB with its weights; ONNX Runtime devices take ONNX files "
+                                f"up to {_INLINE_LIMIT / 1e9:g} GB (the traced copy is one protobuf file)")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.onnx")
     onnx.save(model, str(tmp))
