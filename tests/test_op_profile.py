@@ -519,12 +519,13 @@ def test_cli_ops_profile_exits_non_zero_when_a_model_is_not_measured(capsys: pyt
         assert [m.model for m in store.measurements()] == [CELL]
     assert main([*args, "--json"]) != 0  # the JSON report holds the reason; nothing is measured twice
     report = json.loads(capsys.readouterr().out)[0]
-    assert report["done_before"] == 1 and report["failed"][0]["key"] == str(onnx_file)
+    assert report["done_before"] == 1 and report["failed"][0]["key"].startswith(f"{onnx_file}|")  # and its digest
 
 
 def test_an_onnx_file_of_the_users_is_predicted_and_profiled_in_onnx_runtime(tmp_path: Path) -> None:
     """ONNX Runtime devices used to refuse a user's ONNX file. It is now traced as the zoo's exports are, even with
-    its nodes unnamed: the same network predicts the same latency as its zoo string, in fp32 and int8."""
+    its nodes unnamed or named alike: the same network predicts the same latency as its zoo string, fp32 and int8;
+    a file that is not ONNX gets the frontend's one-line error."""
     import onnx
 
     from edgeplan.api import cache_export
@@ -536,8 +537,8 @@ def test_an_onnx_file_of_the_users_is_predicted_and_profiled_in_onnx_runtime(tmp
     named = tmp_path / "cell.onnx"
     cache_export(zoo.module, zoo.example_inputs(), named)
     model = onnx.load(str(named))
-    for node in model.graph.node:
-        node.name = ""  # an exporter may leave nodes unnamed
+    for i, node in enumerate(model.graph.node):
+        node.name = "" if i % 2 else "same"  # an exporter may leave nodes unnamed, or name several alike
     unnamed = tmp_path / "unnamed.onnx"
     onnx.save(model, str(unnamed))
     home = tmp_path / "home"
@@ -545,6 +546,10 @@ def test_an_onnx_file_of_the_users_is_predicted_and_profiled_in_onnx_runtime(tmp
         own, ref = predict_models([str(unnamed), CELL], device=device, home=home)
         assert not own.prediction.unpredicted and own.model == str(unnamed)
         assert own.prediction.latency_ms == pytest.approx(ref.prediction.latency_ms, rel=1e-9)
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not a model")
+    with pytest.raises(InvalidInputError, match="is not a valid ONNX model"):
+        predict_models([str(garbage)], device="ort-fp32-1t", home=home)
     profile = profile_model(str(unnamed), get_scenario("ort-int8-1t"), runs=2, home=home, plain_per_run=1)
     assert profile.ops and all(o.nodes for o in profile.ops) and profile.end_to_end.median_ms > 0
 
@@ -639,6 +644,14 @@ def test_retrace_mends_an_ort_datasets_origins_and_keeps_its_times(capsys: pytes
     assert load_dataset(data).records[0]["ops"][0]["nodes"] == sorted(record["nodes"])  # --out: the input stays
     assert main(["--home", home, "ops", "retrace", "--data", str(data), "--model", "synthetic:0"]) != 0
     assert "holds no synthetic:0" in capsys.readouterr().err
+    # Node descriptions of other nodes than the IR's now (another export): the model is not retraced.
+    name = record["ops"][0]["nodes"][0]
+    other = dict(record, nodes=dict(record["nodes"], **{name: dict(record["nodes"][name], output_shapes=[[9]])}))
+    with gzip.open(data, "wt", encoding="utf-8") as f:
+        f.write("\n".join([json.dumps(good.provenance), json.dumps(other)]) + "\n")
+    before = data.read_bytes()
+    assert main(["--home", home, "ops", "retrace", "--data", str(data)]) != 0
+    assert "no model could be retraced" in capsys.readouterr().err and data.read_bytes() == before
     torch_data = tmp_path / "torch.jsonl.gz"
     with gzip.open(torch_data, "wt", encoding="utf-8") as f:
         f.write(json.dumps(dict(good.provenance, runtime="torch")) + "\n")
@@ -715,3 +728,27 @@ def test_a_fused_kernel_reading_a_renamed_tensor_stops_at_its_neighbours() -> No
     got = onnxruntime_kernel_origins(optimized, original, {"n1", "n2", "n3", "n4"})
     assert got == {"n1": ("n1",), "n2": ("n2",), "fused": ("n3", "n4")}
     assert [k.nodes for k in onnxruntime_kernels(original, optimized)] == [("n1",), (), ("n3", "n4")]
+
+
+def test_an_edited_onnx_file_is_measured_again_and_exported_once(capsys: pytest.CaptureFixture[str],
+                                                                  tmp_path: Path) -> None:
+    """A user's file is keyed by its bytes too: the campaign used to call an edited file measured already."""
+    import torch
+
+    from edgeplan.api import cache_export
+    from edgeplan.latency.campaign import load_dataset
+
+    path = tmp_path / "net.onnx"
+    home = str(tmp_path / "home")
+    args = ["--home", home, "ops", "profile", str(path), "--scenario", "ort-fp32-1t", "--runs", "2",
+            "--plain-per-run", "1", "--json"]
+    for width in (8, 32):
+        cache_export(torch.nn.Sequential(torch.nn.Conv2d(3, width, 3), torch.nn.ReLU()).eval(),
+                     (torch.randn(1, 3, 32, 32),), path)
+        assert main(args) == 0
+        assert json.loads(capsys.readouterr().out)[0]["done_now"] == 1
+    assert main(args) == 0 and json.loads(capsys.readouterr().out)[0]["done_now"] == 0  # unchanged: not again
+    out = tmp_path / "d.jsonl.gz"
+    assert main(["--home", home, "ops", "export", "--scenario", "ort-fp32-1t", "--out", str(out)]) == 0
+    (record,) = load_dataset(out).records
+    assert record["model"] == str(path) and any(n["output_shapes"][0][1] == 32 for n in record["nodes"].values())

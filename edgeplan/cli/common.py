@@ -52,16 +52,25 @@ def refuse_failures(failed: int, what: str, as_json: bool) -> None:
     """End a campaign command that could not measure ``failed`` of its ``what`` (e.g. ``"model(s)"``) with a
     non-zero exit, after its report named each one and why: a script sees the shortfall.
 
+    Parameters
+    ----------
+    failed
+        How many tasks the campaign could not measure.
+    what
+        What they are, plural form, for the message.
+    as_json
+        Whether the report went out as JSON (the message then points there).
+
     Raises
     ------
-    InvalidInputError
-        When ``failed`` is positive.
+    MeasurementError
+        When ``failed`` is positive (exit code 1; bad arguments exit with 2).
     """
-    from edgeplan.errors import InvalidInputError
+    from edgeplan.errors import MeasurementError
 
     if failed:
         where = "in the JSON report" if as_json else "above"
-        raise InvalidInputError(f"{failed} {what} could not be measured (named {where}); the others are stored, "
+        raise MeasurementError(f"{failed} {what} could not be measured (named {where}); the others are stored, "
                                 "and running the command again retries only those")
 
 

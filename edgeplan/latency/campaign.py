@@ -33,6 +33,7 @@ __all__ = [
     "DATASET_FORMAT",
     "OpDataset",
     "ReferenceScaleWarning",
+    "RetraceReport",
     "campaign_name",
     "export_dataset",
     "load_dataset",
@@ -107,7 +108,8 @@ def run_op_campaign(
     -------
     CampaignReport
     """
-    from edgeplan.runtimes.op_profile import profile_model, reference_runner
+    from edgeplan.frontends.zoo import is_onnx_path
+    from edgeplan.runtimes.op_profile import onnx_file_digest, profile_model, reference_runner
 
     if runs < 1:
         raise InvalidInputError(f"runs must be a positive integer, got {runs}")
@@ -130,7 +132,9 @@ def run_op_campaign(
             raise MeasurementError(f"{task.model}: {e}") from e
         return MeasurementResult(profile.end_to_end, device, profile.extra())
 
-    tasks = [Task(key=m, model=m, kind="model_ops") for m in models]
+    # An ONNX file of the user's is measured again when its bytes change (an edited model is another model).
+    tasks = [Task(key=f"{m}|{onnx_file_digest(m)}" if is_onnx_path(m) else m, model=m, kind="model_ops")
+             for m in models]
     params: dict[str, Any] = {"scenario": scenario.name, "runs": runs, "plain_per_run": plain_per_run}
     if reference:
         params["reference"] = reference
@@ -209,7 +213,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         only once the new file is complete).
     """
     name = campaign_name(scenario, repeat)
-    records = store.measurements(campaign=name)
+    # The latest measurement of each model (an ONNX file edited since is measured again under a new key).
+    records = list({r.model: r for r in store.measurements(campaign=name)}.values())
     if not records:
         raise InvalidInputError(
             f"the Store {store.path} has no measurements in campaign {name!r}; run "
@@ -234,7 +239,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
     kept = [] if earlier is None else [r for r in earlier.records if r["model"] not in measured]
     first = records[0]
     device = store.device(first.device_key)
-    header = {
+    since, until = min(r.created_at for r in records), max(r.created_at for r in records)
+    header: dict[str, Any] = {
         "format": DATASET_FORMAT,
         "scenario": scenario.name,
         "repeat": repeat,
@@ -243,8 +249,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         "dtype": scenario.dtype,
         "device": device.to_dict() if device else {"key": first.device_key},
         "versions": dict(first.versions),
-        "measured_from": first.created_at,
-        "measured_to": records[-1].created_at,
+        "measured_from": since,
+        "measured_to": until,
         "campaign_command": first.command,
         "exported_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "export_command": command,
@@ -254,8 +260,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         header["reference"] = scale
     if earlier is not None:
         before = earlier.provenance
-        header["measured_from"] = min(str(before.get("measured_from", first.created_at)), first.created_at)
-        header["measured_to"] = max(str(before.get("measured_to", records[-1].created_at)), records[-1].created_at)
+        header["measured_from"] = min(str(before.get("measured_from", since)), since)
+        header["measured_to"] = max(str(before.get("measured_to", until)), until)
         header["merged"] = {"file": str(merge), "kept_models": len(kept),
                             "replaced_models": len(earlier.records) - len(kept), "bridge_models": len(bridge),
                             "provenance": before}
@@ -481,12 +487,12 @@ def retrace_dataset(path: str | Path, out: str | Path, models: Collection[str] |
                 continue
             advance(1)
             try:
-                _, kernels = onnxruntime_kernel_ops(record["model"], dtype, home)
+                graph, kernels = onnxruntime_kernel_ops(record["model"], dtype, home)
             except EdgeplanError as e:
                 skipped.append((record["model"], str(e)))
                 records.append(record)
                 continue
-            reason = _retrace_mismatch(record, kernels)
+            reason = _retrace_mismatch(record, graph, kernels)
             if reason:
                 skipped.append((record["model"], reason))
                 records.append(record)
@@ -496,6 +502,9 @@ def retrace_dataset(path: str | Path, out: str | Path, models: Collection[str] |
             used = {n for op in ops for n in op["nodes"]}
             records.append(dict(record, ops=ops, nodes={k: v for k, v in record["nodes"].items() if k in used}))
             done += 1
+    if not done:
+        raise InvalidInputError(f"{path}: no model could be retraced, the file is left as it was: "
+                                + "; ".join(f"{m}: {r}" for m, r in skipped[:3]))
     header["retraced"] = {"utc": datetime.now(UTC).isoformat(timespec="seconds"), "command": command,
                           "models": done, "ops_changed": changed, "skipped": [m for m, _ in skipped],
                           "earlier": data.provenance.get("retraced")}
@@ -503,8 +512,12 @@ def retrace_dataset(path: str | Path, out: str | Path, models: Collection[str] |
     return RetraceReport(done, changed, tuple(skipped))
 
 
-def _retrace_mismatch(record: Mapping[str, Any], kernels: Sequence[tuple[str, str, Sequence[str]]]) -> str:
-    """Why ``kernels`` (ORT's now) cannot replace the origins of ``record``'s ops; empty when they can."""
+def _retrace_mismatch(record: Mapping[str, Any], graph: Any, kernels: Sequence[tuple[str, str, Sequence[str]]]
+                      ) -> str:
+    """Why ``kernels`` (ORT's now, traced to ``graph``'s nodes) cannot replace the origins of ``record``'s ops;
+    empty when they can. The record's node descriptions must be those of the same IR nodes (kind and shapes)."""
+    from edgeplan.ir.serialize import node_to_dict
+
     stored = [(op["kernel"], op["kind"]) for op in record["ops"]]
     if stored != [(name, kind) for name, kind, _ in kernels]:
         return (f"ORT now runs other kernels ({len(kernels)} against {len(stored)} stored, or other names or order): "
@@ -515,4 +528,9 @@ def _retrace_mismatch(record: Mapping[str, Any], kernels: Sequence[tuple[str, st
     untraced = [name for name, _, nodes in kernels if not nodes]
     if untraced:
         return f"kernels {', '.join(untraced[:3])} are no longer traced to IR nodes"
+    fields = ("op", "input_shapes", "output_shapes")
+    for name in sorted({n for _, _, nodes in kernels for n in nodes}):
+        now, stored = node_to_dict(graph.node(name)), record["nodes"][name]
+        if any(now.get(f) != stored.get(f) for f in fields):
+            return f"IR node {name} is not the node the record describes (its kind or shapes differ): re-measure it"
     return ""

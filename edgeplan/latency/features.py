@@ -146,7 +146,20 @@ def lead_node(nodes: Sequence[Mapping[str, Any]], kind: str | None = None) -> Ma
     """The node that gives an operation of ``nodes`` (execution order) its category: the first, except that a
     kernel computing a product (:func:`computes_product`) is led by its first convolution or product node, which
     need not come first: ONNX Runtime's ``FusedMatMul`` of attention scores runs the key's transpose, then the
-    product (led by the transpose, it was an element-wise op priced at 0.03 ms)."""
+    product (led by the transpose, it was an element-wise op priced at 0.03 ms).
+
+    Parameters
+    ----------
+    nodes
+        The operation's IR node dicts, in execution order (at least one).
+    kind
+        The runtime kernel kind, when known.
+
+    Returns
+    -------
+    Mapping
+        One of ``nodes``.
+    """
     if kind is not None and computes_product(kind):
         return next((n for n in nodes if _node_category(n) in _PRODUCT_CATEGORIES), nodes[0])
     return nodes[0]

@@ -263,7 +263,23 @@ def deduction_of(device_model: LatencyModel | CalibratedDevice) -> str:
 
 def resolve_method(device: str, method: str | None, home: str | Path | None = None) -> str:
     """``method``, or when None the device's default: ``gbdt`` where it has it, else its first of gbdt, rf, lasso
-    and mlp (a device calibrated from a Lasso source has only ``lasso``)."""
+    and mlp (a device calibrated from a Lasso source has only ``lasso``).
+
+    Parameters
+    ----------
+    device
+        A device profile name (:func:`available_devices`); an unknown one gets ``gbdt``, and
+        :func:`load_device_model` then names the devices there are.
+    method
+        The method asked for, or None.
+    home
+        The edgeplan home (calibrated devices).
+
+    Returns
+    -------
+    str
+        The method to load.
+    """
     if method is not None:
         return method
     have = available_devices(home).get(device, [])

@@ -777,12 +777,14 @@ def profile_model(
     plain_per_run: int = 3,
     reference: tuple[str, Callable[[], object]] | None = None,
 ) -> ModelProfile:
-    """Measure a zoo model in ``scenario``: per-op latencies with the runtime's profiler, then end to end.
+    """Measure a zoo model (or, in an ONNX Runtime scenario, an ONNX file) in ``scenario``: per-op latencies with
+    the runtime's profiler, then end to end.
 
     Parameters
     ----------
     spec
-        A zoo string (``synthetic:12``, ``torchvision:resnet18``, ``timm:...``).
+        A zoo string (``synthetic:12``, ``torchvision:resnet18``, ``timm:...``), or an ONNX file's path in an ONNX
+        Runtime scenario.
     scenario
         Where and how it runs.
     runs
@@ -882,31 +884,59 @@ def _ort_files(spec: str, model: Any, dtype: str, home: str | Path | None) -> _O
 _INLINE_LIMIT = 1_500_000_000
 
 
-def _named_copy(spec: str, home: str | Path | None) -> Path:
-    """A user's ONNX file as ORT's kernels are traced from it: a copy in the edgeplan home (by content) whose
-    unnamed nodes get names of their own (``Conv_12``), so that ORT's optimized graph and the IR agree on every
-    node. Named after their first output, as the IR would name them, int8 kernels were traced to their
-    neighbours too: ResNet-18's convolutions predicted 15% slower than from the same file with names."""
+def onnx_file_digest(spec: str) -> str:
+    """A short digest of an ONNX file's bytes: what names its traced copy, and what tells an edited file from
+    the one a campaign measured.
+
+    Parameters
+    ----------
+    spec
+        The file's path.
+
+    Returns
+    -------
+    str
+        12 hexadecimal digits of its SHA-1.
+
+    Raises
+    ------
+    InvalidInputError
+        When there is no such file.
+    """
     import hashlib
-
-    import onnx
-
-    from edgeplan.measure.paths import edgeplan_home
 
     source = Path(spec)
     if not source.is_file():
         raise InvalidInputError(f"{spec}: no such ONNX file")
-    digest = hashlib.sha1(source.read_bytes()).hexdigest()[:12]
-    path = edgeplan_home(home) / "onnx" / f"file-{source.stem[:40]}-{digest}.onnx"
+    return hashlib.sha1(source.read_bytes()).hexdigest()[:12]
+
+
+def _named_copy(spec: str, home: str | Path | None) -> Path:
+    """A user's ONNX file as ORT's kernels are traced from it: a copy in the edgeplan home (by content) whose
+    unnamed nodes, and nodes named like another, get names of their own (``Conv_12``), so that ORT's optimized
+    graph and the IR agree on every node. Named after their first output, as the IR would name them, int8
+    kernels were traced to their neighbours too: ResNet-18's convolutions predicted 15% slower than from the
+    same file with names."""
+    import onnx
+
+    from edgeplan.frontends.onnx_frontend import _load as _load_onnx
+    from edgeplan.measure.paths import edgeplan_home
+
+    source = Path(spec)
+    path = edgeplan_home(home) / "onnx" / f"file-{source.stem[:40]}-{onnx_file_digest(spec)}.onnx"
     if path.is_file():
         return path
-    model = onnx.load(str(source))
+    model, _ = _load_onnx(str(source))  # a clear error for a file that is not ONNX or misses its external data
     taken = {n.name for n in model.graph.node} | {t for n in model.graph.node for t in (*n.input, *n.output)}
+    seen: set[str] = set()
     for i, node in enumerate(model.graph.node):
-        if not node.name:  # a name of its own: one shared with a tensor confuses the tracing of fused kernels
+        # A name of its own for a node without one (one shared with a tensor confuses the tracing of fused
+        # kernels) or with another node's (ORT refuses the model).
+        if not node.name or node.name in seen:
             node.name = next(name for k in range(len(taken) + 1)
                              if (name := f"{node.op_type}_{i}" + (f"_{k}" if k else "")) not in taken)
             taken.add(node.name)
+        seen.add(node.name)
     size = model.ByteSize()
     if size > _INLINE_LIMIT:
         raise InvalidInputError(f"{spec}: {size / 1e9:.1f} GB with its weights; ONNX Runtime devices take ONNX files "
@@ -947,7 +977,8 @@ def _feed(names: Sequence[str], shapes: Sequence[Sequence[int]]) -> dict[str, An
 def onnxruntime_kernel_ops(
     spec: str, dtype: str, home: str | Path | None = None
 ) -> tuple[Graph, list[tuple[str, str, tuple[str, ...]]]]:
-    """The kernels ONNX Runtime's CPU provider runs for a zoo model, each traced to IR nodes; nothing is timed.
+    """The kernels ONNX Runtime's CPU provider runs for a zoo model or an ONNX file, each traced to IR nodes;
+    nothing is timed.
 
     The model is exported to ONNX (and quantized for ``int8``), both cached under the edgeplan home, and given
     to ORT's graph optimizer at the default level, exactly as :func:`profile_model` runs it; its kernels are
@@ -956,7 +987,7 @@ def onnxruntime_kernel_ops(
     Parameters
     ----------
     spec
-        A zoo string.
+        A zoo string, or the path of an ONNX file (traced from a named copy, :func:`_named_copy`).
     dtype
         ``float32`` or ``int8``.
     home

@@ -177,11 +177,13 @@ def profile_ranges(store: Store, model: str, *, threads: int, input_shape: tuple
     params = _params(model, threads, n, config, input_shape)
     earlier = next((c.params for c in store.campaigns() if c.name == name), None)
     if earlier is not None and (earlier.get("repeats"), earlier.get("warmup")) != (config.repeats, config.warmup):
+        finish = (f"run with --repeats {earlier.get('repeats')}" if earlier.get("warmup") == config.warmup else
+                  f"finish them through the Python API with SweepConfig(repeats={earlier.get('repeats')}, "
+                  f"warmup={earlier.get('warmup')}) (the CLI sweeps with {SweepConfig().warmup} warm-up)")
         raise InvalidInputError(
             f"the Store at {store.path} already holds layer ranges of {model} at {threads} thread(s) swept with "
             f"{earlier.get('repeats')} repeat(s) and {earlier.get('warmup')} warm-up(s), not {config.repeats} and "
-            f"{config.warmup}: run with --repeats {earlier.get('repeats')} to finish or reuse them, or give another "
-            "--store to measure them anew")
+            f"{config.warmup}: {finish} to finish or reuse them, or give another --store to measure them anew")
     done = store.completed_task_keys(store.campaign(name, command, params))
     starts = sorted({int(t.params["first"]) for t in tasks if t.key not in done})
     cache: dict[tuple[int, int], list[float]] = {}
