@@ -124,7 +124,7 @@ def _ranges_from(source: str, model: str, threads: int, chain: LayerChain, home:
     from edgeplan.measure.paths import default_store_path
     from edgeplan.measure.store import Store
     from edgeplan.runtimes.range_files import shipped_range_table
-    from edgeplan.runtimes.range_profile import SweepConfig, profile_ranges, range_campaign, range_table_from_records
+    from edgeplan.runtimes.range_profile import profile_ranges, range_campaign, range_table_from_records
 
     names = [layer.name for layer in chain.layers]
     device = describe_device("torch", threads)
@@ -138,12 +138,8 @@ def _ranges_from(source: str, model: str, threads: int, chain: LayerChain, home:
         return shipped.median_ms, (f"measured: torch, {threads} thread(s), {shipped.device.cpu_model} "
                                    f"({shipped.source})")
     if source == "measure":
-        with Store.open(store_path) as store:
-            # A campaign the user began (`profile-ranges --repeats 3`) is finished with its own settings: another
-            # repeat count would be refused as a different campaign under the same name.
-            earlier = next((c.params for c in store.campaigns() if c.name == campaign), {})
-            config = SweepConfig(**{k: int(earlier[k]) for k in ("repeats", "warmup") if k in earlier})
-            profile_ranges(store, model, threads=threads, input_shape=input_shape, config=config, progress=progress,
+        with Store.open(store_path) as store:  # a campaign the user began is finished with its own settings
+            profile_ranges(store, model, threads=threads, input_shape=input_shape, progress=progress,
                            command=command)
     if source in ("store", "measure") and store_path.exists():
         with Store.open(store_path) as store:

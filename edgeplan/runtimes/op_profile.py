@@ -755,7 +755,7 @@ def reference_runner(spec: str, scenario: Scenario, home: str | Path | None = No
     Callable[[], object]
         One inference of the reference on its example inputs.
     """
-    model = _zoo_model(spec, scenario)
+    model = _zoo_model(spec, scenario.runtime)
     if scenario.runtime == "torch":
         module, inputs = model.module.eval(), model.example_inputs()
         return lambda: module(*inputs)
@@ -813,7 +813,7 @@ def profile_model(
         raise InvalidInputError("a reference model is timed beside the unprofiled runs: give plain_per_run >= 1")
     ref_call = reference[1] if reference else None
     config = config or TimingConfig()
-    model = _zoo_model(spec, scenario)
+    model = _zoo_model(spec, scenario.runtime)
     if scenario.runtime == "torch":
         inputs = model.example_inputs()
         graph = graph_from_torch(model.module, inputs, name=spec)
@@ -855,13 +855,13 @@ class _OrtFiles(NamedTuple):
     input_shapes: tuple[tuple[int, ...], ...]  # of the graph inputs, in order
 
 
-def _zoo_model(spec: str, scenario: Scenario) -> Any:
-    """The zoo model of ``spec``, or None for an ONNX file of the user's, which only ONNX Runtime scenarios run."""
+def _zoo_model(spec: str, runtime: str) -> Any:
+    """The zoo model of ``spec``, or None for an ONNX file of the user's, which only ONNX Runtime runs."""
     from edgeplan.frontends.zoo import build_model, is_onnx_path
 
     if not is_onnx_path(spec):
         return build_model(spec)
-    if scenario.runtime == "torch":
+    if runtime == "torch":
         raise InvalidInputError(f"{spec} is an ONNX file: eager PyTorch cannot run it; profile it in an ONNX "
                                 "Runtime scenario (ort-fp32-1t, ort-int8-1t, ...)")
     return None
@@ -998,10 +998,9 @@ def onnxruntime_kernel_ops(
     tuple[Graph, list[tuple[str, str, tuple[str, ...]]]]
         The IR of the float ONNX file, and (ORT node name, kind, IR nodes) per kernel in ORT's order.
     """
-    from edgeplan.frontends.zoo import build_model, is_onnx_path
     from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins, onnxruntime_kind, onnxruntime_optimized_model
 
-    path, float_path, graph, _ = _ort_files(spec, None if is_onnx_path(spec) else build_model(spec), dtype, home)
+    path, float_path, graph, _ = _ort_files(spec, _zoo_model(spec, "onnxruntime"), dtype, home)
     optimized = onnxruntime_optimized_model(path)
     origins = onnxruntime_kernel_origins(optimized, float_path, {n.name for n in graph.nodes})
     return graph, [(n.name, onnxruntime_kind(n), origins[n.name]) for n in optimized.graph.node]

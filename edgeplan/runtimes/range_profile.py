@@ -149,7 +149,8 @@ def profile_ranges(store: Store, model: str, *, threads: int, input_shape: tuple
     input_shape
         Input shape override.
     config
-        Sweep repeats; default :class:`SweepConfig`.
+        Sweep repeats and warm-up; None: those of the campaign already in ``store`` (a campaign begun with other
+        settings is finished with them), else :class:`SweepConfig`'s.
     budget_s
         Time budget of this call.
     progress
@@ -163,7 +164,6 @@ def profile_ranges(store: Store, model: str, *, threads: int, input_shape: tuple
     """
     from edgeplan.frontends.zoo import load_graph
 
-    config = config or SweepConfig()
     graph = load_graph(model, input_shape)
     chain = layer_chain(graph)
     executor = GraphExecutor(graph)
@@ -174,8 +174,10 @@ def profile_ranges(store: Store, model: str, *, threads: int, input_shape: tuple
                    "n_layers": n})
              for i in range(n) for j in range(i, n)]
     name = range_campaign(model, threads, input_shape, device.key)
-    params = _params(model, threads, n, config, input_shape)
     earlier = next((c.params for c in store.campaigns() if c.name == name), None)
+    if config is None:
+        config = SweepConfig(**{k: int(v) for k, v in (earlier or {}).items() if k in ("repeats", "warmup")})
+    params = _params(model, threads, n, config, input_shape)
     if earlier is not None and (earlier.get("repeats"), earlier.get("warmup")) != (config.repeats, config.warmup):
         finish = (f"run with --repeats {earlier.get('repeats')}" if earlier.get("warmup") == config.warmup else
                   f"finish them through the Python API with SweepConfig(repeats={earlier.get('repeats')}, "
