@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from edgeplan.errors import InvalidGraphError
 from edgeplan.ir import Activation, DType, EltwiseOp, Graph, Node, OpKind, Ref, graph_to_dict
 from edgeplan.ir.checks import broadcast_shapes, conv_output_size
-from edgeplan.ir.ops import ActivationAttrs, ConvAttrs, EltwiseAttrs, InputAttrs, LinearAttrs, NormAttrs
+from edgeplan.ir.ops import ActivationAttrs, ConvAttrs, EltwiseAttrs, InputAttrs, LinearAttrs, NormAttrs, SplitAttrs
 
 
 def _input(shape: tuple[int, ...]) -> Node:
@@ -90,6 +90,20 @@ def test_validate_names_the_node(mutate: object, message: str) -> None:
     with pytest.raises(InvalidGraphError, match=message) as err:
         Graph("bad", tuple(nodes), g.outputs).validate()
     assert "node '" in str(err.value)
+
+
+def test_validate_checks_the_pieces_of_a_split() -> None:
+    x = _input((1, 3, 4))
+    def split(sizes: tuple[int, ...], squeeze: bool, outs: tuple[tuple[int, ...], ...]) -> Graph:
+        node = Node("s", OpKind.SPLIT, SplitAttrs(1, sizes, squeeze), (Ref("x"),), ((1, 3, 4),), outs)
+        return Graph("g", (x, node), (Ref("s"),))
+
+    split((1, 1, 1), True, ((1, 4),) * 3).validate()
+    split((1, 2), False, ((1, 1, 4), (1, 2, 4))).validate()
+    with pytest.raises(InvalidGraphError, match="are not the pieces"):
+        split((1, 1, 1), False, ((1, 4),) * 3).validate()
+    with pytest.raises(InvalidGraphError, match="squeeze needs pieces of 1"):
+        split((1, 2), True, ((1, 4), (1, 4))).validate()
 
 
 def test_validate_rejects_dangling_output() -> None:

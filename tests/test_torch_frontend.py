@@ -107,3 +107,41 @@ def test_multiple_inputs_and_names_follow_modules() -> None:
     assert len(g.inputs) == 1 and g.inputs[0].output_shapes[0] == (1, 3, 224, 224)
     small = load_graph("torchvision:resnet18", input_shape=(1, 3, 64, 64))
     assert small.totals().macs < g.totals().macs / 10
+
+
+class PackedAttention(nn.Module):
+    """timm's attention block: one qkv projection unbound into query, key and value, then ``reshape_as``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        qkv = self.qkv(x).reshape(x.shape[0], x.shape[1], 3, 2, 8).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        y = nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.proj(y.transpose(1, 2).reshape_as(x))
+
+
+def test_unbind_is_a_split_that_drops_its_axis_and_runs_as_the_module() -> None:
+    from edgeplan.ir import Ref
+    from edgeplan.runtimes.graph_exec import GraphExecutor
+
+    m, x = PackedAttention().eval(), torch.randn(1, 5, 16)
+    g = graph_from_torch(m, (x,))
+    unbind = g.node("unbind")
+    assert unbind.kind is OpKind.SPLIT and unbind.attrs.squeeze and unbind.attrs.sizes == (1, 1, 1)
+    assert unbind.output_shapes == ((1, 2, 5, 8),) * 3 and unbind.source.startswith("aten.unbind")
+    assert g.node("reshape_as").kind is OpKind.RESHAPE
+    got = GraphExecutor(g, module=m).run({Ref("x"): x})
+    with torch.inference_mode():
+        torch.testing.assert_close(got[0], m(x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_timm_vision_transformer_imports_with_exact_parameter_count() -> None:
+    model = build_model("timm:deit_tiny_patch16_224")
+    g = graph_from_torch(model.module, model.example_inputs(), name="deit")
+    assert g.totals().params == sum(p.numel() for p in model.module.parameters()) and not g.opaque_nodes
+    assert sum(n.kind is OpKind.ATTENTION for n in g.nodes) == 12
+    assert sum(n.kind is OpKind.SPLIT and n.attrs.squeeze for n in g.nodes) == 12

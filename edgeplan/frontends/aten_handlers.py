@@ -410,6 +410,12 @@ def _split(call: Call) -> Any:
     return Emit(OpKind.SPLIT, SplitAttrs(axis, sizes), (call.x,))
 
 
+@_register("unbind", "unbind_copy")
+def _unbind(call: Call) -> Any:
+    axis = int(call.arg(1, "dim", 0)) % len(call.x.shape)
+    return Emit(OpKind.SPLIT, SplitAttrs(axis, (1,) * call.x.shape[axis], squeeze=True), (call.x,))
+
+
 @_register("slice")
 def _slice(call: Call) -> Any:
     x = call.x
@@ -438,7 +444,8 @@ def _flatten(call: Call) -> Any:
                 (call.x,))
 
 
-@_register("view", "reshape", "_unsafe_view", "view_copy", "squeeze", "unsqueeze", "squeeze_copy", "unflatten")
+@_register("view", "reshape", "_unsafe_view", "view_copy", "squeeze", "unsqueeze", "squeeze_copy", "unflatten",
+           "reshape_as", "view_as")
 def _reshape(call: Call) -> Any:
     if call.out == call.x.shape:
         return call.x

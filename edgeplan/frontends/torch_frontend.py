@@ -9,6 +9,7 @@ nodes by the handlers of :mod:`edgeplan.frontends.aten_ops`; an operator without
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +37,11 @@ def capture(module: torch.nn.Module, example_inputs: tuple[Any, ...]) -> tuple[A
 
     module = module.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             ep = torch.export.export(module, tuple(example_inputs))
+        for w in caught:  # export's advice to the model's author (e.g. timm's caches set during tracing)
+            log.info("torch.export: %s", w.message)
     except Exception as export_error:  # noqa: BLE001 - any export failure falls back to make_fx
         log.info("torch.export failed (%s); falling back to make_fx", export_error)
         return _capture_make_fx(module, example_inputs, export_error)

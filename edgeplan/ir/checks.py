@@ -159,6 +159,11 @@ def _check_split(node: Node) -> str:
     axis = a.axis % len(x)
     if sum(a.sizes) != x[axis] or len(a.sizes) != len(node.output_shapes):
         return f"sizes {a.sizes} do not split axis {a.axis} of {x} into {len(node.output_shapes)} outputs"
+    pieces = [x[:axis] + (size,) * (not a.squeeze) + x[axis + 1:] for size in a.sizes]
+    if a.squeeze and any(size != 1 for size in a.sizes):
+        return f"squeeze needs pieces of 1, got sizes {a.sizes}"
+    if [tuple(s) for s in node.output_shapes] != pieces:
+        return f"outputs {list(node.output_shapes)} are not the pieces {pieces} of {x}"
     return ""
 
 

@@ -361,10 +361,11 @@ class AxisAttrs:
 
 @dataclass(frozen=True)
 class SplitAttrs:
-    """Split along ``axis`` into pieces of ``sizes``."""
+    """Split along ``axis`` into pieces of ``sizes``; ``squeeze``: pieces of 1 that drop the axis (``unbind``)."""
 
     axis: int
     sizes: tuple[int, ...]
+    squeeze: bool = False
 
 
 @dataclass(frozen=True)

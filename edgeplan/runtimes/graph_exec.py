@@ -348,6 +348,8 @@ def _shape_op(node: Node, gen: torch.Generator, w: Mapping[str, torch.Tensor] | 
         return lambda args: (torch.stack(list(args), dim=a.axis),)
     if kind is OpKind.SPLIT:
         assert isinstance(a, o.SplitAttrs)
+        if a.squeeze:
+            return lambda args: tuple(torch.unbind(args[0], dim=a.axis))
         return lambda args: tuple(torch.split(args[0], list(a.sizes), dim=a.axis))
     if kind is OpKind.EXPAND:
         shape = node.output_shapes[0]
