@@ -200,3 +200,12 @@ def test_bad_campaign_arguments(tmp_path: Path) -> None:
         run_campaign(store, "c", _tasks(1), lambda t: _result(), params={"threads": 1})
         with pytest.raises(InvalidInputError, match="same parameters"):
             run_campaign(store, "c", _tasks(1), lambda t: _result(), params={"threads": 2})
+
+
+def test_a_failure_that_names_its_task_is_not_named_twice(tmp_path: Path) -> None:
+    def measure(task: Task) -> MeasurementResult:
+        raise MeasurementError(f"{task.key}: the profiler's operators do not match")
+
+    with Store.open(tmp_path / "s.sqlite") as store:
+        report = run_campaign(store, "c", _tasks(1), measure)
+    assert [(f.key, f.reason) for f in report.failed] == [("t0", "the profiler's operators do not match")]

@@ -98,13 +98,13 @@ def test_events_are_matched_by_kind_and_shape_when_the_order_differs() -> None:
     events = [_Event("aten::conv2d", [[1, 4, 8, 8], [4, 4, 3, 3]], _Range(0, 5)),
               _Event("aten::conv2d", [[1, 3, 8, 8], [4, 3, 3, 3]], _Range(5, 7)),
               _Event("aten::relu", [[1, 4, 8, 8]], _Range(7, 8))]
-    matched = _match_run(events, deduction, graph)  # type: ignore[arg-type]
+    matched, _ = _match_run(events, deduction, graph)  # type: ignore[arg-type]
     assert [round(ms * 1000) for ms in matched] == [2, 5, 1]
     with pytest.raises(MeasurementError, match="profiled but not deduced: aten::add x1"):
         _match_run([*events, _Event("aten::add", [], _Range(8, 9))], deduction, graph)  # type: ignore[arg-type]
     # An event whose recorded shape fits no kernel (a scalar operand, a list) takes the kernel of its kind left over.
     odd = [events[0], _Event("aten::conv2d", [[7], [1, 3, 8, 8]], _Range(5, 8)), events[2]]
-    matched = _match_run(odd, deduction, graph)  # type: ignore[arg-type]
+    matched, _ = _match_run(odd, deduction, graph)  # type: ignore[arg-type]
     assert [round(ms * 1000) for ms in matched] == [3, 5, 1]
     # Operators the IR elides as aliases (a contiguous copy, a cat of one tensor) add their time to the one before.
     elided = {"aten::contiguous": "", "aten::cat": ""}
@@ -113,7 +113,7 @@ def test_events_are_matched_by_kind_and_shape_when_the_order_differs() -> None:
         e.time_range = _Range(t, t + e.time_range.elapsed_us())
     more = [*in_order, _Event("aten::contiguous", [[1, 4, 8, 8]], _Range(8, 11)),
             _Event("aten::cat", [[], []], _Range(11, 15))]
-    matched = _match_run(more, deduction, graph, elided)  # type: ignore[arg-type]
+    matched, _ = _match_run(more, deduction, graph, elided)  # type: ignore[arg-type]
     assert [round(ms * 1000) for ms in matched] == [2, 5, 8]
     # Not elidable: an add the IR does not have.
     with pytest.raises(MeasurementError, match="profiled but not deduced: aten::add x1"):
@@ -137,13 +137,65 @@ def test_a_surplus_of_a_deduced_kind_is_found_in_order() -> None:
               _Event("aten::contiguous", [[1, 4, 8, 8]], _Range(13, 20)),
               _Event("aten::batch_norm", [[1, 4, 8, 8]], _Range(20, 21)),
               _Event("aten::cat", [[], []], _Range(21, 25))]
-    matched = _match_run(events, deduction, graph, elided)  # type: ignore[arg-type]
+    matched, _ = _match_run(events, deduction, graph, elided)  # type: ignore[arg-type]
     assert [round(ms * 1000) for ms in matched] == [20, 1, 4]  # nothing lost: 25 us in all
     # A walk that cannot align (a surplus cat before any operator it could belong to) is refused.
     early = [_Event("aten::cat", [[], []], _Range(0, 1)), *[e for e in events if e.name != "aten::contiguous"][0:1],
              events[3], events[4]]
     with pytest.raises(MeasurementError, match="do not match"):
         _match_run(early, deduction, graph, elided)  # type: ignore[arg-type]
+
+
+def test_operators_on_constants_alone_are_timed_as_constant_work() -> None:
+    from edgeplan.runtimes.op_profile import _match_run
+
+    # A ViT: eager expands the class token (a parameter) at every call; the IR folds it into a constant. EdgeNeXt
+    # even runs a conv on constants alone (its positional encoding), beside the model's own conv.
+    kernels = (Kernel("conv2d", "aten::conv2d", ("a",)), Kernel("cat", "aten::cat", ("b",)))
+    graph = _Graph({"a": _Node(((1, 3, 8, 8),)), "b": _Node(((1, 1, 4), (1, 64, 4)))})
+    deduction = KernelDeduction("g", "torch-eager", kernels)
+    events = [_Event("aten::conv2d", [[1, 8, 4, 4], [4, 8, 1, 1]], _Range(0, 3)),
+              _Event("aten::conv2d", [[1, 3, 8, 8], [4, 3, 3, 3]], _Range(3, 13)),
+              _Event("aten::expand", [[1, 1, 4], []], _Range(13, 14)),
+              _Event("aten::cat", [[], []], _Range(14, 16))]
+    constant = {"aten::expand": 1, "aten::conv2d": 1, "aten::index": 2}  # an allowance: index was cached
+    matched, work = _match_run(events, deduction, graph, None, constant)  # type: ignore[arg-type]
+    assert [round(ms * 1000) for ms in matched] == [10, 2] and round(work * 1000) == 4
+    # Without the allowance, or beyond it, the surplus is refused as before.
+    with pytest.raises(MeasurementError, match="profiled but not deduced: aten::conv2d x1, aten::expand x1"):
+        _match_run(events, deduction, graph)  # type: ignore[arg-type]
+    with pytest.raises(MeasurementError, match="profiled but not deduced: aten::expand x1"):
+        _match_run([*events, _Event("aten::expand", [[1, 1, 4], []], _Range(16, 17))], deduction, graph, None,
+                   constant)  # type: ignore[arg-type]
+
+
+def test_a_fused_fast_path_is_refused_with_its_reason() -> None:
+    from edgeplan.ir.kernels import load_rules
+    from edgeplan.runtimes.op_profile import _match_run
+
+    kernels = (Kernel("linear", "aten::linear", ("a",)), Kernel("attention", "aten::scaled_dot_product_attention",
+                                                               ("b",)))
+    graph = _Graph({"a": _Node(((1, 5, 16),)), "b": _Node(((1, 2, 5, 8),) * 3)})
+    deduction = KernelDeduction("g", "torch-eager", kernels)
+    events = [_Event("aten::_native_multi_head_attention", [[1, 5, 16]] * 3, _Range(0, 9))]
+    unknown = load_rules("torch-eager").data["not_deduced"]
+    with pytest.raises(MeasurementError, match="nn.MultiheadAttention through its fused fast path"):
+        _match_run(events, deduction, graph, None, None, unknown)  # type: ignore[arg-type]
+
+
+def test_a_transformer_with_constant_work_profiles_in_eager_pytorch() -> None:
+    from edgeplan.frontends.zoo import load_graph
+    from edgeplan.ir import graph_to_dict
+    from edgeplan.runtimes.op_profile import profile_model
+
+    graph = load_graph("timm:vit_tiny_patch16_224")
+    assert graph.constant_ops == ("expand",)  # the class token
+    assert graph_to_dict(graph)["constant_ops"] == ["expand"]
+    profile = profile_model("timm:vit_tiny_patch16_224", get_scenario("torch-fp32-1t"), runs=1, plain_per_run=1)
+    assert profile.constant_work_ms is not None and profile.constant_work_ms > 0
+    assert profile.extra()["constant_work_ms"] == profile.constant_work_ms
+    assert sum(o.kind == "aten::unbind" for o in profile.ops) == 12
+    assert sum(o.kind == "aten::scaled_dot_product_attention" for o in profile.ops) == 12
 
 
 def test_onnxruntime_kernels_are_traced_to_the_float_nodes() -> None:

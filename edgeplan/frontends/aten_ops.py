@@ -86,6 +86,11 @@ class Converter:
         Emit unknown operators as ``opaque`` nodes instead of raising.
     method
         How the graph was captured (recorded in the nodes' ``source``).
+
+    Attributes
+    ----------
+    constant_ops
+        The operators run on constants alone, folded into constants (the graph's ``constant_ops``).
     """
 
     constants: dict[str, Any]
@@ -93,6 +98,7 @@ class Converter:
     method: str = "torch.export"
     nodes: list[Node] = field(default_factory=list)
     values: dict[str, Any] = field(default_factory=dict)
+    constant_ops: list[str] = field(default_factory=list)
     _names: set[str] = field(default_factory=set)
     _n_inputs: int = 0
 
@@ -184,6 +190,7 @@ class Converter:
             return None
         shapes, dtype = _meta_shapes(fx_node)
         if not _has_activation(args) and not _has_activation(tuple(fx_node.kwargs.values())):
+            self.constant_ops.append(op)
             return _const_result(fx_node, shapes)
         kwargs = {k: self._resolve(v) for k, v in fx_node.kwargs.items()}
         call = Call(op=op, node_name=fx_node.name, args=args, kwargs=kwargs, out_shapes=shapes)
@@ -195,6 +202,8 @@ class Converter:
             result: Any = Emit(OpKind.OPAQUE, OpaqueAttrs(operator=str(target)), acts)
         else:
             result = handler(call)
+        if isinstance(result, Const):  # made from an activation's shape alone (new_zeros): still run every call
+            self.constant_ops.append(op)
         if not isinstance(result, Emit):
             return result
         path, cls = _module_of(fx_node)

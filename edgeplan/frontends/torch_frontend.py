@@ -116,4 +116,5 @@ def graph_from_torch(
     fx_graph, constants, method = capture(module, tuple(example_inputs))
     converter = Converter(constants=constants, opaque=opaque, method=method)
     nodes, outputs = converter.convert(fx_graph)
-    return Graph(name=name or type(module).__name__, nodes=tuple(nodes), outputs=tuple(outputs)).validate()
+    return Graph(name=name or type(module).__name__, nodes=tuple(nodes), outputs=tuple(outputs),
+                 constant_ops=tuple(converter.constant_ops)).validate()

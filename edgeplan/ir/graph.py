@@ -124,11 +124,17 @@ class Graph:
         All nodes in topological order, graph inputs (kind ``input``) included.
     outputs
         The tensors the model returns.
+    constant_ops
+        Operators the source framework runs at every call on constants alone (parameters, buffers, literals: a
+        ViT's class token expanded to the batch, a Swin block's attention mask), which the IR folds into constant
+        tensors, by their source name (``expand``), in source order. Only the torch frontend fills it: eager
+        PyTorch runs them, ONNX Runtime folds them when the session is built.
     """
 
     name: str
     nodes: tuple[Node, ...]
     outputs: tuple[Ref, ...]
+    constant_ops: tuple[str, ...] = ()
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)

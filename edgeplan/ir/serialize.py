@@ -39,12 +39,14 @@ def node_to_dict(node: Node) -> dict[str, Any]:
 
 
 def graph_to_dict(graph: Graph) -> dict[str, Any]:
-    """A JSON-ready description of ``graph``: ``nodes`` and ``totals`` (macs, flops, params, bytes, opaque)."""
+    """A JSON-ready description of ``graph``: ``nodes``, ``outputs``, ``constant_ops`` and ``totals`` (macs, flops,
+    params, bytes, opaque)."""
     totals = dataclasses.asdict(graph.totals())
     totals["opaque"] = list(totals["opaque"])
     return {
         "model": graph.name,
         "nodes": [node_to_dict(n) for n in graph.nodes],
         "outputs": [str(r) for r in graph.outputs],
+        "constant_ops": list(graph.constant_ops),
         "totals": totals,
     }

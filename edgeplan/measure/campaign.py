@@ -233,7 +233,8 @@ def _measure_and_commit(
     try:
         result = measure(task)
     except MeasurementError as e:
-        failed.append(FailedTask(task.key, str(e)))
+        reason = str(e)  # the report names the task: a message that begins with its key need not say it twice
+        failed.append(FailedTask(task.key, reason.removeprefix(f"{task.key}: ")))
         return False
     store.add_measurement(
         result.timing,

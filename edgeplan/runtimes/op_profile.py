@@ -149,12 +149,16 @@ class OpRuns:
         With a reference model: its time just before each unprofiled call (aligned with ``plain_ms``); else empty.
     reference_profiled_ms
         With a reference model: its time just before each profiled call; else empty.
+    constant_ms
+        Eager PyTorch, a graph with constant operators (:attr:`~edgeplan.ir.Graph.constant_ops`): the time of those
+        operators in each profiled call; else empty.
     """
 
     ops: list[OpTiming]
     plain_ms: list[float]
     reference_ms: list[float] = field(default_factory=list)
     reference_profiled_ms: list[float] = field(default_factory=list)
+    constant_ms: list[float] = field(default_factory=list)
 
 
 def _paired(samples_ms: Sequence[float], reference_ms: Sequence[float]) -> tuple[float, float, float] | None:
@@ -251,13 +255,18 @@ def profile_torch_ops(
                                 f"{warmup}, {plain_per_run}")
     from edgeplan.ir.kernels import load_rules
 
-    elided: Mapping[str, str] = load_rules(deduction.profile).data.get("elided_by_ir", {})
+    rules = load_rules(deduction.profile).data
+    elided: Mapping[str, str] = rules.get("elided_by_ir", {})
+    unknown: Mapping[str, str] = rules.get("not_deduced", {})
+    renamed: Mapping[str, str] = rules.get("constant_work", {}).get("renamed", {})
+    constant = Counter(renamed.get(op, f"aten::{op}") for op in graph.constant_ops)
     module.eval()
     activities = [torch.profiler.ProfilerActivity.CPU]
     samples: list[list[float]] = [[] for _ in deduction.kernels]
     plain_ms: list[float] = []
     ref_ms: list[float] = []
     ref_profiled_ms: list[float] = []
+    constant_ms: list[float] = []
     with use_threads(threads), torch.inference_mode():
         for _ in range(warmup):
             module(*example_inputs)
@@ -275,14 +284,16 @@ def profile_torch_ops(
             per_run = _top_level_by_run(prof.events())
             if len(per_run) != 1:
                 raise MeasurementError(f"torch.profiler reported {len(per_run)} runs of {graph.name!r} instead of 1")
-            for k, ms in enumerate(_match_run(per_run[0], deduction, graph, elided)):
+            times, constant_work = _match_run(per_run[0], deduction, graph, elided, constant, unknown)
+            for k, ms in enumerate(times):
                 samples[k].append(ms)
+            constant_ms.append(constant_work)
     out = []
     for kernel, s in zip(deduction.kernels, samples, strict=True):
         med, iqr = _median_iqr(s)
         out.append(_with_ratios(OpTiming(kernel.name, kernel.kind, kernel.nodes, med, iqr, min(s), kernel.noop), s,
                                 ref_profiled_ms))
-    return OpRuns(out, plain_ms, ref_ms, ref_profiled_ms)
+    return OpRuns(out, plain_ms, ref_ms, ref_profiled_ms, constant_ms if constant else [])
 
 
 @contextmanager
@@ -342,14 +353,19 @@ def _first_shape(shapes: Sequence[Any]) -> tuple[int, ...] | None:
 
 
 def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph,
-               elided: Mapping[str, str] | None = None) -> list[float]:
-    """Each deduced kernel's time in one run (ms), from the profiler events directly under the run's marker.
+               elided: Mapping[str, str] | None = None, constant: Mapping[str, int] | None = None,
+               unknown: Mapping[str, str] | None = None) -> tuple[list[float], float]:
+    """Each deduced kernel's time in one run (ms), from the profiler events directly under the run's marker, and
+    the time of the run's constant work (ms).
 
     Events are matched in order when the kinds line up, else by kind and first input shape, else the remaining
     events of a kernel's kind in order. An operator the IR elides as an alias (``elided``: ``contiguous`` after a
     transpose, ``cat`` of one tensor) is not a kernel of its own: its time goes to the operator before it, whose
     output it copies. ``aten::cat`` is both (the profiler does not record its tensor list): a surplus of cats is
-    found by walking the events and the kernels in order.
+    found by walking the events and the kernels in order. Operators the IR folds into constants (``constant``:
+    at most this many of each name) are taken from a surplus of their name, events whose first input shape no
+    kernel of that name is waiting for first; their time is the constant work. A mismatch is refused, with the
+    reason of any operator the rules know cannot be deduced (``unknown``: a fused fast path).
     """
     elided = elided or {}
     events = sorted(events, key=lambda e: e.time_range.start)
@@ -368,6 +384,7 @@ def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph,
             fold(kept, e)
         else:
             kept.append(e)
+    kept, constant_work = _without_constant_work(kept, kernels, graph, constant or {}, folded)
     names = [e.name for e in kept]
     surplus = Counter(names) - Counter(kinds)
     if surplus and not Counter(kinds) - Counter(names) and all(k in elided for k in surplus):
@@ -389,17 +406,43 @@ def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph,
     if sorted(names) != sorted(kinds):
         extra = _multiset_diff(names, kinds)
         missing = _multiset_diff(kinds, names)
+        known = [f"{name}: {why}" for name, why in (unknown or {}).items() if name in names]
+        advice = "; ".join(known) or "the kernel rules in edgeplan/data/kernel_rules/torch.json need this case"
         raise MeasurementError(
             f"{graph.name}: torch.profiler's operators do not match the torch-eager kernels deduced from the IR "
-            f"(profiled but not deduced: {extra or 'none'}; deduced but not profiled: {missing or 'none'}); "
-            "the kernel rules in edgeplan/data/kernel_rules/torch.json need this case"
+            f"(profiled but not deduced: {extra or 'none'}; deduced but not profiled: {missing or 'none'}); {advice}"
         )
     keys = [_kernel_key(k, graph) for k in kernels]
     if names == kinds and all(_agrees(e, key) for e, key in zip(events, keys, strict=True)):
         matched = list(events)
     else:
         matched = _match_unordered(events, kernels, keys, graph.name)
-    return [e.time_range.elapsed_us() / 1000.0 + folded.get(id(e), 0.0) for e in matched]
+    return [e.time_range.elapsed_us() / 1000.0 + folded.get(id(e), 0.0) for e in matched], constant_work
+
+
+def _without_constant_work(events: list[Any], kernels: Sequence[Any], graph: Graph, constant: Mapping[str, int],
+                           folded: Mapping[int, float]) -> tuple[list[Any], float]:
+    """``events`` less those of the graph's constant operators (see :func:`_match_run`), and their time (ms)."""
+    surplus = Counter(e.name for e in events) - Counter(k.kind for k in kernels)
+    take = surplus & Counter(constant)
+    if not take:
+        return events, 0.0
+    waiting = Counter(_kernel_key(k, graph) for k in kernels if k.kind in take)
+    spare: dict[str, list[Any]] = defaultdict(list)  # events of a taken name, those no kernel waits for first
+    claimed: list[Any] = []
+    for e in events:
+        if e.name in take:
+            key = (e.name, _first_shape(e.input_shapes))
+            if waiting[key] > 0:
+                waiting[key] -= 1
+                claimed.append(e)
+            else:
+                spare[e.name].append(e)
+    for e in claimed:
+        spare[e.name].append(e)
+    dropped = {id(e) for name, n in take.items() for e in spare[name][:n]}
+    work = sum(e.time_range.elapsed_us() / 1000.0 + folded.get(id(e), 0.0) for e in events if id(e) in dropped)
+    return [e for e in events if id(e) not in dropped], work
 
 
 def _match_unordered(events: Sequence[Any], kernels: Sequence[Any],
@@ -697,6 +740,9 @@ class ModelProfile:
         time (``ms``, ``min_ms``) over the calls just before the unprofiled ones, the median of the paired ratios
         of those calls (``ratio``), their spread (``iqr_rel``) and the fastest over fastest (``min_ratio``);
         else None.
+    constant_work_ms
+        Eager PyTorch, a graph with constant operators: their median time over the profiled runs (ms), part of the
+        end-to-end time but of no op's; else None.
     """
 
     model: str
@@ -706,6 +752,7 @@ class ModelProfile:
     kernel_profile: str
     nodes: Mapping[str, Mapping[str, Any]]
     reference: Mapping[str, Any] | None = None
+    constant_work_ms: float | None = None
 
     @property
     def op_sum_ms(self) -> float:
@@ -721,7 +768,8 @@ class ModelProfile:
         """What the Store keeps beside the end-to-end timing."""
         return {"scenario": self.scenario, "kernel_profile": self.kernel_profile,
                 "ops": [o.to_dict() for o in self.ops], "nodes": dict(self.nodes), "op_sum_ms": self.op_sum_ms,
-                "op_sum_min_ms": self.op_sum_min_ms, **({"reference": dict(self.reference)} if self.reference else {})}
+                "op_sum_min_ms": self.op_sum_min_ms, **({"reference": dict(self.reference)} if self.reference else {}),
+                **({"constant_work_ms": self.constant_work_ms} if self.constant_work_ms is not None else {})}
 
 
 def _reference_summary(spec: str, runs: OpRuns) -> dict[str, Any] | None:
@@ -837,7 +885,8 @@ def profile_model(
     else:
         e2e = measure_onnxruntime(path, feed, scenario.threads, config)
     return ModelProfile(spec, scenario.name, e2e, tuple(ops), scenario.kernel_profile, _node_dicts(graph, ops),
-                        _reference_summary(reference[0], measured) if reference else None)
+                        _reference_summary(reference[0], measured) if reference else None,
+                        statistics.median(measured.constant_ms) if measured.constant_ms else None)
 
 
 def _node_dicts(graph: Graph, ops: Sequence[OpTiming]) -> dict[str, dict[str, Any]]:
