@@ -572,6 +572,12 @@ def test_cli_ops_profile_exits_non_zero_when_a_model_is_not_measured(capsys: pyt
     assert main([*args, "--json"]) != 0  # the JSON report holds the reason; nothing is measured twice
     report = json.loads(capsys.readouterr().out)[0]
     assert report["done_before"] == 1 and report["failed"][0]["key"].startswith(f"{onnx_file}|")  # and its digest
+    # Other settings are another campaign: the message names those that add to this one, and the options that
+    # measure anew (the CLI has no campaign names).
+    assert main(["--home", home, "ops", "profile", CELL, "--scenario", "torch-fp32-1t", "--runs", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "measured with --runs 2 --plain-per-run 1 and no --reference" in err and "--repeat TAG" in err
+    assert "campaign name" not in err
 
 
 def test_an_onnx_file_of_the_users_is_predicted_and_profiled_in_onnx_runtime(tmp_path: Path) -> None:

@@ -209,7 +209,11 @@ def test_campaign_get_or_create(store: Store) -> None:
     assert again.id == created.id and again.command == "cmd" and again.status == "created"
     with pytest.raises(InvalidInputError, match="already exists"):
         store.campaign("c", params={"a": 2})
-    assert [c.name for c in store.campaigns()] == ["c"]
+    store.campaign("d", params={"timing": {"x": 1, "y": 2}})
+    with pytest.raises(InvalidInputError, match=r"other parameters \(timing.y: 2 stored, 3 given; z: \(none\) "
+                                                r"stored, 0 given\); resume it"):
+        store.campaign("d", params={"timing": {"x": 1, "y": 3}, "z": 0})
+    assert [c.name for c in store.campaigns()] == ["c", "d"]
 
 
 def test_a_campaign_never_measures_a_task_twice(store: Store) -> None:

@@ -138,8 +138,16 @@ def run_op_campaign(
     params: dict[str, Any] = {"scenario": scenario.name, "runs": runs, "plain_per_run": plain_per_run}
     if reference:
         params["reference"] = reference
-    return run_campaign(store, campaign_name(scenario, repeat), tasks, measure, budget_s, progress,
-                        command=command, params=params)
+    name = campaign_name(scenario, repeat)
+    earlier = next((c.params for c in store.campaigns() if c.name == name), None)
+    if earlier is not None and dict(earlier) != params:
+        settings = f"--runs {earlier.get('runs')} --plain-per-run {earlier.get('plain_per_run')}" + (
+            f" --reference {earlier['reference']}" if earlier.get("reference") else " and no --reference")
+        raise InvalidInputError(
+            f"the Store at {store.path} already holds campaign {name!r}, measured with {settings}; run with those "
+            "to add models to it, or measure these settings as an independent campaign (--repeat TAG; Python: "
+            "repeat=) or in another --home")
+    return run_campaign(store, name, tasks, measure, budget_s, progress, command=command, params=params)
 
 
 @dataclass(frozen=True)

@@ -179,6 +179,14 @@ _SELECT_MEASUREMENTS = (
 )
 
 
+def _differences(was: Any, now: Any, key: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted key, stored value, given value) of every leaf where two parameter dicts differ."""
+    if isinstance(was, dict) and isinstance(now, dict):
+        return [d for k in sorted(set(was) | set(now), key=str)
+                for d in _differences(was.get(k, "(none)"), now.get(k, "(none)"), f"{key}.{k}" if key else str(k))]
+    return [] if was == now else [(key or "parameters", was, now)]
+
+
 def _utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
@@ -374,10 +382,12 @@ class Store:
         if campaign is None:  # pragma: no cover - the row was just committed
             raise StoreError(f"campaign {name!r} vanished from the Store at {self._path}")
         if _to_json("params", campaign.params) != params_json:
+            differ = "; ".join(f"{key}: {was} stored, {now} given"
+                               for key, was, now in _differences(dict(campaign.params), json.loads(params_json)))
             raise InvalidInputError(
-                f"campaign {name!r} already exists in the Store at {self._path} with parameters "
-                f"{dict(campaign.params)}, not {json.loads(params_json)}; resume it with the same parameters or "
-                "choose a new campaign name"
+                f"campaign {name!r} already exists in the Store at {self._path} with other parameters ({differ}); "
+                "resume it with the parameters it was begun with, or measure into another Store (CLI: --store or "
+                "--home)"
             )
         return campaign
 
