@@ -198,7 +198,7 @@ def test_bad_campaign_arguments(tmp_path: Path) -> None:
         with pytest.raises(InvalidInputError, match="budget_s"):
             run_campaign(store, "c", _tasks(2), lambda t: _result(), budget_s=0)
         run_campaign(store, "c", _tasks(1), lambda t: _result(), params={"threads": 1})
-        with pytest.raises(InvalidInputError, match="same parameters"):
+        with pytest.raises(InvalidInputError, match=r"other parameters \(threads: 1 stored, 2 given\)"):
             run_campaign(store, "c", _tasks(1), lambda t: _result(), params={"threads": 2})
 
 
@@ -209,3 +209,18 @@ def test_a_failure_that_names_its_task_is_not_named_twice(tmp_path: Path) -> Non
     with Store.open(tmp_path / "s.sqlite") as store:
         report = run_campaign(store, "c", _tasks(1), measure)
     assert [(f.key, f.reason) for f in report.failed] == [("t0", "the profiler's operators do not match")]
+
+
+def test_progress_off_a_terminal_is_plain_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    from edgeplan.measure.progress import counting_bar
+
+    with counting_bar(True, "ranges of m", total=5, completed=1, every_s=0.0) as advance:
+        advance(2)
+        advance(1)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("ranges of m: 3/5, ") and "min left" in lines[0]
+    assert lines[1].startswith("ranges of m: 4/5, ") and lines[-1].startswith("ranges of m: 4/5, ")
+    with counting_bar(True, "budget", total=4, every_s=3600.0) as advance:
+        advance(1)  # stopped early: the last line says how far it got
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("budget: 1/4, ") and "min left" in lines[0]

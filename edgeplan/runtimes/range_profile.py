@@ -200,7 +200,7 @@ def profile_ranges(store: Store, model: str, *, threads: int, input_shape: tuple
     clock = time.monotonic()
     reports: list[CampaignReport] = []
     stopped = False
-    with counting_bar(progress, f"{name} (start layers)", len(starts)) as advance:
+    with counting_bar(progress, f"ranges of {model}, {threads} thread(s), start layers", len(starts)) as advance:
         for k in range(0, len(starts), BATCH_STARTS):
             if budget_s is not None and time.monotonic() - clock >= budget_s:
                 stopped = True
