@@ -1,7 +1,9 @@
-"""Coverage of `inspect`: every torchvision classification model and the timm CNNs of the model set `timm-cnns`.
+"""Coverage of `inspect`: every torchvision classification model, and the timm models of the sets `timm-cnns` and
+`timm-transformers`.
 
 Prints, per model, whether it imports to a validated IR graph (and its MACs, nodes, import time) or why not,
-then the totals. Usage: python benchmarks/bench_coverage.py [--json OUT] [--only torchvision|timm] [--limit N]
+then the totals. Usage:
+python benchmarks/bench_coverage.py [--json OUT] [--only torchvision|timm|timm-transformers] [--limit N]
 """
 
 from __future__ import annotations
@@ -17,16 +19,16 @@ from pathlib import Path
 from _machine import machine
 
 
-def timm_names() -> list[str]:
+def timm_names(name: str) -> list[str]:
     from edgeplan.measure.model_sets import model_set
 
-    return model_set("timm-cnns")
+    return model_set(name)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", default=None)
-    parser.add_argument("--only", choices=["torchvision", "timm"], default=None)
+    parser.add_argument("--only", choices=["torchvision", "timm", "timm-transformers"], default=None)
     parser.add_argument("--limit", type=int, default=None)
     args = parser.parse_args()
     import torch
@@ -39,7 +41,9 @@ def main() -> int:
     if args.only in (None, "torchvision"):
         specs += [f"torchvision:{n}" for n in torchvision_names()]
     if args.only in (None, "timm"):
-        specs += timm_names()
+        specs += timm_names("timm-cnns")
+    if args.only in (None, "timm-transformers"):
+        specs += timm_names("timm-transformers")
     specs = specs[: args.limit] if args.limit else specs
     rows = []
     for i, spec in enumerate(specs, 1):
@@ -55,8 +59,11 @@ def main() -> int:
         status = f"ok  {row['macs'] / 1e9:8.3f} GMACs {row['nodes']:5d} nodes" if row["ok"] else "FAIL " + row["error"]
         print(f"[{i:3d}/{len(specs)}] {spec:45s} {row['seconds']:6.1f}s {status}", flush=True)
         gc.collect()
-    for family in ("torchvision", "timm"):
-        fam = [r for r in rows if r["model"].startswith(family + ":")]
+    transformers = set(timm_names("timm-transformers"))
+    for family, fam in (("torchvision", [r for r in rows if r["model"].startswith("torchvision:")]),
+                        ("timm CNNs", [r for r in rows if r["model"].startswith("timm:")
+                                       and r["model"] not in transformers]),
+                        ("timm transformers", [r for r in rows if r["model"] in transformers])):
         if fam:
             ok = sum(r["ok"] for r in fam)
             print(f"{family}: {ok}/{len(fam)} import")

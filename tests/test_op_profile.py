@@ -45,6 +45,8 @@ def test_model_sets_and_ranges() -> None:
     tv = model_set("torchvision-cnns")
     assert "torchvision:resnet50" in tv and not any("vit_" in m or "swin" in m for m in tv)
     assert expand_models(["set:timm-cnns"]) == timm
+    transformers = model_set("timm-transformers")
+    assert len(transformers) == 31 and "timm:vit_tiny_patch16_224" in transformers and not set(transformers) & set(timm)
     nb = model_set("nb201-sample")
     assert len(set(nb)) == 200 and nb == model_set("nb201-sample") and all(m.startswith("nb201:|") for m in nb)
     with pytest.raises(InvalidInputError, match="empty range"):

@@ -43,7 +43,7 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
 
     MODELS are zoo strings; ``synthetic:0-999`` (or ``synthetic-wide:0-299``, ``synthetic-aligned:0-299``) is a
     range and ``set:NAME`` a model set (synthetic, synthetic-wide, synthetic-aligned, torchvision-cnns,
-    timm-cnns). Running the same command again measures only what is missing.
+    timm-cnns, timm-transformers, nb201-sample). Running the same command again measures only what is missing.
     """
     from edgeplan.errors import InvalidInputError
     from edgeplan.latency.campaign import run_op_campaign

@@ -13,6 +13,9 @@ set                           models
 ``torchvision-cnns``          every torchvision classification model but the transformers (ViT, Swin, MaxViT)
 ``timm-cnns``                 the timm CNNs listed in ``edgeplan/data/model_sets/timm_cnns.txt`` (60 families'
                               representatives, from ResNets and EfficientNets to RepVGG and ConvNeXt)
+``timm-transformers``         the timm vision transformers and hybrids listed in
+                              ``edgeplan/data/model_sets/timm_transformers.txt`` (31: ViT, DeiT, Swin, LeViT,
+                              MobileViT, EdgeNeXt, EVA-02, ...)
 ``nb201-sample``              200 NAS-Bench-201 cells drawn uniformly (seed 0) from the 15,625: this machine's
                               measurements of the benchmark's operation shapes (32x32 inputs, 16-64 channels)
 ============================  ===============================================================================
@@ -30,14 +33,14 @@ __all__ = ["MODEL_SETS", "expand_models", "model_set"]
 
 #: Names accepted by :func:`model_set`.
 MODEL_SETS: tuple[str, ...] = ("synthetic", "synthetic-wide", "synthetic-aligned", "torchvision-cnns", "timm-cnns",
-                               "nb201-sample")
+                               "timm-transformers", "nb201-sample")
 
 _TRANSFORMERS = re.compile(r"^(vit_|swin_|maxvit_)")
 _RANGE = re.compile(r"^(synthetic(?:-wide|-aligned)?):(\d+)-(\d+)$")
 
 
-def _timm_cnns() -> list[str]:
-    text = resources.files("edgeplan.data").joinpath("model_sets/timm_cnns.txt").read_text()
+def _timm_list(file: str) -> list[str]:
+    text = resources.files("edgeplan.data").joinpath(f"model_sets/{file}").read_text()
     return [f"timm:{line.strip()}" for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
@@ -73,7 +76,9 @@ def model_set(name: str) -> list[str]:
 
         return [f"torchvision:{n}" for n in torchvision_names() if not _TRANSFORMERS.match(n)]
     if name == "timm-cnns":
-        return _timm_cnns()
+        return _timm_list("timm_cnns.txt")
+    if name == "timm-transformers":
+        return _timm_list("timm_transformers.txt")
     if name == "nb201-sample":
         return _nb201_sample(200, seed=0)
     raise InvalidInputError(f"unknown model set {name!r}; choose one of {', '.join(MODEL_SETS)}")
