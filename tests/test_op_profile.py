@@ -185,6 +185,44 @@ def test_a_fused_fast_path_is_refused_with_its_reason() -> None:
         _match_run(events, deduction, graph, None, None, unknown)  # type: ignore[arg-type]
 
 
+def test_multi_head_attention_on_its_fast_path_is_one_eager_kernel() -> None:
+    import torch
+    from torch import nn
+
+    from edgeplan.frontends.torch_frontend import graph_from_torch
+    from edgeplan.ir.kernels import deduce_kernels
+    from edgeplan.latency.features import category, lead_node
+    from edgeplan.runtimes.op_profile import _node_dicts, profile_torch_ops
+
+    class Block(nn.Module):
+        def __init__(self, batch_first: bool) -> None:
+            super().__init__()
+            self.ln = nn.LayerNorm(32)
+            self.att = nn.MultiheadAttention(32, 4, batch_first=batch_first)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.ln(x)
+            return x + self.att(y, y, y, need_weights=False)[0]
+
+    for batch_first, shape in ((True, (1, 10, 32)), (False, (10, 1, 32))):
+        m, x = Block(batch_first).eval(), torch.randn(*shape)
+        graph = graph_from_torch(m, (x,))
+        deduction = deduce_kernels(graph, "torch-eager")
+        runs = profile_torch_ops(m, (x,), deduction, graph, threads=1, runs=2)
+        kinds = [o.kind for o in runs.ops]
+        if batch_first:  # the fast path: every node of the call in one kernel, led by its attention
+            assert [c for c, _ in graph.fused_calls] == ["MultiheadAttention"]
+            assert kinds == ["aten::layer_norm", "aten::_native_multi_head_attention", "aten::add"]
+            fused = runs.ops[1]
+            assert set(fused.nodes) == set(graph.fused_calls[0][1]) and len(fused.nodes) > 20
+            nodes = _node_dicts(graph, runs.ops)
+            lead = lead_node([nodes[n] for n in fused.nodes], fused.kind)
+            assert lead["op"] == "attention" and category(lead, fused.kind) == "attention"
+        else:  # sequence first: PyTorch runs the module op by op, as the IR has it
+            assert graph.fused_calls == () and "aten::scaled_dot_product_attention" in kinds
+            assert kinds.count("aten::linear") == 2
+
+
 def test_a_transformer_with_constant_work_profiles_in_eager_pytorch() -> None:
     from edgeplan.frontends.zoo import load_graph
     from edgeplan.ir import graph_to_dict

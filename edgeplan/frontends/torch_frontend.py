@@ -117,4 +117,27 @@ def graph_from_torch(
     converter = Converter(constants=constants, opaque=opaque, method=method)
     nodes, outputs = converter.convert(fx_graph)
     return Graph(name=name or type(module).__name__, nodes=tuple(nodes), outputs=tuple(outputs),
-                 constant_ops=tuple(converter.constant_ops)).validate()
+                 constant_ops=tuple(converter.constant_ops), fused_calls=_fast_paths(module, nodes)).validate()
+
+
+def _fast_paths(module: torch.nn.Module, nodes: Sequence[Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The ``nn.MultiheadAttention`` calls eager PyTorch runs through its fused fast path in eval mode: the module's
+    own conditions (batch first, an even number of heads, one packed projection with its bias, no extra key or
+    value bias, no zero attention), and in the graph one call of self-attention (a packed query-key-value
+    projection, one attention). The call's IR nodes are those named under the module's path."""
+    import torch
+
+    from edgeplan.ir import OpKind
+
+    calls = []
+    for path, m in module.named_modules():
+        if not (path and isinstance(m, torch.nn.MultiheadAttention) and m.batch_first and m.num_heads % 2 == 0
+                and m._qkv_same_embed_dim and m.in_proj_weight is not None and m.in_proj_bias is not None
+                and m.bias_k is None and m.bias_v is None and not m.add_zero_attn):
+            continue
+        inner = [n for n in nodes if n.name.startswith(path + "/")]
+        linears = [n for n in inner if n.kind is OpKind.LINEAR]
+        attentions = [n for n in inner if n.kind is OpKind.ATTENTION]
+        if len(attentions) == 1 and len(linears) == 2 and linears[0].attrs.out_features == 3 * m.embed_dim:
+            calls.append(("MultiheadAttention", tuple(n.name for n in inner)))
+    return tuple(calls)

@@ -129,12 +129,18 @@ class Graph:
         ViT's class token expanded to the batch, a Swin block's attention mask), which the IR folds into constant
         tensors, by their source name (``expand``), in source order. Only the torch frontend fills it: eager
         PyTorch runs them, ONNX Runtime folds them when the session is built.
+    fused_calls
+        Module calls that eager PyTorch may run as one fused operator, as (module class, names of the IR nodes the
+        call computes): an ``nn.MultiheadAttention`` whose fast-path conditions hold (self-attention, batch first,
+        an even number of heads, ...), which eval mode without gradients runs as one operator. The kernel rules of
+        a runtime say which it fuses. Only the torch frontend fills it.
     """
 
     name: str
     nodes: tuple[Node, ...]
     outputs: tuple[Ref, ...]
     constant_ops: tuple[str, ...] = ()
+    fused_calls: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)

@@ -39,8 +39,8 @@ def node_to_dict(node: Node) -> dict[str, Any]:
 
 
 def graph_to_dict(graph: Graph) -> dict[str, Any]:
-    """A JSON-ready description of ``graph``: ``nodes``, ``outputs``, ``constant_ops`` and ``totals`` (macs, flops,
-    params, bytes, opaque)."""
+    """A JSON-ready description of ``graph``: ``nodes``, ``outputs``, ``constant_ops``, ``fused_calls`` and ``totals``
+    (macs, flops, params, bytes, opaque)."""
     totals = dataclasses.asdict(graph.totals())
     totals["opaque"] = list(totals["opaque"])
     return {
@@ -48,5 +48,6 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
         "nodes": [node_to_dict(n) for n in graph.nodes],
         "outputs": [str(r) for r in graph.outputs],
         "constant_ops": list(graph.constant_ops),
+        "fused_calls": [{"module": cls, "nodes": list(names)} for cls, names in graph.fused_calls],
         "totals": totals,
     }

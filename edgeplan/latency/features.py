@@ -146,7 +146,9 @@ def lead_node(nodes: Sequence[Mapping[str, Any]], kind: str | None = None) -> Ma
     """The node that gives an operation of ``nodes`` (execution order) its category: the first, except that a
     kernel computing a product (:func:`computes_product`) is led by its first convolution or product node, which
     need not come first: ONNX Runtime's ``FusedMatMul`` of attention scores runs the key's transpose, then the
-    product (led by the transpose, it was an element-wise op priced at 0.03 ms).
+    product (led by the transpose, it was an element-wise op priced at 0.03 ms). A kernel of attention is led by
+    its attention node (eager PyTorch's fused ``nn.MultiheadAttention`` begins with its input projection, which a
+    convolution's predictor would have priced).
 
     Parameters
     ----------
@@ -161,6 +163,8 @@ def lead_node(nodes: Sequence[Mapping[str, Any]], kind: str | None = None) -> Ma
         One of ``nodes``.
     """
     if kind is not None and computes_product(kind):
+        if "attention" in kind.lower():  # eager PyTorch's fused multi-head attention: its projections are not it
+            return next((n for n in nodes if _node_category(n) == "attention"), nodes[0])
         return next((n for n in nodes if _node_category(n) in _PRODUCT_CATEGORIES), nodes[0])
     return nodes[0]
 

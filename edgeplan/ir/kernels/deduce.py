@@ -50,7 +50,7 @@ def deduce_kernels(graph: Graph, profile: str | KernelRules) -> KernelDeduction:
     kept, gone = split_eliminated(graph, rules)
     alias = bypass(graph, (name for name, _ in gone))
     if rules.family == "torch":
-        groups = _torch_groups(kept, rules)
+        groups = _torch_groups(graph, kept, rules)
     elif rules.family == "onnxruntime":
         groups = onnxruntime_groups(graph, kept, rules, alias)
     elif rules.family == "tflite-gpu":
@@ -73,12 +73,26 @@ def _check_partition(graph: Graph, result: KernelDeduction) -> None:
             )
 
 
-def _torch_groups(kept: Sequence[Node], rules: KernelRules) -> list[Group]:
-    """Eager PyTorch: one aten operator per node, its kind from the node's aten source or the ``kinds`` table."""
+def _torch_groups(graph: Graph, kept: Sequence[Node], rules: KernelRules) -> list[Group]:
+    """Eager PyTorch: one aten operator per node, its kind from the node's aten source or the ``kinds`` table; the
+    nodes of a fused module call (the graph's ``fused_calls`` of a class in the rules' ``fused_calls``) are one
+    kernel, where its first node runs."""
     noop: Mapping[str, str] = rules.data["noop"]
+    fused_kinds: Mapping[str, str] = rules.data.get("fused_calls", {})
     from_source = bool(rules.settings.get("kind_from_aten_source"))
+    call_of = {name: i for i, (cls, names) in enumerate(graph.fused_calls) if cls in fused_kinds for name in names}
+    calls: dict[int, Group] = {}
     groups = []
     for n in kept:
+        if n.name in call_of:
+            i = call_of[n.name]
+            if i in calls:
+                calls[i].nodes.append(n)
+            else:
+                cls = graph.fused_calls[i][0]
+                calls[i] = Group([n], fused_kinds[cls], runtime_name=cls)
+                groups.append(calls[i])
+            continue
         if from_source and n.source.startswith("aten."):
             kind = "aten::" + n.source.split(".")[1]
         else:
