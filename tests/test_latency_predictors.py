@@ -111,6 +111,11 @@ def test_products_of_transformers_get_their_own_features() -> None:
     assert lead_node([transpose, scores], kind) is scores and lead_node([transpose, scores]) is transpose
     assert features([transpose, scores], kind)[0] == "matmul"
     assert predictor_key(kind, lead_node([transpose, scores], kind)) == f"{kind}|matmul"
+    # Eager PyTorch's fused multi-head attention is led by its attention, not its input projection (a convolution's
+    # predictor would price it); an attention kernel with no attention node (ONNX Runtime's) by its product.
+    fused = "aten::_native_multi_head_attention"
+    assert lead_node([transpose, seq_first, attention, seq_first], fused) is attention
+    assert lead_node([transpose, seq_first], "com.microsoft.Attention") is seq_first
 
 
 def _linear_data(n: int = 120, seed: int = 0) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:

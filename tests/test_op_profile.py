@@ -46,7 +46,7 @@ def test_model_sets_and_ranges() -> None:
     assert "torchvision:resnet50" in tv and not any("vit_" in m or "swin" in m for m in tv)
     assert expand_models(["set:timm-cnns"]) == timm
     transformers = model_set("timm-transformers")
-    assert len(transformers) == 31 and "timm:vit_tiny_patch16_224" in transformers and not set(transformers) & set(timm)
+    assert len(transformers) == 29 and "timm:vit_tiny_patch16_224" in transformers and not set(transformers) & set(timm)
     nb = model_set("nb201-sample")
     assert len(set(nb)) == 200 and nb == model_set("nb201-sample") and all(m.startswith("nb201:|") for m in nb)
     with pytest.raises(InvalidInputError, match="empty range"):
@@ -221,6 +221,15 @@ def test_multi_head_attention_on_its_fast_path_is_one_eager_kernel() -> None:
         else:  # sequence first: PyTorch runs the module op by op, as the IR has it
             assert graph.fused_calls == () and "aten::scaled_dot_product_attention" in kinds
             assert kinds.count("aten::linear") == 2
+    # With the fast path turned off, batch first too runs op by op, and the graph says so.
+    m, x = Block(True).eval(), torch.randn(1, 10, 32)
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        graph = graph_from_torch(m, (x,))
+        runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1, runs=1)
+    finally:
+        torch.backends.mha.set_fastpath_enabled(True)
+    assert graph.fused_calls == () and [o.kind for o in runs.ops].count("aten::linear") == 2
 
 
 def test_a_transformer_with_constant_work_profiles_in_eager_pytorch() -> None:

@@ -213,6 +213,8 @@ def test_campaign_get_or_create(store: Store) -> None:
     with pytest.raises(InvalidInputError, match=r"other parameters \(timing.y: 2 stored, 3 given; z: \(none\) "
                                                 r"stored, 0 given\); resume it"):
         store.campaign("d", params={"timing": {"x": 1, "y": 3}, "z": 0})
+    with pytest.raises(InvalidInputError, match=r'other parameters \(\{"a": 1\} stored, \{"a": 1.0\} given\)'):
+        store.campaign("c", params={"a": 1.0})  # equal in Python, not in the Store
     assert [c.name for c in store.campaigns()] == ["c", "d"]
 
 

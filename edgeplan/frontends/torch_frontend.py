@@ -36,15 +36,17 @@ def capture(module: torch.nn.Module, example_inputs: tuple[Any, ...]) -> tuple[A
     import torch
 
     module = module.eval()
+    caught: list[warnings.WarningMessage] = []
     try:
         with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             ep = torch.export.export(module, tuple(example_inputs))
-        for w in caught:  # export's advice to the model's author (e.g. timm's caches set during tracing)
-            log.info("torch.export: %s", w.message)
     except Exception as export_error:  # noqa: BLE001 - any export failure falls back to make_fx
         log.info("torch.export failed (%s); falling back to make_fx", export_error)
         return _capture_make_fx(module, example_inputs, export_error)
+    finally:
+        for w in caught:  # export's advice to the model's author (e.g. timm's caches set during tracing)
+            log.info("torch.export: %s", w.message)
     sig = ep.graph_signature
     state = dict(ep.state_dict)
     state.update(getattr(ep, "constants", {}) or {})
@@ -121,14 +123,17 @@ def graph_from_torch(
 
 
 def _fast_paths(module: torch.nn.Module, nodes: Sequence[Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """The ``nn.MultiheadAttention`` calls eager PyTorch runs through its fused fast path in eval mode: the module's
-    own conditions (batch first, an even number of heads, one packed projection with its bias, no extra key or
-    value bias, no zero attention), and in the graph one call of self-attention (a packed query-key-value
-    projection, one attention). The call's IR nodes are those named under the module's path."""
+    """The ``nn.MultiheadAttention`` calls eager PyTorch runs through its fused fast path in eval mode: the fast path
+    enabled (``torch.backends.mha``, when the graph is built), the module's own conditions (batch first, an even
+    number of heads, one packed projection with its bias, no extra key or value bias, no zero attention), and in
+    the graph one call of self-attention on a batched input without a mask (a packed query-key-value projection,
+    one attention of three inputs). The call's IR nodes are those named under the module's path."""
     import torch
 
     from edgeplan.ir import OpKind
 
+    if not torch.backends.mha.get_fastpath_enabled():
+        return ()
     calls = []
     for path, m in module.named_modules():
         if not (path and isinstance(m, torch.nn.MultiheadAttention) and m.batch_first and m.num_heads % 2 == 0
@@ -138,6 +143,7 @@ def _fast_paths(module: torch.nn.Module, nodes: Sequence[Any]) -> tuple[tuple[st
         inner = [n for n in nodes if n.name.startswith(path + "/")]
         linears = [n for n in inner if n.kind is OpKind.LINEAR]
         attentions = [n for n in inner if n.kind is OpKind.ATTENTION]
-        if len(attentions) == 1 and len(linears) == 2 and linears[0].attrs.out_features == 3 * m.embed_dim:
+        if (len(attentions) == 1 and len(attentions[0].inputs) == 3 and len(linears) == 2
+                and linears[0].attrs.out_features == 3 * m.embed_dim and len(inner[0].input_shapes[0]) == 3):
             calls.append(("MultiheadAttention", tuple(n.name for n in inner)))
     return tuple(calls)

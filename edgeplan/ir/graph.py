@@ -131,9 +131,10 @@ class Graph:
         PyTorch runs them, ONNX Runtime folds them when the session is built.
     fused_calls
         Module calls that eager PyTorch may run as one fused operator, as (module class, names of the IR nodes the
-        call computes): an ``nn.MultiheadAttention`` whose fast-path conditions hold (self-attention, batch first,
-        an even number of heads, ...), which eval mode without gradients runs as one operator. The kernel rules of
-        a runtime say which it fuses. Only the torch frontend fills it.
+        call computes): an ``nn.MultiheadAttention`` whose fast-path conditions hold (the fast path enabled when
+        the graph was built, self-attention on a batched input without a mask, batch first, an even number of
+        heads, ...), which eval mode without gradients runs as one operator. The kernel rules of a runtime say
+        which it fuses. Only the torch frontend fills it.
     """
 
     name: str

@@ -160,7 +160,9 @@ class OpDataset:
     beside a reference model (its provenance has ``reference``), times are the ratios to the reference at the
     scenario's reference latency and ``iqr_rel`` is the spread of the end-to-end ratios; the times and spread as
     measured are kept as ``raw_latency_ms``, ``raw_latency_min_ms``, ``raw_iqr_rel`` (a record's, absent from
-    exports before it was kept) and ``raw_ms``, ``raw_min_ms`` (an op's).
+    exports before it was kept) and ``raw_ms``, ``raw_min_ms`` (an op's). A model that eager PyTorch runs
+    operators on constants alone for has ``constant_work_ms`` (their median time per run, of no op's), or
+    ``raw_constant_work_ms`` beside a reference (kept as measured: it has no ratio of its own).
 
     ``path`` is the file it was loaded from (None when built in memory).
     """

@@ -163,8 +163,9 @@ def lead_node(nodes: Sequence[Mapping[str, Any]], kind: str | None = None) -> Ma
         One of ``nodes``.
     """
     if kind is not None and computes_product(kind):
-        if "attention" in kind.lower():  # eager PyTorch's fused multi-head attention: its projections are not it
-            return next((n for n in nodes if _node_category(n) == "attention"), nodes[0])
+        attention = next((n for n in nodes if _node_category(n) == "attention"), None)
+        if attention is not None and "attention" in kind.lower():  # its projections are not what it is
+            return attention
         return next((n for n in nodes if _node_category(n) in _PRODUCT_CATEGORIES), nodes[0])
     return nodes[0]
 

@@ -14,7 +14,7 @@ set                           models
 ``timm-cnns``                 the timm CNNs listed in ``edgeplan/data/model_sets/timm_cnns.txt`` (60 families'
                               representatives, from ResNets and EfficientNets to RepVGG and ConvNeXt)
 ``timm-transformers``         the timm vision transformers and hybrids listed in
-                              ``edgeplan/data/model_sets/timm_transformers.txt`` (31: ViT, DeiT, Swin, LeViT,
+                              ``edgeplan/data/model_sets/timm_transformers.txt`` (29: ViT, DeiT, Swin, LeViT,
                               MobileViT, EdgeNeXt, EVA-02, ...)
 ``nb201-sample``              200 NAS-Bench-201 cells drawn uniformly (seed 0) from the 15,625: this machine's
                               measurements of the benchmark's operation shapes (32x32 inputs, 16-64 channels)

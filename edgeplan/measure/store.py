@@ -384,6 +384,7 @@ class Store:
         if _to_json("params", campaign.params) != params_json:
             differ = "; ".join(f"{key}: {was} stored, {now} given"
                                for key, was, now in _differences(dict(campaign.params), json.loads(params_json)))
+            differ = differ or f"{_to_json('params', campaign.params)} stored, {params_json} given"  # 1 == 1.0
             raise InvalidInputError(
                 f"campaign {name!r} already exists in the Store at {self._path} with other parameters ({differ}); "
                 "resume it with the parameters it was begun with, or measure into another Store (CLI: --store or "

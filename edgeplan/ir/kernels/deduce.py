@@ -1,7 +1,7 @@
 """:func:`deduce_kernels`: the kernels a runtime profile executes for a graph, checked to cover every node.
 
-Torch eager (one aten operator per node, nothing fused) is deduced here; ONNX Runtime in
-:mod:`~edgeplan.ir.kernels.ort`, the TFLite GPU delegate in :mod:`~edgeplan.ir.kernels.tflite`.
+Torch eager (one aten operator per node, but for the module calls it runs as one fused operator) is deduced here;
+ONNX Runtime in :mod:`~edgeplan.ir.kernels.ort`, the TFLite GPU delegate in :mod:`~edgeplan.ir.kernels.tflite`.
 Loads without torch or onnx.
 """
 
@@ -90,7 +90,8 @@ def _torch_groups(graph: Graph, kept: Sequence[Node], rules: KernelRules) -> lis
                 calls[i].nodes.append(n)
             else:
                 cls = graph.fused_calls[i][0]
-                calls[i] = Group([n], fused_kinds[cls], runtime_name=cls)
+                path = graph.fused_calls[i][1][0].rsplit("/", 1)[0]
+                calls[i] = Group([n], fused_kinds[cls], runtime_name=f"{cls}({path})")
                 groups.append(calls[i])
             continue
         if from_source and n.source.startswith("aten."):
