@@ -422,7 +422,13 @@ def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph,
 
 def _without_constant_work(events: list[Any], kernels: Sequence[Any], graph: Graph, constant: Mapping[str, int],
                            folded: Mapping[int, float]) -> tuple[list[Any], float]:
-    """``events`` less those of the graph's constant operators (see :func:`_match_run`), and their time (ms)."""
+    """``events`` less those of the graph's constant operators (see :func:`_match_run`), and their time (ms).
+
+    Which events of a name are the constant ones is told by their first input shape where the profiler records
+    one; it records none for tensor lists (``cat``, ``stack``), whose constant events are then the first of the
+    surplus in time. Operators the IR elides as aliases were folded into the event before them already, so a
+    constant ``contiguous`` counts with the event it follows (constant work when that event is constant too).
+    """
     surplus = Counter(e.name for e in events) - Counter(k.kind for k in kernels)
     take = surplus & Counter(constant)
     if not take:
