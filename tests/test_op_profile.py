@@ -148,7 +148,7 @@ def test_a_surplus_of_a_deduced_kind_is_found_in_order() -> None:
         _match_run(early, deduction, graph, elided)  # type: ignore[arg-type]
 
 
-def test_operators_on_constants_alone_are_timed_as_constant_work() -> None:
+def test_operators_on_constants_alone_are_timed_as_folded_work() -> None:
     from edgeplan.runtimes.op_profile import _match_run
 
     # A ViT: eager expands the class token (a parameter) at every call; the IR folds it into a constant. EdgeNeXt
@@ -160,15 +160,15 @@ def test_operators_on_constants_alone_are_timed_as_constant_work() -> None:
               _Event("aten::conv2d", [[1, 3, 8, 8], [4, 3, 3, 3]], _Range(3, 13)),
               _Event("aten::expand", [[1, 1, 4], []], _Range(13, 14)),
               _Event("aten::cat", [[], []], _Range(14, 16))]
-    constant = {"aten::expand": 1, "aten::conv2d": 1, "aten::index": 2}  # an allowance: index was cached
-    matched, work = _match_run(events, deduction, graph, None, constant)  # type: ignore[arg-type]
+    allowance = {"aten::expand": 1, "aten::conv2d": 1, "aten::index": 2}  # index was cached: at most, not exactly
+    matched, work = _match_run(events, deduction, graph, None, allowance)  # type: ignore[arg-type]
     assert [round(ms * 1000) for ms in matched] == [10, 2] and round(work * 1000) == 4
     # Without the allowance, or beyond it, the surplus is refused as before.
     with pytest.raises(MeasurementError, match="profiled but not deduced: aten::conv2d x1, aten::expand x1"):
         _match_run(events, deduction, graph)  # type: ignore[arg-type]
     with pytest.raises(MeasurementError, match="profiled but not deduced: aten::expand x1"):
         _match_run([*events, _Event("aten::expand", [[1, 1, 4], []], _Range(16, 17))], deduction, graph, None,
-                   constant)  # type: ignore[arg-type]
+                   allowance)  # type: ignore[arg-type]
 
 
 def test_a_fused_fast_path_is_refused_with_its_reason() -> None:
@@ -183,6 +183,31 @@ def test_a_fused_fast_path_is_refused_with_its_reason() -> None:
     unknown = load_rules("torch-eager").data["not_deduced"]
     with pytest.raises(MeasurementError, match="nn.MultiheadAttention through its fused fast path"):
         _match_run(events, deduction, graph, None, None, unknown)  # type: ignore[arg-type]
+
+
+def test_identities_the_ir_drops_are_timed_as_folded_work() -> None:
+    import torch
+    from torch import nn
+
+    from edgeplan.frontends.torch_frontend import graph_from_torch
+    from edgeplan.ir.kernels import deduce_kernels
+    from edgeplan.runtimes.op_profile import profile_torch_ops
+
+    class Scaled(nn.Module):  # NFNets multiply by a gain of 1.0; eager runs it, the IR writes the input
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.conv(x * 1.0)) + 0
+
+    m, x = Scaled().eval(), torch.randn(1, 3, 16, 16)
+    graph = graph_from_torch(m, (x,))
+    assert graph.folded_ops == ("mul", "add") and [n.kind.value for n in graph.nodes] == ["input", "conv2d",
+                                                                                          "activation"]
+    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1, runs=2)
+    assert [o.kind for o in runs.ops] == ["aten::conv2d", "aten::relu"]
+    assert len(runs.folded_ms) == 2 and all(ms > 0 for ms in runs.folded_ms)
 
 
 def test_multi_head_attention_on_its_fast_path_is_one_eager_kernel() -> None:
@@ -232,17 +257,17 @@ def test_multi_head_attention_on_its_fast_path_is_one_eager_kernel() -> None:
     assert graph.fused_calls == () and [o.kind for o in runs.ops].count("aten::linear") == 2
 
 
-def test_a_transformer_with_constant_work_profiles_in_eager_pytorch() -> None:
+def test_a_transformer_with_folded_work_profiles_in_eager_pytorch() -> None:
     from edgeplan.frontends.zoo import load_graph
     from edgeplan.ir import graph_to_dict
     from edgeplan.runtimes.op_profile import profile_model
 
     graph = load_graph("timm:vit_tiny_patch16_224")
-    assert graph.constant_ops == ("expand",)  # the class token
-    assert graph_to_dict(graph)["constant_ops"] == ["expand"]
+    assert graph.folded_ops == ("expand",)  # the class token
+    assert graph_to_dict(graph)["folded_ops"] == ["expand"]
     profile = profile_model("timm:vit_tiny_patch16_224", get_scenario("torch-fp32-1t"), runs=1, plain_per_run=1)
-    assert profile.constant_work_ms is not None and profile.constant_work_ms > 0
-    assert profile.extra()["constant_work_ms"] == profile.constant_work_ms
+    assert profile.folded_work_ms is not None and profile.folded_work_ms > 0
+    assert profile.extra()["folded_work_ms"] == profile.folded_work_ms
     assert sum(o.kind == "aten::unbind" for o in profile.ops) == 12
     assert sum(o.kind == "aten::scaled_dot_product_attention" for o in profile.ops) == 12
 

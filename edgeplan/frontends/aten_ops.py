@@ -36,6 +36,8 @@ _DTYPES = {
 }
 
 # Operators that produce nothing the graph needs (runtime assertions, metadata checks).
+# Element-wise arithmetic whose handler returns its input for an identity (x * 1, x + 0).
+_ARITHMETIC = frozenset({"add", "sub", "mul", "div", "rsub"})
 _IGNORED = frozenset({"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"})
 
 # Modules whose ATen decomposition is collapsed back into one IR node.
@@ -89,8 +91,9 @@ class Converter:
 
     Attributes
     ----------
-    constant_ops
-        The operators run on constants alone, folded into constants (the graph's ``constant_ops``).
+    folded_ops
+        The operators the IR folds away that eager PyTorch runs: on constants alone, or identities (the graph's
+        ``folded_ops``).
     """
 
     constants: dict[str, Any]
@@ -98,7 +101,7 @@ class Converter:
     method: str = "torch.export"
     nodes: list[Node] = field(default_factory=list)
     values: dict[str, Any] = field(default_factory=dict)
-    constant_ops: list[str] = field(default_factory=list)
+    folded_ops: list[str] = field(default_factory=list)
     _names: set[str] = field(default_factory=set)
     _n_inputs: int = 0
 
@@ -190,7 +193,7 @@ class Converter:
             return None
         shapes, dtype = _meta_shapes(fx_node)
         if not _has_activation(args) and not _has_activation(tuple(fx_node.kwargs.values())):
-            self.constant_ops.append(op)
+            self.folded_ops.append(op)
             return _const_result(fx_node, shapes)
         kwargs = {k: self._resolve(v) for k, v in fx_node.kwargs.items()}
         call = Call(op=op, node_name=fx_node.name, args=args, kwargs=kwargs, out_shapes=shapes)
@@ -203,7 +206,9 @@ class Converter:
         else:
             result = handler(call)
         if isinstance(result, Const):  # made from an activation's shape alone (new_zeros): still run every call
-            self.constant_ops.append(op)
+            self.folded_ops.append(op)
+        elif op.rstrip("_") in _ARITHMETIC and isinstance(result, Act):  # an identity (x * 1): eager still runs it
+            self.folded_ops.append(op.rstrip("_"))
         if not isinstance(result, Emit):
             return result
         path, cls = _module_of(fx_node)

@@ -119,7 +119,7 @@ def graph_from_torch(
     converter = Converter(constants=constants, opaque=opaque, method=method)
     nodes, outputs = converter.convert(fx_graph)
     return Graph(name=name or type(module).__name__, nodes=tuple(nodes), outputs=tuple(outputs),
-                 constant_ops=tuple(converter.constant_ops), fused_calls=_fast_paths(module, nodes)).validate()
+                 folded_ops=tuple(converter.folded_ops), fused_calls=_fast_paths(module, nodes)).validate()
 
 
 def _fast_paths(module: torch.nn.Module, nodes: Sequence[Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -124,11 +124,12 @@ class Graph:
         All nodes in topological order, graph inputs (kind ``input``) included.
     outputs
         The tensors the model returns.
-    constant_ops
-        Operators the source framework runs at every call on constants alone (parameters, buffers, literals: a
-        ViT's class token expanded to the batch, a Swin block's attention mask), which the IR folds into constant
-        tensors, by their source name (``expand``), in source order. Only the torch frontend fills it: eager
-        PyTorch runs them, ONNX Runtime folds them when the session is built.
+    folded_ops
+        Operators the source framework runs at every call that the IR folds away, by their source name
+        (``expand``), in source order: computations on constants alone (parameters, buffers, literals: a ViT's
+        class token expanded to the batch, a Swin block's attention mask), which become constant tensors, and
+        identities (``x * 1``, ``x + 0``: NFNets' and MobileOne's), which become their input. Only the torch
+        frontend fills it: eager PyTorch runs them, ONNX Runtime folds them when the session is built.
     fused_calls
         Module calls that eager PyTorch may run as one fused operator, as (module class, names of the IR nodes the
         call computes): an ``nn.MultiheadAttention`` whose fast-path conditions hold (the fast path enabled when
@@ -140,7 +141,7 @@ class Graph:
     name: str
     nodes: tuple[Node, ...]
     outputs: tuple[Ref, ...]
-    constant_ops: tuple[str, ...] = ()
+    folded_ops: tuple[str, ...] = ()
     fused_calls: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __iter__(self) -> Iterator[Node]:

@@ -39,7 +39,7 @@ def node_to_dict(node: Node) -> dict[str, Any]:
 
 
 def graph_to_dict(graph: Graph) -> dict[str, Any]:
-    """A JSON-ready description of ``graph``: ``nodes``, ``outputs``, ``constant_ops``, ``fused_calls`` and ``totals``
+    """A JSON-ready description of ``graph``: ``nodes``, ``outputs``, ``folded_ops``, ``fused_calls`` and ``totals``
     (macs, flops, params, bytes, opaque)."""
     totals = dataclasses.asdict(graph.totals())
     totals["opaque"] = list(totals["opaque"])
@@ -47,7 +47,7 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
         "model": graph.name,
         "nodes": [node_to_dict(n) for n in graph.nodes],
         "outputs": [str(r) for r in graph.outputs],
-        "constant_ops": list(graph.constant_ops),
+        "folded_ops": list(graph.folded_ops),
         "fused_calls": [{"module": cls, "nodes": list(names)} for cls, names in graph.fused_calls],
         "totals": totals,
     }

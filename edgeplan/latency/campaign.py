@@ -160,9 +160,9 @@ class OpDataset:
     beside a reference model (its provenance has ``reference``), times are the ratios to the reference at the
     scenario's reference latency and ``iqr_rel`` is the spread of the end-to-end ratios; the times and spread as
     measured are kept as ``raw_latency_ms``, ``raw_latency_min_ms``, ``raw_iqr_rel`` (a record's, absent from
-    exports before it was kept) and ``raw_ms``, ``raw_min_ms`` (an op's). A model that eager PyTorch runs
-    operators on constants alone for has ``constant_work_ms`` (their median time per run, of no op's), or
-    ``raw_constant_work_ms`` beside a reference (kept as measured: it has no ratio of its own).
+    exports before it was kept) and ``raw_ms``, ``raw_min_ms`` (an op's). A model for which eager PyTorch runs
+    operators the IR folds away has ``folded_work_ms`` (their median time per run, of no op's), or
+    ``raw_folded_work_ms`` beside a reference (kept as measured: it has no ratio of its own).
 
     ``path`` is the file it was loaded from (None when built in memory).
     """
@@ -282,8 +282,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         row = {"model": r.model, "latency_ms": r.latency_ms, "latency_min_ms": r.min_ms, "iqr_rel": iqr_rel,
                "ci_rel": r.ci_rel, "repeats": r.repeats, "op_sum_ms": extra["op_sum_ms"],
                "op_sum_min_ms": extra.get("op_sum_min_ms"), "ops": extra["ops"], "nodes": extra["nodes"]}
-        if "constant_work_ms" in extra:  # eager PyTorch's operators on constants alone, timed as no op's
-            row["constant_work_ms"] = extra["constant_work_ms"]
+        if "folded_work_ms" in extra:  # eager PyTorch's operators the IR folds away, timed as no op's
+            row["folded_work_ms"] = extra["folded_work_ms"]
         rows.append(_normalised(row, extra["reference"], scale["ms"], scale["min_ms"]) if scale is not None else row)
     _write_dataset(out, header, rows)
     return len(rows)
@@ -404,9 +404,9 @@ def _normalised(row: dict[str, Any], ref: Mapping[str, Any], ms: float, min_ms: 
             o["raw_ms"], o["raw_min_ms"] = o["ms"], o["min_ms"]
             o["ms"], o["min_ms"] = o["ratio"] * ms, o["min_ratio"] * min_ms
         ops.append(o)
-    if "constant_work_ms" in row:  # no ratio of its own: kept as measured
-        row = {k: v for k, v in row.items() if k != "constant_work_ms"} | {"raw_constant_work_ms":
-                                                                            row["constant_work_ms"]}
+    if "folded_work_ms" in row:  # no ratio of its own: kept as measured
+        row = {k: v for k, v in row.items() if k != "folded_work_ms"} | {"raw_folded_work_ms":
+                                                                            row["folded_work_ms"]}
     return {**row, "raw_latency_ms": row["latency_ms"], "raw_latency_min_ms": row["latency_min_ms"],
             "raw_iqr_rel": row["iqr_rel"], "latency_ms": ref["ratio"] * ms, "latency_min_ms": ref["min_ratio"] * min_ms,
             "iqr_rel": ref["iqr_rel"], "ops": ops, "op_sum_ms": sum(o["ms"] for o in ops),

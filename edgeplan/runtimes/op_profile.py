@@ -149,8 +149,8 @@ class OpRuns:
         With a reference model: its time just before each unprofiled call (aligned with ``plain_ms``); else empty.
     reference_profiled_ms
         With a reference model: its time just before each profiled call; else empty.
-    constant_ms
-        Eager PyTorch, a graph with constant operators (:attr:`~edgeplan.ir.Graph.constant_ops`): the time of those
+    folded_ms
+        Eager PyTorch, a graph with folded operators (:attr:`~edgeplan.ir.Graph.folded_ops`): the time of those
         operators in each profiled call; else empty.
     """
 
@@ -158,7 +158,7 @@ class OpRuns:
     plain_ms: list[float]
     reference_ms: list[float] = field(default_factory=list)
     reference_profiled_ms: list[float] = field(default_factory=list)
-    constant_ms: list[float] = field(default_factory=list)
+    folded_ms: list[float] = field(default_factory=list)
 
 
 def _paired(samples_ms: Sequence[float], reference_ms: Sequence[float]) -> tuple[float, float, float] | None:
@@ -258,15 +258,15 @@ def profile_torch_ops(
     rules = load_rules(deduction.profile).data
     elided: Mapping[str, str] = rules.get("elided_by_ir", {})
     unknown: Mapping[str, str] = rules.get("not_deduced", {})
-    renamed: Mapping[str, str] = rules.get("constant_work", {}).get("renamed", {})
-    constant = Counter(renamed.get(op, f"aten::{op}") for op in graph.constant_ops)
+    renamed: Mapping[str, str] = rules.get("folded_work", {}).get("renamed", {})
+    allowance = Counter(renamed.get(op, f"aten::{op}") for op in graph.folded_ops)
     module.eval()
     activities = [torch.profiler.ProfilerActivity.CPU]
     samples: list[list[float]] = [[] for _ in deduction.kernels]
     plain_ms: list[float] = []
     ref_ms: list[float] = []
     ref_profiled_ms: list[float] = []
-    constant_ms: list[float] = []
+    folded_ms: list[float] = []
     with use_threads(threads), torch.inference_mode():
         for _ in range(warmup):
             module(*example_inputs)
@@ -284,16 +284,16 @@ def profile_torch_ops(
             per_run = _top_level_by_run(prof.events())
             if len(per_run) != 1:
                 raise MeasurementError(f"torch.profiler reported {len(per_run)} runs of {graph.name!r} instead of 1")
-            times, constant_work = _match_run(per_run[0], deduction, graph, elided, constant, unknown)
+            times, folded_work = _match_run(per_run[0], deduction, graph, elided, allowance, unknown)
             for k, ms in enumerate(times):
                 samples[k].append(ms)
-            constant_ms.append(constant_work)
+            folded_ms.append(folded_work)
     out = []
     for kernel, s in zip(deduction.kernels, samples, strict=True):
         med, iqr = _median_iqr(s)
         out.append(_with_ratios(OpTiming(kernel.name, kernel.kind, kernel.nodes, med, iqr, min(s), kernel.noop), s,
                                 ref_profiled_ms))
-    return OpRuns(out, plain_ms, ref_ms, ref_profiled_ms, constant_ms if constant else [])
+    return OpRuns(out, plain_ms, ref_ms, ref_profiled_ms, folded_ms if allowance else [])
 
 
 @contextmanager
@@ -353,18 +353,19 @@ def _first_shape(shapes: Sequence[Any]) -> tuple[int, ...] | None:
 
 
 def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph,
-               elided: Mapping[str, str] | None = None, constant: Mapping[str, int] | None = None,
+               elided: Mapping[str, str] | None = None, allowance: Mapping[str, int] | None = None,
                unknown: Mapping[str, str] | None = None) -> tuple[list[float], float]:
     """Each deduced kernel's time in one run (ms), from the profiler events directly under the run's marker, and
-    the time of the run's constant work (ms).
+    the time of the run's folded work (ms).
 
     Events are matched in order when the kinds line up, else by kind and first input shape, else the remaining
     events of a kernel's kind in order. An operator the IR elides as an alias (``elided``: ``contiguous`` after a
     transpose, ``cat`` of one tensor) is not a kernel of its own: its time goes to the operator before it, whose
     output it copies. ``aten::cat`` is both (the profiler does not record its tensor list): a surplus of cats is
-    found by walking the events and the kernels in order. Operators the IR folds into constants (``constant``:
-    at most this many of each name) are taken from a surplus of their name, events whose first input shape no
-    kernel of that name is waiting for first; their time is the constant work. A mismatch is refused, with the
+    found by walking the events and the kernels in order. Operators the IR folds away (``allowance``: at most this
+    many of each name; computations on constants alone, identities such as ``x * 1``) are taken from a surplus of
+    their name, events whose first input shape no kernel of that name is waiting for first; their time is the
+    folded work. A mismatch is refused, with the
     reason of any operator the rules know cannot be deduced (``unknown``: a fused fast path).
     """
     elided = elided or {}
@@ -384,7 +385,7 @@ def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph,
             fold(kept, e)
         else:
             kept.append(e)
-    kept, constant_work = _without_constant_work(kept, kernels, graph, constant or {}, folded)
+    kept, folded_work = _without_folded_work(kept, kernels, graph, allowance or {}, folded)
     names = [e.name for e in kept]
     surplus = Counter(names) - Counter(kinds)
     if surplus and not Counter(kinds) - Counter(names) and all(k in elided for k in surplus):
@@ -417,20 +418,20 @@ def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph,
         matched = list(events)
     else:
         matched = _match_unordered(events, kernels, keys, graph.name)
-    return [e.time_range.elapsed_us() / 1000.0 + folded.get(id(e), 0.0) for e in matched], constant_work
+    return [e.time_range.elapsed_us() / 1000.0 + folded.get(id(e), 0.0) for e in matched], folded_work
 
 
-def _without_constant_work(events: list[Any], kernels: Sequence[Any], graph: Graph, constant: Mapping[str, int],
+def _without_folded_work(events: list[Any], kernels: Sequence[Any], graph: Graph, allowance: Mapping[str, int],
                            folded: Mapping[int, float]) -> tuple[list[Any], float]:
-    """``events`` less those of the graph's constant operators (see :func:`_match_run`), and their time (ms).
+    """``events`` less those of the graph's folded operators (see :func:`_match_run`), and their time (ms).
 
-    Which events of a name are the constant ones is told by their first input shape where the profiler records
-    one; it records none for tensor lists (``cat``, ``stack``), whose constant events are then the first of the
+    Which events of a name are the folded ones is told by their first input shape where the profiler records
+    one; it records none for tensor lists (``cat``, ``stack``), whose folded events are then the first of the
     surplus in time. Operators the IR elides as aliases were folded into the event before them already, so a
-    constant ``contiguous`` counts with the event it follows (constant work when that event is constant too).
+    folded ``contiguous`` counts with the event it follows (folded work when that event is folded too).
     """
     surplus = Counter(e.name for e in events) - Counter(k.kind for k in kernels)
-    take = surplus & Counter(constant)
+    take = surplus & Counter(allowance)
     if not take:
         return events, 0.0
     waiting = Counter(_kernel_key(k, graph) for k in kernels if k.kind in take)
@@ -746,8 +747,8 @@ class ModelProfile:
         time (``ms``, ``min_ms``) over the calls just before the unprofiled ones, the median of the paired ratios
         of those calls (``ratio``), their spread (``iqr_rel``) and the fastest over fastest (``min_ratio``);
         else None.
-    constant_work_ms
-        Eager PyTorch, a graph with constant operators: their median time over the profiled runs (ms), part of the
+    folded_work_ms
+        Eager PyTorch, a graph with folded operators: their median time over the profiled runs (ms), part of the
         end-to-end time but of no op's; else None.
     """
 
@@ -758,7 +759,7 @@ class ModelProfile:
     kernel_profile: str
     nodes: Mapping[str, Mapping[str, Any]]
     reference: Mapping[str, Any] | None = None
-    constant_work_ms: float | None = None
+    folded_work_ms: float | None = None
 
     @property
     def op_sum_ms(self) -> float:
@@ -775,7 +776,7 @@ class ModelProfile:
         return {"scenario": self.scenario, "kernel_profile": self.kernel_profile,
                 "ops": [o.to_dict() for o in self.ops], "nodes": dict(self.nodes), "op_sum_ms": self.op_sum_ms,
                 "op_sum_min_ms": self.op_sum_min_ms, **({"reference": dict(self.reference)} if self.reference else {}),
-                **({"constant_work_ms": self.constant_work_ms} if self.constant_work_ms is not None else {})}
+                **({"folded_work_ms": self.folded_work_ms} if self.folded_work_ms is not None else {})}
 
 
 def _reference_summary(spec: str, runs: OpRuns) -> dict[str, Any] | None:
@@ -892,7 +893,7 @@ def profile_model(
         e2e = measure_onnxruntime(path, feed, scenario.threads, config)
     return ModelProfile(spec, scenario.name, e2e, tuple(ops), scenario.kernel_profile, _node_dicts(graph, ops),
                         _reference_summary(reference[0], measured) if reference else None,
-                        statistics.median(measured.constant_ms) if measured.constant_ms else None)
+                        statistics.median(measured.folded_ms) if measured.folded_ms else None)
 
 
 def _node_dicts(graph: Graph, ops: Sequence[OpTiming]) -> dict[str, dict[str, Any]]:
