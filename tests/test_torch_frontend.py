@@ -145,3 +145,16 @@ def test_a_timm_vision_transformer_imports_with_exact_parameter_count() -> None:
     assert g.totals().params == sum(p.numel() for p in model.module.parameters()) and not g.opaque_nodes
     assert sum(n.kind is OpKind.ATTENTION for n in g.nodes) == 12
     assert sum(n.kind is OpKind.SPLIT and n.attrs.squeeze for n in g.nodes) == 12
+
+
+class Identities(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (0 - x) + (x * 1) + (0 + x) + (x - 0)
+
+
+def test_identities_are_their_input_and_a_reversed_subtraction_is_not() -> None:
+    g = graph_from_torch(Identities(), (torch.randn(1, 4),))
+    subs = [n for n in g.nodes if n.kind is OpKind.ELTWISE and n.source.startswith("aten.rsub")]
+    assert len(subs) == 1  # 0 - x is -x, kept; x * 1, 0 + x and x - 0 are x, recorded as folded away
+    assert g.folded_ops == ("mul", "add", "sub")
+    assert sum(n.kind is OpKind.ELTWISE for n in g.nodes) == 4  # the rsub and the three adds of the sum

@@ -330,7 +330,10 @@ def _binary(op: EltwiseOp, reverse: bool = False) -> Handler:
         if len(acts) == 2:
             return Emit(OpKind.ELTWISE, EltwiseAttrs(op), (b, a) if reverse else (a, b))
         other = b if isinstance(a, Act) else a
-        if _is_identity(op, other) and acts[0].shape == call.out:
+        # x + 0, 0 + x, x * 1, x - 0, x / 1 are x; 0 - x (rsub) and 1 / x are not.
+        operand_first = isinstance(a, Act) and not reverse
+        if (_is_identity(op, other) and acts[0].shape == call.out
+                and (op in (EltwiseOp.ADD, EltwiseOp.MUL) or operand_first)):
             return acts[0]
         const_shape = other.shape if isinstance(other, Const) else ()
         value = float(other) if isinstance(other, (int, float)) and not isinstance(other, bool) else None
