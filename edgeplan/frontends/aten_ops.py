@@ -35,9 +35,10 @@ _DTYPES = {
     "torch.bool": DType.BOOL,
 }
 
-# Operators that produce nothing the graph needs (runtime assertions, metadata checks).
 # Element-wise arithmetic whose handler returns its input for an identity (x * 1, x + 0).
 _ARITHMETIC = frozenset({"add", "sub", "mul", "div", "rsub"})
+
+# Operators that produce nothing the graph needs (runtime assertions, metadata checks).
 _IGNORED = frozenset({"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"})
 
 # Modules whose ATen decomposition is collapsed back into one IR node.
