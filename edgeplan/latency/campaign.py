@@ -139,7 +139,8 @@ def run_op_campaign(
     if reference:
         params["reference"] = reference
     name = campaign_name(scenario, repeat)
-    earlier = next((c.params for c in store.campaigns() if c.name == name), None)
+    found = store.find_campaign(name)
+    earlier = found.params if found is not None else None
     if earlier is not None and dict(earlier) != params:
         settings = f"--runs {earlier.get('runs')} --plain-per-run {earlier.get('plain_per_run')}" + (
             f" --reference {earlier['reference']}" if earlier.get("reference") else " and no --reference")

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["counting_bar"]
+__all__ = ["PlainLines", "counting_bar"]
 
 
 @contextmanager
@@ -39,7 +39,7 @@ def counting_bar(enabled: bool, description: str, total: int, completed: int = 0
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     if not Console(stderr=True).is_terminal:
-        lines = _PlainLines(description, total, completed, every_s)
+        lines = PlainLines(description, total, completed, every_s)
         yield lines.advance
         lines.line()
         return
@@ -49,7 +49,7 @@ def counting_bar(enabled: bool, description: str, total: int, completed: int = 0
         yield lambda k: bar.advance(task_id, k)
 
 
-class _PlainLines:
+class PlainLines:
     """Off a terminal: ``description: done/total, elapsed, left`` at most every ``every_s`` seconds, and at the end."""
 
     def __init__(self, description: str, total: int, completed: int, every_s: float) -> None:
@@ -57,15 +57,18 @@ class _PlainLines:
         self.started = self.last = time.monotonic()
         self.done = 0
 
-    def advance(self, k: int) -> None:
+    def advance(self, k: int, note: str = "") -> None:
+        """Count ``k`` more steps; print a line (ending with ``note``, e.g. the last step's name) when one is due."""
         self.done += k
         if time.monotonic() - self.last >= self.every_s:
-            self.line()
+            self.line(note)
 
-    def line(self) -> None:
+    def line(self, note: str = "") -> None:
+        """Print where the work stands now."""
         now = self.last = time.monotonic()
         left = self.total - self.completed - self.done
-        rate = (now - self.started) / self.done if self.done else 0.0
-        eta = f", about {left * rate / 60:.0f} min left" if left > 0 and self.done else ""
-        print(f"{self.description}: {self.completed + self.done}/{self.total}, {now - self.started:.0f} s{eta}",
-              file=sys.stderr, flush=True)
+        left_min = left * (now - self.started) / self.done / 60 if self.done else 0.0
+        eta = "" if left <= 0 or not self.done else (
+            f", about {left_min:.0f} min left" if left_min < 90 else f", about {left_min / 60:.1f} h left")
+        print(f"{self.description}: {self.completed + self.done}/{self.total}, {now - self.started:.0f} s{eta}"
+              + (f" ({note})" if note else ""), file=sys.stderr, flush=True)

@@ -392,6 +392,10 @@ class Store:
             )
         return campaign
 
+    def find_campaign(self, name: str) -> Campaign | None:
+        """The campaign called ``name``, or None when the Store has none (nothing is created)."""
+        return self._campaign_row(name)
+
     def _campaign_row(self, name: str) -> Campaign | None:
         with self._errors("read"):
             row = self._connection.execute(

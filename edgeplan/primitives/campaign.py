@@ -85,6 +85,7 @@ from edgeplan.errors import InvalidInputError, MeasurementError, StoreError
 from edgeplan.measure.campaign import FailedTask
 from edgeplan.measure.device import DeviceDescriptor, collect_versions
 from edgeplan.measure.harness import Timing, TimingConfig, time_callable, use_threads
+from edgeplan.measure.progress import PlainLines
 from edgeplan.measure.runners import torch_device
 from edgeplan.measure.store import Campaign, MeasurementRecord, Store
 from edgeplan.primitives.spec import LAYOUTS, ConvSpec
@@ -919,7 +920,9 @@ def _bar(enabled: bool, description: str, total: int, completed: int) -> Iterato
 
     console = Console(stderr=True)
     if not console.is_terminal:
-        yield _log_lines(total, completed)
+        lines = PlainLines("configs", total, completed, every_s=60.0)
+        yield lambda last: lines.advance(1, last)
+        lines.line()
         return
     from rich.progress import (
         BarColumn,
@@ -935,25 +938,6 @@ def _bar(enabled: bool, description: str, total: int, completed: int) -> Iterato
     with Progress(*columns, console=console, speed_estimate_period=900) as bar:
         task_id = bar.add_task(description[:40], total=total, completed=completed)
         yield lambda last: bar.update(task_id, advance=1, description=last)
-
-
-def _log_lines(total: int, completed: int, every_s: float = 60.0) -> Callable[[str], None]:
-    import sys
-
-    started = last = time.monotonic()
-    done = 0
-
-    def advance(key: str) -> None:
-        nonlocal last, done
-        done += 1
-        now = time.monotonic()
-        if now - last >= every_s:
-            last = now
-            left_h = (total - completed - done) * (now - started) / done / 3600.0
-            print(f"configs {completed + done}/{total}, {now - started:.0f} s, about {left_h:.1f} h left ({key})",
-                  file=sys.stderr, flush=True)
-
-    return advance
 
 
 # ---------------------------------------------------------------------------------------------- export

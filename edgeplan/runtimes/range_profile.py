@@ -174,7 +174,8 @@ def profile_ranges(store: Store, model: str, *, threads: int, input_shape: tuple
                    "n_layers": n})
              for i in range(n) for j in range(i, n)]
     name = range_campaign(model, threads, input_shape, device.key)
-    earlier = next((c.params for c in store.campaigns() if c.name == name), None)
+    found = store.find_campaign(name)
+    earlier = found.params if found is not None else None
     if config is None:
         config = SweepConfig(**{k: int(v) for k, v in (earlier or {}).items() if k in ("repeats", "warmup")})
     params = _params(model, threads, n, config, input_shape)
