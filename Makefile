@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-transfer-gpu bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict clean
 
 install: $(STAMP)
 
@@ -30,7 +30,7 @@ lint: $(STAMP)
 bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
        bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points \
        bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer \
-       bench-transfer-table5 bench-transfer-gpu bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict
+       bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict
 
 bench-help: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli_help.py
@@ -99,6 +99,17 @@ bench-transfer-table5: $(STAMP)
 
 bench-transfer-gpu: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer_gpu.py --fractions 0.01 0.025 0.05 0.1 0.25 --repeats 5 --threads 1
+
+# GPU to GPU: the H200's NN2 moved to the H100's tables (both NN2 are fitted first when missing, ~4 min each)
+bench-transfer-h100: $(STAMP)
+	test -f out/costmodels/h200-nn2/model.json || $(BIN)/edgeplan primitives fit --threads 1 \
+	  --data edgeplan/data/primitives/reference_h200.csv --out out/costmodels/h200-nn2
+	test -f out/costmodels/h100-nn2/model.json || $(BIN)/edgeplan primitives fit --threads 1 \
+	  --data edgeplan/data/primitives/reference_h100.csv --out out/costmodels/h100-nn2
+	$(BIN)/python benchmarks/bench_transfer_gpu.py --source out/costmodels/h200-nn2 \
+	  --target edgeplan/data/primitives/reference_h100.csv --again edgeplan/data/primitives/reference_h100_remeasure100.csv \
+	  --table edgeplan/data/primitives/networks_h100.csv --fractions 0.01 0.1 --repeats 5 --threads 1
+	$(BIN)/python benchmarks/diag_gpu_drift.py
 
 # the report of the stored H200 runs (select_h200/ and select_h200_run2/; benchmarks/gpu_select.sh makes them on a GPU)
 bench-select-gpu: $(STAMP)

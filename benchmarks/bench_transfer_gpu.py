@@ -5,7 +5,10 @@ The target is the same primitives measured on a GPU by ``benchmarks/gpu_primitiv
 (``edgeplan primitives profile --device cuda``): by default the NVIDIA H200 tables shipped in
 ``edgeplan/data/primitives`` (``reference_h200.csv``: 2,703 configurations of the zoo space, 63 primitives, oneDNN's
 two CPU-only ones absent; ``networks_h200.csv``: the 73 conv layers of the six mulder2020 networks, another
-campaign). No GPU is needed to run this benchmark: it fits and scores models from the measured tables.
+campaign). No GPU is needed to run this benchmark: it fits and scores models from the measured tables. Other
+pairs name their files: GPU to GPU is ``--source out/costmodels/h200-nn2`` (an NN2 fitted on the H200's table) with
+the H100's ``--target reference_h100.csv --again reference_h100_remeasure100.csv --table networks_h100.csv``
+(``make bench-transfer-h100``).
 
 For every fraction of the target's training part (seed-0 80/10/10 split; default 1 % and 10 %) and every repeat
 (default 5; the repeat number seeds the draw), each method of :func:`~edgeplan.costmodels.transfer` is fitted on
@@ -20,8 +23,9 @@ Methods: ``direct`` (the CPU model as is, once), ``factor`` (per-primitive scale
 factor, then fine-tuning), ``finetune`` (learning rate x0.1 from the CPU model) and ``scratch`` (a fresh NN2 on the
 same rows). ``--shared-correction``: as in ``bench_transfer.py``, the source corrected by one boosted model of
 log(target / source prediction) shared by all primitives, and its geometric mean with the fine-tuned model (MdRAE
-only). With ``--native DIR`` (fitted with ``edgeplan primitives fit --data TARGET --out DIR``) the model trained
-on all of the target's training part is scored beside. Pin it to one core and use ``--threads 1`` on a shared
+only). With ``--native DIR`` (fitted with ``edgeplan primitives fit --data TARGET --out DIR``; default
+``out/costmodels/GPU-nn2`` for a target ``reference_GPU.csv``) the model trained on all of the target's training
+part is scored beside. Pin it to one core and use ``--threads 1`` on a shared
 machine: it measures accuracy, not time.
 """
 
@@ -70,8 +74,9 @@ def main() -> int:
                         help="The target's configurations measured again (its noise floor).")
     parser.add_argument("--table", type=Path, default=DATA / "networks_h200.csv",
                         help="The six networks' layers measured on the GPU (prices the selections).")
-    parser.add_argument("--native", type=Path, default=Path("out/costmodels/h200-nn2"),
-                        help="A model fitted on all of the target's training part, scored beside (if present).")
+    parser.add_argument("--native", type=Path, default=None,
+                        help="A model fitted on all of the target's training part, scored beside if present (default: "
+                             "out/costmodels/GPU-nn2 for a target reference_GPU.csv).")
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.01, 0.1])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
@@ -129,6 +134,8 @@ def main() -> int:
             for method in args.methods:
                 one(fraction, seed, method)
     native = None
+    if args.native is None:
+        args.native = Path("out/costmodels") / f"{args.target.stem.removeprefix('reference_')}-nn2"
     if (args.native / "model.json").is_file():
         native = scored(load_performance_model(args.native))
 

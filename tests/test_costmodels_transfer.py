@@ -730,3 +730,30 @@ def test_the_shipped_cpu_model_transfers_to_the_shipped_gpu_table() -> None:
     assert set(factor.primitive_mdrae) == set(target.primitives)
     # the GPU runs these primitives 2-100x faster than the CPU: as is, the CPU model is off by several times
     assert direct.median_primitive_mdrae > 3 * factor.median_primitive_mdrae
+
+
+def test_the_shipped_h100_tables_hold_the_h200_configurations_measured_in_the_campaign_order() -> None:
+    """The second GPU's tables: the first configurations of the seeded plan, the H200's among them, with provenance."""
+    from edgeplan.costmodels import load_primitive_csv
+    from edgeplan.primitives.campaign import noise_floor, primitive_campaign
+    from edgeplan.selection import SHIPPED
+
+    h100, h200 = load_primitive_csv(SHIPPED / "reference_h100.csv"), load_primitive_csv(SHIPPED / "reference_h200.csv")
+    provenance = json.loads((SHIPPED / "reference_h100.provenance.json").read_text())
+    assert provenance["csv"] == "reference_h100.csv" and provenance["rows"] == len(h100)
+    assert provenance["campaign"]["params"]["device"] == "cuda"
+    assert provenance["devices"][0]["descriptor"]["accelerator"] == "NVIDIA H100 80GB HBM3"
+    assert h100.primitives == h200.primitives and h100.transforms == h200.transforms
+
+    def keys(data: PrimitiveDataset) -> set[tuple[int, ...]]:
+        return {tuple(int(v) for v in row[:5]) for row in data.features}
+
+    plan = primitive_campaign("order", device="cuda")
+    first = {(s.c, s.k, s.im, s.f, s.s) for s in plan.configs[:len(h100)]}
+    assert keys(h100) == first and keys(h200) < keys(h100)
+    floor = noise_floor(h100, load_primitive_csv(SHIPPED / "reference_h100_remeasure100.csv"))
+    assert floor.shared_configs == 100 and floor.median_primitive_mdrae > 0
+    nets = load_primitive_csv(SHIPPED / "networks_h100.csv")
+    assert keys(nets) == keys(load_primitive_csv(SHIPPED / "networks_h200.csv")) and len(nets) == 73
+    measured = np.isfinite(nets.primitive_ns)
+    assert measured.any(axis=1).all() and (nets.primitive_ns[measured] > 0).all()
