@@ -240,6 +240,63 @@ def test_end_to_end_model_fits_predicts_and_saves(tmp_path: Path) -> None:
         record_ops({"model": "m", "nodes": {}, "ops": [{"kernel": "k", "kind": "Conv", "nodes": [], "ms": 1}]})
 
 
+def _token_record(i: int, rng: np.random.Generator) -> dict[str, Any]:
+    """A CNN record of :func:`_record` with a layer norm over tokens, a kind its models never had."""
+    r = _record(1000 + i, rng)
+    t, c = int(rng.integers(16, 200)), int(rng.integers(16, 128))
+    ms = 4e-5 * t * c + 0.03
+    r["nodes"] = {**r["nodes"], "ln": {"name": "ln", "op": "layer_norm", "input_shapes": [[1, t, c]],
+                                       "output_shapes": [[1, t, c]], "flops": 5 * t * c}}
+    r["ops"] = [*r["ops"], {"kernel": "ln", "kind": "aten::layer_norm", "nodes": ["ln"], "ms": 1.2 * ms, "min_ms": ms,
+                            "iqr_rel": 0}]
+    r["latency_ms"] += 1.2 * ms
+    r["latency_min_ms"] += ms
+    r["op_sum_ms"] += 1.2 * ms
+    return r
+
+
+def test_an_extended_model_adds_the_kinds_it_lacked_and_keeps_its_own(tmp_path: Path) -> None:
+    """Extending a CNN-trained model with transformer-like records fits predictors for their new kinds only: the
+    layer norm, priced by the element-wise category before, gets its own predictor; every other prediction, the
+    overhead and the provenance of the original fit stay."""
+    rng = np.random.default_rng(3)
+    cnns, tokens = [_record(i, rng) for i in range(30)], [_token_record(i, rng) for i in range(40)]
+    base = LatencyModel.fit(cnns, "lasso", "test-scenario")
+    ln = "aten::layer_norm|elementwise"
+    held = tokens[30:]
+
+    def layer_norms(model: LatencyModel) -> list[Any]:
+        return [next(o for o in model.predict_record(r).ops if o.kind == "aten::layer_norm") for r in held]
+
+    truth = [next(o["min_ms"] for o in r["ops"] if o["kind"] == "aten::layer_norm") for r in held]
+    before = layer_norms(base)
+    assert all(o.by_category and o.predicted_by == "*|elementwise" for o in before)
+    extended = base.extended(tokens[:30], info={"dataset": "tokens"})
+    after = layer_norms(extended)
+    assert all(not o.by_category and o.predicted_by == ln for o in after)
+    assert mape([o.ms for o in after], truth) < 3.0 < mape([o.ms for o in before], truth)
+    assert set(extended.predictors) - set(base.predictors) == {ln}  # *|elementwise was there already
+    assert all(extended.predictors[k] is p for k, p in base.predictors.items())
+    assert extended.overhead_ms == base.overhead_ms and extended.statistic == base.statistic
+    assert [extended.predict_record(r).latency_ms for r in cnns[:5]] == [base.predict_record(r).latency_ms
+                                                                          for r in cnns[:5]]
+    (ext,) = extended.info["extensions"]
+    assert ext["added_ops_per_key"] == {ln: 30} and ext["dataset"] == "tokens" and len(ext["models"]) == 30
+    assert "extensions" not in base.info and extended.info["ops_per_key"] == base.info["ops_per_key"]
+    loaded = LatencyModel.load(extended.save(tmp_path))
+    assert loaded.predict_record(held[0]).latency_ms == pytest.approx(extended.predict_record(held[0]).latency_ms)
+    assert loaded.info["extensions"] == extended.info["extensions"]
+    with pytest.raises(InvalidInputError, match="nothing to add"):
+        extended.extended(tokens[:30])
+    with pytest.raises(InvalidInputError, match="no models"):
+        base.extended([])
+    # A category whose predictors take an older edgeplan's features cannot get new ones beside them.
+    old = LatencyModel(base.scenario, base.method, base.predictors, base.overhead_ms, dict(base.info), base.statistic,
+                       {**base.feature_names, "elementwise": ("in_c",)})
+    with pytest.raises(InvalidInputError, match="older edgeplan"):
+        old.extended(tokens[:30])
+
+
 def _write_dataset(path: Path, records: list[dict[str, Any]], scenario: str = "torch-fp32-1t") -> Path:
     import gzip
 
@@ -416,3 +473,35 @@ def test_the_noise_floor_is_given_per_group_when_the_repeat_holds_zoo_cnns(tmp_p
     text = "\n".join(format_report(reproduce(methods=("lasso",), data_file=data, repeat_file=rep)))
     assert "synthetic 10.00% over 4 models; zoo 30.00% over 4 models" in text
     assert "noise floor of the zoo CNNs: 30.00% over 4 models" in text
+
+
+def test_the_shipped_1t_profile_is_extended_with_its_transformer_dataset() -> None:
+    """The shipped torch-fp32-1t models predict the shipped transformers whole; without their extension (the
+    synthetic-CNN predictors alone) attention is unpredicted, and every synthetic network is predicted the same."""
+    from edgeplan.experiments.li2023 import dataset_path
+    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.latency.predict import load_device_model
+
+    transformers = load_dataset(dataset_path("torch-fp32-1t").with_name("torch-fp32-1t.transformers.jsonl.gz"))
+    shipped_reference = load_dataset(dataset_path("torch-fp32-1t")).provenance["reference"]
+    reference = transformers.provenance["reference"]
+    assert reference["ms"] == shipped_reference["ms"] and reference["scale_from"]["file"].endswith(
+        "torch-fp32-1t.jsonl.gz")
+    assert len(transformers.records) == 30 and not any(m.startswith("synthetic:") for m in transformers.models())
+    synthetic = [r for r in load_dataset(dataset_path("torch-fp32-1t")).records[:20]]
+    for method in ("lasso", "gbdt"):
+        model = load_device_model("torch-fp32-1t", method)
+        assert isinstance(model, LatencyModel)
+        (ext,) = model.info["extensions"]
+        assert ext["models"] == transformers.models() and ext["extended"] == "torch-fp32-1t"
+        added = set(ext["added_ops_per_key"])
+        assert "aten::scaled_dot_product_attention|attention" in added and "aten::layer_norm|elementwise" in added
+        base = LatencyModel(model.scenario, model.method, {k: p for k, p in model.predictors.items()
+                                                           if k not in added}, model.overhead_ms,
+                            statistic=model.statistic, feature_names=model.feature_names)
+        assert not any(k in added for k in model.info["ops_per_key"])  # it added only kinds its fit never had
+        vit = next(r for r in transformers.records if r["model"] == "timm:vit_tiny_patch16_224")
+        assert not model.predict_record(vit).unpredicted
+        assert any("scaled_dot_product_attention" in u for u in base.predict_record(vit).unpredicted)
+        assert [model.predict_record(r).latency_ms for r in synthetic] == [base.predict_record(r).latency_ms
+                                                                            for r in synthetic]

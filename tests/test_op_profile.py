@@ -209,6 +209,22 @@ def test_identities_the_ir_drops_are_timed_as_folded_work() -> None:
     assert [o.kind for o in runs.ops] == ["aten::conv2d", "aten::relu"]
     assert len(runs.folded_ms) == 2 and all(ms > 0 for ms in runs.folded_ms)
 
+    class Cast(nn.Module):  # EVA's type_as to the dtype it has; a permutation that keeps every axis
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.conv(x)
+            return torch.relu(y.type_as(x).permute(0, 1, 2, 3).to(torch.float32))
+
+    m = Cast().eval()
+    graph = graph_from_torch(m, (x,))
+    assert set(graph.folded_ops) <= {"type_as", "permute", "to"} and "permute" in graph.folded_ops
+    assert [n.kind.value for n in graph.nodes] == ["input", "conv2d", "activation"]
+    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1, runs=2)
+    assert [o.kind for o in runs.ops] == ["aten::conv2d", "aten::relu"]
+
 
 def test_multi_head_attention_on_its_fast_path_is_one_eager_kernel() -> None:
     import torch
@@ -884,3 +900,65 @@ def test_an_edited_onnx_file_is_measured_again_and_exported_once(capsys: pytest.
     assert main(["--home", home, "ops", "export", "--scenario", "ort-fp32-1t", "--out", str(out)]) == 0
     (record,) = load_dataset(out).records
     assert record["model"] == str(path) and any(n["output_shapes"][0][1] == 32 for n in record["nodes"].values())
+
+
+def test_a_profile_fitted_on_cnns_is_extended_with_other_models_on_its_scale(capsys: pytest.CaptureFixture[str],
+                                                                             tmp_path: Path) -> None:
+    """`ops export --only --scale-from` puts another Store's models on a dataset's scale (same reference model);
+    `ops fit --extend` adds predictors for their new op kinds to the profile fitted on that dataset."""
+    from edgeplan.latency.campaign import load_dataset
+
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
+    third = "nb201:|nor_conv_1x1~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
+    paired = ["--scenario", "torch-fp32-1t", "--reference", CELL, "--runs", "2", "--plain-per-run", "1", "--json"]
+    assert main(["--home", a, "ops", "profile", CELL, other, third, *paired]) == 0
+    assert main(["--home", b, "ops", "profile", "synthetic:3", *paired]) == 0
+    base, ext = tmp_path / "base.jsonl.gz", tmp_path / "ext.jsonl.gz"
+    export = ["ops", "export", "--scenario", "torch-fp32-1t"]
+    assert main(["--home", a, *export, "--out", str(base), "--only", CELL, "--only", other, "--only", third]) == 0
+    assert main(["--home", b, *export, "--out", str(ext), "--scale-from", str(base)]) == 0
+    capsys.readouterr()
+    scale, ours = load_dataset(base).provenance["reference"], load_dataset(ext).provenance["reference"]
+    assert ours["ms"] == scale["ms"] and ours["scale_from"]["file"] == str(base)
+    (row,) = load_dataset(ext).records
+    assert row["latency_ms"] == pytest.approx(row["raw_latency_ms"] / ours["scale_from"]["campaign_reference_ms"]
+                                              * scale["ms"], rel=0.5)  # ratios to B's reference, at A's latency
+    own = tmp_path / "own.jsonl.gz"
+    assert main(["--home", b, *export, "--out", str(own)]) == 0  # at B's own reference latency
+    for args, message in [(["--scale-from", str(base), "--merge", str(base)], "drop --scale-from"),
+                          (["--only", third], "none of the 1 models to export"),
+                          (["--scale-from", str(tmp_path / "missing.jsonl.gz")], "does not exist")]:
+        assert main(["--home", b, *export, "--out", str(tmp_path / "x.jsonl.gz"), *args]) != 0
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "x.jsonl.gz").exists()
+
+    devices = Path(a) / "devices"
+    fit = ["--home", a, "ops", "fit", "--method", "lasso", "--min-samples", "2"]
+    assert main([*fit, "--data", str(base), "--out", str(devices / "cnn"), "--statistic", "median"]) == 0
+    capsys.readouterr()
+    assert main([*fit, "--data", str(ext), "--extend", "cnn", "--out", str(devices / "wider"), "--json"]) == 0
+    (written,) = json.loads(capsys.readouterr().out)
+    assert written["added"] and all(k.endswith(("|conv", "|dwconv", "|elementwise", "|fc", "|mean", "|pool",
+                                                "|concat", "|split", "|pad", "|gconv"))
+                                    for k in written["added"])
+    with open(devices / "wider" / "lasso.json") as f:
+        info = json.load(f)["info"]
+    assert info["extensions"][0]["extended"] == "cnn" and info["extensions"][0]["models"] == ["synthetic:3"]
+
+    def predictors(device: str) -> dict[str, str]:
+        assert main(["--home", a, "predict", "synthetic:3", "--device", device, "--method", "lasso", "--breakdown",
+                     "--json"]) == 0
+        (result,) = json.loads(capsys.readouterr().out)
+        return {o["op"]: o["predicted_by"] for o in result["ops"]}
+
+    narrow, wide = predictors("cnn"), predictors("wider")
+    assert set(written["added"]) & set(wide.values())  # some ops now have predictors of their own kind
+    assert any(narrow[name] != wide[name] for name in wide)
+    for args, message in [(["--data", str(own), "--extend", "cnn"], "--scale-from"),
+                          (["--data", str(ext), "--extend", "cnn", "--statistic", "min"], "drop --statistic"),
+                          (["--data", str(ext), "--extend", "nowhere"], "unknown device 'nowhere'"),
+                          (["--data", str(ext), "--extend", "wider"], "nothing to add")]:
+        assert main([*fit, *args, "--out", str(devices / "bad")]) != 0
+        assert message in capsys.readouterr().err
+    assert not (devices / "bad").exists()

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from edgeplan.cli.common import Context, check_positive, emit_json, model_specs, refuse_failures
+
+if TYPE_CHECKING:
+    from edgeplan.latency.campaign import OpDataset
+    from edgeplan.latency.model import LatencyModel
 
 __all__ = ["ops"]
 
@@ -88,7 +93,13 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
               help="With --merge of a campaign measured beside a reference into a file measured without one: match "
                    "the two scales on these models only (zoo strings, ranges such as synthetic:900-959, sets; "
                    "repeat for several; they keep the file's rows); default every model both hold.")
-def export_cmd(scenario_name: str, repeat: str, out: Path, merge: Path | None, match_on: tuple[str, ...]) -> None:
+@click.option("--scale-from", "scale_from", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the times at this dataset file's reference latency (a file of the scenario measured beside "
+                   "the same reference), so that a new file of other models shares its scale.")
+@click.option("--only", "only", multiple=True,
+              help="Write only these models (zoo strings, ranges, sets; repeat for several); default all.")
+def export_cmd(scenario_name: str, repeat: str, out: Path, merge: Path | None, match_on: tuple[str, ...],
+               scale_from: Path | None, only: tuple[str, ...]) -> None:
     """Write a scenario's measured models to a dataset file.
 
     Times measured beside a reference model are written at the scenario's reference latency, the main campaign's
@@ -107,7 +118,8 @@ def export_cmd(scenario_name: str, repeat: str, out: Path, merge: Path | None, m
     with Store.open(default_store_path(home)) as store, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         n = export_dataset(store, get_scenario(scenario_name), out, command=ctx.command if ctx else "",
-                           repeat=repeat, merge=merge, match_on=expand_models(match_on) if match_on else None)
+                           repeat=repeat, merge=merge, match_on=expand_models(match_on) if match_on else None,
+                           scale_from=scale_from, only=expand_models(only) if only else None)
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
     click.echo(f"{n} models of {scenario_name} written to {out}" + (f" (merged with {merge})" if merge else ""))
@@ -156,12 +168,22 @@ def retrace_cmd(ctx: Context, data_path: Path, models: tuple[str, ...], out: Pat
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--min-samples", type=click.IntRange(min=2), default=8, show_default=True,
               help="Fewest training ops an op kind needs for its own predictor.")
-@click.option("--statistic", type=click.Choice(["min", "median"]), default="min", show_default=True,
-              help="Learn the fastest runs (reproducible on a shared machine) or the medians.")
+@click.option("--statistic", type=click.Choice(["min", "median"]), default=None,
+              help="Learn the fastest runs (reproducible on a shared machine) or the medians.  [default: min; with "
+                   "--extend, the extended model's]")
+@click.option("--extend", "extend", default=None, metavar="DEVICE",
+              help="Add to this device profile's models (shipped or calibrated) predictors for the op kinds they "
+                   "lack, fitted on --data; their own predictors and overhead are kept.")
 @click.option("--json", "as_json", is_flag=True)
 def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, ...], out: Path, seed: int,
-            min_samples: int, statistic: str, as_json: bool) -> None:
-    """Fit operation-wise predictors (li2023 §4.2) on a dataset; write one model per method."""
+            min_samples: int, statistic: str | None, extend: str | None, as_json: bool) -> None:
+    """Fit operation-wise predictors (li2023 §4.2) on a dataset; write one model per method.
+
+    With --extend DEVICE, the device's models gain predictors for the operation kinds of --data they have none for
+    (a vision transformer's attention, layer norms and linear layers over tokens, added to a profile fitted on
+    CNNs): the data must be of the device's scenario and, for a profile measured beside a reference model, on its
+    scale (`edgeplan ops export --scale-from`).
+    """
     from edgeplan.errors import InvalidInputError
     from edgeplan.latency.campaign import load_dataset
     from edgeplan.latency.model import LatencyModel
@@ -175,21 +197,75 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
         records = [r for r in records if r["model"] in keep]
         if not records:
             raise InvalidInputError(f"none of the --train models is in {data_path}")
+    if extend is not None:
+        bases = {m: _extendable(extend, m, data, statistic) for m in methods}
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)  # a folder that cannot be made is named now, not after the fitting
     scenario = get_scenario(data.scenario)
     info = {"kernel_profile": scenario.kernel_profile, "dataset": data_path.name, "source_scenario": scenario.name,
             "device": data.provenance.get("device", {}), "train_models": [r["model"] for r in records]}
     if data.provenance.get("reference"):  # the times are ratios to this model at the scenario's typical speed
         info["reference"] = data.provenance["reference"]
-    written = []
-    for m in methods:
-        model = LatencyModel.fit(records, m, scenario.name, seed=seed, progress=not as_json, info=info,
-                                 min_samples=min_samples, statistic=statistic)
-        written.append({"method": m, "path": str(model.save(out)), "models": len(records),
-                        "predictors": len(model.predictors), "overhead_ms": model.overhead_ms})
+    models = []
+    try:
+        for m in methods:
+            if extend is not None:
+                ctx = click.get_current_context().find_object(Context)
+                extension = {"dataset": data_path.name, "device": info["device"], "extended": extend,
+                             "reference": data.provenance.get("reference"), "command": ctx.command if ctx else ""}
+                models.append(bases[m].extended(records, seed=seed, min_samples=min_samples, info=extension))
+            else:
+                models.append(LatencyModel.fit(records, m, scenario.name, seed=seed, progress=not as_json, info=info,
+                                               min_samples=min_samples, statistic=statistic or "min"))
+    except InvalidInputError:
+        if created and not any(out.iterdir()):  # refused: no empty device folder left behind
+            out.rmdir()
+        raise
+    written: list[dict[str, Any]] = []
+    for m, model in zip(methods, models, strict=True):
+        entry = {"method": m, "path": str(model.save(out)), "models": len(records),
+                 "predictors": len(model.predictors), "overhead_ms": model.overhead_ms}
+        if extend is not None:
+            entry["added"] = sorted(model.info["extensions"][-1]["added_ops_per_key"])
+        written.append(entry)
     if as_json:
         emit_json(written)
         return
     for w in written:
+        if "added" in w:
+            click.echo(f"{w['method']}: {extend}'s model extended with {len(w['added'])} predictors from "
+                       f"{w['models']} models ({', '.join(w['added'])}) -> {w['path']}")
+            continue
         click.echo(f"{w['method']}: {w['predictors']} predictors from {w['models']} models, overhead "
                    f"{w['overhead_ms']:.3f} ms -> {w['path']}")
+
+
+def _extendable(device: str, method: str, data: OpDataset, statistic: str | None) -> LatencyModel:
+    """The ``method`` model of ``device`` that ``ops fit --extend`` adds to, checked against the data."""
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.latency.model import LatencyModel
+    from edgeplan.latency.predict import load_device_model
+
+    ctx = click.get_current_context().find_object(Context)
+    model = load_device_model(device, method, ctx.home if ctx else None)
+    if not isinstance(model, LatencyModel):
+        raise InvalidInputError(f"--extend {device}: it is a calibrated device (a correction of another device's "
+                                "predictions), not a fitted model; extend the device it was calibrated from")
+    if model.scenario != data.scenario:
+        raise InvalidInputError(f"--extend {device}: its model is of scenario {model.scenario!r}, --data of "
+                                f"{data.scenario!r}; extend it with data of its own scenario")
+    if statistic is not None and statistic != model.statistic:
+        raise InvalidInputError(f"--statistic {statistic}: {device}'s {method} model learnt the {model.statistic}; "
+                                "an extension learns what it learnt (drop --statistic)")
+    ours, theirs = model.info.get("reference"), data.provenance.get("reference")
+    same = (ours is None and theirs is None) or (
+        ours is not None and theirs is not None and ours.get("model") == theirs.get("model")
+        and abs(float(ours["ms"]) - float(theirs["ms"])) <= 1e-9 * float(ours["ms"]))
+    if not same:
+        def scale(ref: dict[str, Any] | None) -> str:
+            return f"{ref['model']} at {float(ref['ms']):.4g} ms" if ref else "no reference model"
+
+        raise InvalidInputError(f"--extend {device}: its model's times are ratios to {scale(ours)}, --data's to "
+                                f"{scale(theirs)}; export the data on the model's scale (`edgeplan ops export "
+                                "--scale-from` the dataset the model was fitted on)")
+    return model

@@ -38,6 +38,10 @@ _DTYPES = {
 # Element-wise arithmetic whose handler returns its input for an identity (x * 1, x + 0).
 _ARITHMETIC = frozenset({"add", "sub", "mul", "div", "rsub"})
 
+# Casts and views whose handler returns their input when they change nothing (a cast to the dtype it has, EVA's
+# rotary embedding's type_as; a permutation that keeps every axis, EfficientFormer-V2's): eager still dispatches them.
+_IDENTITY_CALLS = frozenset({"to", "type_as", "permute", "transpose", "swapaxes"})
+
 # Operators that produce nothing the graph needs (runtime assertions, metadata checks).
 _IGNORED = frozenset({"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"})
 
@@ -210,6 +214,8 @@ class Converter:
             self.folded_ops.append(op)
         elif op.rstrip("_") in _ARITHMETIC and isinstance(result, Act):  # an identity (x * 1): eager still runs it
             self.folded_ops.append(op.rstrip("_"))
+        elif op in _IDENTITY_CALLS and isinstance(result, Act):  # a cast or view that changes nothing
+            self.folded_ops.append(op)
         if not isinstance(result, Emit):
             return result
         path, cls = _module_of(fx_node)

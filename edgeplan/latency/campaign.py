@@ -183,7 +183,8 @@ class OpDataset:
 
 
 def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: str = "", repeat: str = "",
-                   merge: str | Path | None = None, match_on: Collection[str] | None = None) -> int:
+                   merge: str | Path | None = None, match_on: Collection[str] | None = None,
+                   scale_from: str | Path | None = None, only: Collection[str] | None = None) -> int:
     """Write every measured model of ``scenario``'s campaign (or of its ``repeat``) to ``out`` (gzip'd JSON lines).
 
     A campaign measured beside a reference model is written at the scenario's reference latency (see
@@ -210,6 +211,14 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         file holds from a day the machine ran slower. These bridge models keep the file's rows (the campaign
         measured them to find the scale, not to replace them); every other model the campaign holds is written as
         it measured it. Refused in any other export.
+    scale_from
+        A dataset file of the scenario measured beside the same reference model: the campaign's ratios are written
+        at that file's reference latency, so that the new file's times and the earlier file's share one scale (a
+        file of more models, kept apart from it: transformers beside the CNNs a device profile was fitted on).
+        Recorded under ``reference.scale_from``. Not with ``merge``, which converts at its file's latency anyway.
+    only
+        Write only these models (of the Store's and of ``merge``'s; at least one of the Store's); the others stay
+        in the Store.
 
     Returns
     -------
@@ -220,8 +229,9 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
     ------
     InvalidInputError
         When the Store has no rows for the scenario, ``merge`` is not a dataset of the same scenario, repeat and
-        reference, or ``match_on`` is given where no scale is matched. Nothing is written then (``out`` is replaced
-        only once the new file is complete).
+        reference, ``match_on`` is given where no scale is matched, ``scale_from`` is not a file of the scenario
+        measured beside the campaign's reference model (or comes with ``merge``), or ``only`` names none of the
+        Store's models. Nothing is written then (``out`` is replaced only once the new file is complete).
     """
     name = campaign_name(scenario, repeat)
     # The latest measurement of each model (an ONNX file edited since is measured again under a new key).
@@ -231,7 +241,18 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
             f"the Store {store.path} has no measurements in campaign {name!r}; run "
             f"`edgeplan ops profile MODEL... --scenario {scenario.name}` first"
         )
+    if only is not None:
+        wanted = set(only)
+        records = [r for r in records if r.model in wanted]
+        if not records:
+            raise InvalidInputError(f"none of the {len(wanted)} models to export (--only) is measured in campaign "
+                                    f"{name!r}")
     scale = _reference_scale(store, scenario, records, name)
+    if scale_from is not None:
+        if merge is not None:
+            raise InvalidInputError("--scale-from and --merge both set the scale of the file; a merge writes at its "
+                                    "file's reference latency already: drop --scale-from")
+        scale = _scale_of(scale_from, scenario, scale)
     earlier = _mergeable(merge, scenario, repeat, scale) if merge is not None else None
     matching = earlier is not None and scale is not None and not earlier.provenance.get("reference")
     if match_on is not None and not matching:
@@ -247,7 +268,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
     bridge = set(match_on or ()) & set(earlier.models()) if earlier is not None else set()
     written = [r for r in records if r.model not in bridge]
     measured = {r.model for r in written}
-    kept = [] if earlier is None else [r for r in earlier.records if r["model"] not in measured]
+    kept = [] if earlier is None else [r for r in earlier.records if r["model"] not in measured
+                                       and (only is None or r["model"] in set(only))]
     first = records[0]
     device = store.device(first.device_key)
     since, until = min(r.created_at for r in records), max(r.created_at for r in records)
@@ -353,6 +375,20 @@ def _matched_scale(earlier: OpDataset, records: Sequence[Any], scale: Mapping[st
             "matched": {"file": path, "models": len(common), "match_on": None if allowed is None else len(allowed),
                         "iqr_rel": float((q3 - q1) / np.median(ms)),
                         "campaign_reference_ms": scale["ms"], "campaign_reference_min_ms": scale["min_ms"]}}
+
+
+def _scale_of(path: str | Path, scenario: Scenario, scale: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The reference latency of the dataset at ``path`` for a campaign measured beside the same reference model."""
+    other = load_dataset(path)
+    ref = other.provenance.get("reference")
+    if other.scenario != scenario.name:
+        raise InvalidInputError(f"--scale-from {path}: it holds scenario {other.scenario!r}, not {scenario.name!r}")
+    if scale is None or not ref or ref.get("model") != scale["model"]:
+        raise InvalidInputError(f"--scale-from {path}: it was measured {_beside((ref or {}).get('model'))}, the "
+                                f"Store's campaign {_beside((scale or {}).get('model'))}; only times measured beside "
+                                "the same reference model can be put on its scale")
+    return {**ref, "scale_from": {"file": str(path), "campaign_reference_ms": scale["ms"],
+                                  "campaign_reference_min_ms": scale["min_ms"]}}
 
 
 def _beside(model: str | None) -> str:

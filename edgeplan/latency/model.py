@@ -300,6 +300,68 @@ class LatencyModel:
                 "ops_per_key": {k: len(v) for k, v in sorted(by_key.items())}, **dict(info or {})}
         return cls(scenario, method, predictors, float(np.mean(gaps)), meta, statistic)
 
+    def extended(self, records: Sequence[Mapping[str, Any]], *, seed: int = 0, min_samples: int = MIN_SAMPLES,
+                 info: Mapping[str, Any] | None = None) -> LatencyModel:
+        """A copy that also predicts the operations of ``records`` that this model has no predictor for.
+
+        Predictors are fitted on ``records`` (with this model's method and statistic) for the operation keys and
+        ``*|{category}`` fallbacks this model lacks: a vision transformer's attention, layer norm and linear layers
+        over tokens, say, added to a model trained on CNNs. This model's own predictors and overhead are kept as
+        they are, so whatever it predicted before it predicts the same, except the operations that a new key's
+        predictor now covers instead of a category's fallback.
+
+        Parameters
+        ----------
+        records
+            Dataset records of the same scenario (measured beside the same reference, if this model's were).
+        seed, min_samples
+            As in :meth:`fit`.
+        info
+            Provenance of the extension, kept in ``info["extensions"]`` with the keys it added.
+
+        Returns
+        -------
+        LatencyModel
+
+        Raises
+        ------
+        InvalidInputError
+            When ``records`` add nothing, or a new key's category already has predictors of this model that take
+            other features than this edgeplan computes (a model saved by an older edgeplan: refit it).
+        """
+        if not records:
+            raise InvalidInputError("no models to extend the latency model with")
+        by_key: dict[str, list[OpInput]] = defaultdict(list)
+        for r in records:
+            for o in record_ops(r, self.statistic):
+                by_key[o.key].append(o)
+                by_key["*|" + o.category].append(o)
+        new = {k: v for k, v in by_key.items() if k not in self.predictors and len(v) >= min_samples}
+        if not new:
+            raise InvalidInputError(f"the {len(records)} models hold no operation kind this model lacks with at "
+                                    f"least {min_samples} operations: nothing to add")
+        feature_names = dict(self.feature_names)
+        for cat in sorted({k.rsplit("|", 1)[1] for k in new}):
+            if tuple(feature_names.get(cat, CATEGORY_FEATURES[cat])) == CATEGORY_FEATURES[cat]:
+                continue
+            if any(k.rsplit("|", 1)[1] == cat for k in self.predictors):
+                raise InvalidInputError(f"this {self.scenario} {self.method} model's {cat!r} predictors take the "
+                                        "features of an older edgeplan; refit it (`edgeplan ops fit`) before "
+                                        "extending it")
+            feature_names[cat] = CATEGORY_FEATURES[cat]  # no predictor of its own used the old list
+        predictors = dict(self.predictors)
+        for key, ops in sorted(new.items()):
+            x = np.array([o.x for o in ops])
+            y = np.array([max(o.measured_ms or 0.0, MIN_TARGET_MS) for o in ops])
+            predictors[key] = fit_predictor(x, y, self.method, seed=seed)
+        added = {k: len(v) for k, v in sorted(new.items())}
+        meta = dict(self.info)
+        meta["extensions"] = [*meta.get("extensions", []),
+                              {"models": [r["model"] for r in records], "added_ops_per_key": added,
+                               "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"), **dict(info or {})}]
+        return LatencyModel(self.scenario, self.method, predictors, self.overhead_ms, meta, self.statistic,
+                            feature_names)
+
     def predict_ops(self, ops: Sequence[OpInput]) -> Prediction:
         """Predict a model from its operations (batched per key)."""
         out: list[OpPrediction | None] = [None] * len(ops)
