@@ -295,6 +295,10 @@ def test_an_extended_model_adds_the_kinds_it_lacked_and_keeps_its_own(tmp_path: 
                        {**base.feature_names, "elementwise": ("in_c",)})
     with pytest.raises(InvalidInputError, match="older edgeplan"):
         old.extended(tokens[:30])
+    # A model saved before a category existed records no features for it: its new predictors record theirs.
+    unlisted = LatencyModel(base.scenario, base.method, base.predictors, base.overhead_ms, dict(base.info),
+                            base.statistic, {c: n for c, n in base.feature_names.items() if c != "elementwise"})
+    assert unlisted.extended(tokens[:30]).feature_names["elementwise"] == CATEGORY_FEATURES["elementwise"]
 
 
 def _write_dataset(path: Path, records: list[dict[str, Any]], scenario: str = "torch-fp32-1t") -> Path:
@@ -475,25 +479,27 @@ def test_the_noise_floor_is_given_per_group_when_the_repeat_holds_zoo_cnns(tmp_p
     assert "noise floor of the zoo CNNs: 30.00% over 4 models" in text
 
 
-def test_the_shipped_1t_profile_is_extended_with_its_transformer_dataset() -> None:
-    """The shipped torch-fp32-1t models predict the shipped transformers whole; without their extension (the
+@pytest.mark.parametrize("scenario", ["torch-fp32-1t", "torch-fp32-2t"])
+def test_the_shipped_torch_profiles_are_extended_with_their_transformer_datasets(scenario: str) -> None:
+    """The shipped torch-fp32 models predict the shipped transformers whole; without their extension (the
     synthetic-CNN predictors alone) attention is unpredicted, and every synthetic network is predicted the same."""
     from edgeplan.experiments.li2023 import dataset_path
     from edgeplan.latency.campaign import load_dataset
     from edgeplan.latency.predict import load_device_model
 
-    transformers = load_dataset(dataset_path("torch-fp32-1t").with_name("torch-fp32-1t.transformers.jsonl.gz"))
-    shipped_reference = load_dataset(dataset_path("torch-fp32-1t")).provenance["reference"]
+    cnns = load_dataset(dataset_path(scenario))
+    transformers = load_dataset(dataset_path(scenario).with_name(f"{scenario}.transformers.jsonl.gz"))
     reference = transformers.provenance["reference"]
-    assert reference["ms"] == shipped_reference["ms"] and reference["scale_from"]["file"].endswith(
-        "torch-fp32-1t.jsonl.gz")
+    assert transformers.scenario == scenario and reference["ms"] == cnns.provenance["reference"]["ms"]
+    assert reference["scale_from"]["file"].endswith(f"{scenario}.jsonl.gz")
     assert len(transformers.records) == 30 and not any(m.startswith("synthetic:") for m in transformers.models())
-    synthetic = [r for r in load_dataset(dataset_path("torch-fp32-1t")).records[:20]]
+    synthetic = [r for r in cnns.records if r["model"].startswith("synthetic:")][:20]
     for method in ("lasso", "gbdt"):
-        model = load_device_model("torch-fp32-1t", method)
+        model = load_device_model(scenario, method)
         assert isinstance(model, LatencyModel)
+        assert all(tuple(model.feature_names[c]) == CATEGORY_FEATURES[c] for c in ("matmul", "attention"))
         (ext,) = model.info["extensions"]
-        assert ext["models"] == transformers.models() and ext["extended"] == "torch-fp32-1t"
+        assert ext["models"] == transformers.models() and ext["extended"] == scenario
         added = set(ext["added_ops_per_key"])
         assert "aten::scaled_dot_product_attention|attention" in added and "aten::layer_norm|elementwise" in added
         base = LatencyModel(model.scenario, model.method, {k: p for k, p in model.predictors.items()

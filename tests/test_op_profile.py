@@ -917,6 +917,10 @@ def test_a_profile_fitted_on_cnns_is_extended_with_other_models_on_its_scale(cap
     base, ext = tmp_path / "base.jsonl.gz", tmp_path / "ext.jsonl.gz"
     export = ["ops", "export", "--scenario", "torch-fp32-1t"]
     assert main(["--home", a, *export, "--out", str(base), "--only", CELL, "--only", other, "--only", third]) == 0
+    one = tmp_path / "one.jsonl.gz"
+    assert main(["--home", a, *export, "--out", str(one), "--only", third]) == 0
+    assert load_dataset(one).models() == [third]  # at the whole campaign's reference latency, as the others
+    assert load_dataset(one).provenance["reference"] == load_dataset(base).provenance["reference"]
     assert main(["--home", b, *export, "--out", str(ext), "--scale-from", str(base)]) == 0
     capsys.readouterr()
     scale, ours = load_dataset(base).provenance["reference"], load_dataset(ext).provenance["reference"]

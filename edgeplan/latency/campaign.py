@@ -241,13 +241,13 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
             f"the Store {store.path} has no measurements in campaign {name!r}; run "
             f"`edgeplan ops profile MODEL... --scenario {scenario.name}` first"
         )
-    if only is not None:
-        wanted = set(only)
+    scale = _reference_scale(store, scenario, records, name)  # of the whole campaign, whatever is written
+    campaign_records, wanted = records, None if only is None else set(only)
+    if wanted is not None:
         records = [r for r in records if r.model in wanted]
         if not records:
             raise InvalidInputError(f"none of the {len(wanted)} models to export (--only) is measured in campaign "
                                     f"{name!r}")
-    scale = _reference_scale(store, scenario, records, name)
     if scale_from is not None:
         if merge is not None:
             raise InvalidInputError("--scale-from and --merge both set the scale of the file; a merge writes at its "
@@ -261,7 +261,7 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
                                 "measured with --reference merged into such a file): drop --match-on")
     if earlier is not None and scale is not None:
         before = earlier.provenance.get("reference")
-        scale = dict(before) if before else _matched_scale(earlier, records, scale, str(merge), match_on)
+        scale = dict(before) if before else _matched_scale(earlier, campaign_records, scale, str(merge), match_on)
     elif scale is not None and scale["from_campaign"] != campaign_name(scenario):
         _warn_own_scale(name, scale, campaign_name(scenario))  # at its own latency: neither a file's nor the main's
     # The models a scale was matched on are its bridge to the file: the file keeps its own rows for them.
@@ -269,7 +269,7 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
     written = [r for r in records if r.model not in bridge]
     measured = {r.model for r in written}
     kept = [] if earlier is None else [r for r in earlier.records if r["model"] not in measured
-                                       and (only is None or r["model"] in set(only))]
+                                       and (wanted is None or r["model"] in wanted)]
     first = records[0]
     device = store.device(first.device_key)
     since, until = min(r.created_at for r in records), max(r.created_at for r in records)

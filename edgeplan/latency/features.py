@@ -36,7 +36,7 @@ Neither of the last two categories appears in li2023 or in the synthetic CNNs th
 a model that has them (a vision transformer) gets them reported as unpredicted by name, not priced by another
 category's predictor (the element-wise one priced ViT-B/16's attention at 0.05 ms an op), unless its profile was
 extended with data that holds them (:meth:`edgeplan.latency.model.LatencyModel.extended`; the shipped
-``torch-fp32-1t`` is, with 30 vision transformers).
+``torch-fp32-1t`` and ``torch-fp32-2t`` are, with 30 vision transformers each).
 
 The predictor key is ``{runtime kind}|{category}``: separate predictors for kernels the runtime runs differently
 (``aten::max_pool2d`` and ``aten::avg_pool2d``; ``aten::conv2d`` as dense, depthwise or grouped convolution).

@@ -343,6 +343,7 @@ class LatencyModel:
         feature_names = dict(self.feature_names)
         for cat in sorted({k.rsplit("|", 1)[1] for k in new}):
             if tuple(feature_names.get(cat, CATEGORY_FEATURES[cat])) == CATEGORY_FEATURES[cat]:
+                feature_names[cat] = CATEGORY_FEATURES[cat]  # recorded: the new predictors take these
                 continue
             if any(k.rsplit("|", 1)[1] == cat for k in self.predictors):
                 raise InvalidInputError(f"this {self.scenario} {self.method} model's {cat!r} predictors take the "
