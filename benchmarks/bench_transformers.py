@@ -36,16 +36,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "edgeplan" / "data" / "latency"
 
 
-def base_model(model: Any) -> Any:
-    """``model`` without the predictors its extensions added (the scenario's own training alone)."""
-    from edgeplan.latency.model import LatencyModel
-
-    added = {k for ext in model.info.get("extensions", []) for k in ext.get("added_ops_per_key", {})}
-    info = {k: v for k, v in model.info.items() if k != "extensions"}
-    return LatencyModel(model.scenario, model.method, {k: p for k, p in model.predictors.items() if k not in added},
-                        model.overhead_ms, info, model.statistic, dict(model.feature_names))
-
-
 def covered_error(model: Any, record: dict[str, Any]) -> tuple[float, float, int]:
     """(predicted sum, measured sum) over the ops ``model`` predicts in ``record``, and how many it does not."""
     from edgeplan.latency.model import record_ops
@@ -90,7 +80,7 @@ def main() -> int:
     folds = [order[i::args.folds] for i in range(args.folds)]
     for method in args.methods:
         shipped = load_device_model(device, method)
-        base = base_model(shipped) if shipped.info.get("extensions") else shipped
+        base = shipped.without_extensions() if shipped.info.get("extensions") else shipped
         rows: dict[str, dict[str, Any]] = {}
         for k, held in enumerate(folds):
             train = [records[i] for i in order if i not in set(held)]

@@ -282,11 +282,20 @@ def test_an_extended_model_adds_the_kinds_it_lacked_and_keeps_its_own(tmp_path: 
                                                                           for r in cnns[:5]]
     (ext,) = extended.info["extensions"]
     assert ext["added_ops_per_key"] == {ln: 30} and ext["dataset"] == "tokens" and len(ext["models"]) == 30
+    assert extended.without_extensions().predictors == base.predictors
+    # A kind seen in fewer than three models, or at one shape only, would be a constant: it is left out, and why.
+    rare = [dict(r) for r in tokens[:30]]
+    for r in rare[:2]:
+        r["ops"] = [*r["ops"], {"kernel": "sm", "kind": "aten::softmax", "nodes": ["ln"], "ms": 1.0, "min_ms": 1.0,
+                                "iqr_rel": 0}]
+    (rare_ext,) = base.extended(rare).info["extensions"]
+    assert "aten::softmax|elementwise" not in rare_ext["added_ops_per_key"]
+    assert rare_ext["skipped"]["aten::softmax|elementwise"] == "2 ops of 2 model(s), 2 feature vector(s)"
     assert "extensions" not in base.info and extended.info["ops_per_key"] == base.info["ops_per_key"]
     loaded = LatencyModel.load(extended.save(tmp_path))
     assert loaded.predict_record(held[0]).latency_ms == pytest.approx(extended.predict_record(held[0]).latency_ms)
     assert loaded.info["extensions"] == extended.info["extensions"]
-    with pytest.raises(InvalidInputError, match="nothing to add"):
+    with pytest.raises(InvalidInputError, match=r"nothing to add \(it was extended already: tokens"):
         extended.extended(tokens[:30])
     with pytest.raises(InvalidInputError, match="no models"):
         base.extended([])
@@ -502,9 +511,8 @@ def test_the_shipped_torch_profiles_are_extended_with_their_transformer_datasets
         assert ext["models"] == transformers.models() and ext["extended"] == scenario
         added = set(ext["added_ops_per_key"])
         assert "aten::scaled_dot_product_attention|attention" in added and "aten::layer_norm|elementwise" in added
-        base = LatencyModel(model.scenario, model.method, {k: p for k, p in model.predictors.items()
-                                                           if k not in added}, model.overhead_ms,
-                            statistic=model.statistic, feature_names=model.feature_names)
+        base = model.without_extensions()
+        assert set(base.predictors) == set(model.predictors) - added and "extensions" not in base.info
         assert not any(k in added for k in model.info["ops_per_key"])  # it added only kinds its fit never had
         vit = next(r for r in transformers.records if r["model"] == "timm:vit_tiny_patch16_224")
         assert not model.predict_record(vit).unpredicted

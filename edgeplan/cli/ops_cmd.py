@@ -97,7 +97,8 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
               help="Write the times at this dataset file's reference latency (a file of the scenario measured beside "
                    "the same reference), so that a new file of other models shares its scale.")
 @click.option("--only", "only", multiple=True,
-              help="Write only these models (zoo strings, ranges, sets; repeat for several); default all.")
+              help="Write only these models (zoo strings, ranges, sets; repeat for several); default all. Not with "
+                   "--merge.")
 def export_cmd(scenario_name: str, repeat: str, out: Path, merge: Path | None, match_on: tuple[str, ...],
                scale_from: Path | None, only: tuple[str, ...]) -> None:
     """Write a scenario's measured models to a dataset file.
@@ -174,9 +175,12 @@ def retrace_cmd(ctx: Context, data_path: Path, models: tuple[str, ...], out: Pat
 @click.option("--extend", "extend", default=None, metavar="DEVICE",
               help="Add to this device profile's models (shipped or calibrated) predictors for the op kinds they "
                    "lack, fitted on --data; their own predictors and overhead are kept.")
+@click.option("--min-models", type=click.IntRange(min=1), default=3, show_default=True,
+              help="With --extend: fewest models a new op kind must come from (at more than one shape) for a "
+                   "predictor of its own; rarer kinds are left to their category's.")
 @click.option("--json", "as_json", is_flag=True)
 def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, ...], out: Path, seed: int,
-            min_samples: int, statistic: str | None, extend: str | None, as_json: bool) -> None:
+            min_samples: int, statistic: str | None, extend: str | None, min_models: int, as_json: bool) -> None:
     """Fit operation-wise predictors (li2023 §4.2) on a dataset; write one model per method.
 
     With --extend DEVICE, the device's models gain predictors for the operation kinds of --data they have none for
@@ -213,7 +217,8 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
                 ctx = click.get_current_context().find_object(Context)
                 extension = {"dataset": data_path.name, "device": info["device"], "extended": extend,
                              "reference": data.provenance.get("reference"), "command": ctx.command if ctx else ""}
-                models.append(bases[m].extended(records, seed=seed, min_samples=min_samples, info=extension))
+                models.append(bases[m].extended(records, seed=seed, min_samples=min_samples, min_models=min_models,
+                                                info=extension))
             else:
                 models.append(LatencyModel.fit(records, m, scenario.name, seed=seed, progress=not as_json, info=info,
                                                min_samples=min_samples, statistic=statistic or "min"))
@@ -265,7 +270,13 @@ def _extendable(device: str, method: str, data: OpDataset, statistic: str | None
         def scale(ref: dict[str, Any] | None) -> str:
             return f"{ref['model']} at {float(ref['ms']):.4g} ms" if ref else "no reference model"
 
+        if ours is None:
+            todo = "extend it with data measured without a reference, or refit it on paired data"
+        elif theirs is None or theirs.get("model") != ours.get("model"):
+            todo = (f"measure the models beside {ours['model']} (`ops profile --reference {ours['model']}`), then "
+                    "export them with `--scale-from` the dataset the model was fitted on")
+        else:
+            todo = "export the data with `edgeplan ops export --scale-from` the dataset the model was fitted on"
         raise InvalidInputError(f"--extend {device}: its model's times are ratios to {scale(ours)}, --data's to "
-                                f"{scale(theirs)}; export the data on the model's scale (`edgeplan ops export "
-                                "--scale-from` the dataset the model was fitted on)")
+                                f"{scale(theirs)}; {todo}")
     return model

@@ -214,8 +214,8 @@ class Converter:
             self.folded_ops.append(op)
         elif op.rstrip("_") in _ARITHMETIC and isinstance(result, Act):  # an identity (x * 1): eager still runs it
             self.folded_ops.append(op.rstrip("_"))
-        elif op in _IDENTITY_CALLS and isinstance(result, Act):  # a cast or view that changes nothing
-            self.folded_ops.append(op)
+        elif op in _IDENTITY_CALLS and isinstance(result, Act) and (dtype is None or result.dtype == dtype):
+            self.folded_ops.append(op)  # a cast to the dtype it has, or a view that changes nothing
         if not isinstance(result, Emit):
             return result
         path, cls = _module_of(fx_node)

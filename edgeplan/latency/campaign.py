@@ -217,8 +217,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         file of more models, kept apart from it: transformers beside the CNNs a device profile was fitted on).
         Recorded under ``reference.scale_from``. Not with ``merge``, which converts at its file's latency anyway.
     only
-        Write only these models (of the Store's and of ``merge``'s; at least one of the Store's); the others stay
-        in the Store.
+        Write only these models of the Store's (at least one; the others stay in the Store, and those not measured
+        are named in a warning). Not with ``merge``, which keeps every model of its file.
 
     Returns
     -------
@@ -231,7 +231,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         When the Store has no rows for the scenario, ``merge`` is not a dataset of the same scenario, repeat and
         reference, ``match_on`` is given where no scale is matched, ``scale_from`` is not a file of the scenario
         measured beside the campaign's reference model (or comes with ``merge``), or ``only`` names none of the
-        Store's models. Nothing is written then (``out`` is replaced only once the new file is complete).
+        Store's models (or comes with ``merge``). Nothing is written then (``out`` is replaced only once the new
+        file is complete).
     """
     name = campaign_name(scenario, repeat)
     # The latest measurement of each model (an ONNX file edited since is measured again under a new key).
@@ -244,10 +245,18 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
     scale = _reference_scale(store, scenario, records, name)  # of the whole campaign, whatever is written
     campaign_records, wanted = records, None if only is None else set(only)
     if wanted is not None:
+        if merge is not None:
+            raise InvalidInputError("--only writes a file of some models; --merge keeps every model of an earlier "
+                                    "file: use one or the other")
         records = [r for r in records if r.model in wanted]
         if not records:
             raise InvalidInputError(f"none of the {len(wanted)} models to export (--only) is measured in campaign "
-                                    f"{name!r}")
+                                    f"{name!r}; measure them with `edgeplan ops profile` first, or check --scenario "
+                                    "and --repeat")
+        missing = sorted(wanted - {r.model for r in records})
+        if missing:
+            warnings.warn(f"{len(missing)} of the --only models are not measured in campaign {name!r} and are left "
+                          f"out: {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}", stacklevel=2)
     if scale_from is not None:
         if merge is not None:
             raise InvalidInputError("--scale-from and --merge both set the scale of the file; a merge writes at its "
@@ -268,8 +277,7 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
     bridge = set(match_on or ()) & set(earlier.models()) if earlier is not None else set()
     written = [r for r in records if r.model not in bridge]
     measured = {r.model for r in written}
-    kept = [] if earlier is None else [r for r in earlier.records if r["model"] not in measured
-                                       and (wanted is None or r["model"] in wanted)]
+    kept = [] if earlier is None else [r for r in earlier.records if r["model"] not in measured]
     first = records[0]
     device = store.device(first.device_key)
     since, until = min(r.created_at for r in records), max(r.created_at for r in records)

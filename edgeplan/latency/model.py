@@ -53,6 +53,9 @@ MIN_SAMPLES = 8
 #: fit on a target below their resolution would weigh a rounding error like a real one.
 MIN_TARGET_MS = 1e-3
 
+#: Fewest models an operation kind must come from for :meth:`LatencyModel.extended` to give it a predictor.
+MIN_EXTENSION_MODELS = 3
+
 #: The category whose predictor stands in for a category that has none, from the leading features they share: a
 #: grouped convolution is predicted as a dense one from its own shapes and FLOPs (which count the groups), its
 #: ``groups`` feature dropped. On the zoo's grouped convolutions (ResNeXt, RegNet, ...) with 30 training networks
@@ -301,7 +304,7 @@ class LatencyModel:
         return cls(scenario, method, predictors, float(np.mean(gaps)), meta, statistic)
 
     def extended(self, records: Sequence[Mapping[str, Any]], *, seed: int = 0, min_samples: int = MIN_SAMPLES,
-                 info: Mapping[str, Any] | None = None) -> LatencyModel:
+                 min_models: int = MIN_EXTENSION_MODELS, info: Mapping[str, Any] | None = None) -> LatencyModel:
         """A copy that also predicts the operations of ``records`` that this model has no predictor for.
 
         Predictors are fitted on ``records`` (with this model's method and statistic) for the operation keys and
@@ -316,8 +319,13 @@ class LatencyModel:
             Dataset records of the same scenario (measured beside the same reference, if this model's were).
         seed, min_samples
             As in :meth:`fit`.
+        min_models
+            Fewest models a new key's operations must come from (and they must take more than one feature vector):
+            a kind seen in one model, at one shape, would be a constant that prices every later shape alike (ViT-B/16's
+            fused attention at 197 tokens for ViT-B/32's 50); such a kind is left to its category's predictor.
         info
-            Provenance of the extension, kept in ``info["extensions"]`` with the keys it added.
+            Provenance of the extension, kept in ``info["extensions"]`` with the keys it added and those it left out
+            (``skipped``: key -> why).
 
         Returns
         -------
@@ -332,14 +340,28 @@ class LatencyModel:
         if not records:
             raise InvalidInputError("no models to extend the latency model with")
         by_key: dict[str, list[OpInput]] = defaultdict(list)
+        models: dict[str, set[str]] = defaultdict(set)
         for r in records:
             for o in record_ops(r, self.statistic):
-                by_key[o.key].append(o)
-                by_key["*|" + o.category].append(o)
-        new = {k: v for k, v in by_key.items() if k not in self.predictors and len(v) >= min_samples}
+                for key in (o.key, "*|" + o.category):
+                    by_key[key].append(o)
+                    models[key].add(str(r["model"]))
+        new, skipped = {}, {}
+        for key, ops in sorted(by_key.items()):
+            if key in self.predictors:
+                continue
+            shapes = len({tuple(o.x) for o in ops})
+            if len(ops) < min_samples or len(models[key]) < min_models or shapes < 2:
+                skipped[key] = f"{len(ops)} ops of {len(models[key])} model(s), {shapes} feature vector(s)"
+            else:
+                new[key] = ops
         if not new:
+            earlier = "; ".join(f"{e.get('dataset', '?')} ({e.get('fitted_utc', '?')})"
+                                for e in self.info.get("extensions", []))
             raise InvalidInputError(f"the {len(records)} models hold no operation kind this model lacks with at "
-                                    f"least {min_samples} operations: nothing to add")
+                                    f"least {min_samples} operations from {min_models} models at more than one "
+                                    "shape: nothing to add" + (f" (it was extended already: {earlier})"
+                                                               if earlier else ""))
         feature_names = dict(self.feature_names)
         for cat in sorted({k.rsplit("|", 1)[1] for k in new}):
             if tuple(feature_names.get(cat, CATEGORY_FEATURES[cat])) == CATEGORY_FEATURES[cat]:
@@ -359,9 +381,17 @@ class LatencyModel:
         meta = dict(self.info)
         meta["extensions"] = [*meta.get("extensions", []),
                               {"models": [r["model"] for r in records], "added_ops_per_key": added,
+                               "skipped": skipped,
                                "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"), **dict(info or {})}]
         return LatencyModel(self.scenario, self.method, predictors, self.overhead_ms, meta, self.statistic,
                             feature_names)
+
+    def without_extensions(self) -> LatencyModel:
+        """This model as its own fit left it: the predictors :meth:`extended` added are dropped."""
+        added = {k for ext in self.info.get("extensions", []) for k in ext.get("added_ops_per_key", {})}
+        info = {k: v for k, v in self.info.items() if k != "extensions"}
+        return LatencyModel(self.scenario, self.method, {k: p for k, p in self.predictors.items() if k not in added},
+                            self.overhead_ms, info, self.statistic, dict(self.feature_names))
 
     def predict_ops(self, ops: Sequence[OpInput]) -> Prediction:
         """Predict a model from its operations (batched per key)."""
