@@ -173,8 +173,9 @@ def retrace_cmd(ctx: Context, data_path: Path, models: tuple[str, ...], out: Pat
               help="Learn the fastest runs (reproducible on a shared machine) or the medians.  [default: min; with "
                    "--extend, the extended model's]")
 @click.option("--extend", "extend", default=None, metavar="DEVICE",
-              help="Add to this device profile's models (shipped or calibrated) predictors for the op kinds they "
-                   "lack, fitted on --data; their own predictors and overhead are kept.")
+              help="Add to this device profile's fitted models (shipped, or fitted into the edgeplan home's "
+                   "devices/) predictors for the op kinds they lack, fitted on --data; their own predictors and "
+                   "overhead are kept.")
 @click.option("--min-models", type=click.IntRange(min=1), default=3, show_default=True,
               help="With --extend: fewest models a new op kind must come from (at more than one shape) for a "
                    "predictor of its own; rarer kinds are left to their category's.")
