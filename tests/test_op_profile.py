@@ -928,6 +928,9 @@ def test_a_profile_fitted_on_cnns_is_extended_with_other_models_on_its_scale(cap
     assert ours["ms"] == scale["ms"] and ours["scale_from"]["file"] == str(base)
     own = tmp_path / "own.jsonl.gz"
     assert main(["--home", b, *export, "--out", str(own)]) == 0  # at B's own reference latency
+    assert main(["--home", b, *export, "--out", str(tmp_path / "some.jsonl.gz"), "--only", "synthetic:3-4"]) == 0
+    assert "1 of the --only models are not measured in campaign 'ops/torch-fp32-1t' and are left out: synthetic:4" \
+        in capsys.readouterr().err
     (row,), (own_row,) = load_dataset(ext).records, load_dataset(own).records
     own_scale = load_dataset(own).provenance["reference"]
     assert own_scale["ms"] == ours["scale_from"]["campaign_reference_ms"]
