@@ -36,14 +36,15 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "edgeplan" / "data" / "latency"
 
 
-def covered_error(model: Any, record: dict[str, Any]) -> tuple[float, float, int]:
-    """(predicted sum, measured sum) over the ops ``model`` predicts in ``record``, and how many it does not."""
+def covered_error(model: Any, record: dict[str, Any]) -> tuple[float, float, int, Any]:
+    """(predicted sum, measured sum) over the ops ``model`` predicts in ``record``, how many it does not, and the
+    prediction itself."""
     from edgeplan.latency.model import record_ops
 
     ops = record_ops(record, model.statistic)
-    pred = model.predict_ops(ops).ops
-    done = [(q.ms, o.measured_ms or 0.0) for o, q in zip(ops, pred, strict=True) if q.ms is not None]
-    return sum(p for p, _ in done), sum(m for _, m in done), len(ops) - len(done)
+    prediction = model.predict_ops(ops)
+    done = [(q.ms, o.measured_ms or 0.0) for o, q in zip(ops, prediction.ops, strict=True) if q.ms is not None]
+    return sum(p for p, _ in done), sum(m for _, m in done), len(ops) - len(done), prediction
 
 
 def main() -> int:
@@ -83,16 +84,17 @@ def main() -> int:
         base = shipped.without_extensions() if shipped.info.get("extensions") else shipped
         rows: dict[str, dict[str, Any]] = {}
         for k, held in enumerate(folds):
-            train = [records[i] for i in order if i not in set(held)]
+            out = set(held)
+            train = [records[i] for i in order if i not in out]
             extended = base.extended(train, seed=args.seed)
             for i in held:
                 r = records[i]
                 true = record_latency(r, base.statistic)
-                pred, meas, missing = covered_error(base, r)
-                whole = base.predict_record(r).latency_ms if missing == 0 else None
+                pred, meas, missing, prediction = covered_error(base, r)
+                ext = extended.predict_record(r)
                 rows[r["model"]] = {"true": true, "base_cover": (pred, meas), "base_missing": missing,
-                                    "base_whole": whole, "extended": extended.predict_record(r).latency_ms,
-                                    "ext_missing": len(extended.predict_record(r).unpredicted)}
+                                    "base_whole": prediction.latency_ms if missing == 0 else None,
+                                    "extended": ext.latency_ms, "ext_missing": len(ext.unpredicted)}
             print(f"  {method} fold {k + 1}/{args.folds}: {len(train)} training transformers, "
                   f"{len(extended.predictors) - len(base.predictors)} kinds added", flush=True)
         print(f"\n{method}: end-to-end {base.statistic} latency, ms")

@@ -176,6 +176,7 @@ def retrace_cmd(ctx: Context, data_path: Path, models: tuple[str, ...], out: Pat
               help="Add to this device profile's fitted models (shipped, or fitted into the edgeplan home's "
                    "devices/) predictors for the op kinds they lack, fitted on --data; their own predictors and "
                    "overhead are kept.")
+# default: edgeplan.latency.model.MIN_EXTENSION_MODELS, written out so that the CLI imports no model code to start
 @click.option("--min-models", type=click.IntRange(min=1), default=3, show_default=True,
               help="With --extend: fewest models a new op kind must come from (at more than one shape) for a "
                    "predictor of its own; rarer kinds are left to their category's.")
@@ -211,13 +212,13 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
             "device": data.provenance.get("device", {}), "train_models": [r["model"] for r in records]}
     if data.provenance.get("reference"):  # the times are ratios to this model at the scenario's typical speed
         info["reference"] = data.provenance["reference"]
+    ctx = click.get_current_context().find_object(Context)
+    extension = {"dataset": data_path.name, "device": info["device"], "extended": extend,
+                 "reference": data.provenance.get("reference"), "command": ctx.command if ctx else ""}
     models = []
     try:
         for m in methods:
             if extend is not None:
-                ctx = click.get_current_context().find_object(Context)
-                extension = {"dataset": data_path.name, "device": info["device"], "extended": extend,
-                             "reference": data.provenance.get("reference"), "command": ctx.command if ctx else ""}
                 models.append(bases[m].extended(records, seed=seed, min_samples=min_samples, min_models=min_models,
                                                 info=extension))
             else:

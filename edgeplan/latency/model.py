@@ -205,6 +205,14 @@ class Prediction:
         return [f"{o.name} ({o.kind})" for o in self.ops if o.ms is None]
 
 
+def _fit_ops(ops: Sequence[OpInput], method: str, seed: int) -> OpPredictor:
+    """One key's predictor, fitted on its operations' features and measured times (floored at
+    :data:`MIN_TARGET_MS`)."""
+    x = np.array([o.x for o in ops])
+    y = np.array([max(o.measured_ms or 0.0, MIN_TARGET_MS) for o in ops])
+    return fit_predictor(x, y, method, seed=seed)
+
+
 @functools.lru_cache(maxsize=256)
 def _column_index(names: tuple[str, ...], of: str) -> list[int] | slice:
     """Where the features ``names`` are in an op vector of category ``of`` (:meth:`LatencyModel._columns`)."""
@@ -294,9 +302,7 @@ class LatencyModel:
 
         with counting_bar(progress, f"fitting {method}", total=len(groups)) as advance:
             for key, ops in sorted(groups.items()):
-                x = np.array([o.x for o in ops])
-                y = np.array([max(o.measured_ms or 0.0, MIN_TARGET_MS) for o in ops])
-                predictors[key] = fit_predictor(x, y, method, seed=seed)
+                predictors[key] = _fit_ops(ops, method, seed)
                 advance(1)
         meta = {"models": len(records), "min_samples": min_samples,
                 "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -374,9 +380,7 @@ class LatencyModel:
             feature_names[cat] = CATEGORY_FEATURES[cat]  # no predictor of its own used the old list
         predictors = dict(self.predictors)
         for key, ops in sorted(new.items()):
-            x = np.array([o.x for o in ops])
-            y = np.array([max(o.measured_ms or 0.0, MIN_TARGET_MS) for o in ops])
-            predictors[key] = fit_predictor(x, y, self.method, seed=seed)
+            predictors[key] = _fit_ops(ops, self.method, seed)
         added = {k: len(v) for k, v in sorted(new.items())}
         meta = dict(self.info)
         meta["extensions"] = [*meta.get("extensions", []),
