@@ -190,6 +190,26 @@ def test_early_stopping_restores_each_nets_best_epoch() -> None:
         assert log.best_val_losses[g] == pytest.approx(val_losses[best[g]][g])
 
 
+def test_training_flushes_subnormals_and_restores_the_default_after() -> None:
+    torch = pytest.importorskip("torch")
+    from edgeplan.costmodels._mlp import StackedMLP, TrainConfig, flushed_subnormals, train_masked
+
+    subnormal = torch.tensor([1e-39], dtype=torch.float32)  # below float32's normal range, made before flushing
+    if not torch.set_flush_denormal(False):
+        pytest.skip("this CPU cannot flush subnormal floats")
+    assert float(subnormal * 1.0) > 0  # the default: computed on
+    with flushed_subnormals():
+        assert float(subnormal * 1.0) == 0.0
+    assert float(subnormal * 1.0) > 0
+
+    seen: list[float] = []
+    x, y, yv = _toy_training(1)
+    train_masked(StackedMLP(2, (2, 4, 1), seed=0), x, y, x, yv, TrainConfig(lr=0.01, batch_size=16, max_epochs=2),
+                 lambda info: seen.append(float(subnormal * 1.0)))  # the callback runs in the training thread
+    assert seen == [0.0, 0.0]
+    assert float(subnormal * 1.0) > 0
+
+
 def test_a_net_without_validation_cells_stops_on_its_training_loss() -> None:
     torch = pytest.importorskip("torch")
     from edgeplan.costmodels._mlp import (

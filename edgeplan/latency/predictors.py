@@ -400,6 +400,8 @@ def _mlp_train(z: Array, y: Array, h: Mapping[str, Any], seed: int, max_epochs: 
                ) -> dict[str, Any]:
     import torch
 
+    from edgeplan.costmodels._mlp import flushed_subnormals  # subnormal floats slow x86 training many-fold
+
     g = torch.Generator().manual_seed(seed)
     target = np.log(y)
     y_mean, y_std = float(target.mean()), float(target.std() or 1.0)
@@ -419,7 +421,7 @@ def _mlp_train(z: Array, y: Array, h: Mapping[str, Any], seed: int, max_epochs: 
     opt = torch.optim.Adam(net.parameters(), lr=float(h["lr"]), weight_decay=float(h["wd"]))
     best, best_state, stale = math.inf, None, 0
     batch = 256
-    with torch.enable_grad():
+    with torch.enable_grad(), flushed_subnormals():
         for _ in range(max_epochs):
             net.train()
             perm = tr[torch.randperm(len(tr), generator=g)]
