@@ -1,0 +1,63 @@
+"""Intel -> AMD transfer: bagged fine-tuning, tried and not adopted (issue 5 diagnostic, no target).
+
+For each drawn sample, ``--bag`` fine-tunings of ``--method`` (default ``factor-finetune``) from the same source on
+the same drawn rows, each cross-fitted with other folds and shuffled from another seed (the first is the plain
+method's own), combined by the geometric mean of their predictions. With the pooled factor the bag's members share
+their output scaling, so the bag would be one NN2 with ``bag x 4`` members; here it is only scored.
+
+Outcome (1 %, seeds 0-7, bag of 5, 2026-11-26, medians, MdRAE / mean selection increase): single 10.68 % / 4.87 %,
+bag 10.63 % / 3.64 % (log ``campaigns/diag_bag_1.log``): early stopping on a few rows is not what holds the MdRAE
+at 1 % above the target; the increase moves, within the spread of eight draws.
+
+Scores as ``bench_transfer.py``. Reads ../shared/data/mulder2021 and the Intel NN2 of ``make bench-costmodels``
+(out/costmodels/intel-nn2). Pin it to one core: it measures accuracy, not time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from diag_transfer_probe import GeometricMean, load_setup
+
+from edgeplan.costmodels import draw_samples
+from edgeplan.costmodels.transfer_learning import transfer_on
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fraction", type=float, default=0.01)
+    parser.add_argument("--repeats", type=int, default=8, help="seeds 0 .. repeats-1")
+    parser.add_argument("--bag", type=int, default=5)
+    parser.add_argument("--method", default="factor-finetune", choices=["finetune", "factor-finetune"])
+    parser.add_argument("--source", type=Path, default=Path("out/costmodels/intel-nn2"))
+    args = parser.parse_args()
+    loaded = load_setup(args.source)
+    if loaded is None:
+        return 0
+    source, amd, score = loaded
+    print(f"Intel -> AMD, {100 * args.fraction:g} % of AMD's training part, {args.method}, bag of {args.bag}; "
+          f"MdRAE % / mean selection increase %")
+    results: dict[str, list[tuple[float, float]]] = {}
+    for seed in range(args.repeats):
+        started = time.monotonic()
+        sample = draw_samples(amd, args.fraction, seed, 0)
+        models = [transfer_on(source, amd, sample, seed=seed * 1000 + k if k else seed, method=args.method,
+                              threads=1, settings=(args.fraction, 0)) for k in range(args.bag)]
+        parts = []
+        for name, model in (("single", models[0]), (f"bag of {args.bag}", GeometricMean(models))):
+            s = score(model)
+            results.setdefault(name, []).append((s["mdrae_pct"], s["increase_pct"]))
+            parts.append(f"{name} {s['mdrae_pct']:.2f} / {s['increase_pct']:.2f}")
+        print(f"seed {seed} ({len(sample)} rows): {', '.join(parts)} ({time.monotonic() - started:.0f} s)", flush=True)
+    for name, values in results.items():
+        print(f"{name}: median MdRAE {statistics.median(v[0] for v in values):.2f} %, "
+              f"increase {statistics.median(v[1] for v in values):.2f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
