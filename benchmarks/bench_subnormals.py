@@ -2,9 +2,9 @@
 
 Fits one NN2 member (the ``edgeplan`` recipe, one thread) on the mulder2021 Intel table for ``--epochs`` epochs
 (early stopping off), once as edgeplan trains (:func:`edgeplan.costmodels._mlp.flushed_subnormals`) and once with
-the flushing switched off, and prints the seconds per epoch of each and their ratio. Late in training, gradients and
-Adam's moments fall below float32's normal range, and x86 CPUs compute on such numbers many times slower; the gap
-grows with the epochs. Reads ../shared/data/mulder2021 (skips when absent). Pin it to one core.
+the flushing switched off, and prints the seconds per epoch of each and their ratio. Late in training, some gradients
+and activations fall below float32's normal range, and x86 CPUs compute on such numbers many times slower. Reads
+../shared/data/mulder2021 (skips when absent). Pin it to one core.
 """
 
 from __future__ import annotations

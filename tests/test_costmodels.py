@@ -200,6 +200,9 @@ def test_training_flushes_subnormals_and_restores_the_default_after() -> None:
     assert float(subnormal * 1.0) > 0  # the default: computed on
     with flushed_subnormals():
         assert float(subnormal * 1.0) == 0.0
+        with flushed_subnormals():  # nested: the outer block stays flushed after the inner one ends
+            pass
+        assert float(subnormal * 1.0) == 0.0
     assert float(subnormal * 1.0) > 0
 
     seen: list[float] = []

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -49,6 +50,9 @@ def torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+_FLUSHING = threading.local()  # per thread: how many flushed_subnormals blocks are open
+
+
 @contextlib.contextmanager
 def flushed_subnormals() -> Iterator[None]:
     """Run the block with subnormal floats read and written as zero in the calling thread, then turn that off.
@@ -56,16 +60,19 @@ def flushed_subnormals() -> Iterator[None]:
     Late in training, some gradients and activations fall below float32's normal range (about 1.2e-38), and x86
     CPUs compute on such subnormal numbers many times slower. Measured on this project's 2-core Xeon (NN2, one member,
     one thread, 300 epochs on the mulder2021 Intel table, ``benchmarks/bench_subnormals.py``): 0.331 s per epoch
-    without flushing, 0.128 s with it; a full Intel NN2 fit took 3,382 s without, 426 s with.
-    Values that small carry nothing the fit needs. The setting (x86 FTZ/DAZ) is per thread, so each training thread
-    sets its own; torch has no getter, so on exit it is switched off, torch's default. A no-op where the CPU does not
-    support it.
+    without flushing, 0.128 s with it; a full Intel NN2 fit (2 threads) took 3,382 s without, 426 s with. Values
+    that small carry nothing the fit needs. The setting (x86 FTZ/DAZ) is per thread, so each training thread sets
+    its own; torch has no getter, so when the outermost block of a thread exits it is switched off, torch's default
+    (nested blocks leave it on). A no-op where the CPU does not support it.
     """
-    supported = torch.set_flush_denormal(True)
+    depth = getattr(_FLUSHING, "depth", 0)
+    supported = torch.set_flush_denormal(True) if depth == 0 else True
+    _FLUSHING.depth = depth + 1
     try:
         yield
     finally:
-        if supported:
+        _FLUSHING.depth = depth
+        if depth == 0 and supported:
             torch.set_flush_denormal(False)
 
 
