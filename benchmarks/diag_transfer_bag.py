@@ -7,7 +7,11 @@ their output scaling, so the bag would be one NN2 with ``bag x 4`` members; here
 
 Outcome (1 %, seeds 0-7, bag of 5, 2026-11-26, medians, MdRAE / mean selection increase): single 10.68 % / 4.87 %,
 bag 10.63 % / 3.64 % (log ``campaigns/diag_bag_1.log``): early stopping on a few rows is not what holds the MdRAE
-at 1 % above the target; the increase moves, within the spread of eight draws.
+at 1 % above the target; the increase moves, within the spread of eight draws. At 10 % (bag of 3, seeds 0-3):
+``factor-finetune`` 3.89 % / 1.52 % single, 3.82 % / 1.46 % bagged (``--fraction 0.1 --repeats 4 --bag 3``, log
+``campaigns/diag_bag_10_ff.log``); ``finetune`` (seeds 0-2, stopped there) 4.27 / 2.19 -> 4.09 / 4.11, 4.05 / 1.62 ->
+4.03 / 1.40, 3.94 / 1.48 -> 4.06 / 2.03 (``--method finetune``, log ``campaigns/diag_bag_10_ft.log``): no gain on the
+10 % increase target either.
 
 Scores as ``bench_transfer.py``. Reads ../shared/data/mulder2021 and the Intel NN2 of ``make bench-costmodels``
 (out/costmodels/intel-nn2). Pin it to one core: it measures accuracy, not time.
