@@ -20,12 +20,11 @@ Scores as ``bench_transfer.py``. Reads ../shared/data/mulder2021 and the Intel N
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
 
-from diag_transfer_probe import GeometricMean, load_setup
+from diag_transfer_probe import GeometricMean, load_setup, print_medians, score_into
 
 from edgeplan.costmodels import draw_samples
 from edgeplan.costmodels.transfer_learning import transfer_on
@@ -51,15 +50,9 @@ def main() -> int:
         sample = draw_samples(amd, args.fraction, seed, 0)
         models = [transfer_on(source, amd, sample, seed=seed * 1000 + k if k else seed, method=args.method,
                               threads=1, settings=(args.fraction, 0)) for k in range(args.bag)]
-        parts = []
-        for name, model in (("single", models[0]), (f"bag of {args.bag}", GeometricMean(models))):
-            s = score(model)
-            results.setdefault(name, []).append((s["mdrae_pct"], s["increase_pct"]))
-            parts.append(f"{name} {s['mdrae_pct']:.2f} / {s['increase_pct']:.2f}")
-        print(f"seed {seed} ({len(sample)} rows): {', '.join(parts)} ({time.monotonic() - started:.0f} s)", flush=True)
-    for name, values in results.items():
-        print(f"{name}: median MdRAE {statistics.median(v[0] for v in values):.2f} %, "
-              f"increase {statistics.median(v[1] for v in values):.2f} %")
+        scored = score_into(score, {"single": models[0], f"bag of {args.bag}": GeometricMean(models)}, results)
+        print(f"seed {seed} ({len(sample)} rows): {scored} ({time.monotonic() - started:.0f} s)", flush=True)
+    print_medians(results)
     return 0
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -38,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 from bench_transfer import family
-from diag_transfer_probe import Probe, load_setup
+from diag_transfer_probe import Probe, load_setup, print_medians, score_into
 from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import minimize
 
@@ -75,9 +74,12 @@ class KernelCorrection(Probe):
         same_layer = (i[:, None] == i[None, :]).astype(float)
         parts = [g, g * same_fam, g * same_prim, np.ones_like(g), same_fam, same_prim, np.eye(n), same_layer]
 
+        def gram(v: FloatArray) -> FloatArray:
+            return np.asarray(sum(vi * p for vi, p in zip(v, parts, strict=True))) + 1e-8 * np.eye(n)
+
         def nll(theta: FloatArray) -> tuple[float, FloatArray]:
             v = np.exp(theta)
-            k = sum(vi * p for vi, p in zip(v, parts, strict=True)) + 1e-8 * np.eye(n)
+            k = gram(v)
             try:
                 c = cho_factor(k, lower=True, check_finite=False)
             except np.linalg.LinAlgError:
@@ -92,8 +94,7 @@ class KernelCorrection(Probe):
         res = minimize(nll, start, jac=True, method="L-BFGS-B", bounds=[(-14.0, 4.0)] * len(parts),
                        options={"maxiter": 200})
         theta = res.x
-        k = sum(vi * p for vi, p in zip(np.exp(theta), parts, strict=True)) + 1e-8 * np.eye(n)
-        alpha = cho_solve(cho_factor(k, lower=True), y)
+        alpha = cho_solve(cho_factor(gram(np.exp(theta)), lower=True), y)
         s_all, s_fam, s_prim, c_all, c_fam, c_prim = np.exp(theta[:6])
         n_out = len(self.names)
         same_fam = self.fam[j][:, None] == self.fam[None, :]  # cells x outputs
@@ -146,17 +147,10 @@ def main() -> int:
                                                  method="finetune", split_seed=0, threads=1)
             models["factor-finetune"] = transfer(source, amd, fraction=args.fraction, seed=seed,
                                                  method="factor-finetune", split_seed=0, threads=1)
-        parts = []
-        for name, m in models.items():
-            s = score(m)
-            results.setdefault(name, []).append((s["mdrae_pct"], s["increase_pct"]))
-            parts.append(f"{name} {s['mdrae_pct']:.2f} / {s['increase_pct']:.2f}")
+        scored = score_into(score, models, results)
         shown = " ".join(f"{k} {v:.3g}" for k, v in params.items())
-        print(f"seed {seed} ({len(rows)} rows; {shown}): {', '.join(parts)} ({time.monotonic() - started:.0f} s)",
-              flush=True)
-    for name, values in results.items():
-        print(f"{name}: median MdRAE {statistics.median(v[0] for v in values):.2f} %, "
-              f"increase {statistics.median(v[1] for v in values):.2f} %")
+        print(f"seed {seed} ({len(rows)} rows; {shown}): {scored} ({time.monotonic() - started:.0f} s)", flush=True)
+    print_medians(results)
     return 0
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import copy
 import itertools
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -124,6 +125,23 @@ class GeometricMean:
 
     def predict_transforms(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         return np.exp(np.mean([np.log(m.predict_transforms(x)) for m in self.models], axis=0))
+
+
+def score_into(score: Scorer, models: dict[str, Any], results: dict[str, list[tuple[float, float]]]) -> str:
+    """Score each model, append its (MdRAE %, increase %) to ``results[name]``; the line part printing them."""
+    parts = []
+    for name, model in models.items():
+        s = score(model)
+        results.setdefault(name, []).append((s["mdrae_pct"], s["increase_pct"]))
+        parts.append(f"{name} {s['mdrae_pct']:.2f} / {s['increase_pct']:.2f}")
+    return ", ".join(parts)
+
+
+def print_medians(results: dict[str, list[tuple[float, float]]]) -> None:
+    """Per model, the median MdRAE and selection increase over the seeds."""
+    for name, values in results.items():
+        print(f"{name}: median MdRAE {statistics.median(v[0] for v in values):.2f} %, "
+              f"increase {statistics.median(v[1] for v in values):.2f} %")
 
 
 def load_setup(source_dir: Path) -> tuple[Any, Any, Scorer] | None:
