@@ -388,6 +388,35 @@ def test_conv_auto_pad_same_upper_and_lower() -> None:
     assert second.attrs.padding == (1, 1, 0, 0) and second.output_shapes == ((1, 8, 5, 5),)
 
 
+def test_one_d_windows_are_the_two_d_ones_between_reshapes_and_expand_runs_as_onnxruntime() -> None:
+    from edgeplan.runtimes.graph_exec import GraphExecutor
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], auto_pad="SAME_UPPER", group=2, name="conv"),  # ECA's conv1d
+        helper.make_node("AveragePool", ["c"], ["p"], kernel_shape=[3], strides=[2], pads=[1, 1], name="avg"),
+        helper.make_node("MaxPool", ["p"], ["m"], kernel_shape=[2], strides=[2], name="max"),
+        helper.make_node("Unsqueeze", ["m", "axis"], ["u"]),  # repeat_interleave as torch.onnx writes it
+        helper.make_node("Expand", ["u", "shape"], ["e"], name="expand"),
+        helper.make_node("Reshape", ["e", "merged"], ["y"]),
+    ]
+    inits = {"w": _w(8, 2, 4), "axis": np.array([2], dtype=np.int64),
+             "shape": np.array([1, 8, 3, 4], dtype=np.int64), "merged": np.array([1, 24, 4], dtype=np.int64)}
+    model = _model(nodes, [("x", [1, 4, 16])], [("y", [1, 24, 4])], inits)
+    g = graph_from_onnx(model)
+    conv = g.node("conv")
+    assert conv.kind is OpKind.CONV2D and conv.attrs.kernel == (1, 4) and conv.attrs.padding == (0, 1, 0, 2)
+    assert conv.attrs.groups == 2 and conv.input_shapes == ((1, 4, 1, 16),) and conv.output_shapes == ((1, 8, 1, 16),)
+    assert [g.node(f"{n}/unsqueeze").kind for n in ("conv", "avg", "max")] == [OpKind.RESHAPE] * 3
+    assert g.node("avg").attrs.padding == (0, 1, 0, 1) and g.node("max/squeeze").output_shapes == ((1, 8, 4),)
+    assert g.node("expand").kind is OpKind.EXPAND and g.node("expand").output_shapes == ((1, 8, 3, 4),)
+    pools = _model(nodes[1:], [("c", [1, 8, 16])], [("y", [1, 24, 4])], inits)  # no weights: values comparable
+    x = np.random.default_rng(0).standard_normal((1, 8, 16)).astype(np.float32)
+    session = ort.InferenceSession(pools.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = session.run(None, {"c": x})
+    (got,) = GraphExecutor(graph_from_onnx(pools)).run({Ref("c"): torch.from_numpy(x)})
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-6)
+
+
 def test_dynamic_batch_defaults_to_one_and_input_shapes_override() -> None:
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], name="conv")]
     model = _model(nodes, [("x", ["N", 3, "H", "W"])], [("y", ["N", 4, "H", "W"])], {"w": _w(4, 3, 3, 3), "b": _w(4)})

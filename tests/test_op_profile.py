@@ -227,6 +227,41 @@ def test_identities_the_ir_drops_are_timed_as_folded_work() -> None:
     assert len(runs.folded_ms) == 2 and all(ms >= 0 for ms in runs.folded_ms)  # their time, of no op's
 
 
+def test_operators_the_ir_writes_as_several_nodes_are_one_eager_kernel_each() -> None:
+    import torch
+    from torch import nn
+
+    from edgeplan.frontends.torch_frontend import graph_from_torch
+    from edgeplan.ir.kernels import deduce_kernels
+    from edgeplan.runtimes.op_profile import profile_torch_ops
+
+    class Mixed(nn.Module):  # ECA's conv1d, NextViT's avg_pool1d, GC ViT's repeats, MobileOne's out += 0, EfficientViT
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.pool = nn.Conv1d(1, 1, 3, padding=1, bias=False), nn.AvgPool1d(2)
+            self.proj = nn.Conv2d(4, 8, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.proj(x)
+            y += 0
+            w = torch.sigmoid(self.conv(y.mean((2, 3)).view(1, 1, -1))).view(1, -1, 1, 1)
+            with torch.autocast("cpu", enabled=False):
+                z = y * w
+            t = self.pool(z.flatten(2)).repeat_interleave(2, dim=2).repeat_interleave(1, dim=0)
+            return t.repeat(1, 2, 1)
+
+    m, x = Mixed().eval(), torch.randn(1, 4, 8, 8)
+    graph = graph_from_torch(m, (x,))
+    assert set(graph.folded_ops) == {"add_", "repeat_interleave"}
+    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1, runs=2)
+    kinds = [o.kind for o in runs.ops]
+    for kind in ("aten::conv1d", "aten::avg_pool1d", "aten::repeat_interleave", "aten::repeat"):
+        assert kinds.count(kind) == 1
+    conv = next(o for o in runs.ops if o.kind == "aten::conv1d")
+    assert conv.nodes == ("conv/unsqueeze", "conv", "conv/squeeze") and conv.median_ms > 0
+    assert len(runs.folded_ms) == 2
+
+
 def test_multi_head_attention_on_its_fast_path_is_one_eager_kernel() -> None:
     import torch
     from torch import nn
@@ -362,6 +397,36 @@ def test_torch_ops_profile_every_deduced_kernel() -> None:
     other = deduce_kernels(graph_from_torch(torch.nn.Sequential(torch.nn.ReLU()), (x,)), "torch-eager")
     with pytest.raises(MeasurementError, match="do not match"):
         profile_torch_ops(module, (x,), other, graph, threads=1, runs=1, warmup=0)
+
+
+def test_kernels_of_nodes_ort_saved_without_a_name_are_matched_in_order() -> None:
+    from onnx import helper
+
+    from edgeplan.runtimes.op_profile import _name_unnamed_nodes, _ort_timings
+
+    graph = helper.make_graph([  # ORT's decomposed HardSwish: two nodes without names between two named ones
+        helper.make_node("Gemm", ["x", "w"], ["a"], name="fc1"),
+        helper.make_node("HardSigmoid", ["a"], ["h"]),
+        helper.make_node("Mul", ["a", "h"], ["hs"]),
+        helper.make_node("Gemm", ["hs", "w"], ["y"], name="fc2"),
+    ], "g", [], [])
+    model = helper.make_model(graph)
+    unnamed = _name_unnamed_nodes(model)
+    assert unnamed == {"HardSigmoid": ["HardSigmoid#0"], "Mul": ["Mul#0"]}
+    assert [n.name for n in model.graph.node] == ["fc1", "HardSigmoid#0", "Mul#0", "fc2"]
+    covered = {"fc1": ("fc1",), "HardSigmoid#0": ("hardswish",), "Mul#0": ("hardswish",), "fc2": ("fc2",)}
+    kinds = {"fc1": "Gemm", "HardSigmoid#0": "HardSigmoid", "Mul#0": "Mul", "fc2": "Gemm"}
+
+    def event(name: str, op: str) -> dict[str, object]:
+        return {"cat": "Node", "name": f"{name}_kernel_time", "dur": 10.0, "args": {"op_name": op}}
+
+    trace = [event(n, op) for _ in range(2) for n, op in
+             (("fc1", "Gemm"), ("HardSigmoid_216", "HardSigmoid"), ("Mul_217", "Mul"), ("fc2", "Gemm"))]
+    ops = _ort_timings(trace, covered, runs=1, warmup=1, what="m", kinds=kinds, unnamed=unnamed)
+    assert [(o.kernel, o.kind, o.nodes) for o in ops[1:3]] == [("HardSigmoid_216", "HardSigmoid", ("hardswish",)),
+                                                               ("Mul_217", "Mul", ("hardswish",))]
+    extra = [*trace, event("Mul_300", "Mul"), event("Mul_300", "Mul")]  # counts disagree: left untraced
+    assert all(not o.nodes for o in _ort_timings(extra, covered, 1, 1, "m", kinds, (), unnamed) if o.kind == "Mul")
 
 
 def test_op_ratios_pair_each_run_with_the_reference_before_it() -> None:

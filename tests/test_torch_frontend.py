@@ -158,3 +158,138 @@ def test_identities_are_their_input_and_a_reversed_subtraction_is_not() -> None:
     assert len(subs) == 1  # 0 - x is -x, kept; x * 1, 0 + x and x - 0 are x, recorded as folded away
     assert g.folded_ops == ("mul", "add", "sub")
     assert sum(n.kind is OpKind.ELTWISE for n in g.nodes) == 4  # the rsub and the three adds of the sum
+
+
+class OneD(nn.Module):
+    """The 1-D operators the IR writes as 2-D ones: ECA's convolution, NextViT's pooling, and the others of the kind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(8, 16, 5, stride=2, padding=2, groups=2)
+        self.same = nn.Conv1d(16, 16, 4, padding="same", dilation=2, bias=False)  # asymmetric: 3 left, 3 right
+        self.avg = nn.AvgPool1d(3, 2, 1, count_include_pad=False)
+        self.max = nn.MaxPool1d(2)
+        self.adaptive = nn.AdaptiveAvgPool1d(3)
+        self.globalmax = nn.AdaptiveMaxPool1d(1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.max(self.avg(self.same(self.conv(x))))
+        return self.adaptive(y), self.globalmax(y)
+
+
+def test_one_d_operators_are_the_two_d_ones_between_reshapes_and_run_as_the_module() -> None:
+    from edgeplan.ir import Ref
+    from edgeplan.ir.kernels import deduce_kernels
+    from edgeplan.runtimes.graph_exec import GraphExecutor
+
+    m, x = OneD().eval(), torch.randn(1, 8, 64)
+    g = graph_from_torch(m, (x,))
+    conv = g.node("conv")
+    assert conv.kind is OpKind.CONV2D and conv.input_shapes == ((1, 8, 1, 64),)
+    assert conv.output_shapes == ((1, 16, 1, 32),)
+    assert conv.attrs.kernel == (1, 5) and conv.attrs.stride == (1, 2) and conv.attrs.padding == (0, 2, 0, 2)
+    assert conv.attrs.groups == 2 and g.node("same").attrs.padding == (0, 3, 0, 3)
+    assert g.node("conv/unsqueeze").kind is OpKind.RESHAPE and g.node("conv/squeeze").output_shapes == ((1, 16, 32),)
+    assert g.node("avg").kind is OpKind.POOL2D and g.node("adaptive").kind is OpKind.ADAPTIVE_POOL2D
+    assert g.node("globalmax").kind is OpKind.GLOBAL_POOL
+    assert [c for c, _ in g.fused_calls] == ["aten.conv1d", "aten.conv1d", "aten.avg_pool1d", "aten.max_pool1d",
+                                              "aten.adaptive_avg_pool1d", "aten.adaptive_max_pool1d"]
+    assert g.totals().params == sum(p.numel() for p in m.parameters())
+    got = GraphExecutor(g, module=m).run({Ref("x"): x})  # the module's weights, taken as 2-D kernels of height 1
+    with torch.inference_mode():
+        for a, b in zip(got, m(x), strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    kernels = deduce_kernels(g, "torch-eager").kernels
+    assert [(k.kind, len(k.nodes)) for k in kernels][:3] == [("aten::conv1d", 3), ("aten::conv1d", 3),
+                                                              ("aten::avg_pool1d", 3)]
+
+
+def test_one_d_kernels_are_led_by_their_work_not_their_reshapes() -> None:
+    from edgeplan.ir.serialize import node_to_dict
+    from edgeplan.latency.features import category, lead_node
+
+    g = graph_from_torch(OneD().eval(), (torch.randn(1, 8, 64),))
+    nodes = {n.name: node_to_dict(n) for n in g.nodes}
+    for kind, name, expected in (("aten::conv1d", "conv", "gconv"), ("aten::conv1d", "same", "conv"),
+                                 ("aten::avg_pool1d", "avg", "pool"),
+                                 ("aten::max_pool1d", "max", "pool")):
+        chain = [nodes[f"{name}/unsqueeze"], nodes[name], nodes[f"{name}/squeeze"]]
+        lead = lead_node(chain, kind)
+        assert lead["name"] == name and category(lead, kind) == expected
+
+
+class Repeats(nn.Module):  # GC ViT repeats its global query per window; one repeat (its last stage) is the input
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x.repeat_interleave(3, dim=1)) * x.repeat_interleave(1, dim=0).repeat(1, 3, 1)
+
+
+def test_repeats_copy_each_slice_or_the_tensor_in_a_row_and_one_repeat_is_folded() -> None:
+    from edgeplan.ir import Ref
+    from edgeplan.runtimes.graph_exec import GraphExecutor
+
+    m, x = Repeats(), torch.randn(2, 4, 5)
+    g = graph_from_torch(m, (x,))
+    assert "repeat_interleave" in g.folded_ops
+    calls = dict(g.fused_calls)
+    interleave, tile = calls["aten.repeat_interleave"], calls["aten.repeat"]
+    assert [g.node(n).kind for n in interleave] == [OpKind.RESHAPE, OpKind.EXPAND, OpKind.RESHAPE]
+    assert g.node(interleave[1]).output_shapes == ((2, 4, 3, 5),)
+    assert g.node(interleave[2]).output_shapes == ((2, 12, 5),)
+    assert g.node(tile[1]).output_shapes == ((1, 2, 3, 4, 1, 5),) and g.node(tile[2]).output_shapes == ((2, 12, 5),)
+    got = GraphExecutor(g).run({Ref("x"): x})
+    torch.testing.assert_close(got[0], m(x))
+
+    class PerElement(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.repeat_interleave(torch.tensor([1, 2, 1, 2]), dim=1, output_size=6)
+
+    with pytest.raises(UnsupportedOperatorError, match="whole number of repeats"):
+        graph_from_torch(PerElement(), (x,))
+
+
+def test_an_in_place_identity_is_folded_under_its_in_place_name() -> None:
+    class Branches(nn.Module):  # MobileOne: out = scale branch; out += conv branch; out += identity (0)
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Conv2d(3, 4, 1), nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out = self.a(x)
+            out += self.b(x)
+            out += 0
+            return out
+
+    g = graph_from_torch(Branches().eval(), (torch.randn(1, 3, 8, 8),))
+    assert g.folded_ops == ("add_",)
+    assert [n.source.split(".")[1] for n in g.nodes if n.kind is OpKind.ELTWISE] == ["add_"]
+
+
+def test_a_nested_graph_without_autocast_is_inlined_and_with_autocast_refused() -> None:
+    from edgeplan.ir import Ref
+    from edgeplan.runtimes.graph_exec import GraphExecutor
+
+    class Float32Attention(nn.Module):  # EfficientViT's LiteMLA computes its attention in float32 this way
+        def __init__(self, enabled: bool) -> None:
+            super().__init__()
+            self.enabled = enabled
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            with torch.autocast("cpu", enabled=self.enabled):
+                y = torch.relu(x @ x.transpose(1, 2)) @ x
+            return self.proj(y)
+
+    m, x = Float32Attention(False).eval(), torch.randn(1, 5, 8)
+    g = graph_from_torch(m, (x,))
+    assert [n.kind for n in g.nodes] == [OpKind.INPUT, OpKind.PERMUTE, OpKind.MATMUL, OpKind.ACTIVATION,
+                                         OpKind.MATMUL, OpKind.LINEAR]
+    got = GraphExecutor(g, module=m).run({Ref("x"): x})
+    with torch.inference_mode():
+        torch.testing.assert_close(got[0], m(x), rtol=1e-5, atol=1e-6)
+    with pytest.raises(UnsupportedOperatorError, match="autocast to"):
+        graph_from_torch(Float32Attention(True).eval(), (x,))
+
+
+def test_a_pooling_with_unused_indices_imports() -> None:
+    g = graph_from_torch(nn.Sequential(nn.AdaptiveMaxPool2d(3)).eval(), (torch.randn(1, 4, 7, 7),))
+    assert [n.kind for n in g.nodes] == [OpKind.INPUT, OpKind.ADAPTIVE_POOL2D]

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from edgeplan.errors import UnsupportedOperatorError
-from edgeplan.frontends.aten_values import Act, Call, Const, Emit
+from edgeplan.frontends.aten_values import Act, Call, Chain, Const, Emit
 from edgeplan.ir import Activation, EltwiseOp, OpKind, PoolMode, Shape
 from edgeplan.ir.ops import (
     NO_ATTRS,
@@ -104,6 +104,54 @@ def _conv(call: Call, weight_i: int, transposed: bool, args: dict[str, int]) -> 
     return Emit(OpKind.CONV2D, attrs, (x,))
 
 
+def _single(v: Any, default: int = 1) -> int:
+    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
+        return default
+    return int(v[0]) if isinstance(v, (list, tuple)) else int(v)
+
+
+def _as_2d(call: Call, op: Emit) -> Chain:
+    """A 1-D operator on (N, C, L) as the 2-D one on (N, C, 1, L): unsqueeze, the 2-D operator, squeeze. The IR, its
+    cost models and its runners know 2-D convolutions and poolings; a 1-D one computes exactly the 2-D one with a
+    kernel of height 1, and eager PyTorch runs it as one call (recorded as a fused call of the aten operator). ``op``
+    is the 2-D operator (its inputs are ignored)."""
+    x = call.x
+    if len(x.shape) != 3 or len(call.out) != 3:
+        raise UnsupportedOperatorError(call.op, call.node_name,
+                                       f"only batched (N, C, L) inputs are supported, got {x.shape}")
+    n, c, length = x.shape
+    out2d = (call.out[0], call.out[1], 1, call.out[2])
+    return Chain(f"aten.{call.op.rstrip('_')}", (
+        Emit(OpKind.RESHAPE, ReshapeAttrs((n, c, 1, length)), (x,)),
+        op,
+        Emit(OpKind.RESHAPE, ReshapeAttrs(call.out), ()),
+    ), ((n, c, 1, length), out2d), ("unsqueeze", "", "squeeze"))
+
+
+def _conv1d(call: Call, weight_i: int, args: dict[str, int]) -> Chain:
+    w = _weight(call, weight_i, "weight")
+    bias = call.arg(weight_i + 1, "bias") is not None
+    stride = _single(call.arg(args["stride"], "stride"))
+    dilation = _single(call.arg(args["dilation"], "dilation"))
+    groups = int(call.arg(args["groups"], "groups", 1))
+    kernel = int(w.shape[2])
+    padding = call.arg(args["padding"], "padding")
+    if isinstance(padding, str):
+        total = 0 if padding == "valid" else max(
+            0, (call.out[2] - 1) * stride + dilation * (kernel - 1) + 1 - call.x.shape[2])
+        left, right = total // 2, total - total // 2
+    else:
+        left = right = _single(padding, 0)
+    attrs = ConvAttrs(call.x.shape[1], w.shape[0], (1, kernel), (1, stride), (0, left, 0, right), (1, dilation),
+                      groups, bias)
+    return _as_2d(call, Emit(OpKind.CONV2D, attrs, ()))
+
+
+@_register("conv1d")
+def _conv1d_call(call: Call) -> Chain:
+    return _conv1d(call, 1, {"stride": 3, "padding": 4, "dilation": 5, "groups": 6})
+
+
 @_register("conv2d")
 def _conv2d(call: Call) -> Emit:
     return _conv(call, 1, False, {"stride": 3, "padding": 4, "dilation": 5, "groups": 6})
@@ -115,9 +163,12 @@ def _conv_transpose2d(call: Call) -> Emit:
 
 
 @_register("convolution", "_convolution")
-def _convolution(call: Call) -> Emit:
+def _convolution(call: Call) -> Emit | Chain:
     transposed = bool(call.arg(6, "transposed", False))
-    return _conv(call, 1, transposed, {"stride": 3, "padding": 4, "dilation": 5, "output_padding": 7, "groups": 8})
+    args = {"stride": 3, "padding": 4, "dilation": 5, "output_padding": 7, "groups": 8}
+    if len(call.x.shape) == 3 and not transposed:
+        return _conv1d(call, 1, args)
+    return _conv(call, 1, transposed, args)
 
 
 @_register("linear")
@@ -278,48 +329,60 @@ def _clamp_max(call: Call) -> Emit:
     return _clip(call, None, float(call.arg(1, "max")))
 
 
-def _pool(call: Call, mode: PoolMode) -> Emit:
-    kernel = _pair(call.arg(1, "kernel_size"))
-    stride = _pair(call.arg(2, "stride"), 0)
-    if stride == (0, 0):
+def _pool(call: Call, mode: PoolMode) -> Emit | Chain:
+    """A 2-D pooling, or a 1-D one as the 2-D one with a window of height 1 (see :func:`_as_2d`)."""
+    one_d = len(call.x.shape) == 3
+
+    def window(v: Any, default: int, height: int) -> tuple[int, int]:
+        return (height, _single(v, default)) if one_d else _pair(v, default)
+
+    kernel = window(call.arg(1, "kernel_size"), 1, 1)
+    stride = window(call.arg(2, "stride"), 0, 1)
+    if stride[1] == 0:
         stride = kernel
-    pad = _pair(call.arg(3, "padding"), 0)
+    pad = window(call.arg(3, "padding"), 0, 0)
     if mode is PoolMode.MAX:
-        dilation, ceil = _pair(call.arg(4, "dilation")), bool(call.arg(5, "ceil_mode", False))
+        dilation, ceil = window(call.arg(4, "dilation"), 1, 1), bool(call.arg(5, "ceil_mode", False))
         include = True
     else:
         dilation, ceil = (1, 1), bool(call.arg(4, "ceil_mode", False))
         include = bool(call.arg(5, "count_include_pad", True))
     attrs = PoolAttrs(mode, kernel, stride, (pad[0], pad[1], pad[0], pad[1]), dilation, ceil, include)
     call.out_shapes = call.out_shapes[:1]  # max_pool2d_with_indices: indices are unused at inference
+    if one_d:
+        return _as_2d(call, Emit(OpKind.POOL2D, attrs, ()))
     return Emit(OpKind.POOL2D, attrs, (call.x,))
 
 
-@_register("max_pool2d", "max_pool2d_with_indices")
-def _max_pool(call: Call) -> Emit:
+@_register("max_pool2d", "max_pool2d_with_indices", "max_pool1d", "max_pool1d_with_indices")
+def _max_pool(call: Call) -> Emit | Chain:
     return _pool(call, PoolMode.MAX)
 
 
-@_register("avg_pool2d")
-def _avg_pool(call: Call) -> Emit:
+@_register("avg_pool2d", "avg_pool1d")
+def _avg_pool(call: Call) -> Emit | Chain:
     return _pool(call, PoolMode.AVG)
 
 
-def _adaptive(call: Call, mode: PoolMode) -> Emit:
+def _adaptive(call: Call, mode: PoolMode) -> Emit | Chain:
     call.out_shapes = call.out_shapes[:1]
-    size = (call.out[2], call.out[3])
+    one_d = len(call.x.shape) == 3
+    size = (1, call.out[2]) if one_d else (call.out[2], call.out[3])
+    inputs = () if one_d else (call.x,)
     if size == (1, 1):
-        return Emit(OpKind.GLOBAL_POOL, GlobalPoolAttrs(mode, keepdim=True), (call.x,))
-    return Emit(OpKind.ADAPTIVE_POOL2D, AdaptivePoolAttrs(mode, size), (call.x,))
+        op = Emit(OpKind.GLOBAL_POOL, GlobalPoolAttrs(mode, keepdim=True), inputs)
+    else:
+        op = Emit(OpKind.ADAPTIVE_POOL2D, AdaptivePoolAttrs(mode, size), inputs)
+    return _as_2d(call, op) if one_d else op
 
 
-@_register("adaptive_avg_pool2d", "_adaptive_avg_pool2d")
-def _adaptive_avg(call: Call) -> Emit:
+@_register("adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool1d")
+def _adaptive_avg(call: Call) -> Emit | Chain:
     return _adaptive(call, PoolMode.AVG)
 
 
-@_register("adaptive_max_pool2d")
-def _adaptive_max(call: Call) -> Emit:
+@_register("adaptive_max_pool2d", "adaptive_max_pool1d")
+def _adaptive_max(call: Call) -> Emit | Chain:
     return _adaptive(call, PoolMode.MAX)
 
 
@@ -397,6 +460,40 @@ def _stack(call: Call) -> Emit:
 @_register("expand", "expand_as", "broadcast_to")
 def _expand(call: Call) -> Any:
     return call.x if call.out == call.x.shape else Emit(OpKind.EXPAND, NO_ATTRS, (call.x,))
+
+
+@_register("repeat_interleave")
+def _repeat_interleave(call: Call) -> Any:
+    x, repeats, dim = call.x, call.arg(1, "repeats"), call.arg(2, "dim")
+    if not isinstance(repeats, int) or dim is None:
+        raise UnsupportedOperatorError(call.op, call.node_name, "only a whole number of repeats along one axis is "
+                                       "modelled (not per-element repeats, nor the flattened form without dim)")
+    if repeats == 1:
+        return x
+    axis = int(dim) % len(x.shape)
+    one = (*x.shape[:axis + 1], 1, *x.shape[axis + 1:])
+    many = (*x.shape[:axis + 1], repeats, *x.shape[axis + 1:])
+    # each slice copied ``repeats`` times in a row: unsqueeze, expand, merge
+    return Chain("aten.repeat_interleave", (
+        Emit(OpKind.RESHAPE, ReshapeAttrs(one), (x,)),
+        Emit(OpKind.EXPAND, NO_ATTRS, ()),
+        Emit(OpKind.RESHAPE, ReshapeAttrs(call.out), ()),
+    ), (one, many), ("unsqueeze", "", "merge"))
+
+
+@_register("repeat")
+def _repeat(call: Call) -> Any:
+    x, repeats = call.x, tuple(int(r) for r in call.arg(1, "repeats"))
+    if all(r == 1 for r in repeats) and len(repeats) == len(x.shape):
+        return x
+    shape = (1,) * (len(repeats) - len(x.shape)) + x.shape  # repeats may add leading axes
+    one = tuple(d for s in shape for d in (1, s))
+    many = tuple(d for r, s in zip(repeats, shape, strict=True) for d in (r, s))
+    return Chain("aten.repeat", (  # the tensor tiled: an axis of 1 before each, expanded to its repeats, merged
+        Emit(OpKind.RESHAPE, ReshapeAttrs(one), (x,)),
+        Emit(OpKind.EXPAND, NO_ATTRS, ()),
+        Emit(OpKind.RESHAPE, ReshapeAttrs(call.out), ()),
+    ), (one, many), ("unsqueeze", "", "merge"))
 
 
 @_register("new_zeros", "new_ones", "new_full", "new_empty", "zeros_like", "ones_like", "full_like", "empty_like")

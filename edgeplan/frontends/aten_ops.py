@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from edgeplan.errors import InvalidGraphError, UnsupportedOperatorError
 from edgeplan.frontends import aten_handlers as h
-from edgeplan.frontends.aten_values import Act, Call, Const, Emit
+from edgeplan.frontends.aten_values import Act, Call, Chain, Const, Emit
 from edgeplan.ir import DType, Node, OpKind, Ref, Shape
 from edgeplan.ir.ops import ConstantAttrs, InputAttrs, LRNAttrs, OpaqueAttrs
 
@@ -38,12 +38,24 @@ _DTYPES = {
 # Element-wise arithmetic whose handler returns its input for an identity (x * 1, x + 0).
 _ARITHMETIC = frozenset({"add", "sub", "mul", "div", "rsub"})
 
-# Casts and views whose handler returns their input when they change nothing (a cast to the dtype it has, EVA's
-# rotary embedding's type_as; a permutation that keeps every axis, EfficientFormer-V2's): eager still dispatches them.
-_IDENTITY_CALLS = frozenset({"to", "type_as", "permute", "transpose", "swapaxes"})
+# Casts, views and copies whose handler returns their input when they change nothing (a cast to the dtype it has,
+# EVA's rotary embedding's type_as; a permutation that keeps every axis, EfficientFormer-V2's; GC ViT's
+# repeat_interleave of one repeat): eager still dispatches them.
+_IDENTITY_CALLS = frozenset({"to", "type_as", "permute", "transpose", "swapaxes", "repeat_interleave"})
 
 # Operators that produce nothing the graph needs (runtime assertions, metadata checks).
 _IGNORED = frozenset({"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"})
+
+# Higher-order operators whose nested graph runs unchanged at inference: its nodes are inlined (Converter._inline).
+_INLINED = frozenset({"wrap_with_autocast", "wrap_with_set_grad_enabled"})
+
+
+@dataclass(frozen=True)
+class _Nested:
+    """A nested graph (a higher-order operator's body) read from the captured module."""
+
+    graph: Any
+
 
 # Modules whose ATen decomposition is collapsed back into one IR node.
 _COLLAPSED_MODULES = {"LocalResponseNorm": OpKind.LRN}
@@ -99,6 +111,9 @@ class Converter:
     folded_ops
         The operators the IR folds away that eager PyTorch runs: on constants alone, or identities (the graph's
         ``folded_ops``).
+    fused_calls
+        Operators written as several IR nodes (:class:`Chain`: a 1-D convolution or pooling as a 2-D one between two
+        reshapes), as (operator, node names): eager PyTorch runs each as one call (the graph's ``fused_calls``).
     """
 
     constants: dict[str, Any]
@@ -107,23 +122,37 @@ class Converter:
     nodes: list[Node] = field(default_factory=list)
     values: dict[str, Any] = field(default_factory=dict)
     folded_ops: list[str] = field(default_factory=list)
+    fused_calls: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     _names: set[str] = field(default_factory=set)
     _n_inputs: int = 0
 
     def convert(self, fx_graph: Any) -> tuple[list[Node], list[Ref]]:
         """Convert every fx node; return the IR nodes and the graph outputs."""
+        out = self._walk(fx_graph, None)
+        return self.nodes, self._outputs(out)
+
+    def _walk(self, fx_graph: Any, inline_args: list[Any] | None) -> Any:
+        """Convert the nodes of ``fx_graph``; return its output argument (fx nodes). ``inline_args``: the values of
+        its placeholders, for a nested graph inlined into the caller's (None: the top-level graph's inputs)."""
         groups = self._collapsed_groups(fx_graph)
-        outputs: list[Ref] = []
+        out: Any = ()
         for fx_node in fx_graph.nodes:
             if fx_node.op == "placeholder":
-                self._placeholder(fx_node)
+                if inline_args is None:
+                    self._placeholder(fx_node)
+                else:
+                    self.values[fx_node.name] = inline_args.pop(0)
             elif fx_node.op == "get_attr":
-                if not hasattr(self.constants.get(fx_node.name), "shape"):
-                    raise UnsupportedOperatorError(
-                        f"get_attr {fx_node.target}", fx_node.name,
-                        "a nested graph (a higher-order operator such as autocast or a control-flow branch)",
-                    )
-                self.values[fx_node.name] = Const(_shape_of(self.constants[fx_node.name]))
+                constant = self.constants.get(fx_node.name)
+                owner = getattr(fx_graph, "owning_module", None)
+                nested = getattr(getattr(owner, str(fx_node.target), None), "graph", None)
+                if hasattr(constant, "shape"):
+                    self.values[fx_node.name] = Const(_shape_of(constant))
+                elif nested is not None:  # a higher-order operator's body (autocast, a control-flow branch)
+                    self.values[fx_node.name] = _Nested(nested)
+                else:
+                    raise UnsupportedOperatorError(f"get_attr {fx_node.target}", fx_node.name,
+                                                   "an attribute that is neither a tensor nor a nested graph")
             elif fx_node.op == "call_function":
                 group = groups.get(fx_node.name)
                 if group is None:
@@ -131,10 +160,28 @@ class Converter:
                 elif fx_node is group[-1]:
                     self.values[fx_node.name] = self._collapse(group)
             elif fx_node.op == "output":
-                outputs = self._outputs(fx_node.args[0])
+                out = fx_node.args[0]
             else:
                 raise UnsupportedOperatorError(fx_node.op, fx_node.name, "only ATen-level graphs are supported")
-        return self.nodes, outputs
+        return out
+
+    def _inline(self, op: str, fx_node: Any, args: tuple[Any, ...]) -> Any:
+        """A higher-order operator that runs a nested graph unchanged at inference, the graph's nodes inlined: autocast
+        switched off (EfficientViT's attention computes in float32 whatever the caller's autocast) and a grad mode
+        (inference computes no gradients either way). Autocast switched on changes dtypes: refused."""
+        if op == "wrap_with_autocast":
+            enabled, rest = bool(args[2]), args[4:]
+            if enabled:
+                raise UnsupportedOperatorError(op, fx_node.name, f"autocast to {args[1]} inside the model changes "
+                                               "its dtypes; export the model without it")
+        else:
+            rest = args[1:]
+        nested = rest[0] if rest else None
+        if not isinstance(nested, _Nested):
+            raise UnsupportedOperatorError(op, fx_node.name, "no nested graph among its arguments")
+        inner = replace(self, values={})  # shares the node list, names and folded or fused records
+        out = inner._walk(nested.graph, list(rest[1:]))
+        return inner._resolve(out)
 
     def _collapsed_groups(self, fx_graph: Any) -> dict[str, list[Any]]:
         by_module: dict[str, list[Any]] = {}
@@ -192,10 +239,19 @@ class Converter:
         target = fx_node.target
         args = tuple(self._resolve(a) for a in fx_node.args)
         if target is operator.getitem:
+            if isinstance(args[0], Act):  # one kept result of several (a pooling's indices are dropped)
+                if args[1] != 0 and not fx_node.users:
+                    return None
+                if args[1] != 0:
+                    raise UnsupportedOperatorError(f"result {args[1]} of {fx_node.args[0].name}", fx_node.name,
+                                                   "only the first result of this operator is modelled")
+                return args[0]
             return args[0][args[1]]
         op = _op_name(target)
         if op in _IGNORED:
             return None
+        if op in _INLINED:
+            return self._inline(op, fx_node, args)
         shapes, dtype = _meta_shapes(fx_node)
         if not _has_activation(args) and not _has_activation(tuple(fx_node.kwargs.values())):
             self.folded_ops.append(op)
@@ -213,25 +269,41 @@ class Converter:
         if isinstance(result, Const):  # made from an activation's shape alone (new_zeros): still run every call
             self.folded_ops.append(op)
         elif op.rstrip("_") in _ARITHMETIC and isinstance(result, Act):  # an identity (x * 1): eager still runs it
-            self.folded_ops.append(op.rstrip("_"))
+            self.folded_ops.append(op)  # add_ when eager adds in place (MobileOne)
         elif op in _IDENTITY_CALLS and isinstance(result, Act) and (dtype is None or result.dtype == dtype):
             self.folded_ops.append(op)  # a cast to the dtype it has, or a view that changes nothing
-        if not isinstance(result, Emit):
+        if not isinstance(result, (Emit, Chain)):
             return result
         path, cls = _module_of(fx_node)
         if path and cls in _LEAF_MODULES and path not in self._names:
             base = path
         else:
             base = f"{path}/{fx_node.name}" if path else fx_node.name
+        if isinstance(result, Chain):
+            return self._emit_chain(result, base, str(target), call.out_shapes, dtype)
         return self._emit(result, base, str(target), call.out_shapes, dtype)
 
-    def _emit(self, emit: Emit, base: str, source: str, shapes: tuple[Shape, ...], dtype: DType | None = None) -> Any:
+    def _emit_chain(self, chain: Chain, base: str, source: str, shapes: tuple[Shape, ...],
+                    dtype: DType | None) -> Any:
+        """The chain's nodes in a row, one named ``base`` and the others under it; recorded as one fused call."""
+        main = self._unique(base)
+        names = [self._unique(f"{main}/{suffix}") if suffix else main for suffix in chain.names]
+        value: Any = None
+        for i, step in enumerate(chain.steps):
+            inputs = step.inputs if i == 0 else (value,)
+            out = chain.shapes[i:i + 1] if i < len(chain.steps) - 1 else shapes[:1]
+            value = self._emit(Emit(step.kind, step.attrs, inputs), names[i], source, out, dtype, named=True)
+        self.fused_calls.append((chain.call, tuple(names)))
+        return value
+
+    def _emit(self, emit: Emit, base: str, source: str, shapes: tuple[Shape, ...], dtype: DType | None = None,
+              named: bool = False) -> Any:
         if not shapes:
             raise InvalidGraphError(f"node {base!r} ({source}) has no recorded output shape")
         inputs = tuple(self._materialize(a, base) if isinstance(a, Const) else a for a in emit.inputs)
         emit = Emit(emit.kind, emit.attrs, inputs)
         node = Node(
-            name=self._unique(base),
+            name=base if named else self._unique(base),
             kind=emit.kind,
             attrs=emit.attrs,
             inputs=tuple(a.ref for a in inputs),
@@ -277,7 +349,7 @@ _LEAF_MODULES = frozenset(
         "ReLU6", "Hardswish", "Hardsigmoid", "Sigmoid", "SiLU", "GELU", "Tanh", "LeakyReLU", "ELU", "Mish",
         "Softplus", "Hardtanh", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Dropout",
         "Dropout2d", "Flatten", "Softmax", "Upsample", "ZeroPad2d", "ConstantPad2d", "ReflectionPad2d",
-        "ChannelShuffle", "Identity",
+        "ChannelShuffle", "Identity", "Conv1d", "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d",
     }
 )
 

@@ -9,7 +9,7 @@ from edgeplan.errors import UnsupportedOperatorError
 from edgeplan.ir import DType, OpKind, Ref, Shape
 from edgeplan.ir.ops import Attrs
 
-__all__ = ["Act", "Call", "Const", "Emit"]
+__all__ = ["Act", "Call", "Chain", "Const", "Emit"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,21 @@ class Emit:
     kind: OpKind
     attrs: Attrs
     inputs: tuple[Act | Const, ...]  # constants are materialized as ``constant`` nodes
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A handler's request to write one operator as several IR nodes in a row (a 1-D convolution as a 2-D one on an
+    unsqueezed tensor). The first step consumes its own ``inputs``; every later step consumes the output of the step
+    before it (its ``inputs`` are ignored). ``shapes`` are the output shapes of every step but the last, whose shape
+    is the operator's. Eager PyTorch runs the operator as one call, so the nodes are recorded as one of the graph's
+    ``fused_calls``, under ``call`` (``aten.conv1d``)."""
+
+    call: str
+    steps: tuple[Emit, ...]
+    shapes: tuple[Shape, ...]
+    #: Each step's name under the operator's node name (``unsqueeze``); "" for the one step named after the operator.
+    names: tuple[str, ...]
 
 
 @dataclass

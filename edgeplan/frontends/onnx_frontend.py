@@ -9,7 +9,7 @@ ONNX node is then mapped to IR nodes by a small handler keyed by its ``op_type``
 =================================================  ==============================================================
 ONNX                                               IR
 =================================================  ==============================================================
-Conv (2-D), ConvTranspose (2-D)                    ``conv2d``, ``conv_transpose2d`` (auto_pad, pads, groups, bias)
+Conv (1-D, 2-D), ConvTranspose (2-D)               ``conv2d``, ``conv_transpose2d`` (auto_pad, pads, groups, bias)
 Gemm, MatMul with a constant 2-D weight            ``linear`` (MatMul + Add of a constant bias fuse into one)
 MatMul of two activations (or constant @ x)        ``matmul`` (``contraction`` = K)
 BatchNormalization, LayerNormalization             ``batch_norm``, ``layer_norm``
@@ -17,7 +17,7 @@ GroupNormalization, InstanceNormalization          ``group_norm``
 Relu, Clip, HardSwish, HardSigmoid, Sigmoid, Tanh  ``activation`` (Clip 0..6 is relu6, else clip with its bounds)
 LeakyRelu, Elu, Gelu, Softplus, Mish, Swish        ``activation``
 Exp, Log, Sqrt, Abs, Neg, Reciprocal, Erf, Pow     ``activation`` (Pow needs a constant scalar exponent)
-MaxPool, AveragePool (2-D)                         ``pool2d``
+MaxPool, AveragePool (1-D, 2-D)                    ``pool2d`` (1-D: the 2-D one between an unsqueeze and a squeeze)
 GlobalAveragePool, GlobalMaxPool                   ``global_pool``
 Add, Sub, Mul, Div                                 ``eltwise`` (a constant operand is recorded as ``const_shape``)
 Concat, Split, Slice                               ``concat``, ``split``, ``slice`` (one node per sliced axis)
@@ -26,12 +26,13 @@ Flatten, Reshape, Squeeze, Unsqueeze, Transpose    ``flatten`` / ``reshape``, ``
 Pad, ReduceMean, ReduceSum/Max/Min/L2/Prod         ``pad``, ``mean``, ``reduce``
 Softmax, LogSoftmax                                ``softmax``
 Resize, Upsample, Dropout, LRN                     ``upsample``, ``dropout``, ``lrn``
+Expand                                             ``expand`` (elided when the shape does not change)
 Identity, Cast, CastLike                           elided (the output is the input)
 =================================================  ==============================================================
 
 A constant that an operator takes as a tensor (a concatenated class token, a constant first matmul operand, a
 constant that broadcasts an activation to a larger shape) becomes a ``constant`` node. Any other operator, or a
-variant the IR cannot express (a 1-D convolution, a negative slice step, a weight computed at run time, ...),
+variant the IR cannot express (a 3-D convolution, a negative slice step, a weight computed at run time, ...),
 raises :class:`~edgeplan.errors.UnsupportedOperatorError` naming the operator and the node, or becomes an explicit
 ``opaque`` node with ``opaque=True``; nothing is dropped silently.
 """
@@ -50,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Union
 from edgeplan.errors import InvalidInputError, UnsupportedOperatorError
 from edgeplan.ir import DType, Graph, Node, OpKind, Ref, Shape
 from edgeplan.ir.ops import (
+    NO_ATTRS,
     Activation,
     ActivationAttrs,
     Attrs,
@@ -878,14 +880,20 @@ def _has_input(node: onnx.NodeProto, index: int) -> bool:
 
 
 def _conv(cv: _Converter, node: onnx.NodeProto) -> None:
+    if len(cv.shape(node.input[0])) == 3:
+        _one_d(cv, node, OpKind.CONV2D, lambda x, a: _conv_attrs(cv, node, x, _one_d_weight(cv, node), a))
+        return
     x = _spatial(cv, node, node.input[0], "convolution")
-    w = _weight_shape(cv, node)
-    a = _attrs(node)
+    cv.emit(node, OpKind.CONV2D, _conv_attrs(cv, node, x, _weight_shape(cv, node), _attrs(node)),
+            [cv.ref(node.input[0])])
+
+
+def _conv_attrs(cv: _Converter, node: onnx.NodeProto, x: Shape, w: Shape, a: dict[str, Any]) -> ConvAttrs:
     groups = int(a.get("group", 1))
     _check_channels(node, x[1], w[1] * groups, x, w)
     kernel = (w[2], w[3])
     stride, dilation = _pair(a.get("strides"), 1), _pair(a.get("dilations"), 1)
-    attrs = ConvAttrs(
+    return ConvAttrs(
         in_channels=x[1],
         out_channels=w[0],
         kernel=kernel,
@@ -895,7 +903,34 @@ def _conv(cv: _Converter, node: onnx.NodeProto) -> None:
         groups=groups,
         bias=_has_input(node, 2),
     )
-    cv.emit(node, OpKind.CONV2D, attrs, [cv.ref(node.input[0])])
+
+
+def _one_d_weight(cv: _Converter, node: onnx.NodeProto) -> Shape:
+    w = _weight_shape(cv, node)
+    if len(w) != 3:
+        raise _NotModelled(f"a weight of shape {w} on a 3-D input")
+    return (w[0], w[1], 1, w[2])
+
+
+def _one_d(cv: _Converter, node: onnx.NodeProto, kind: OpKind,
+           attrs_of: Callable[[Shape, dict[str, Any]], Attrs]) -> None:
+    """A 1-D convolution or pooling on (N, C, L) as the 2-D one on (N, C, 1, L) between an unsqueeze and a squeeze
+    (as the torch frontend writes it); ``attrs_of`` gets the 2-D input shape and the attributes made 2-D (a window
+    of height 1, no padding on it). The 2-D node takes the ONNX node's name, which ONNX Runtime's kernels trace to."""
+    x, out = cv.shape(node.input[0]), cv.shape(node.output[0])
+    x2, out2 = (x[0], x[1], 1, x[2]), (out[0], out[1], 1, out[2])
+    a = {k: ([1, *v] if k in ("kernel_shape", "strides", "dilations") else v) for k, v in _attrs(node).items()}
+    if "pads" in a:
+        a["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
+    attrs = attrs_of(x2, a)
+    label, dtype = _label(node), cv.dtype(node.output[0])
+    for value in node.output[1:]:
+        if value:
+            cv.unmodelled[value] = (node.op_type, label)
+    up = cv.add(f"{label}/unsqueeze", OpKind.RESHAPE, ReshapeAttrs(x2), [cv.ref(node.input[0])], [], "Unsqueeze",
+                [x2], dtype)
+    mid = cv.add(label, kind, attrs, [Ref(up, 0)], [], node.op_type, [out2], dtype)
+    cv.add(f"{label}/squeeze", OpKind.RESHAPE, ReshapeAttrs(out), [Ref(mid, 0)], [node.output[0]], "Squeeze")
 
 
 def _conv_transpose(cv: _Converter, node: onnx.NodeProto) -> None:
@@ -1077,12 +1112,10 @@ def _pow(cv: _Converter, node: onnx.NodeProto) -> None:
 
 
 def _pool(mode: PoolMode) -> Handler:
-    def handler(cv: _Converter, node: onnx.NodeProto) -> None:
-        x = _spatial(cv, node, node.input[0], "pooling")
-        a = _attrs(node)
+    def attrs_of(x: Shape, a: dict[str, Any]) -> PoolAttrs:
         kernel = _pair(a.get("kernel_shape"), 1)
         stride, dilation = _pair(a.get("strides"), 1), _pair(a.get("dilations"), 1)
-        attrs = PoolAttrs(
+        return PoolAttrs(
             mode=mode,
             kernel=kernel,
             stride=stride,
@@ -1091,7 +1124,13 @@ def _pool(mode: PoolMode) -> Handler:
             ceil_mode=bool(a.get("ceil_mode", 0)),
             count_include_pad=bool(a.get("count_include_pad", 0)) if mode is PoolMode.AVG else True,
         )
-        cv.emit(node, OpKind.POOL2D, attrs, [cv.ref(node.input[0])])
+
+    def handler(cv: _Converter, node: onnx.NodeProto) -> None:
+        if len(cv.shape(node.input[0])) == 3:
+            _one_d(cv, node, OpKind.POOL2D, attrs_of)
+            return
+        x = _spatial(cv, node, node.input[0], "pooling")
+        cv.emit(node, OpKind.POOL2D, attrs_of(x, _attrs(node)), [cv.ref(node.input[0])])
 
     return handler
 
@@ -1314,6 +1353,13 @@ def _lrn(cv: _Converter, node: onnx.NodeProto) -> None:
     cv.emit(node, OpKind.LRN, attrs, [cv.ref(node.input[0])])
 
 
+def _expand(cv: _Converter, node: onnx.NodeProto) -> None:
+    if cv.shape(node.output[0]) == cv.shape(node.input[0]):
+        cv.alias(node.output[0], cv.ref(node.input[0]))
+        return
+    cv.emit(node, OpKind.EXPAND, NO_ATTRS, [cv.ref(node.input[0])])
+
+
 def _identity(cv: _Converter, node: onnx.NodeProto) -> None:
     cv.alias(node.output[0], cv.ref(node.input[0]))
 
@@ -1353,6 +1399,7 @@ _HANDLERS: dict[str, Handler] = {
     "Upsample": _resize,
     "Dropout": _dropout,
     "LRN": _lrn,
+    "Expand": _expand,
     "Identity": _identity,
     "Cast": _identity,
     "CastLike": _identity,

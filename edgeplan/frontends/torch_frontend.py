@@ -118,8 +118,9 @@ def graph_from_torch(
     fx_graph, constants, method = capture(module, tuple(example_inputs))
     converter = Converter(constants=constants, opaque=opaque, method=method)
     nodes, outputs = converter.convert(fx_graph)
+    fused_calls = tuple(converter.fused_calls) + _fast_paths(module, nodes)
     return Graph(name=name or type(module).__name__, nodes=tuple(nodes), outputs=tuple(outputs),
-                 folded_ops=tuple(converter.folded_ops), fused_calls=_fast_paths(module, nodes)).validate()
+                 folded_ops=tuple(converter.folded_ops), fused_calls=fused_calls).validate()
 
 
 def _fast_paths(module: torch.nn.Module, nodes: Sequence[Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -52,6 +52,7 @@ int8 layer norms came out tens of times slower than they run.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -88,6 +89,7 @@ _PRODUCT_CATEGORIES = ("conv", "dwconv", "gconv", "fc", "matmul", "attention")
 
 #: Words in a kernel kind's name that say it computes a convolution or a matrix product, and whole names that do.
 _PRODUCT_WORDS = ("conv", "gemm", "matmul", "attention")
+_LED_PAST_RESHAPES = re.compile(r"(pool1d(_with_indices)?|repeat|repeat_interleave)$")
 _PRODUCT_NAMES = ("linear", "addmm", "mm", "bmm")
 
 
@@ -150,7 +152,9 @@ def lead_node(nodes: Sequence[Mapping[str, Any]], kind: str | None = None) -> Ma
     need not come first: ONNX Runtime's ``FusedMatMul`` of attention scores runs the key's transpose, then the
     product (led by the transpose, it was an element-wise op priced at 0.03 ms). A kernel of attention is led by
     its attention node (eager PyTorch's fused ``nn.MultiheadAttention`` begins with its input projection, which a
-    convolution's predictor would have priced).
+    convolution's predictor would have priced). A kernel of one operator the IR writes as reshapes around its work
+    (eager PyTorch's ``aten::avg_pool1d``: unsqueeze, 2-D pooling, squeeze; ``aten::repeat`` and
+    ``aten::repeat_interleave``: unsqueeze, expand, merge) is led by its first node that is not a reshape.
 
     Parameters
     ----------
@@ -169,6 +173,8 @@ def lead_node(nodes: Sequence[Mapping[str, Any]], kind: str | None = None) -> Ma
         if attention is not None and "attention" in kind.lower():  # its projections are not what it is
             return attention
         return next((n for n in nodes if _node_category(n) in _PRODUCT_CATEGORIES), nodes[0])
+    if kind is not None and _LED_PAST_RESHAPES.search(kind):
+        return next((n for n in nodes if n["op"] != "reshape"), nodes[0])
     return nodes[0]
 
 

@@ -166,9 +166,13 @@ def _module_weights(module: torch.nn.Module, node: Node) -> dict[str, torch.Tens
 
 def _param(weights: Mapping[str, torch.Tensor] | None, key: str, shape: Sequence[int], gen: torch.Generator,
            fan_in: int, device: torch.device, fill: float | None = None) -> torch.Tensor:
-    """The source module's tensor when it has the right shape, else a seeded random one (std 1/sqrt(fan_in))."""
+    """The source module's tensor when it has the right shape (a 1-D convolution's kernel taken as the 2-D kernel of
+    height 1 the IR writes it as), else a seeded random one (std 1/sqrt(fan_in))."""
     if weights is not None and key in weights and tuple(weights[key].shape) == tuple(shape):
         return weights[key].to(device)
+    if (weights is not None and key in weights and len(shape) == 4 and shape[2] == 1
+            and tuple(weights[key].shape) == (shape[0], shape[1], shape[3])):  # a 1-D convolution's, in 2-D
+        return weights[key].unsqueeze(2).to(device)
     if fill is not None:
         return torch.full(tuple(shape), fill, device=device)
     return (torch.randn(tuple(shape), generator=gen) / math.sqrt(max(fan_in, 1))).to(device)

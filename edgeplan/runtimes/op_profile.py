@@ -609,13 +609,27 @@ def profile_onnxruntime_ops(
         except Exception as e:  # ORT raises its own exception types
             raise MeasurementError(f"profiling {onnx_path} with onnxruntime failed: {e}") from e
         optimized = onnx.load(profiled_options.optimized_model_filepath)
+        unnamed = _name_unnamed_nodes(optimized)
         kinds = {n.name: onnxruntime_kind(n) for n in optimized.graph.node}
         if origin is None:
             covered = {k.name: k.nodes for k in onnxruntime_kernels(onnx.load(str(onnx_path)), optimized)}
         else:
             covered = onnxruntime_kernel_origins(optimized, origin[0], origin[1])
-    ops = _ort_timings(trace, covered, runs, warmup, str(onnx_path), kinds, ref_profiled_ms)
+    ops = _ort_timings(trace, covered, runs, warmup, str(onnx_path), kinds, ref_profiled_ms, unnamed)
     return OpRuns(ops, plain_ms, ref_ms, ref_profiled_ms)
+
+
+def _name_unnamed_nodes(model: Any) -> dict[str, list[str]]:
+    """Name the optimized graph's nodes that ORT left without one (``<op_type>#<k>``, k counting per op type in
+    graph order) and return those names by op type. ORT writes a node it made from a function without a name (a
+    ``HardSwish`` on a 2-D tensor decomposed into ``HardSigmoid`` and ``Mul``: EfficientViT's classifier head) and
+    its profiler calls it after its internal index (``HardSigmoid_216``), which the saved graph does not keep."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for n in model.graph.node:
+        if not n.name:
+            n.name = f"{n.op_type}#{len(out[n.op_type])}"
+            out[n.op_type].append(n.name)
+    return dict(out)
 
 
 def _ort_options(threads: int, profile_prefix: str | None = None) -> Any:
@@ -635,7 +649,8 @@ def _ort_options(threads: int, profile_prefix: str | None = None) -> Any:
 
 def _ort_timings(trace: Sequence[Mapping[str, Any]], covered: Mapping[str, tuple[str, ...]], runs: int,
                  warmup: int, what: str, kinds: Mapping[str, str] | None = None,
-                 reference_ms: Sequence[float] = ()) -> list[OpTiming]:
+                 reference_ms: Sequence[float] = (), unnamed: Mapping[str, Sequence[str]] | None = None,
+                 ) -> list[OpTiming]:
     suffix = "_kernel_time"
     order: list[str] = []
     durations: dict[str, list[float]] = defaultdict(list)
@@ -648,6 +663,16 @@ def _ort_timings(trace: Sequence[Mapping[str, Any]], covered: Mapping[str, tuple
             order.append(name)
             info[name] = e.get("args", {})
         durations[name].append(float(e["dur"]) / 1000.0)
+    # Kernels of nodes the saved graph has without a name (see _name_unnamed_nodes), in execution order, are its
+    # unnamed nodes of their op type in graph order; matched only when the counts agree.
+    saved_as: dict[str, str] = {}
+    strangers: dict[str, list[str]] = defaultdict(list)
+    for name in order:
+        if name not in covered and name not in (kinds or {}):
+            strangers[str(info[name].get("op_name", ""))].append(name)
+    for op, names in strangers.items():
+        if len((unnamed or {}).get(op, ())) == len(names):
+            saved_as.update(zip(names, (unnamed or {})[op], strict=True))
     out = []
     for name in order:
         d = durations[name]
@@ -659,8 +684,9 @@ def _ort_timings(trace: Sequence[Mapping[str, Any]], covered: Mapping[str, tuple
         fastest = min(d[warmup:])
         args = info[name]
         shapes = {k: args[k] for k in ("input_type_shape", "output_type_shape") if k in args}
-        kind = (kinds or {}).get(name) or str(args.get("op_name", ""))
-        out.append(_with_ratios(OpTiming(name, kind, tuple(covered.get(name, ())), med, iqr, fastest, shapes=shapes),
+        key = saved_as.get(name, name)
+        kind = (kinds or {}).get(key) or str(args.get("op_name", ""))
+        out.append(_with_ratios(OpTiming(name, kind, tuple(covered.get(key, ())), med, iqr, fastest, shapes=shapes),
                                 d[warmup:], reference_ms))
     return out
 
