@@ -43,6 +43,7 @@ bench-noise: $(STAMP)
 
 bench-coverage: $(STAMP)
 	$(BIN)/python benchmarks/bench_coverage.py
+	$(BIN)/python benchmarks/bench_coverage.py --only timm-families
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

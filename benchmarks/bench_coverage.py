@@ -1,9 +1,10 @@
 """Coverage of `inspect`: every torchvision classification model, and the timm models of the sets `timm-cnns` and
-`timm-transformers`.
+`timm-transformers`; with `--only timm-families`, one model of each of timm's model modules instead (the long tail:
+every architecture family the pinned timm ships, its smallest-named variant, so ~100 models).
 
 Prints, per model, whether it imports to a validated IR graph (and its MACs, nodes, import time) or why not,
 then the totals. Usage:
-python benchmarks/bench_coverage.py [--json OUT] [--only torchvision|timm|timm-transformers] [--limit N]
+python benchmarks/bench_coverage.py [--json OUT] [--only torchvision|timm|timm-transformers|timm-families] [--limit N]
 """
 
 from __future__ import annotations
@@ -25,10 +26,28 @@ def timm_names(name: str) -> list[str]:
     return model_set(name)
 
 
+def timm_families() -> list[str]:
+    """One timm model per model module (architecture family): the first of its names by a preference for small
+    variants (atto, femto, ..., tiny, small, b0, 50), then by length; ImageNet-22k and CLIP variants left out."""
+    from timm.models import _registry
+
+    prefer = ["atto", "femto", "pico", "nano", "xxtiny", "xxs", "tiny", "xs", "small", "s0", "b0", "_18", "_26", "50"]
+
+    def rank(name: str) -> tuple[int, int]:
+        return next(((i, len(name)) for i, p in enumerate(prefer) if p in name), (len(prefer), len(name)))
+
+    out = []
+    for _, names in sorted(_registry._module_to_models.items()):
+        kept = sorted(n for n in names if "in22k" not in n and "clip" not in n)
+        if kept:
+            out.append(f"timm:{min(kept, key=rank)}")
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", default=None)
-    parser.add_argument("--only", choices=["torchvision", "timm", "timm-transformers"], default=None)
+    parser.add_argument("--only", choices=["torchvision", "timm", "timm-transformers", "timm-families"], default=None)
     parser.add_argument("--limit", type=int, default=None)
     args = parser.parse_args()
     import torch
@@ -44,6 +63,8 @@ def main() -> int:
         specs += timm_names("timm-cnns")
     if args.only in (None, "timm-transformers"):
         specs += timm_names("timm-transformers")
+    if args.only == "timm-families":
+        specs = timm_families()
     specs = specs[: args.limit] if args.limit else specs
     rows = []
     for i, spec in enumerate(specs, 1):
@@ -60,10 +81,15 @@ def main() -> int:
         print(f"[{i:3d}/{len(specs)}] {spec:45s} {row['seconds']:6.1f}s {status}", flush=True)
         gc.collect()
     transformers = set(timm_names("timm-transformers"))
-    for family, fam in (("torchvision", [r for r in rows if r["model"].startswith("torchvision:")]),
-                        ("timm CNNs", [r for r in rows if r["model"].startswith("timm:")
+    if args.only == "timm-families":
+        print(f"timm families: {sum(r['ok'] for r in rows)}/{len(rows)} import")
+        rows_by_set: list[dict[str, object]] = []
+    else:
+        rows_by_set = rows
+    for family, fam in (("torchvision", [r for r in rows_by_set if r["model"].startswith("torchvision:")]),
+                        ("timm CNNs", [r for r in rows_by_set if str(r["model"]).startswith("timm:")
                                        and r["model"] not in transformers]),
-                        ("timm transformers", [r for r in rows if r["model"] in transformers])):
+                        ("timm transformers", [r for r in rows_by_set if r["model"] in transformers])):
         if fam:
             ok = sum(r["ok"] for r in fam)
             print(f"{family}: {ok}/{len(fam)} import")

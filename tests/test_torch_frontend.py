@@ -293,3 +293,61 @@ def test_a_nested_graph_without_autocast_is_inlined_and_with_autocast_refused() 
 def test_a_pooling_with_unused_indices_imports() -> None:
     g = graph_from_torch(nn.Sequential(nn.AdaptiveMaxPool2d(3)).eval(), (torch.randn(1, 4, 7, 7),))
     assert [n.kind for n in g.nodes] == [OpKind.INPUT, OpKind.ADAPTIVE_POOL2D]
+
+
+class NormsAndBounds(nn.Module):
+    """Gemma 4 / DeepSeek's RMS norm, CAFormer's square, Gemma 4's clamps to buffers, and timm's rotary attention
+    that concatenates an empty prefix (no prefix tokens) with the rest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm, self.fc = nn.RMSNorm(8), nn.Linear(8, 8)
+        self.register_buffer("low", torch.tensor(-0.5))
+        self.register_buffer("high", torch.tensor(float("inf")))
+        self.register_buffer("open", torch.tensor(float("-inf")))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.clamp(self.fc(self.norm(x)), self.low, self.high)
+        y = torch.clamp(y, self.open, self.high)  # infinite both ways: the input
+        y = torch.cat([y[:, :0], torch.square(y[:, 0:])], dim=1)
+        return y
+
+
+def test_rms_norm_square_buffer_bounds_and_an_empty_prefix_run_as_the_module() -> None:
+    from edgeplan.ir import Ref
+    from edgeplan.runtimes.graph_exec import GraphExecutor
+
+    m, x = NormsAndBounds().eval(), torch.randn(1, 5, 8)
+    g = graph_from_torch(m, (x,))
+    norm = g.node("norm")
+    assert norm.kind is OpKind.LAYER_NORM and norm.attrs.rms and norm.params == 8
+    assert g.totals().params == sum(p.numel() for p in m.parameters())
+    clip = next(n for n in g.nodes if n.kind is OpKind.ACTIVATION and n.attrs.fn is Activation.CLIP)
+    assert (clip.attrs.low, clip.attrs.high) == (-0.5, None)
+    assert [n.kind for n in g.nodes] == [OpKind.INPUT, OpKind.LAYER_NORM, OpKind.LINEAR, OpKind.ACTIVATION,
+                                         OpKind.ACTIVATION]  # no slice, no concatenation: the empty prefix is gone
+    assert g.nodes[-1].attrs.fn is Activation.POW and g.nodes[-1].attrs.alpha == 2.0
+    assert "clamp" in g.folded_ops and "slice" in g.folded_ops
+    got = GraphExecutor(g, module=m).run({Ref("x"): x})
+    with torch.inference_mode():
+        torch.testing.assert_close(got[0], m(x), rtol=1e-5, atol=1e-6)
+
+    class Computed(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.clamp(x, x.mean())
+
+    with pytest.raises(UnsupportedOperatorError, match="min bound is a computed tensor"):
+        graph_from_torch(Computed(), (x,))
+
+
+def test_a_handler_that_meets_arguments_it_does_not_expect_names_the_operator(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgeplan.frontends import aten_handlers
+
+    def confused(call: object) -> object:
+        return float("a tensor where a number was expected")
+
+    monkeypatch.setitem(aten_handlers.HANDLERS, "relu", confused)
+    with pytest.raises(UnsupportedOperatorError, match=r"relu.*ValueError") as err:
+        graph_from_torch(nn.Sequential(nn.ReLU()), (torch.randn(1, 4),))
+    assert err.value.operator.startswith("aten.relu")

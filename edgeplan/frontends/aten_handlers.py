@@ -218,6 +218,15 @@ def _layer_norm(call: Call) -> Any:
     return _output_only(call, Emit(OpKind.LAYER_NORM, attrs, (call.x,)))
 
 
+@_register("rms_norm")
+def _rms_norm(call: Call) -> Emit:
+    normalized = call.arg(1, "normalized_shape")
+    eps = call.arg(3, "eps")  # None: torch takes the dtype's machine epsilon
+    attrs = NormAttrs(channels=math.prod(normalized), eps=float(eps) if eps is not None else 1.1920928955078125e-07,
+                      affine=call.arg(2, "weight") is not None, axis=-len(normalized), rms=True)
+    return Emit(OpKind.LAYER_NORM, attrs, (call.x,))
+
+
 @_register("group_norm")
 def _group_norm(call: Call) -> Emit:
     attrs = NormAttrs(channels=call.x.shape[1], eps=float(call.arg(4, "eps", 1e-5)),
@@ -249,6 +258,11 @@ def _pow(call: Call) -> Any:
     if not isinstance(exponent, (int, float)):
         raise UnsupportedOperatorError(call.op, call.node_name, "only a constant exponent is supported")
     return Emit(OpKind.ACTIVATION, ActivationAttrs(Activation.POW, alpha=float(exponent)), (call.x,))
+
+
+@_register("square")
+def _square(call: Call) -> Emit:
+    return Emit(OpKind.ACTIVATION, ActivationAttrs(Activation.POW, alpha=2.0), (call.x,))
 
 
 @_register("scaled_dot_product_attention")
@@ -305,28 +319,39 @@ def _clip(call: Call, low: float | None, high: float | None) -> Emit:
     return Emit(OpKind.ACTIVATION, ActivationAttrs(Activation.CLIP, low=low, high=high), (call.x,))
 
 
-def _float_or_none(v: Any) -> float | None:
-    return None if v is None else float(v)
+def _bound(call: Call, index: int, name: str, default: float | None = None) -> float | None:
+    """A clip bound: a number, a one-element parameter or buffer (Gemma 4's clamps), or None (also for an infinite
+    bound); any other tensor is refused by name."""
+    v = call.arg(index, name, default)
+    if isinstance(v, Const) and v.value is not None:
+        v = v.value
+    if isinstance(v, (Act, Const)):
+        raise UnsupportedOperatorError(call.op, call.node_name, f"its {name} bound is a computed tensor, whose "
+                                       "values the IR does not keep; numbers and one-element buffers are modelled")
+    return None if v is None or math.isinf(float(v)) else float(v)
 
 
 @_register("hardtanh")
 def _hardtanh(call: Call) -> Emit:
-    return _clip(call, float(call.arg(1, "min_val", -1.0)), float(call.arg(2, "max_val", 1.0)))
+    return _clip(call, _bound(call, 1, "min_val", -1.0), _bound(call, 2, "max_val", 1.0))
 
 
 @_register("clamp", "clip")
-def _clamp(call: Call) -> Emit:
-    return _clip(call, _float_or_none(call.arg(1, "min")), _float_or_none(call.arg(2, "max")))
+def _clamp(call: Call) -> Any:
+    low, high = _bound(call, 1, "min"), _bound(call, 2, "max")
+    if low is None and high is None:  # to infinite bounds (Gemma 4's clamps before a checkpoint sets them)
+        return call.x
+    return _clip(call, low, high)
 
 
 @_register("clamp_min")
 def _clamp_min(call: Call) -> Emit:
-    return _clip(call, float(call.arg(1, "min")), None)
+    return _clip(call, _bound(call, 1, "min"), None)
 
 
 @_register("clamp_max")
 def _clamp_max(call: Call) -> Emit:
-    return _clip(call, None, float(call.arg(1, "max")))
+    return _clip(call, None, _bound(call, 1, "max"))
 
 
 def _pool(call: Call, mode: PoolMode) -> Emit | Chain:
@@ -444,7 +469,8 @@ def _select(call: Call) -> Emit:
 
 @_register("cat", "concat", "concatenate")
 def _cat(call: Call) -> Any:
-    tensors = list(call.args[0])
+    # an empty tensor adds nothing (timm's rotary attention: the prefix tokens q[:, :, :0] of a model without any)
+    tensors = [t for t in call.args[0] if not (isinstance(t, Const) and 0 in t.shape)]
     if len(tensors) == 1:
         return tensors[0]
     axis = int(call.arg(1, "dim", 0))
@@ -521,6 +547,8 @@ def _slice(call: Call) -> Any:
     x = call.x
     if call.out == x.shape:
         return x
+    if 0 in call.out:  # an empty slice: no data, whatever the activation (a concatenation drops it)
+        return Const(call.out)
     axis = int(call.arg(1, "dim", 0)) % len(x.shape)
     size = x.shape[axis]
     start = call.arg(2, "start") or 0

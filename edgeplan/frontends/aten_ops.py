@@ -40,8 +40,8 @@ _ARITHMETIC = frozenset({"add", "sub", "mul", "div", "rsub"})
 
 # Casts, views and copies whose handler returns their input when they change nothing (a cast to the dtype it has,
 # EVA's rotary embedding's type_as; a permutation that keeps every axis, EfficientFormer-V2's; GC ViT's
-# repeat_interleave of one repeat): eager still dispatches them.
-_IDENTITY_CALLS = frozenset({"to", "type_as", "permute", "transpose", "swapaxes", "repeat_interleave"})
+# repeat_interleave of one repeat; Gemma 4's clamp to infinite bounds): eager still dispatches them.
+_IDENTITY_CALLS = frozenset({"to", "type_as", "permute", "transpose", "swapaxes", "repeat_interleave", "clamp"})
 
 # Operators that produce nothing the graph needs (runtime assertions, metadata checks).
 _IGNORED = frozenset({"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"})
@@ -208,7 +208,7 @@ class Converter:
         if fx_node.name in self.constants:
             tensor = self.constants[fx_node.name]
             shape = _shape_of(tensor) if tensor is not None else _meta_shapes(fx_node)[0][0]
-            self.values[fx_node.name] = Const(shape)
+            self.values[fx_node.name] = Const(shape, _scalar_value(tensor))
             return
         shapes, dtype = _meta_shapes(fx_node)
         if not shapes:
@@ -265,7 +265,11 @@ class Converter:
             acts = tuple(a for a in _flatten(args) if isinstance(a, Act))
             result: Any = Emit(OpKind.OPAQUE, OpaqueAttrs(operator=str(target)), acts)
         else:
-            result = handler(call)
+            try:
+                result = handler(call)
+            except (TypeError, ValueError, IndexError) as e:  # arguments of a form the handler does not expect
+                raise UnsupportedOperatorError(str(target), fx_node.name, f"a form of its arguments edgeplan "
+                                               f"does not model ({type(e).__name__}: {e})") from e
         if isinstance(result, Const):  # made from an activation's shape alone (new_zeros): still run every call
             self.folded_ops.append(op)
         elif op.rstrip("_") in _ARITHMETIC and isinstance(result, Act):  # an identity (x * 1): eager still runs it
@@ -350,6 +354,7 @@ _LEAF_MODULES = frozenset(
         "Softplus", "Hardtanh", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Dropout",
         "Dropout2d", "Flatten", "Softmax", "Upsample", "ZeroPad2d", "ConstantPad2d", "ReflectionPad2d",
         "ChannelShuffle", "Identity", "Conv1d", "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d",
+        "RMSNorm",
     }
 )
 
@@ -362,6 +367,16 @@ def _flatten(values: Sequence[Any]) -> list[Any]:
         else:
             out.append(v)
     return out
+
+
+def _scalar_value(tensor: Any) -> float | None:
+    """The value of a one-element real tensor (a fake tensor of a traced graph has none: None)."""
+    try:
+        if tensor is not None and tensor.numel() == 1 and tensor.is_floating_point():
+            return float(tensor.item())
+    except Exception:  # noqa: BLE001 - fake or meta tensors cannot be read
+        return None
+    return None
 
 
 def _has_activation(values: Sequence[Any]) -> bool:

@@ -23,9 +23,11 @@ class Act:
 
 @dataclass(frozen=True)
 class Const:
-    """A constant tensor (parameter, buffer, or computed from constants only)."""
+    """A constant tensor (parameter, buffer, or computed from constants only); ``value`` is kept for a one-element
+    parameter or buffer (Gemma 4's clamp bounds), None otherwise."""
 
     shape: Shape
+    value: float | None = None
 
 
 @dataclass(frozen=True)

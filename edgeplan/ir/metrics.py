@@ -104,7 +104,7 @@ def node_params(node: Node) -> int:
     if isinstance(a, LinearAttrs):
         return a.in_features * a.out_features + (a.out_features if a.bias else 0)
     if isinstance(a, NormAttrs):
-        return 2 * a.channels if a.affine else 0
+        return (1 if a.rms else 2) * a.channels if a.affine else 0
     if isinstance(a, EltwiseAttrs) and a.const_shape is not None:
         size = numel(a.const_shape)
         return size if size > 1 else 0

@@ -14,7 +14,7 @@ kind                   meaning (inputs -> outputs)
 ``linear``             fully connected layer on the last axis (``y = x W^T + b``)
 ``matmul``             product of two activation tensors (matmul, bmm, two-operand einsum)
 ``batch_norm``         inference batch normalization (per-channel scale and shift)
-``layer_norm``         layer normalization over the trailing axes (or channels, ``axis=1``)
+``layer_norm``         layer normalization over the trailing axes (or channels, ``axis=1``); RMS norm (``rms``)
 ``group_norm``         group normalization
 ``activation``         element-wise nonlinearity, :class:`Activation` says which
 ``pool2d``             max or average pooling with a window
@@ -290,7 +290,9 @@ class NormAttrs:
 
     ``channels`` is the number of normalized features (per-channel for batch norm; the size of the normalized
     trailing axes for layer norm), ``groups`` is used by group norm, ``affine`` says whether a learnt scale and
-    shift exist, ``axis`` is the first normalized axis for layer norm (1 for channels-first LayerNorm2d).
+    shift exist, ``axis`` is the first normalized axis for layer norm (1 for channels-first LayerNorm2d). ``rms``:
+    RMS normalization (a layer norm that divides by the root mean square without subtracting the mean, and has a
+    learnt scale but no shift).
     """
 
     channels: int
@@ -298,6 +300,7 @@ class NormAttrs:
     affine: bool = True
     groups: int = 1
     axis: int = -1
+    rms: bool = False
 
 
 @dataclass(frozen=True)

@@ -259,6 +259,8 @@ def _norm(node: Node, gen: torch.Generator, w: Mapping[str, torch.Tensor] | None
     axis = a.axis % len(shape)
     normalized = tuple(shape[axis:])
     s = scale.reshape(normalized) if scale is not None and math.prod(normalized) == c else scale
+    if a.rms:
+        return _one(lambda x: F.rms_norm(x, normalized, s, a.eps))
     b = shift.reshape(normalized) if shift is not None and math.prod(normalized) == c else shift
     return _one(lambda x: F.layer_norm(x, normalized, s, b, a.eps))
 
