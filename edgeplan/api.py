@@ -164,7 +164,7 @@ def _onnx_input_shapes(path: Path) -> list[Shape]:
 
 
 def predict_latency(models: str | list[str], device: str = "torch-fp32-1t", method: str | None = None,
-                    home: str | Path | None = None) -> Any:
+                    home: str | Path | None = None, opaque: bool = False) -> Any:
     """Predict latency on a device profile without running the models (what ``edgeplan predict`` prints).
 
     Parameters
@@ -178,6 +178,9 @@ def predict_latency(models: str | list[str], device: str = "torch-fp32-1t", meth
         from a Lasso source).
     home
         The edgeplan home (calibrated devices).
+    opaque
+        Predict models with operators edgeplan does not know: those become opaque nodes listed in
+        ``.prediction.unpredicted`` (never counted as 0 ms), and the latency is that of the rest.
 
     Returns
     -------
@@ -188,7 +191,7 @@ def predict_latency(models: str | list[str], device: str = "torch-fp32-1t", meth
     from edgeplan.latency.predict import predict_models
 
     if isinstance(models, str | os.PathLike):
-        return predict_models([model_spec(models)], device=device, method=method, home=home)[0]
+        return predict_models([model_spec(models)], device=device, method=method, home=home, opaque=opaque)[0]
     if not isinstance(models, Iterable):
         raise InvalidInputError(f"models: give a zoo string, an .onnx path or a list of them, got {models!r}")
-    return predict_models([model_spec(m) for m in models], device=device, method=method, home=home)
+    return predict_models([model_spec(m) for m in models], device=device, method=method, home=home, opaque=opaque)

@@ -53,8 +53,9 @@ class UnsupportedOperatorError(EdgeplanError):
         if detail:
             msg += f": {detail}"
         msg += ("; edgeplan cannot cost or run it. `edgeplan inspect --allow-opaque` (Python: import with "
-                "opaque=True) shows the rest of the graph with it as an explicit opaque node; to plan or predict, "
-                "replace the operator in the model or cut the model before it")
+                "opaque=True) shows the rest of the graph with it as an explicit opaque node, and `edgeplan predict "
+                "--allow-opaque` predicts the rest with it listed as unpredicted; to plan, replace the operator in "
+                "the model or cut the model before it")
         super().__init__(msg)
 
 

@@ -48,6 +48,17 @@ def test_an_opaque_operator_is_unpredicted_not_costed() -> None:
     assert [op.ms for op in pred.ops if "grid_sampler" in op.name] == [None]
 
 
+def test_predict_latency_keeps_an_unknown_operator_opaque_when_asked(tmp_path: Path) -> None:
+    from edgeplan.errors import UnsupportedOperatorError
+
+    path = tmp_path / "sampler.onnx"
+    cache_export(_GridSample().eval(), (torch.randn(1, 3, 16, 16),), path)
+    with pytest.raises(UnsupportedOperatorError, match="GridSample"):
+        predict_latency(str(path))
+    pred = predict_latency(str(path), opaque=True).prediction
+    assert len(pred.unpredicted) == 1 and "opaque" in pred.unpredicted[0] and pred.latency_ms > 0
+
+
 class _Attention(nn.Module):
     def __init__(self) -> None:
         super().__init__()

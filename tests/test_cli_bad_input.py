@@ -136,6 +136,7 @@ def test_huge_range_is_refused_before_expanding() -> None:
 def test_unsupported_operator_names_the_command_that_has_allow_opaque() -> None:
     message = str(UnsupportedOperatorError("GridSample", "gs"))
     assert "'GridSample'" in message and "edgeplan inspect --allow-opaque" in message
+    assert "edgeplan predict --allow-opaque" in message
 
 
 def test_select_run_of_an_onnx_file_says_what_to_do(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -151,3 +152,31 @@ def test_select_run_of_an_onnx_file_says_what_to_do(capsys: pytest.CaptureFixtur
     code, out, err = run(capsys, "--home", str(tmp_path), "select", str(path), "--costs", "predicted", "--run",
                          "--no-flow-costs")
     assert code != 0 and "select it without --run" in err and "Traceback" not in err and not out
+
+
+def test_predict_refuses_an_unknown_operator_by_name_or_predicts_the_rest_with_allow_opaque(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from edgeplan.api import cache_export
+
+    class Sampler(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(F.grid_sample(self.conv(x), torch.zeros(1, 4, 4, 2), align_corners=False))
+
+    path = tmp_path / "sampler.onnx"
+    cache_export(Sampler().eval(), (torch.randn(1, 3, 16, 16),), path)
+    code, out, err = run(capsys, "predict", str(path))
+    assert code != 0 and "'GridSample'" in err and "predict --allow-opaque" in err and "Traceback" not in err
+    code, out, err = run(capsys, "predict", str(path), "--allow-opaque", "--json")
+    assert code == 0
+    (row,) = json.loads(out)
+    assert len(row["unpredicted_ops"]) == 1 and "opaque" in row["unpredicted_ops"][0]
+    assert row["latency_ms"] > 0  # the convolution and the ReLU, the sampler left out
+    code, out, err = run(capsys, "predict", str(path), "--allow-opaque")
+    assert code == 0 and "a lower bound" in out

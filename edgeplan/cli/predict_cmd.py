@@ -25,22 +25,26 @@ __all__ = ["predict"]
 @click.option("--measure", "measure_runs", type=click.IntRange(min=0), default=0,
               help="Also measure each model here, in the device's scenario, with this many profiled runs (per op "
                    "and end to end), and print the measurement beside the prediction (scenario devices only).")
+@click.option("--allow-opaque", is_flag=True,
+              help="Predict a model with operators edgeplan does not know: they are kept as opaque nodes and listed "
+                   "with the unpredicted ops, and the latency is that of the rest.")
 @click.option("--json", "as_json", is_flag=True,
               help="Machine-readable output (with --measure: measured_ms, and measured_reference, the reference "
                    "model the measurement was paired with, or null).")
 @click.pass_obj
 def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, device: str, method: str | None,
-            breakdown: bool, measure_runs: int, as_json: bool) -> None:
+            breakdown: bool, measure_runs: int, allow_opaque: bool, as_json: bool) -> None:
     """Predict the latency of MODELS on a device without running them (sum of per-op predictions + overhead).
 
     MODELS are zoo strings (``synthetic:0-99`` ranges and ``set:NAME`` sets too) or ONNX paths. Ops without a
-    predictor are listed as unpredicted, never counted as 0 ms.
+    predictor are listed as unpredicted, never counted as 0 ms: the latency is then that of the other ops.
     """
     from edgeplan.latency.predict import predict_models, resolve_method
 
     names = model_specs(models, models_file)
     method = resolve_method(device, method, ctx.home)
-    results = predict_models(names, device=device, method=method, home=ctx.home, progress=not as_json)
+    results = predict_models(names, device=device, method=method, home=ctx.home, progress=not as_json,
+                             opaque=allow_opaque)
     measured = _measure(names, device, method, measure_runs, ctx.home) if measure_runs else {}
     if as_json:
         rows = []
@@ -75,6 +79,9 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
     if any(r.prediction.overhead_clamped for r in results):
         notes.append("* overhead clamped: the learnt (negative) overhead would take the total below half the ops' "
                      "sum, so the total is raised to that; the overhead shown is the total minus the ops' sum")
+    if any(r.prediction.unpredicted for r in results):
+        notes.append("latency ms with unpredicted ops: the sum over the other ops and the overhead, a lower bound; "
+                     "the unpredicted ops are not counted as 0 ms but left out")
     if any(not r.prediction.ops for r in results):
         notes.append(f"† no kernel runs: {device}'s runtime folds the network into a constant (its output does not "
                      "depend on its input once multiplications by zero are simplified; see `edgeplan calibrate`)")

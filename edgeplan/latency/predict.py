@@ -166,30 +166,34 @@ def _featurize(graph: Graph, kernels: Sequence[tuple[str, str, Sequence[str]]]) 
     return ops, skipped
 
 
-def onnxruntime_ops(spec: str, kernel_profile: str, home: str | Path | None = None) -> tuple[list[OpInput], list[str]]:
+def onnxruntime_ops(spec: str, kernel_profile: str, home: str | Path | None = None,
+                    opaque: bool = False) -> tuple[list[OpInput], list[str]]:
     """The featurized kernels ONNX Runtime runs for ``spec`` (``kernel_profile`` one of :data:`ORT_OBSERVED`).
 
     ORT's own optimizer says which kernels run (its NCHWc and int8 rewrites depend on the CPU and on
     quantization choices that rules cannot foresee), see :func:`edgeplan.runtimes.op_profile.onnxruntime_kernel_ops`;
     the model is not timed (for int8, the first prediction of a model quantizes it, which runs a few calibration
-    inputs through it; the result is cached). Kernels that cannot be traced to IR nodes are returned by name.
+    inputs through it; the result is cached). Kernels that cannot be traced to IR nodes are returned by name, and
+    so are kernels of operators edgeplan does not know when ``opaque`` keeps them (else they raise).
     """
     from edgeplan.runtimes.op_profile import onnxruntime_kernel_ops
 
-    return _featurize(*onnxruntime_kernel_ops(spec, kernel_profile.split("-", 1)[1], home))
+    return _featurize(*onnxruntime_kernel_ops(spec, kernel_profile.split("-", 1)[1], home, opaque=opaque))
 
 
 def spec_ops(spec: str, kernel_profile: str, home: str | Path | None = None,
-             deduction: str = "as-source") -> tuple[list[OpInput], list[str]]:
-    """:func:`graph_ops` of a zoo model, or :func:`onnxruntime_ops` for an ONNX Runtime scenario's profile."""
+             deduction: str = "as-source", opaque: bool = False) -> tuple[list[OpInput], list[str]]:
+    """:func:`graph_ops` of a zoo model, or :func:`onnxruntime_ops` for an ONNX Runtime scenario's profile;
+    ``opaque``: operators edgeplan does not know are kept as opaque nodes, whose kernels are returned as not
+    featurized (unpredicted), instead of raising."""
     if kernel_profile in ORT_OBSERVED:
         if deduction != "as-source":
             raise InvalidInputError(f"an ONNX Runtime device ({kernel_profile}) runs what ORT's optimizer keeps; "
                                     f"the {deduction} deduction applies to graph profiles only")
-        return onnxruntime_ops(spec, kernel_profile, home)
+        return onnxruntime_ops(spec, kernel_profile, home, opaque=opaque)
     from edgeplan.frontends.zoo import load_graph
 
-    return graph_ops(load_graph(spec), kernel_profile, deduction)
+    return graph_ops(load_graph(spec, opaque=opaque), kernel_profile, deduction)
 
 
 def predict_graph(graph: Graph, model: LatencyModel | CalibratedDevice, kernel_profile: str) -> Prediction:
@@ -287,7 +291,8 @@ def resolve_method(device: str, method: str | None, home: str | Path | None = No
 
 
 def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: str | None = None,
-                   home: str | Path | None = None, progress: bool = False) -> list[ModelPrediction]:
+                   home: str | Path | None = None, progress: bool = False,
+                   opaque: bool = False) -> list[ModelPrediction]:
     """Predict every zoo model of ``specs`` on ``device`` with ``method``'s predictors.
 
     Parameters
@@ -302,6 +307,9 @@ def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: s
         The edgeplan home (calibrated devices).
     progress
         Show a progress bar.
+    opaque
+        Keep operators edgeplan does not know as opaque nodes: their kernels are listed among the unpredicted ops
+        (never counted as 0 ms) and ``latency_ms`` is that of the rest, instead of the model being refused.
 
     Returns
     -------
@@ -316,7 +324,7 @@ def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: s
     featurized: list[tuple[list[OpInput], list[str]]] = []
     with counting_bar(progress and len(specs) > 1, "importing", total=len(specs)) as advance:
         for spec in specs:
-            featurized.append(spec_ops(spec, profile, home, deduction_of(model)))
+            featurized.append(spec_ops(spec, profile, home, deduction_of(model), opaque=opaque))
             advance(1)
     preds = model.predict_batch([ops for ops, _ in featurized])
     out = []

@@ -949,13 +949,14 @@ def _zoo_model(spec: str, runtime: str) -> Any:
     return None
 
 
-def _ort_files(spec: str, model: Any, dtype: str, home: str | Path | None) -> _OrtFiles:
-    """The ONNX file ORT runs for ``spec`` in ``dtype``, the float file it was made from, the latter's IR and its
-    input shapes. ``model`` is the zoo model, or None for an ONNX file of the user's (:func:`_named_copy`)."""
+def _ort_files(spec: str, model: Any, dtype: str, home: str | Path | None, opaque: bool = False) -> _OrtFiles:
+    """The ONNX file ORT runs for ``spec`` in ``dtype``, the float file it was made from, the latter's IR (unknown
+    operators as opaque nodes with ``opaque``) and its input shapes. ``model`` is the zoo model, or None for an ONNX
+    file of the user's (:func:`_named_copy`)."""
     from edgeplan.frontends.onnx_frontend import graph_from_onnx
 
     float_path = _exported(spec, model, home) if model is not None else _named_copy(spec, home)
-    graph = graph_from_onnx(float_path)
+    graph = graph_from_onnx(float_path, opaque=opaque)
     shapes = tuple(model.input_shapes) if model is not None else tuple(n.output_shapes[0] for n in graph.inputs)
     path = float_path if dtype == "float32" else _quantized(float_path, shapes)
     return _OrtFiles(path, float_path, graph, shapes)
@@ -1057,7 +1058,7 @@ def _feed(names: Sequence[str], shapes: Sequence[Sequence[int]]) -> dict[str, An
 
 
 def onnxruntime_kernel_ops(
-    spec: str, dtype: str, home: str | Path | None = None
+    spec: str, dtype: str, home: str | Path | None = None, opaque: bool = False
 ) -> tuple[Graph, list[tuple[str, str, tuple[str, ...]]]]:
     """The kernels ONNX Runtime's CPU provider runs for a zoo model or an ONNX file, each traced to IR nodes;
     nothing is timed.
@@ -1074,16 +1075,20 @@ def onnxruntime_kernel_ops(
         ``float32`` or ``int8``.
     home
         The edgeplan home.
+    opaque
+        Import the float file with operators edgeplan does not know as opaque nodes instead of raising.
 
     Returns
     -------
     tuple[Graph, list[tuple[str, str, tuple[str, ...]]]]
-        The IR of the float ONNX file, and (ORT node name, kind, IR nodes) per kernel in ORT's order.
+        The IR of the float ONNX file, and (ORT node name, kind, IR nodes) per kernel in ORT's order (a node ORT
+        saved without a name is called ``<op_type>#<k>``, see :func:`_name_unnamed_nodes`).
     """
     from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins, onnxruntime_kind, onnxruntime_optimized_model
 
-    path, float_path, graph, _ = _ort_files(spec, _zoo_model(spec, "onnxruntime"), dtype, home)
+    path, float_path, graph, _ = _ort_files(spec, _zoo_model(spec, "onnxruntime"), dtype, home, opaque)
     optimized = onnxruntime_optimized_model(path)
+    _name_unnamed_nodes(optimized)
     origins = onnxruntime_kernel_origins(optimized, float_path, {n.name for n in graph.nodes})
     return graph, [(n.name, onnxruntime_kind(n), origins[n.name]) for n in optimized.graph.node]
 
