@@ -309,6 +309,7 @@ class NormsAndBounds(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.clamp(self.fc(self.norm(x)), self.low, self.high)
         y = torch.clamp(y, self.open, self.high)  # infinite both ways: the input
+        y = torch.clamp_min(y, self.open)  # the input too
         y = torch.cat([y[:, :0], torch.square(y[:, 0:])], dim=1)
         return y
 
@@ -327,7 +328,7 @@ def test_rms_norm_square_buffer_bounds_and_an_empty_prefix_run_as_the_module() -
     assert [n.kind for n in g.nodes] == [OpKind.INPUT, OpKind.LAYER_NORM, OpKind.LINEAR, OpKind.ACTIVATION,
                                          OpKind.ACTIVATION]  # no slice, no concatenation: the empty prefix is gone
     assert g.nodes[-1].attrs.fn is Activation.POW and g.nodes[-1].attrs.alpha == 2.0
-    assert "clamp" in g.folded_ops and "slice" in g.folded_ops
+    assert "clamp" in g.folded_ops and "clamp_min" in g.folded_ops and "slice" in g.folded_ops
     got = GraphExecutor(g, module=m).run({Ref("x"): x})
     with torch.inference_mode():
         torch.testing.assert_close(got[0], m(x), rtol=1e-5, atol=1e-6)

@@ -311,7 +311,9 @@ def _elu(call: Call) -> Emit:
     return Emit(OpKind.ACTIVATION, ActivationAttrs(Activation.ELU, alpha=float(call.arg(1, "alpha", 1.0))), (call.x,))
 
 
-def _clip(call: Call, low: float | None, high: float | None) -> Emit:
+def _clip(call: Call, low: float | None, high: float | None) -> Any:
+    if low is None and high is None:  # to infinite bounds (Gemma 4's clamps before a checkpoint sets them)
+        return call.x
     if low == 0.0 and high == 6.0:
         return Emit(OpKind.ACTIVATION, ActivationAttrs(Activation.RELU6, low=0.0, high=6.0), (call.x,))
     if low == 0.0 and high is None:
@@ -332,25 +334,22 @@ def _bound(call: Call, index: int, name: str, default: float | None = None) -> f
 
 
 @_register("hardtanh")
-def _hardtanh(call: Call) -> Emit:
+def _hardtanh(call: Call) -> Any:
     return _clip(call, _bound(call, 1, "min_val", -1.0), _bound(call, 2, "max_val", 1.0))
 
 
 @_register("clamp", "clip")
 def _clamp(call: Call) -> Any:
-    low, high = _bound(call, 1, "min"), _bound(call, 2, "max")
-    if low is None and high is None:  # to infinite bounds (Gemma 4's clamps before a checkpoint sets them)
-        return call.x
-    return _clip(call, low, high)
+    return _clip(call, _bound(call, 1, "min"), _bound(call, 2, "max"))
 
 
 @_register("clamp_min")
-def _clamp_min(call: Call) -> Emit:
+def _clamp_min(call: Call) -> Any:
     return _clip(call, _bound(call, 1, "min"), None)
 
 
 @_register("clamp_max")
-def _clamp_max(call: Call) -> Emit:
+def _clamp_max(call: Call) -> Any:
     return _clip(call, None, _bound(call, 1, "max"))
 
 

@@ -41,7 +41,8 @@ _ARITHMETIC = frozenset({"add", "sub", "mul", "div", "rsub"})
 # Casts, views and copies whose handler returns their input when they change nothing (a cast to the dtype it has,
 # EVA's rotary embedding's type_as; a permutation that keeps every axis, EfficientFormer-V2's; GC ViT's
 # repeat_interleave of one repeat; Gemma 4's clamp to infinite bounds): eager still dispatches them.
-_IDENTITY_CALLS = frozenset({"to", "type_as", "permute", "transpose", "swapaxes", "repeat_interleave", "clamp"})
+_IDENTITY_CALLS = frozenset({"to", "type_as", "permute", "transpose", "swapaxes", "repeat_interleave", "clamp",
+                             "clip", "clamp_min", "clamp_max", "hardtanh"})
 
 # Operators that produce nothing the graph needs (runtime assertions, metadata checks).
 _IGNORED = frozenset({"_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", "_assert_async"})

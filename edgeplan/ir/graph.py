@@ -131,11 +131,13 @@ class Graph:
         identities (``x * 1``, ``x + 0``: NFNets' and MobileOne's), which become their input. Only the torch
         frontend fills it: eager PyTorch runs them, ONNX Runtime folds them when the session is built.
     fused_calls
-        Module calls that eager PyTorch may run as one fused operator, as (module class, names of the IR nodes the
-        call computes): an ``nn.MultiheadAttention`` whose fast-path conditions hold (the fast path enabled when
-        the graph was built, self-attention on a batched input without a mask, batch first, an even number of
-        heads, ...), which eval mode without gradients runs as one operator. The kernel rules of a runtime say
-        which it fuses. Only the torch frontend fills it.
+        Calls that eager PyTorch may run as one operator where the IR has several nodes, as (module class or aten
+        operator, names of the IR nodes the call computes): an ``nn.MultiheadAttention`` whose fast-path
+        conditions hold (the fast path enabled when the graph was built, self-attention on a batched input without
+        a mask, batch first, an even number of heads, ...), which eval mode without gradients runs as one operator;
+        and an operator the IR writes as a chain of nodes (``aten.conv1d``: the 2-D convolution between an
+        unsqueeze and a squeeze; ``aten.repeat_interleave``). The kernel rules of a runtime say which it fuses.
+        Only the torch frontend fills it.
     """
 
     name: str

@@ -39,8 +39,8 @@ def node_to_dict(node: Node) -> dict[str, Any]:
 
 
 def graph_to_dict(graph: Graph) -> dict[str, Any]:
-    """A JSON-ready description of ``graph``: ``nodes``, ``outputs``, ``folded_ops``, ``fused_calls`` and ``totals``
-    (macs, flops, params, bytes, opaque)."""
+    """A JSON-ready description of ``graph``: ``nodes``, ``outputs``, ``folded_ops``, ``fused_calls`` (``module``:
+    the module class or aten operator, ``nodes``) and ``totals`` (macs, flops, params, bytes, opaque)."""
     totals = dataclasses.asdict(graph.totals())
     totals["opaque"] = list(totals["opaque"])
     return {

@@ -9,8 +9,9 @@ by rules kept as data per runtime family in ``edgeplan/data/kernel_rules/*.json`
 profile                    what it models
 =========================  ==================================================================================
 ``torch-eager``            eager PyTorch in eval mode: one aten operator per node, batch norm not folded; views
-                           (flatten, reshape, permute, ...) and eval dropout run but move no data; the one fusion
-                           is a module's fast path (``nn.MultiheadAttention``: the graph's ``fused_calls``)
+                           (flatten, reshape, permute, ...) and eval dropout run but move no data; fused: a
+                           module's fast path (``nn.MultiheadAttention``) and an operator the IR writes as several
+                           nodes (``conv1d``, ``avg_pool1d``, ``repeat_interleave``): the graph's ``fused_calls``
 ``onnxruntime``            edgeplan's ONNX export + ONNX Runtime CPU graph optimizations without NCHWc (ARM64,
                            x86-64 without AVX2, or ``ORT_ENABLE_EXTENDED``): Conv+BatchNorm folding,
                            Conv+activation -> ``FusedConv``, Gemm+activation -> ``FusedGemm``, SiLU -> ``QuickGelu``
