@@ -81,15 +81,11 @@ def main() -> int:
         print(f"[{i:3d}/{len(specs)}] {spec:45s} {row['seconds']:6.1f}s {status}", flush=True)
         gc.collect()
     transformers = set(timm_names("timm-transformers"))
-    if args.only == "timm-families":
-        print(f"timm families: {sum(r['ok'] for r in rows)}/{len(rows)} import")
-        rows_by_set: list[dict[str, object]] = []
-    else:
-        rows_by_set = rows
-    for family, fam in (("torchvision", [r for r in rows_by_set if r["model"].startswith("torchvision:")]),
-                        ("timm CNNs", [r for r in rows_by_set if str(r["model"]).startswith("timm:")
-                                       and r["model"] not in transformers]),
-                        ("timm transformers", [r for r in rows_by_set if r["model"] in transformers])):
+    groups = [("timm families", rows)] if args.only == "timm-families" else [
+        ("torchvision", [r for r in rows if r["model"].startswith("torchvision:")]),
+        ("timm CNNs", [r for r in rows if r["model"].startswith("timm:") and r["model"] not in transformers]),
+        ("timm transformers", [r for r in rows if r["model"] in transformers])]
+    for family, fam in groups:
         if fam:
             ok = sum(r["ok"] for r in fam)
             print(f"{family}: {ok}/{len(fam)} import")

@@ -22,9 +22,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-from diag_transfer_probe import GeometricMean, load_setup, print_medians, score_into
+from diag_transfer_probe import GeometricMean, load_setup, print_medians, score_into, transfer_arguments
 
 from edgeplan.costmodels import draw_samples
 from edgeplan.costmodels.transfer_learning import transfer_on
@@ -32,11 +31,9 @@ from edgeplan.costmodels.transfer_learning import transfer_on
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fraction", type=float, default=0.01)
-    parser.add_argument("--repeats", type=int, default=8, help="seeds 0 .. repeats-1")
+    transfer_arguments(parser, repeats=8)
     parser.add_argument("--bag", type=int, default=5)
     parser.add_argument("--method", default="factor-finetune", choices=["finetune", "factor-finetune"])
-    parser.add_argument("--source", type=Path, default=Path("out/costmodels/intel-nn2"))
     args = parser.parse_args()
     loaded = load_setup(args.source)
     if loaded is None:

@@ -30,14 +30,13 @@ import argparse
 import copy
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
 from bench_transfer import family
-from diag_transfer_probe import Probe, load_setup, print_medians, score_into
+from diag_transfer_probe import Probe, load_setup, print_medians, score_into, transfer_arguments
 from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import minimize
 
@@ -124,9 +123,7 @@ class KernelCorrection(Probe):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fraction", type=float, default=0.01)
-    parser.add_argument("--repeats", type=int, default=5, help="seeds 0 .. repeats-1")
-    parser.add_argument("--source", type=Path, default=Path("out/costmodels/intel-nn2"))
+    transfer_arguments(parser)
     parser.add_argument("--finetune", action="store_true", help="also kernel+finetune and factor-finetune")
     args = parser.parse_args()
     loaded = load_setup(args.source)

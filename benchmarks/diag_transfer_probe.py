@@ -144,6 +144,13 @@ def print_medians(results: dict[str, list[tuple[float, float]]]) -> None:
               f"increase {statistics.median(v[1] for v in values):.2f} %")
 
 
+def transfer_arguments(parser: argparse.ArgumentParser, repeats: int = 5) -> None:
+    """The options every Intel -> AMD diagnostic takes: ``--fraction``, ``--repeats`` and ``--source``."""
+    parser.add_argument("--fraction", type=float, default=0.01)
+    parser.add_argument("--repeats", type=int, default=repeats, help="seeds 0 .. repeats-1")
+    parser.add_argument("--source", type=Path, default=Path("out/costmodels/intel-nn2"))
+
+
 def load_setup(source_dir: Path) -> tuple[Any, Any, Scorer] | None:
     """The Intel NN2 in ``source_dir``, AMD's table and its scorer, with torch on one thread; None (after saying
     so) when ../shared/data/mulder2021 is absent."""
@@ -157,9 +164,7 @@ def load_setup(source_dir: Path) -> tuple[Any, Any, Scorer] | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fraction", type=float, default=0.01)
-    parser.add_argument("--repeats", type=int, default=5, help="seeds 0 .. repeats-1")
-    parser.add_argument("--source", type=Path, default=Path("out/costmodels/intel-nn2"))
+    transfer_arguments(parser)
     parser.add_argument("--ensembles", action="store_true")
     args = parser.parse_args()
     loaded = load_setup(args.source)
@@ -184,8 +189,7 @@ def main() -> int:
             for k in (2, 3):
                 for combo in itertools.combinations(members, k):
                     models[" x ".join(combo)] = GeometricMean([models[c] for c in combo])
-        scored = ", ".join(f"{name} {s['mdrae_pct']:.2f} / {s['increase_pct']:.2f}"
-                           for name, s in ((n, score(m)) for n, m in models.items()))
+        scored = score_into(score, models, {})
         print(f"seed {seed} ({len(rows)} rows, lam {lam:g}, kappa {kappa:g}): {scored} "
               f"({time.monotonic() - started:.0f} s)", flush=True)
     return 0

@@ -27,13 +27,12 @@ import statistics
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
-from diag_transfer_probe import load_setup
+from diag_transfer_probe import load_setup, transfer_arguments
 
 from edgeplan.costmodels import _mlp, transfer, transfer_learning
 
@@ -154,14 +153,12 @@ class MeasuredPrimitives(Pessimistic):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", choices=VARIANTS, required=True)
-    parser.add_argument("--fraction", type=float, default=0.01)
-    parser.add_argument("--repeats", type=int, default=5, help="seeds 0 .. repeats-1")
+    transfer_arguments(parser)
     parser.add_argument("--method", choices=("finetune", "factor-finetune"), default="factor-finetune")
     parser.add_argument("--tau", type=float, default=2.0)
     parser.add_argument("--beta", type=float, default=0.2)
     parser.add_argument("--alpha", type=float, default=1e-3)
     parser.add_argument("--kappa", type=float, default=1.0)
-    parser.add_argument("--source", type=Path, default=Path("out/costmodels/intel-nn2"))
     args = parser.parse_args()
     loaded = load_setup(args.source)
     if loaded is None:

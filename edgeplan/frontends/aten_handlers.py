@@ -136,14 +136,13 @@ def _conv1d(call: Call, weight_i: int, args: dict[str, int]) -> Chain:
     groups = int(call.arg(args["groups"], "groups", 1))
     kernel = int(w.shape[2])
     padding = call.arg(args["padding"], "padding")
-    if isinstance(padding, str):
-        total = 0 if padding == "valid" else max(
-            0, (call.out[2] - 1) * stride + dilation * (kernel - 1) + 1 - call.x.shape[2])
-        left, right = total // 2, total - total // 2
+    if isinstance(padding, str):  # 'same' / 'valid': as the 2-D rule computes it on a height of 1
+        (n, c, length), out = call.x.shape, call.out
+        pads = _pads(padding, (n, c, 1, length), (out[0], out[1], 1, out[2]), (1, kernel), (1, stride),
+                     (1, dilation))
     else:
-        left = right = _single(padding, 0)
-    attrs = ConvAttrs(call.x.shape[1], w.shape[0], (1, kernel), (1, stride), (0, left, 0, right), (1, dilation),
-                      groups, bias)
+        pads = (0, _single(padding, 0), 0, _single(padding, 0))
+    attrs = ConvAttrs(call.x.shape[1], w.shape[0], (1, kernel), (1, stride), pads, (1, dilation), groups, bias)
     return _as_2d(call, Emit(OpKind.CONV2D, attrs, ()))
 
 
