@@ -62,6 +62,9 @@ def test_calibration_recovers_a_scaled_device(source: LatencyModel) -> None:
     no_pool = [made_up(1.0 + i, 0.0) for i in range(8)]
     dev = calibrate("y", no_pool, [3.0 * t["total"] for t in no_pool], source, "src", forms=("per-category",))
     assert dev.predict_terms(made_up(2.0, 1.0)) == pytest.approx(9.0, rel=0.01)
+    # too few samples for the forms asked for: the single factor, as with the default forms (was a ValueError)
+    few = calibrate("z", no_pool[:3], [3.0 * t["total"] for t in no_pool[:3]], source, "src", forms=("per-category",))
+    assert few.form == "scale" and few.coef["total"] == pytest.approx(3.0)
 
 
 def test_only_strong_evidence_keeps_the_source_kernels_on_constant_networks(source: LatencyModel) -> None:
@@ -126,6 +129,40 @@ def _csv(path: Path, rows: list[list[Any]]) -> Path:
     with path.open("w", newline="") as f:
         csv.writer(f).writerows(rows)
     return path
+
+
+def test_fewshot_on_measured_models_recovers_a_scaled_device_and_names_what_it_leaves_out(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, source: LatencyModel) -> None:
+    """``reproduce li2023 --fewshot``: calibrated from 10 rows of a CSV, the others predicted; a repeat's floor."""
+    from edgeplan.experiments.li2023 import fewshot_measured, format_fewshot_measured, measured_terms
+
+    models = [f"nb201:{c}" for c in CELLS]
+    terms, kept, left = measured_terms(models, source)
+    assert kept == models and not left
+    rows = [(m, 2.5 * t["total"]) for m, t in zip(models, terms["as-source"], strict=True)]
+    again = [(m, 1.1 * v) for m, v in rows[:12]]
+    result = fewshot_measured(source, "src", [*rows, ("nb201:not-a-cell", 3.0)], again, samples=10, seeds=3)
+    assert result["models"] == len(CELLS) and set(result["left_out"]) == {"nb201:not-a-cell"}
+    assert result["direct"]["all"]["mape"] == pytest.approx(60.0, rel=1e-6)  # the source 2.5x too fast
+    assert list(result["pools"]) == ["any", "zoo"]  # no synthetic network to draw from
+    for label in ("calibrated", "scale"):
+        assert result["pools"]["any"][label]["all"]["mape"] < 1.0
+        assert result["pools"]["any"][label]["all"]["spearman"] > 0.99
+    assert sum(result["pools"]["any"]["forms"].values()) == 3
+    assert result["floor"]["all"] == pytest.approx(10.0, rel=1e-6) and result["floor_models"] == 12
+    text = "\n".join(format_fewshot_measured(result))
+    assert "noise floor" in text and "left out: nb201:not-a-cell" in text
+    # the CLI, from a CSV, with the repeat for the floor
+    home = tmp_path / "home"
+    source.save(home / "devices" / "src")
+    first = _csv(tmp_path / "first.csv", [["model", "latency_ms"], *map(list, rows)])
+    second = _csv(tmp_path / "second.csv", [["model", "latency_ms"], *map(list, again)])
+    assert main(["--home", str(home), "reproduce", "li2023", "--fewshot", str(first), "--repeat-data", str(second),
+                 "--source", "src", "--seeds", "2", "--samples", "6", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["samples"] == 6 and out["seeds"] == 2 and out["pools"]["zoo"]["scale"]["all"]["mape"] < 1.0
+    assert main(["--home", str(home), "reproduce", "li2023", "--fewshot", str(first), "--nb201"]) != 0
+    assert "separate runs" in capsys.readouterr().err
 
 
 def test_cli_calibrate_then_predict_and_bad_files(capsys: pytest.CaptureFixture[str], tmp_path: Path,
@@ -250,3 +287,30 @@ def test_read_measurements_refuses_duplicates(tmp_path: Path) -> None:
         read_measurements(path)
     with pytest.raises(InvalidInputError, match="no measurements"):
         read_measurements(_csv(tmp_path / "e.csv", [["model", "latency_ms"]]))
+
+
+def test_cli_calibrate_measures_models_here(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                           source: LatencyModel) -> None:
+    """``calibrate --measure``: timed here in the source's scenario beside synthetic:0, calibrated, the CSV kept."""
+    home = tmp_path / "home"
+    base = ["--home", str(home), "calibrate", "--name", "here", "--from", "torch-fp32-1t", "--method", "lasso"]
+    assert main([*base, "--measure", "synthetic:1", "--measurements", str(tmp_path / "x.csv")]) != 0
+    assert "give one of them" in capsys.readouterr().err
+    assert main([*base, "--measure", "synthetic:1-3", "--primitives"]) != 0
+    assert "--measure times whole models" in capsys.readouterr().err
+    assert main([*base, "--measure", "synthetic:1-4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["samples"] == 4 and out["source"] == "torch-fp32-1t"
+    rows = read_measurements(home / "devices" / "here" / "measurements.csv")
+    assert [m for m, _ in rows] == [f"synthetic:{i}" for i in range(1, 5)] and all(v > 0 for _, v in rows)
+    saved = json.loads((home / "devices" / "here" / "lasso.json").read_text())
+    assert [s["model"] for s in saved["samples"]] == [m for m, _ in rows]
+    assert [s["latency_ms"] for s in saved["samples"]] == pytest.approx([v for _, v in rows])
+    assert main(["--home", str(home), "predict", "synthetic:7", "--device", "here", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["latency_ms"] > 0
+    # a source fitted by the user has no scenario to time the models in
+    source.save(home / "devices" / "mine")
+    assert main(["--home", str(home), "calibrate", "--name", "again", "--from", "mine", "--method", "lasso",
+                 "--measure", "synthetic:1"]) != 0
+    assert "--from mine has none" in capsys.readouterr().err
+    assert not (home / "devices" / "again").exists()

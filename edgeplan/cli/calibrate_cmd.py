@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,10 @@ __all__ = ["calibrate"]
               help="CSV with columns model,latency_ms (zoo strings, e.g. nb201:|...|, measured on the device). With "
                    "--primitives: a timing table in the mulder2021 format measured on the device (default: measure "
                    "layers here).")
+@click.option("--measure", "measure", multiple=True, metavar="MODEL",
+              help="Instead of --measurements: time this model here (repeatable; ranges and set:NAME too), in "
+                   "--from's scenario beside the reference model synthetic:0, and calibrate to this machine; the "
+                   "latencies are saved beside the profile as measurements.csv.")
 @click.option("--name", required=True, help="Name of the new device profile (use it as `predict --device NAME`, or "
                                             "`select --costs predicted --device NAME` with --primitives).")
 @click.option("--from", "source", default=None,
@@ -55,13 +60,15 @@ __all__ = ["calibrate"]
 @click.option("--replace", is_flag=True, help="Overwrite an existing device of that name.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def calibrate(ctx: Context, measurements: Path | None, name: str, source: str | None, method: str, primitives: bool,
-              networks: tuple[str, ...], samples: int, threads: int, torch_device: str | None,
-              transfer_method: str, seed: int, budget_s: float | None, replace: bool, as_json: bool) -> None:
+def calibrate(ctx: Context, measurements: Path | None, measure: tuple[str, ...], name: str, source: str | None,
+              method: str, primitives: bool, networks: tuple[str, ...], samples: int, threads: int,
+              torch_device: str | None, transfer_method: str, seed: int, budget_s: float | None, replace: bool,
+              as_json: bool) -> None:
     """Create device profile NAME from latencies measured on it: a learnt correction of a source's predictions.
 
     Every row is checked before anything is written: a missing column, an unknown model or a non-positive
-    latency is refused with its line, and no profile is stored.
+    latency is refused with its line, and no profile is stored. With --measure the models are timed here instead
+    (this machine becomes the device).
 
     With --primitives, the convolution-primitive performance model of `edgeplan select` is moved to this machine
     (or to the one that measured --measurements): a sample of layers is measured with every applicable primitive
@@ -80,6 +87,9 @@ def calibrate(ctx: Context, measurements: Path | None, name: str, source: str | 
         return click_ctx.get_parameter_source(option) is not click.core.ParameterSource.DEFAULT
 
     if primitives:
+        if measure:
+            raise InvalidInputError("--measure times whole models for the latency predictors; with --primitives "
+                                    "the layers are measured here already (or give --network MODEL)")
         if given("method"):
             raise InvalidInputError("--method picks the latency predictors; with --primitives use --transfer")
         _calibrate_primitives(ctx, measurements, name, source, networks, samples, threads, torch_device,
@@ -95,14 +105,62 @@ def calibrate(ctx: Context, measurements: Path | None, name: str, source: str | 
     if name in shipped_devices():  # a calibrated device is looked up first: it would hide the scenario's profile
         raise InvalidInputError(f"--name {name!r} is the name of a measurement scenario, whose latency profile "
                                 f"`predict --device {name}` uses; choose another name such as {name}-calibrated")
-    if measurements is None:
-        raise InvalidInputError("--measurements FILE.csv is required (columns model,latency_ms), or pass "
-                                "--primitives to calibrate the primitive performance model")
-    _calibrate_latency(ctx, measurements, name, source or "torch-fp32-1t", method, replace, as_json)
+    if measurements is not None and measure:
+        raise InvalidInputError("--measurements gives latencies measured elsewhere and --measure measures models "
+                                "here: give one of them")
+    if measurements is None and not measure:
+        raise InvalidInputError("--measurements FILE.csv is required (columns model,latency_ms), or --measure MODEL "
+                                "to time models here, or pass --primitives to calibrate the primitive performance "
+                                "model")
+    _calibrate_latency(ctx, measurements, measure, name, source or "torch-fp32-1t", method, replace, as_json)
 
 
-def _calibrate_latency(ctx: Context, measurements: Path, name: str, source: str, method: str, replace: bool,
-                       as_json: bool) -> None:
+#: Profiled and unprofiled runs per model of ``calibrate --measure`` (beside the reference model ``synthetic:0``).
+MEASURE_RUNS, MEASURE_PLAIN_PER_RUN = 3, 3
+
+
+def _measure_here(ctx: Context, models: tuple[str, ...], scenario_name: str, name: str,
+                  as_json: bool) -> list[tuple[str, float]]:
+    """Time ``models`` on this machine in the scenario ``scenario_name`` beside the reference model; their
+    latencies at the campaign's typical reference speed (resumable: the campaign ``calibrate-{name}`` of the Store).
+    """
+    import tempfile
+    import warnings
+
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.experiments.li2023 import measured_latencies
+    from edgeplan.latency.campaign import ReferenceScaleWarning, export_dataset, run_op_campaign
+    from edgeplan.measure import Store, default_store_path
+    from edgeplan.measure.model_sets import expand_models
+    from edgeplan.measure.scenarios import SCENARIOS
+
+    scenario = SCENARIOS.get(scenario_name)
+    if scenario is None:
+        raise InvalidInputError(f"--measure times the models in the source's measurement scenario, and --from "
+                                f"{scenario_name} has none; calibrate from one of {', '.join(SCENARIOS)}, or "
+                                "measure the models yourself and give --measurements")
+    names = expand_models(models)
+    tag = f"calibrate-{name}"
+    with Store.open(default_store_path(ctx.home)) as store:
+        report = run_op_campaign(store, scenario, names, runs=MEASURE_RUNS, progress=not as_json,
+                                 command=ctx.command, home=ctx.home, plain_per_run=MEASURE_PLAIN_PER_RUN,
+                                 repeat=tag, reference="synthetic:0")
+        if report.failed:
+            first = report.failed[0]
+            raise InvalidInputError(f"--measure: {len(report.failed)} model(s) could not be measured here, e.g. "
+                                    f"{first.key}: {first.reason}; drop them (nothing was calibrated; the others "
+                                    "are kept in the Store for the next run)")
+        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+            # its own scale: the reference's typical time in this campaign, not a main campaign's
+            warnings.simplefilter("ignore", ReferenceScaleWarning)
+            out = Path(tmp) / "measured.jsonl.gz"
+            export_dataset(store, scenario, out, command=ctx.command, repeat=tag)
+            measured = dict(measured_latencies(out))
+    return [(m, measured[m]) for m in names]
+
+
+def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[str, ...], name: str, source: str,
+                       method: str, replace: bool, as_json: bool) -> None:
     """Few-shot adaptation of the per-op latency predictors (li2023; see edgeplan.latency.calibrate)."""
     from edgeplan.errors import EdgeplanError, InvalidInputError
     from edgeplan.frontends.zoo import load_graph
@@ -118,7 +176,6 @@ def _calibrate_latency(ctx: Context, measurements: Path, name: str, source: str,
         spec_ops,
     )
 
-    rows = read_measurements(measurements)
     target = home_root(ctx.home) / name / f"{method}.json"
     if target.exists() and not replace:
         raise InvalidInputError(f"device {name!r} already has {method} predictors ({target}); choose another --name "
@@ -129,6 +186,10 @@ def _calibrate_latency(ctx: Context, measurements: Path, name: str, source: str,
         click.echo(f"note: {source} is a calibrated device; calibrating against its source {model.source_device}",
                    err=True)
         source, model = model.source_device, model.source
+    if measurements is not None:
+        rows = read_measurements(measurements)
+    else:
+        rows = _measure_here(ctx, measure, source, name, as_json)
     profile = kernel_profile_of(model)
     # ONNX Runtime profiles run what ORT's optimizer keeps; graph profiles also try a zero-folding graph runtime.
     deductions = DEDUCTIONS if profile not in ORT_OBSERVED else ("as-source",)
@@ -143,11 +204,15 @@ def _calibrate_latency(ctx: Context, measurements: Path, name: str, source: str,
                     raise InvalidInputError(f"kernels {', '.join(skipped)} have no IR nodes to predict from")
                 terms[deduction].append(source_terms(model.predict_ops(ops), ops))
         except EdgeplanError as e:
-            raise InvalidInputError(f"{measurements}, line {line}: model {spec}: {e}") from e
+            where = f"{measurements}, line {line}" if measurements is not None else "measured here"
+            raise InvalidInputError(f"{where}: model {spec}: {e}") from e
     alternatives = {d: t for d, t in terms.items() if d != "as-source"}
     device = fit(name, terms["as-source"], [v for _, v in rows], model, source, [m for m, _ in rows],
                  alternatives=alternatives)
     path = device.save(home_root(ctx.home))
+    if measurements is None:  # what was measured here, in the format --measurements reads
+        with (path.parent / "measurements.csv").open("w", newline="") as f:
+            csv.writer(f).writerows([("model", "latency_ms"), *rows])
     if as_json:
         emit_json({"device": name, "path": str(path), "source": source, "method": method, "form": device.form,
                    "deduction": device.deduction, "coef": device.coef, "loo_mape": device.to_dict()["loo_mape"],

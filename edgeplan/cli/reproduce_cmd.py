@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from edgeplan.cli.common import Context, emit_json
 from edgeplan.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from edgeplan.latency.model import LatencyModel
 
 __all__ = ["reproduce"]
 
@@ -183,7 +187,8 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
 @click.option("--data", "data_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Another dataset file (from `edgeplan ops export`).")
 @click.option("--repeat-data", "repeat_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Its independent re-measurement, for the noise floor.")
+              help="Its independent re-measurement, for the noise floor (with --fewshot: a CSV of the same models "
+                   "measured again).")
 @click.option("--statistic", type=click.Choice(["min", "median"]), default="median", show_default=True,
               help="Learn and evaluate the medians over runs (what the shipped PyTorch models learn; the ORT ones "
                    "learn the fastest) or the fastest runs; --insight compares this statistic too.")
@@ -192,17 +197,25 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
 @click.option("--insight", type=click.Choice(["threads", "int8"]), default=None,
               help="Instead: li2023 §3.1.1 (threads: torch-fp32-1t vs -2t) or §3.1.2 (int8: ort-fp32-1t vs "
                    "ort-int8-1t) speed-up per op category, from the shipped datasets (or --data and --versus-data).")
+@click.option("--fewshot", "fewshot_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Instead: few-shot calibration scored on your measurements, a CSV model,latency_ms (what "
+                   "`calibrate --measurements` reads) or an `ops export` dataset (--statistic of its end-to-end "
+                   "times): --source calibrated from --samples of its models, the others predicted, over --seeds "
+                   "draws; with --repeat-data (the same models measured again) the noise floor beside.")
 @click.option("--floor", "floor_only", is_flag=True,
               help="Instead: only the noise floor of the scenario's dataset against its repeat, for both statistics.")
 @click.option("--versus-data", "versus_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="--insight: the second scenario's dataset file.")
 @click.option("--help-data", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("../shared/data/help-nasbench201/latency_ms.csv"), show_default=True)
-@click.option("--source", default="torch-fp32-1t", show_default=True, help="--nb201: the source device profile.")
+@click.option("--source", default="torch-fp32-1t", show_default=True,
+              help="--nb201, --fewshot: the source device profile.")
 @click.option("--source-method", type=click.Choice(["lasso", "rf", "gbdt", "mlp"]), default="lasso",
-              show_default=True, help="--nb201: the source's predictor method.")
+              show_default=True, help="--nb201, --fewshot: the source's predictor method.")
 @click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True,
-              help="--nb201: random draws of 10 architectures per device.")
+              help="--nb201, --fewshot: random draws of --samples models (per device).")
+@click.option("--samples", type=click.IntRange(min=1), default=10, show_default=True,
+              help="--nb201, --fewshot: measured models a calibration is given.")
 @click.option("--nb201-module", type=click.Choice(["official", "lean"]), default="official", show_default=True,
               help="--nb201: the networks HELP measured (official: none edges are x * 0) or edgeplan's nb201: "
                    "(none edges dropped), for the ablation.")
@@ -212,8 +225,8 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
 @click.pass_obj
 def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Path | None, repeat_file: Path | None,
            statistic: str, nb201: bool, insight: str | None, floor_only: bool, versus_file: Path | None,
-           help_data: Path, source: str, source_method: str, seeds: int, nb201_module: str, no_fold_zeros: bool,
-           as_json: bool) -> None:
+           help_data: Path, source: str, source_method: str, seeds: int, samples: int, nb201_module: str,
+           no_fold_zeros: bool, fewshot_file: Path | None, as_json: bool) -> None:
     """Latency prediction (§5.1, §5.3, §5.5, §5.6) on this machine's per-op datasets, --nb201 few-shot, or an
     --insight of §3.1."""
     from edgeplan.experiments.li2023 import format_nb201, format_report, nb201_fewshot
@@ -222,12 +235,12 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
     if versus_file is not None and not insight:
         raise InvalidInputError("--versus-data goes with --insight threads|int8")
     given = click.get_current_context().get_parameter_source("scenario") == click.core.ParameterSource.COMMANDLINE
-    if sum(map(bool, (floor_only, insight, nb201))) > 1:
-        raise InvalidInputError("--floor, --insight and --nb201 are separate runs: give one of them")
-    if given and (insight or nb201):
+    if sum(map(bool, (floor_only, insight, nb201, fewshot_file))) > 1:
+        raise InvalidInputError("--floor, --insight, --nb201 and --fewshot are separate runs: give one of them")
+    if given and (insight or nb201 or fewshot_file):
         raise InvalidInputError(
             "--scenario picks the dataset of §5; --insight compares a fixed pair of scenarios (give other datasets "
-            "with --data and --versus-data) and --nb201 starts from --source"
+            "with --data and --versus-data) and --nb201 and --fewshot start from --source"
         )
     if floor_only:
         from edgeplan.experiments.li2023 import dataset_path, format_floor, noise_floor
@@ -261,16 +274,24 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
             click.echo(line)
         return
 
-    if nb201:
-        from edgeplan.latency.model import LatencyModel
-        from edgeplan.latency.predict import load_device_model
+    if fewshot_file:
+        from edgeplan.experiments.li2023 import fewshot_measured, format_fewshot_measured, measured_latencies
 
-        model = load_device_model(source, source_method, ctx.home)
-        if not isinstance(model, LatencyModel):
-            model = model.source
+        rows = measured_latencies(fewshot_file, statistic)
+        repeat_rows = measured_latencies(repeat_file, statistic) if repeat_file else None
+        result = fewshot_measured(_source_model(source, source_method, ctx.home), source, rows, repeat_rows,
+                                  samples=samples, seeds=seeds, progress=not as_json)
+        if as_json:
+            emit_json(result)
+            return
+        for line in format_fewshot_measured(result):
+            click.echo(line)
+        return
+    if nb201:
         deductions = ("as-source",) if no_fold_zeros else ("as-source", "fold-zeros")
-        few = nb201_fewshot(model, source, help_data, seeds=seeds, progress=not as_json,
-                            official=nb201_module == "official", deductions=deductions)
+        few = nb201_fewshot(_source_model(source, source_method, ctx.home), source, help_data, seeds=seeds,
+                            samples=samples, progress=not as_json, official=nb201_module == "official",
+                            deductions=deductions)
         if as_json:
             emit_json(few)
             return
@@ -283,3 +304,12 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
         return
     for line in format_report(result):
         click.echo(line)
+
+
+def _source_model(source: str, method: str, home: str | None) -> LatencyModel:
+    """The latency model of device ``source`` for ``method``; a calibrated device's own source scenario's."""
+    from edgeplan.latency.model import LatencyModel
+    from edgeplan.latency.predict import load_device_model
+
+    model = load_device_model(source, method, home)
+    return model if isinstance(model, LatencyModel) else model.source

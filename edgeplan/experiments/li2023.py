@@ -42,7 +42,11 @@ __all__ = [
     "INSIGHT_SCENARIOS",
     "PAPER",
     "dataset_path",
+    "FEWSHOT_POOLS",
+    "fewshot_measured",
+    "format_fewshot_measured",
     "format_floor",
+    "measured_latencies",
     "group_floor",
     "format_insight",
     "format_report",
@@ -603,6 +607,197 @@ def format_nb201(result: Mapping[str, Any]) -> list[str]:
                            for alt, t in d["deduction_test"].items()) or "no other deduction tried"
         lines.append(f"  worst random draw: {name} seed {seed}, MAPE {d['mape']:.1f}%, Spearman {d['spearman']:.3f} "
                      f"({d['form']} under {d['deduction']}; {tested})")
+    return lines
+
+
+# --- few-shot calibration scored on a user's own measurements ---------------------------------------------------
+
+#: The draws of :func:`fewshot_measured`: which measured models the calibration samples come from.
+FEWSHOT_POOLS: tuple[str, ...] = ("any", "synthetic", "zoo")
+
+
+def _fewshot_group(model: str, transformers: frozenset[str]) -> str:
+    if model.split(":", 1)[0] in ("synthetic", *EDGEPLAN_SPACES):
+        return "synthetic"
+    return "transformers" if model in transformers else "zoo"
+
+
+def measured_terms(models: Sequence[str], source: LatencyModel, deductions: Sequence[str] = ("as-source",),
+                   progress: bool = False) -> tuple[dict[str, list[dict[str, float]]], list[str], dict[str, str]]:
+    """:func:`~edgeplan.latency.calibrate.source_terms` of zoo models under each deduction, as ``calibrate`` computes
+    them.
+
+    Returns
+    -------
+    tuple
+        The terms by deduction (one per kept model), the kept models, and ``{model: reason}`` for the models left
+        out (an operator the frontend refuses, an op the source has no predictor for): named, never scored.
+    """
+    from edgeplan.errors import EdgeplanError
+    from edgeplan.frontends.zoo import load_graph
+    from edgeplan.latency.calibrate import source_terms
+    from edgeplan.latency.predict import ORT_OBSERVED, graph_ops, kernel_profile_of, spec_ops
+    from edgeplan.measure.progress import counting_bar
+
+    profile = kernel_profile_of(source)
+    if profile in ORT_OBSERVED:
+        deductions = [d for d in deductions if d == "as-source"]  # ORT runs what its optimizer keeps
+    out: dict[str, list[dict[str, float]]] = {d: [] for d in deductions}
+    kept: list[str] = []
+    left: dict[str, str] = {}
+    with counting_bar(progress, "source predictions", total=len(models)) as advance:
+        for spec in models:
+            try:
+                graph = None if profile in ORT_OBSERVED else load_graph(spec)
+                row = {}
+                for deduction in deductions:
+                    ops, skipped = spec_ops(spec, profile) if graph is None else graph_ops(graph, profile, deduction)
+                    if skipped:
+                        raise InvalidInputError(f"kernels {', '.join(skipped)} have no IR nodes to predict from")
+                    row[deduction] = source_terms(source.predict_ops(ops), ops)
+            except EdgeplanError as e:
+                left[spec] = str(e).splitlines()[0]
+            else:
+                kept.append(spec)
+                for deduction, t in row.items():
+                    out[deduction].append(t)
+            advance(1)
+    return out, kept, left
+
+
+def measured_latencies(path: str | Path, statistic: str = "median") -> list[tuple[str, float]]:
+    """``(model, latency_ms)`` of a measurements CSV (``model,latency_ms``, checked as ``calibrate`` checks it) or of
+    a dataset exported by ``edgeplan ops export`` (``.jsonl.gz``: each model's end-to-end ``statistic`` over runs,
+    paired with the reference model when the campaign had one)."""
+    from edgeplan.latency.calibrate import read_measurements
+
+    if str(path).endswith((".jsonl.gz", ".gz")):
+        return [(r["model"], float(record_latency(r, statistic))) for r in load_dataset(path).records]
+    return read_measurements(path)
+
+
+def fewshot_measured(source: LatencyModel, source_device: str, rows: Sequence[tuple[str, float]],
+                     again: Sequence[tuple[str, float]] | None = None, samples: int = 10, seeds: int = 20,
+                     progress: bool = False) -> dict[str, Any]:
+    """Few-shot calibration scored on measured models: ``calibrate`` from ``samples`` of ``rows``, the rest predicted.
+
+    For each pool of :data:`FEWSHOT_POOLS` (the calibration samples drawn from all models, the synthetic networks
+    only, or the real-world ones only) and each of ``seeds`` random draws, :func:`~edgeplan.latency.calibrate.
+    calibrate` chooses its correction form and kernel deduction on the samples as ``edgeplan calibrate`` does, and
+    every model not drawn is predicted; also the one-factor correction (``scale``) from the same samples, and the
+    source as it is. Scores (MAPE, Spearman, share within +-10 %) per group of test models (``synthetic``, ``zoo``
+    CNNs, ``transformers``) are means over the draws, with the MAPE's quartiles over draws.
+
+    ``again`` (the same models measured once more, independently) gives the noise floor: the MAPE of one
+    measurement against the other, per group.
+    """
+    from edgeplan.latency.calibrate import DEDUCTIONS, calibrate, fold_constant_terms
+    from edgeplan.measure.model_sets import expand_models
+
+    if samples < 1:
+        raise InvalidInputError(f"samples must be at least 1, got {samples}")
+    measured = dict(rows)
+    by_deduction, models, left = measured_terms(list(measured), source, DEDUCTIONS, progress)
+    if "fold-zeros" in by_deduction:
+        by_deduction["fold-constants"] = fold_constant_terms(by_deduction["as-source"], by_deduction["fold-zeros"])
+    terms = by_deduction["as-source"]
+    lat = np.array([measured[m] for m in models])
+    transformers = frozenset(expand_models(["set:timm-transformers"]))
+    groups = np.array([_fewshot_group(m, transformers) for m in models])
+    present = [g for g in ("synthetic", "zoo", "transformers") if np.any(groups == g)]
+
+    def scored(pred: np.ndarray[Any, Any], test: np.ndarray[Any, Any]) -> dict[str, dict[str, float]]:
+        out = {"all": _scores(pred[test], lat[test])}
+        for g in present:
+            sel = test & (groups == g)
+            if sel.sum() >= 3:
+                out[g] = _scores(pred[sel], lat[sel])
+        return out
+
+    everything = np.ones(len(models), dtype=bool)
+    direct = np.array([t["total"] for t in terms])
+    result: dict[str, Any] = {"source": source_device, "method": source.method, "samples": samples, "seeds": seeds,
+                              "models": len(models), "groups": {g: int(np.sum(groups == g)) for g in present},
+                              "left_out": left, "direct": scored(direct, everything), "pools": {}}
+    for pool in FEWSHOT_POOLS:
+        candidates = np.flatnonzero(everything if pool == "any" else
+                                    (groups == "synthetic") if pool == "synthetic" else (groups != "synthetic"))
+        if len(candidates) < samples + 1:
+            continue
+        runs: dict[str, list[dict[str, dict[str, float]]]] = {"calibrated": [], "scale": []}
+        forms: dict[str, int] = defaultdict(int)
+        for seed in range(seeds):
+            idx = np.random.default_rng(seed).choice(candidates, samples, replace=False)
+            test = everything.copy()
+            test[idx] = False
+            alternatives = {d: [t[i] for i in idx] for d, t in by_deduction.items()
+                            if d in DEDUCTIONS and d != "as-source"}
+            dev = calibrate("fewshot", [terms[i] for i in idx], lat[idx].tolist(), source, source_device,
+                            [models[i] for i in idx], alternatives=alternatives)
+            runs["calibrated"].append(scored(np.array([dev.predict_terms(t) for t in by_deduction[dev.deduction]]),
+                                             test))
+            forms[dev.form if dev.deduction == "as-source" else f"{dev.form} {dev.deduction}"] += 1
+            one = calibrate("fewshot", [terms[i] for i in idx], lat[idx].tolist(), source, source_device,
+                            forms=("scale",))
+            runs["scale"].append(scored(np.array([one.predict_terms(t) for t in terms]), test))
+        summary: dict[str, Any] = {}
+        for label, draws in runs.items():
+            summary[label] = {}
+            for g in draws[0]:
+                mapes = [d[g]["mape"] for d in draws]
+                summary[label][g] = {**{k: float(np.mean([d[g][k] for d in draws])) for k in draws[0][g]},
+                                     "mape_quartiles": list(_quartiles(mapes))}
+        summary["forms"] = dict(sorted(forms.items(), key=lambda kv: -kv[1]))
+        result["pools"][pool] = summary
+    if again is not None:
+        second = dict(again)
+        shared = [i for i, m in enumerate(models) if m in second]
+        if shared:
+            idx = np.array(shared)
+            other = np.array([second[models[i]] for i in shared])
+            floor = {"all": float(100 * np.mean(np.abs(other - lat[idx]) / lat[idx]))}
+            for g in present:
+                sel = groups[idx] == g
+                if sel.any():
+                    floor[g] = float(100 * np.mean(np.abs(other[sel] - lat[idx][sel]) / lat[idx][sel]))
+            result["floor"] = floor
+            result["floor_models"] = len(shared)
+    return result
+
+
+def format_fewshot_measured(result: Mapping[str, Any]) -> list[str]:
+    """:func:`fewshot_measured` as a table: MAPE (Spearman) per group of test models, beside the noise floor."""
+    groups = ["all", *result["groups"]]
+    counts = ", ".join(f"{n} {g}" for g, n in result["groups"].items())
+    lines = [f"few-shot calibration of {result['source']} ({result['method']}) from {result['samples']} measured "
+             f"models, the rest predicted; {result['models']} models ({counts}); means over {result['seeds']} "
+             "random draws (MAPE quartiles over draws)",
+             "  " + f"{'samples from':<13} {'correction':<11}" + "".join(f" {g:>26}" for g in groups)]
+
+    def cells(scores: Mapping[str, Mapping[str, Any]]) -> str:
+        out = ""
+        for g in groups:
+            s = scores.get(g)
+            if s is None:
+                out += f" {'-':>26}"
+                continue
+            q = s.get("mape_quartiles")
+            spread = f" [{q[0]:.1f},{q[2]:.1f}]" if q else ""
+            out += f" {s['mape']:>6.1f}%{spread:<12} rho {s['spearman']:.2f}"
+        return out
+
+    lines.append("  " + f"{'-':<13} {'none':<11}" + cells(result["direct"]))
+    for pool, summary in result["pools"].items():
+        for label in ("calibrated", "scale"):
+            lines.append("  " + f"{pool:<13} {label:<11}" + cells(summary[label]))
+    if "floor" in result:
+        lines.append("  " + f"{'noise floor':<25}" + "".join(
+            f" {result['floor'][g]:>6.1f}%{'':<19}" if g in result["floor"] else f" {'-':>26}" for g in groups)
+            + f"   (the same {result['floor_models']} models measured again)")
+    for pool, summary in result["pools"].items():
+        lines.append(f"  forms chosen ({pool}): " + ", ".join(f"{f} x{n}" for f, n in summary["forms"].items()))
+    for model, why in result["left_out"].items():
+        lines.append(f"  left out: {model}: {why}")
     return lines
 
 

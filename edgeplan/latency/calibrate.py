@@ -351,7 +351,7 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
             raise InvalidInputError(f"{deduction}: {len(alt)} terms for {len(terms)} samples")
         if list(alt) != list(terms) and any(t["kernels"] > 0 for t in alt):
             variants[deduction] = alt
-    order = list(forms)
+    order = [*forms, *(() if "scale" in forms else ("scale",))]  # scale: the fallback of too few samples
     scores: dict[str, dict[str, float]] = {}
     best_errors: dict[str, tuple[str, np.ndarray[Any, Any] | None]] = {}
     for deduction, t in variants.items():
