@@ -162,19 +162,12 @@ def _measure_here(ctx: Context, models: tuple[str, ...], scenario_name: str, nam
 def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[str, ...], name: str, source: str,
                        method: str, replace: bool, as_json: bool) -> None:
     """Few-shot adaptation of the per-op latency predictors (li2023; see edgeplan.latency.calibrate)."""
-    from edgeplan.errors import EdgeplanError, InvalidInputError
-    from edgeplan.frontends.zoo import load_graph
-    from edgeplan.latency.calibrate import DEDUCTIONS, read_measurements, source_terms
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.experiments.li2023 import measured_terms
+    from edgeplan.latency.calibrate import DEDUCTIONS, read_measurements
     from edgeplan.latency.calibrate import calibrate as fit
     from edgeplan.latency.model import LatencyModel
-    from edgeplan.latency.predict import (
-        ORT_OBSERVED,
-        graph_ops,
-        home_root,
-        kernel_profile_of,
-        load_device_model,
-        spec_ops,
-    )
+    from edgeplan.latency.predict import home_root, load_device_model
 
     target = home_root(ctx.home) / name / f"{method}.json"
     if target.exists() and not replace:
@@ -190,22 +183,11 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
         rows = read_measurements(measurements)
     else:
         rows = _measure_here(ctx, measure, source, name, as_json)
-    profile = kernel_profile_of(model)
-    # ONNX Runtime profiles run what ORT's optimizer keeps; graph profiles also try a zero-folding graph runtime.
-    deductions = DEDUCTIONS if profile not in ORT_OBSERVED else ("as-source",)
-    terms: dict[str, list[dict[str, float]]] = {d: [] for d in deductions}
-    for line, (spec, _) in enumerate(rows, start=2):
-        try:
-            graph = None if profile in ORT_OBSERVED else load_graph(spec)  # built once for every deduction
-            for deduction in deductions:
-                ops, skipped = spec_ops(spec, profile, ctx.home) if graph is None else \
-                    graph_ops(graph, profile, deduction)
-                if skipped:
-                    raise InvalidInputError(f"kernels {', '.join(skipped)} have no IR nodes to predict from")
-                terms[deduction].append(source_terms(model.predict_ops(ops), ops))
-        except EdgeplanError as e:
-            where = f"{measurements}, line {line}" if measurements is not None else "measured here"
-            raise InvalidInputError(f"{where}: model {spec}: {e}") from e
+    terms, _, left = measured_terms([m for m, _ in rows], model, DEDUCTIONS, home=ctx.home)
+    if left:  # the first row refused, by its line
+        line, spec = next((i, m) for i, (m, _) in enumerate(rows, start=2) if m in left)
+        where = f"{measurements}, line {line}" if measurements is not None else "measured here"
+        raise InvalidInputError(f"{where}: model {spec}: {left[spec]}")
     alternatives = {d: t for d, t in terms.items() if d != "as-source"}
     device = fit(name, terms["as-source"], [v for _, v in rows], model, source, [m for m, _ in rows],
                  alternatives=alternatives)

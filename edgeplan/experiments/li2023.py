@@ -623,9 +623,11 @@ def _fewshot_group(model: str, transformers: frozenset[str]) -> str:
 
 
 def measured_terms(models: Sequence[str], source: LatencyModel, deductions: Sequence[str] = ("as-source",),
-                   progress: bool = False) -> tuple[dict[str, list[dict[str, float]]], list[str], dict[str, str]]:
-    """:func:`~edgeplan.latency.calibrate.source_terms` of zoo models under each deduction, as ``calibrate`` computes
-    them.
+                   progress: bool = False, home: str | Path | None = None,
+                   ) -> tuple[dict[str, list[dict[str, float]]], list[str], dict[str, str]]:
+    """:func:`~edgeplan.latency.calibrate.source_terms` of zoo models (or ONNX files) under each deduction: what
+    ``edgeplan calibrate`` corrects. An ONNX Runtime source runs what ORT's optimizer keeps (``as-source`` only);
+    ``home`` caches its exports.
 
     Returns
     -------
@@ -651,12 +653,13 @@ def measured_terms(models: Sequence[str], source: LatencyModel, deductions: Sequ
                 graph = None if profile in ORT_OBSERVED else load_graph(spec)
                 row = {}
                 for deduction in deductions:
-                    ops, skipped = spec_ops(spec, profile) if graph is None else graph_ops(graph, profile, deduction)
+                    ops, skipped = spec_ops(spec, profile, home) if graph is None else \
+                        graph_ops(graph, profile, deduction)
                     if skipped:
                         raise InvalidInputError(f"kernels {', '.join(skipped)} have no IR nodes to predict from")
                     row[deduction] = source_terms(source.predict_ops(ops), ops)
             except EdgeplanError as e:
-                left[spec] = str(e).splitlines()[0]
+                left[spec] = str(e)
             else:
                 kept.append(spec)
                 for deduction, t in row.items():
@@ -797,7 +800,7 @@ def format_fewshot_measured(result: Mapping[str, Any]) -> list[str]:
     for pool, summary in result["pools"].items():
         lines.append(f"  forms chosen ({pool}): " + ", ".join(f"{f} x{n}" for f, n in summary["forms"].items()))
     for model, why in result["left_out"].items():
-        lines.append(f"  left out: {model}: {why}")
+        lines.append(f"  left out: {model}: {why.splitlines()[0]}")
     return lines
 
 
