@@ -149,6 +149,8 @@ def test_fewshot_on_measured_models_recovers_a_scaled_device_and_names_what_it_l
         assert result["pools"]["any"][label]["all"]["mape"] < 1.0
         assert result["pools"]["any"][label]["all"]["spearman"] > 0.99
     assert sum(result["pools"]["any"]["forms"].values()) == 3
+    with pytest.raises(InvalidInputError, match="leaves none to test"):
+        fewshot_measured(source, "src", rows[:10], samples=10)
     assert result["floor"]["all"] == pytest.approx(10.0, rel=1e-6) and result["floor_models"] == 12
     text = "\n".join(format_fewshot_measured(result))
     assert "noise floor" in text and "left out: nb201:not-a-cell" in text

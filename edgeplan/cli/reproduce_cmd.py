@@ -187,8 +187,8 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
 @click.option("--data", "data_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Another dataset file (from `edgeplan ops export`).")
 @click.option("--repeat-data", "repeat_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Its independent re-measurement, for the noise floor (with --fewshot: a CSV of the same models "
-                   "measured again).")
+              help="Its independent re-measurement, for the noise floor (with --fewshot: the same models measured "
+                   "again, a CSV or a dataset).")
 @click.option("--statistic", type=click.Choice(["min", "median"]), default="median", show_default=True,
               help="Learn and evaluate the medians over runs (what the shipped PyTorch models learn; the ORT ones "
                    "learn the fastest) or the fastest runs; --insight compares this statistic too.")
@@ -227,8 +227,8 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
            statistic: str, nb201: bool, insight: str | None, floor_only: bool, versus_file: Path | None,
            help_data: Path, source: str, source_method: str, seeds: int, samples: int, nb201_module: str,
            no_fold_zeros: bool, fewshot_file: Path | None, as_json: bool) -> None:
-    """Latency prediction (§5.1, §5.3, §5.5, §5.6) on this machine's per-op datasets, --nb201 few-shot, or an
-    --insight of §3.1."""
+    """Latency prediction (§5.1, §5.3, §5.5, §5.6) on this machine's per-op datasets, --nb201 few-shot, --fewshot
+    on your own measurements, or an --insight of §3.1."""
     from edgeplan.experiments.li2023 import format_nb201, format_report, nb201_fewshot
     from edgeplan.experiments.li2023 import reproduce as run
 

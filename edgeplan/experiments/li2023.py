@@ -703,6 +703,9 @@ def fewshot_measured(source: LatencyModel, source_device: str, rows: Sequence[tu
     by_deduction, models, left = measured_terms(list(measured), source, DEDUCTIONS, progress)
     if "fold-zeros" in by_deduction:
         by_deduction["fold-constants"] = fold_constant_terms(by_deduction["as-source"], by_deduction["fold-zeros"])
+    if len(models) <= samples:
+        raise InvalidInputError(f"{len(models)} measured models can be predicted, and a calibration from {samples} "
+                                "leaves none to test: measure more models or give fewer samples")
     terms = by_deduction["as-source"]
     lat = np.array([measured[m] for m in models])
     transformers = frozenset(expand_models(["set:timm-transformers"]))
