@@ -617,7 +617,7 @@ FEWSHOT_POOLS: tuple[str, ...] = ("any", "synthetic", "zoo")
 
 
 def _fewshot_group(model: str, transformers: frozenset[str]) -> str:
-    if model.split(":", 1)[0] in ("synthetic", *EDGEPLAN_SPACES):
+    if _group(model) == "synthetic":
         return "synthetic"
     return "transformers" if model in transformers else "zoo"
 
