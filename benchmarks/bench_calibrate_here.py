@@ -9,6 +9,8 @@ subset of them again in an independent campaign (``--repeat-models``) for the no
 reproduce li2023 --fewshot FILE``): the source calibrated from ``--samples`` (default 10) measured models, every
 other model predicted; ``--seeds`` random draws from the whole pool, from the synthetic networks only and from the
 real-world ones only; the calibration's own choice of correction beside the single factor and the source as is.
+The samples' operations were measured too, so the ``per-op`` correction (:mod:`edgeplan.latency.op_correction`)
+is a candidate, as for ``edgeplan calibrate --measure``, and is also scored on its own.
 
 The campaigns live in the Store under ``--home`` (default ``campaigns/calibrate_here``; a run resumes where the last
 stopped) and are exported to ``main.jsonl.gz`` / ``again.jsonl.gz`` there. ``--measured DIR`` scores the exported
@@ -93,7 +95,7 @@ def main() -> int:
     for method in args.methods:
         source = load_device_model(args.source, method)
         results.append(fewshot_measured(source, args.source, first, again, samples=args.samples, seeds=args.seeds,
-                                        progress=not args.json))
+                                        progress=not args.json, records={r["model"]: r for r in data.records}))
     source_data = load_dataset(dataset_path(args.source))
     shipped, here = source_data.provenance["device"], data.provenance["device"]
     try:  # per op category, over the models both measured

@@ -308,6 +308,7 @@ def test_cli_calibrate_measures_models_here(capsys: pytest.CaptureFixture[str], 
     saved = json.loads((home / "devices" / "here" / "lasso.json").read_text())
     assert [s["model"] for s in saved["samples"]] == [m for m, _ in rows]
     assert [s["latency_ms"] for s in saved["samples"]] == pytest.approx([v for _, v in rows])
+    assert "per-op" in saved["loo_mape"]  # the models' operations were timed too: a candidate form
     assert main(["--home", str(home), "predict", "synthetic:7", "--device", "here", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["latency_ms"] > 0
     # a source fitted by the user has no scenario to time the models in
@@ -316,3 +317,103 @@ def test_cli_calibrate_measures_models_here(capsys: pytest.CaptureFixture[str], 
                  "--measure", "synthetic:1"]) != 0
     assert "--from mine has none" in capsys.readouterr().err
     assert not (home / "devices" / "again").exists()
+
+
+def _device_record(cell: str) -> dict[str, Any]:
+    """A made-up device whose convolutions slow down with their kernel (1 + k_h times the source's times: 4x for
+    3x3, 2x for 1x1, mixed differently in each cell) and whose other operations run twice as fast, with 0.4 ms
+    between operations: no end-to-end form follows that."""
+    from edgeplan.latency.model import record_ops
+
+    rec = _record(cell)
+    for op, o in zip(rec["ops"], record_ops(rec), strict=True):
+        factor = 1.0 + o.x[6] if o.category == "conv" else 0.5
+        op["ms"] = op["min_ms"] = op["ms"] * factor
+    total = sum(op["ms"] for op in rec["ops"])
+    return {**rec, "latency_ms": total + 0.4, "latency_min_ms": total + 0.4, "op_sum_ms": total}
+
+
+def test_per_op_correction_learns_each_operation_from_the_measured_ops(source: LatencyModel) -> None:
+    """The ``per-op`` form: learnt from the samples' operations timed on the device; chosen by leave-one-out when
+    the device differs from the source op by op; saved and loaded without change; refused without operations."""
+    from edgeplan.experiments.li2023 import nb201_terms
+    from edgeplan.latency.calibrate import PER_OP, CalibratedDevice
+    from edgeplan.latency.model import record_ops
+    from edgeplan.latency.op_correction import measured_ops
+
+    records = [_device_record(c) for c in CELLS]
+    truth = np.array([r["latency_ms"] for r in records])
+    ops = [measured_ops(r, source) for r in records]
+    assert all(len(m.ops) == len(m.source_ms) == len(r["ops"]) for m, r in zip(ops, records, strict=True))
+    terms = nb201_terms(CELLS, source)
+    dev = calibrate("d", terms[:10], truth[:10], source, "src", models=CELLS[:10], measured_ops=ops[:10])
+    assert dev.form == PER_OP and dev.op_correction is not None and "conv" in dev.op_correction.residuals
+    assert dev.loo_mape[PER_OP] < min(v for k, v in dev.loo_mape.items() if k != PER_OP)
+    held = [record_ops(r) for r in records[10:]]
+    pred = np.array([p.latency_ms for p in dev.predict_batch(held)])
+    err = np.abs(pred - truth[10:]) / truth[10:]
+    end_to_end = calibrate("e", terms[:10], truth[:10], source, "src", forms=FORMS_WITHOUT_PER_OP)
+    other = np.array([end_to_end.predict_terms(t) for t in terms[10:]])
+    assert err.mean() < 0.05 and err.mean() < 0.5 * np.mean(np.abs(other - truth[10:]) / truth[10:])
+    one = dev.predict_ops(held[0])  # the breakdown adds up to the total
+    assert one.latency_ms == pytest.approx(one.overhead_ms + sum(o.ms or 0.0 for o in one.ops))
+    again = CalibratedDevice.from_dict(json.loads(json.dumps(dev.to_dict())))
+    assert [p.latency_ms for p in again.predict_batch(held)] == pytest.approx(pred.tolist(), rel=1e-9)
+    with pytest.raises(InvalidInputError, match="per-op"):
+        dev.predict_terms(terms[0])
+    with pytest.raises(InvalidInputError, match="operations timed on the device"):
+        calibrate("f", terms[:10], truth[:10], source, "src", forms=(PER_OP,))
+    with pytest.raises(InvalidInputError, match="measured operations of 9 models"):
+        calibrate("g", terms[:10], truth[:10], source, "src", measured_ops=ops[:9])
+    broken = {k: v for k, v in dev.to_dict().items() if k != "op_correction"}
+    with pytest.raises(InvalidInputError, match="no op_correction"):
+        CalibratedDevice.from_dict(broken)
+
+
+FORMS_WITHOUT_PER_OP = ("scale", "scale+overhead", "scale+kernels", "per-category", "per-category+kernels",
+                        "per-key(1)", "per-key(0.1)", "per-key(0.01)")
+
+
+def test_fewshot_scores_the_per_op_correction_from_a_dataset(source: LatencyModel) -> None:
+    """``reproduce li2023 --fewshot DATASET``: the records' operations make per-op a candidate and a row of its own;
+    a model without a record is left out by name."""
+    from edgeplan.experiments.li2023 import fewshot_measured, format_fewshot_measured
+
+    records = {f"nb201:{c}": _device_record(c) for c in CELLS}
+    rows = [(m, r["latency_ms"]) for m, r in records.items()]
+    missing = next(iter(records))
+    kept = {m: r for m, r in records.items() if m != missing}
+    result = fewshot_measured(source, "src", rows, samples=10, seeds=2, records=kept)
+    assert result["models"] == len(CELLS) - 1 and missing in result["left_out"]
+    any_pool = result["pools"]["any"]
+    assert any_pool["per-op"]["all"]["mape"] < 0.5 * any_pool["scale"]["all"]["mape"]
+    assert any_pool["calibrated"]["all"]["mape"] < any_pool["scale"]["all"]["mape"]
+    assert "per-op" in "\n".join(format_fewshot_measured(result))
+
+
+def test_op_factors_shrink_rare_kinds_towards_their_category() -> None:
+    """A kind seen in few operations keeps part of its category's factor (OP_PRIOR pseudo-operations); a category
+    with too few operations gets no residual model; no usable operation is refused."""
+    import math
+
+    from edgeplan.latency.model import OpInput
+    from edgeplan.latency.op_correction import OP_PRIOR, MeasuredOps, fit_op_correction
+
+    def op(key: str, ms: float) -> OpInput:
+        return OpInput(key, key.split("|")[0], key, key.split("|")[1], [1.0, 2.0], ms)
+
+    common = [op("aten::add|elementwise", 2.0) for _ in range(15)]  # 2x the source
+    rare = [op("aten::mul|elementwise", 4.0)]  # 4x, once
+    sample = MeasuredOps(tuple(common + rare), tuple([1.0] * 16))
+    c = fit_op_correction([sample])
+    assert not c.residuals  # 16 operations < MIN_RESIDUAL_OPS
+    category = c.categories["elementwise"]
+    assert math.log(2.0) < category < math.log(4.0)
+    expected = (math.log(4.0) + OP_PRIOR * category) / (1 + OP_PRIOR)
+    assert c.keys["aten::mul|elementwise"] == pytest.approx(expected)
+    assert c.log_factors([op("aten::sub|elementwise", 1.0)], [1.0])[0] == pytest.approx(category)
+    assert c.log_factors([op("aten::conv2d|conv", 1.0)], [1.0])[0] == pytest.approx(c.common)
+    with pytest.raises(InvalidInputError, match="no operation"):
+        fit_op_correction([MeasuredOps((op("aten::add|elementwise", 0.0),), (1.0,))])
+    with pytest.raises(InvalidInputError, match="source predictions"):
+        MeasuredOps((op("aten::add|elementwise", 1.0),), ())

@@ -22,7 +22,8 @@ __all__ = ["calibrate"]
                    "layers here).")
 @click.option("--measure", "measure", multiple=True, metavar="MODEL",
               help="Instead of --measurements: time this model here (repeatable; ranges and set:NAME too), in "
-                   "--from's scenario beside the reference model synthetic:0, and calibrate to this machine; the "
+                   "--from's scenario beside the reference model synthetic:0, and calibrate to this machine (their "
+                   "operations are timed too, which adds the per-op correction to the candidates); the "
                    "latencies are saved beside the profile as measurements.csv.")
 @click.option("--name", required=True, help="Name of the new device profile (use it as `predict --device NAME`, or "
                                             "`select --costs predicted --device NAME` with --primitives).")
@@ -120,16 +121,17 @@ MEASURE_RUNS, MEASURE_PLAIN_PER_RUN = 3, 3
 
 
 def _measure_here(ctx: Context, models: tuple[str, ...], scenario_name: str, name: str,
-                  as_json: bool) -> list[tuple[str, float]]:
+                  as_json: bool) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]:
     """Time ``models`` on this machine in the scenario ``scenario_name`` beside the reference model; their
-    latencies at the campaign's typical reference speed (resumable: the campaign ``calibrate-{name}`` of the Store).
+    latencies at the campaign's typical reference speed (resumable: the campaign ``calibrate-{name}`` of the Store),
+    and their dataset records (the operations' times on the same scale) by model.
     """
     import tempfile
     import warnings
 
     from edgeplan.errors import InvalidInputError
     from edgeplan.experiments.li2023 import measured_latencies
-    from edgeplan.latency.campaign import ReferenceScaleWarning, export_dataset, run_op_campaign
+    from edgeplan.latency.campaign import ReferenceScaleWarning, export_dataset, load_dataset, run_op_campaign
     from edgeplan.measure import Store, default_store_path
     from edgeplan.measure.model_sets import expand_models
     from edgeplan.measure.scenarios import SCENARIOS
@@ -156,17 +158,19 @@ def _measure_here(ctx: Context, models: tuple[str, ...], scenario_name: str, nam
             out = Path(tmp) / "measured.jsonl.gz"
             export_dataset(store, scenario, out, command=ctx.command, repeat=tag)
             measured = dict(measured_latencies(out))
-    return [(m, measured[m]) for m in names]
+            records = {r["model"]: r for r in load_dataset(out).records}
+    return [(m, measured[m]) for m in names], records
 
 
 def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[str, ...], name: str, source: str,
                        method: str, replace: bool, as_json: bool) -> None:
     """Few-shot adaptation of the per-op latency predictors (li2023; see edgeplan.latency.calibrate)."""
-    from edgeplan.errors import InvalidInputError
+    from edgeplan.errors import EdgeplanError, InvalidInputError
     from edgeplan.experiments.li2023 import measured_terms
     from edgeplan.latency.calibrate import DEDUCTIONS, read_measurements
     from edgeplan.latency.calibrate import calibrate as fit
     from edgeplan.latency.model import LatencyModel
+    from edgeplan.latency.op_correction import measured_ops
     from edgeplan.latency.predict import home_root, load_device_model
 
     target = home_root(ctx.home) / name / f"{method}.json"
@@ -179,18 +183,25 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
         click.echo(f"note: {source} is a calibrated device; calibrating against its source {model.source_device}",
                    err=True)
         source, model = model.source_device, model.source
+    records = None
     if measurements is not None:
         rows = read_measurements(measurements)
     else:
-        rows = _measure_here(ctx, measure, source, name, as_json)
+        rows, records = _measure_here(ctx, measure, source, name, as_json)
     terms, _, left = measured_terms([m for m, _ in rows], model, DEDUCTIONS, home=ctx.home)
     if left:  # the first row refused, by its line
         line, spec = next((i, m) for i, (m, _) in enumerate(rows, start=2) if m in left)
         where = f"{measurements}, line {line}" if measurements is not None else "measured here"
         raise InvalidInputError(f"{where}: model {spec}: {left[spec]}")
     alternatives = {d: t for d, t in terms.items() if d != "as-source"}
+    per_op = None
+    if records is not None:  # the operations were timed here too: the per-op correction is a candidate
+        try:
+            per_op = [measured_ops(records[m], model) for m, _ in rows]
+        except EdgeplanError as e:
+            click.echo(f"note: the per-op correction is not offered: {e}", err=True)
     device = fit(name, terms["as-source"], [v for _, v in rows], model, source, [m for m, _ in rows],
-                 alternatives=alternatives)
+                 alternatives=alternatives, measured_ops=per_op)
     path = device.save(home_root(ctx.home))
     if measurements is None:  # what was measured here, in the format --measurements reads
         with (path.parent / "measurements.csv").open("w", newline="") as f:
@@ -203,6 +214,10 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
     click.echo(f"device {name}: {len(rows)} measured models, correction {device.form} of {source} ({method}), "
                f"kernels {device.deduction}; leave-one-out MAPE {device.loo_mape.get(device.form, float('nan')):.2f}%")
     click.echo("  " + ", ".join(f"{k} {v:.4g}" for k, v in device.coef.items() if v))
+    if device.op_correction is not None:
+        c = device.op_correction
+        click.echo(f"  per-op: factors for {len(c.keys)} op kinds from the measured ops, residual models for "
+                   f"{', '.join(sorted(c.residuals)) or 'no category (too few ops)'}")
     click.echo(f"  saved to {path}; use it with `edgeplan predict MODEL --device {name} --method {method}`")
 
 

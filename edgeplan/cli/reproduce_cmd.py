@@ -200,8 +200,10 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
 @click.option("--fewshot", "fewshot_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Instead: few-shot calibration scored on your measurements, a CSV model,latency_ms (what "
                    "`calibrate --measurements` reads) or an `ops export` dataset (--statistic of its end-to-end "
-                   "times): --source calibrated from --samples of its models, the others predicted, over --seeds "
-                   "draws; with --repeat-data (the same models measured again) the noise floor beside.")
+                   "and op times; the samples' measured ops then make the per-op correction a candidate, also "
+                   "scored on its own): --source calibrated from --samples of its models, the others predicted, "
+                   "over --seeds draws; with --repeat-data (the same models measured again) the noise floor "
+                   "beside.")
 @click.option("--floor", "floor_only", is_flag=True,
               help="Instead: only the noise floor of the scenario's dataset against its repeat, for both statistics.")
 @click.option("--versus-data", "versus_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -279,8 +281,14 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
 
         rows = measured_latencies(fewshot_file, statistic)
         repeat_rows = measured_latencies(repeat_file, statistic) if repeat_file else None
+        records = None
+        if str(fewshot_file).endswith(".gz"):  # an ops export: its operations were measured too (the per-op form)
+            from edgeplan.latency.campaign import load_dataset
+
+            records = {r["model"]: r for r in load_dataset(fewshot_file).records}
         result = fewshot_measured(_source_model(source, source_method, ctx.home), source, rows, repeat_rows,
-                                  samples=samples, seeds=seeds, progress=not as_json)
+                                  samples=samples, seeds=seeds, progress=not as_json, records=records,
+                                  statistic=statistic)
         if as_json:
             emit_json(result)
             return

@@ -33,8 +33,10 @@ import numpy as np
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.synthetic import SPACES, family_of
+from edgeplan.latency.calibrate import PER_OP, CalibratedDevice
 from edgeplan.latency.campaign import OpDataset, load_dataset
 from edgeplan.latency.model import LatencyModel, mape, op_ms, record_latency, record_ops
+from edgeplan.latency.op_correction import MeasuredOps, measured_ops
 from edgeplan.latency.predictors import METHODS
 
 __all__ = [
@@ -681,7 +683,8 @@ def measured_latencies(path: str | Path, statistic: str = "median") -> list[tupl
 
 def fewshot_measured(source: LatencyModel, source_device: str, rows: Sequence[tuple[str, float]],
                      again: Sequence[tuple[str, float]] | None = None, samples: int = 10, seeds: int = 20,
-                     progress: bool = False) -> dict[str, Any]:
+                     progress: bool = False, records: Mapping[str, Mapping[str, Any]] | None = None,
+                     statistic: str = "median") -> dict[str, Any]:
     """Few-shot calibration scored on measured models: ``calibrate`` from ``samples`` of ``rows``, the rest predicted.
 
     For each pool of :data:`FEWSHOT_POOLS` (the calibration samples drawn from all models, the synthetic networks
@@ -693,9 +696,15 @@ def fewshot_measured(source: LatencyModel, source_device: str, rows: Sequence[tu
 
     ``again`` (the same models measured once more, independently) gives the noise floor: the MAPE of one
     measurement against the other, per group.
+
+    ``records`` (dataset records by model, e.g. of the ``ops export`` file the latencies come from) holds the
+    operations measured on the device: the samples' operations are then given to ``calibrate`` (its ``per-op``
+    form becomes a candidate), the ``per-op`` form is also scored on its own, and a model whose measured
+    operations the source cannot predict is left out (named). Operation times in ``statistic``.
     """
     from edgeplan.latency.calibrate import DEDUCTIONS, calibrate, fold_constant_terms
     from edgeplan.measure.model_sets import expand_models
+    from edgeplan.measure.progress import counting_bar
 
     if samples < 1:
         raise InvalidInputError(f"samples must be at least 1, got {samples}")
@@ -706,6 +715,13 @@ def fewshot_measured(source: LatencyModel, source_device: str, rows: Sequence[tu
     if len(models) <= samples:
         raise InvalidInputError(f"{len(models)} measured models can be predicted, and a calibration from {samples} "
                                 "leaves none to test: measure more models or give fewer samples")
+    per_op: list[MeasuredOps] | None = None
+    if records is not None:
+        per_op, models, by_deduction = _with_measured_ops(records, source, models, by_deduction, left, statistic)
+        if len(models) <= samples:
+            raise InvalidInputError(f"{len(models)} models have measured operations the source can predict, and a "
+                                    f"calibration from {samples} leaves none to test: measure more models or give "
+                                    "fewer samples")
     terms = by_deduction["as-source"]
     lat = np.array([measured[m] for m in models])
     transformers = frozenset(expand_models(["set:timm-transformers"]))
@@ -725,36 +741,45 @@ def fewshot_measured(source: LatencyModel, source_device: str, rows: Sequence[tu
     result: dict[str, Any] = {"source": source_device, "method": source.method, "samples": samples, "seeds": seeds,
                               "models": len(models), "groups": {g: int(np.sum(groups == g)) for g in present},
                               "left_out": left, "direct": scored(direct, everything), "pools": {}}
-    for pool in FEWSHOT_POOLS:
-        candidates = np.flatnonzero(everything if pool == "any" else
-                                    (groups == "synthetic") if pool == "synthetic" else (groups != "synthetic"))
-        if len(candidates) < samples + 1:
-            continue
-        runs: dict[str, list[dict[str, dict[str, float]]]] = {"calibrated": [], "scale": []}
-        forms: dict[str, int] = defaultdict(int)
-        for seed in range(seeds):
-            idx = np.random.default_rng(seed).choice(candidates, samples, replace=False)
-            test = everything.copy()
-            test[idx] = False
-            alternatives = {d: [t[i] for i in idx] for d, t in by_deduction.items()
-                            if d in DEDUCTIONS and d != "as-source"}
-            dev = calibrate("fewshot", [terms[i] for i in idx], lat[idx].tolist(), source, source_device,
-                            [models[i] for i in idx], alternatives=alternatives)
-            runs["calibrated"].append(scored(np.array([dev.predict_terms(t) for t in by_deduction[dev.deduction]]),
-                                             test))
-            forms[dev.form if dev.deduction == "as-source" else f"{dev.form} {dev.deduction}"] += 1
-            one = calibrate("fewshot", [terms[i] for i in idx], lat[idx].tolist(), source, source_device,
-                            forms=("scale",))
-            runs["scale"].append(scored(np.array([one.predict_terms(t) for t in terms]), test))
-        summary: dict[str, Any] = {}
-        for label, draws in runs.items():
-            summary[label] = {}
-            for g in draws[0]:
-                mapes = [d[g]["mape"] for d in draws]
-                summary[label][g] = {**{k: float(np.mean([d[g][k] for d in draws])) for k in draws[0][g]},
-                                     "mape_quartiles": list(_quartiles(mapes))}
-        summary["forms"] = dict(sorted(forms.items(), key=lambda kv: -kv[1]))
-        result["pools"][pool] = summary
+    with counting_bar(progress, "calibrations", total=len(FEWSHOT_POOLS) * seeds) as advance:
+        for pool in FEWSHOT_POOLS:
+            candidates = np.flatnonzero(everything if pool == "any" else
+                                        (groups == "synthetic") if pool == "synthetic" else (groups != "synthetic"))
+            if len(candidates) < samples + 1:
+                advance(seeds)
+                continue
+            runs: dict[str, list[dict[str, dict[str, float]]]] = {"calibrated": [], "scale": [],
+                                                                  **({PER_OP: []} if per_op is not None else {})}
+            forms: dict[str, int] = defaultdict(int)
+            for seed in range(seeds):
+                idx = np.random.default_rng(seed).choice(candidates, samples, replace=False)
+                test = everything.copy()
+                test[idx] = False
+                alternatives = {d: [t[i] for i in idx] for d, t in by_deduction.items()
+                                if d in DEDUCTIONS and d != "as-source"}
+                sampled_ops = None if per_op is None else [per_op[i] for i in idx]
+                dev = calibrate("fewshot", [terms[i] for i in idx], lat[idx].tolist(), source, source_device,
+                                [models[i] for i in idx], alternatives=alternatives, measured_ops=sampled_ops)
+                runs["calibrated"].append(scored(_fewshot_predictions(dev, by_deduction[dev.deduction], per_op), test))
+                if per_op is not None:
+                    own = dev if dev.form == PER_OP else calibrate(  # the same fit when chosen
+                        "fewshot", [terms[i] for i in idx], lat[idx].tolist(), source, source_device, forms=(PER_OP,),
+                        measured_ops=sampled_ops)
+                    runs[PER_OP].append(scored(_fewshot_predictions(own, terms, per_op), test))
+                forms[dev.form if dev.deduction == "as-source" else f"{dev.form} {dev.deduction}"] += 1
+                one = calibrate("fewshot", [terms[i] for i in idx], lat[idx].tolist(), source, source_device,
+                                forms=("scale",))
+                runs["scale"].append(scored(np.array([one.predict_terms(t) for t in terms]), test))
+                advance(1)
+            summary: dict[str, Any] = {}
+            for label, draws in runs.items():
+                summary[label] = {}
+                for g in draws[0]:
+                    mapes = [d[g]["mape"] for d in draws]
+                    summary[label][g] = {**{k: float(np.mean([d[g][k] for d in draws])) for k in draws[0][g]},
+                                         "mape_quartiles": list(_quartiles(mapes))}
+            summary["forms"] = dict(sorted(forms.items(), key=lambda kv: -kv[1]))
+            result["pools"][pool] = summary
     if again is not None:
         second = dict(again)
         shared = [i for i, m in enumerate(models) if m in second]
@@ -769,6 +794,38 @@ def fewshot_measured(source: LatencyModel, source_device: str, rows: Sequence[tu
             result["floor"] = floor
             result["floor_models"] = len(shared)
     return result
+
+
+def _with_measured_ops(records: Mapping[str, Mapping[str, Any]], source: LatencyModel, models: Sequence[str],
+                       by_deduction: Mapping[str, Sequence[dict[str, float]]], left: dict[str, str],
+                       statistic: str) -> tuple[list[MeasuredOps], list[str], dict[str, list[dict[str, float]]]]:
+    """The measured operations of ``models`` with the source's predictions; a model without a record, or with an
+    operation the source cannot predict, moves to ``left`` (and out of the models and their terms)."""
+    from edgeplan.errors import EdgeplanError
+
+    per_op, kept = [], []
+    for i, m in enumerate(models):
+        record = records.get(m)
+        if record is None:
+            left[m] = "no measured operations in the dataset"
+            continue
+        try:
+            per_op.append(measured_ops(record, source, statistic))
+        except EdgeplanError as e:
+            left[m] = str(e)
+            continue
+        kept.append(i)
+    return (per_op, [models[i] for i in kept],
+            {d: [t[i] for i in kept] for d, t in by_deduction.items()})
+
+
+def _fewshot_predictions(dev: CalibratedDevice, terms: Sequence[Mapping[str, float]],
+                         per_op: Sequence[MeasuredOps] | None) -> np.ndarray[Any, Any]:
+    """Every model's prediction by a calibrated device: from its terms, or from its measured operations' source
+    predictions for the ``per-op`` form."""
+    if dev.op_correction is not None and per_op is not None:
+        return np.array([p.latency_ms for p in dev.predict_batch([list(m.ops) for m in per_op])])
+    return np.array([dev.predict_terms(t) for t in terms])
 
 
 def format_fewshot_measured(result: Mapping[str, Any]) -> list[str]:
@@ -794,8 +851,9 @@ def format_fewshot_measured(result: Mapping[str, Any]) -> list[str]:
 
     lines.append("  " + f"{'-':<13} {'none':<11}" + cells(result["direct"]))
     for pool, summary in result["pools"].items():
-        for label in ("calibrated", "scale"):
-            lines.append("  " + f"{pool:<13} {label:<11}" + cells(summary[label]))
+        for label in ("calibrated", PER_OP, "scale"):
+            if label in summary:
+                lines.append("  " + f"{pool:<13} {label:<11}" + cells(summary[label]))
     if "floor" in result:
         lines.append("  " + f"{'noise floor':<25}" + "".join(
             f" {result['floor'][g]:>6.1f}%{'':<19}" if g in result["floor"] else f" {'-':>26}" for g in groups)

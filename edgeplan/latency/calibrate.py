@@ -11,7 +11,10 @@ li2023's predictors are) by non-negative least squares. The candidate forms, sim
   element-wise, ...) and a constant;
 - ``per-key(l)``: a factor per operation key (``aten::conv2d|conv``, ``aten::batch_norm|elementwise``, ...), a
   constant and a per-kernel cost, each factor shrunk towards the common scale with weight ``l`` (penalty rows
-  ``sqrt(l) (a_k / s - 1)``): ten samples cannot pin down a dozen factors on their own.
+  ``sqrt(l) (a_k / s - 1)``): ten samples cannot pin down a dozen factors on their own;
+- ``per-op``: when the samples' operations were timed on the new device too (``calibrate --measure``), a factor
+  per operation key and a residual model per category learnt from those timings, then a scale and a constant
+  end to end (:mod:`edgeplan.latency.op_correction`).
 
 The form is chosen per device by leave-one-out MAPE on the samples themselves (ties to the simpler form): devices
 differ in what separates them from the source (per-kernel costs on GPUs at batch 1, per-category speed ratios on
@@ -57,17 +60,22 @@ import numpy as np
 from edgeplan.errors import InvalidInputError
 from edgeplan.latency.features import CATEGORY_FEATURES
 from edgeplan.latency.model import LatencyModel, OpInput, Prediction, write_json
+from edgeplan.latency.op_correction import MeasuredOps, OpCorrection, fit_op_correction
 
-__all__ = ["CALIBRATED_FORMAT", "CONSTANT_EVIDENCE_SE", "DEDUCTIONS", "FORMS", "KNOWN_DEDUCTIONS",
+__all__ = ["CALIBRATED_FORMAT", "CONSTANT_EVIDENCE_SE", "DEDUCTIONS", "FORMS", "KNOWN_DEDUCTIONS", "PER_OP",
            "CalibratedDevice", "calibrate", "fold_constant_terms", "read_measurements", "source_terms"]
 
 #: Format tag of a saved calibrated device.
 CALIBRATED_FORMAT = "edgeplan-calibrated-device/1"
 
+#: The form learnt from the samples' measured operations (:mod:`edgeplan.latency.op_correction`); a candidate only
+#: when :func:`calibrate` is given them.
+PER_OP = "per-op"
+
 #: The correction forms, simplest first (``per-key(l)``: a factor per operation key, shrunk towards the common
 #: scale with weight ``l``).
 FORMS: tuple[str, ...] = ("scale", "scale+overhead", "scale+kernels", "per-category", "per-category+kernels",
-                          "per-key(1)", "per-key(0.3)", "per-key(0.1)", "per-key(0.03)", "per-key(0.01)")
+                          "per-key(1)", "per-key(0.3)", "per-key(0.1)", "per-key(0.03)", "per-key(0.01)", PER_OP)
 
 #: The kernel deductions a calibrated device can run under (see the module docstring), the default first.
 DEDUCTIONS: tuple[str, ...] = ("as-source", "fold-zeros")
@@ -221,7 +229,32 @@ def _parameters(form: str, terms: Sequence[Mapping[str, float]]) -> int:
         return FORMS.index(form) + 1
     if form.startswith("per-category"):
         return len(_present(terms, _CATEGORIES)) + 1 + form.endswith("kernels")
-    return 2  # shrunk per-key factors: what the data cannot pin down stays at the common scale
+    return 2  # shrunk per-key factors, per-op: what the data cannot pin down stays at the common scale
+
+
+def _per_op_sums(correction: OpCorrection, measured: Sequence[MeasuredOps]) -> np.ndarray[Any, Any]:
+    """Each model's corrected operations summed (before the end-to-end scale and constant)."""
+    return np.array([float(np.sum(np.asarray(m.source_ms) * np.exp(correction.log_factors(m.ops, m.source_ms))))
+                     for m in measured])
+
+
+def _fit_per_op(measured: Sequence[MeasuredOps], y: np.ndarray[Any, Any]) -> tuple[OpCorrection, dict[str, float]]:
+    """The ``per-op`` form fitted to the samples: the correction and its end-to-end ``ops`` scale and ``const``."""
+    correction = fit_op_correction(measured)
+    x = np.column_stack([_per_op_sums(correction, measured), np.ones(len(y))])
+    ops, const = _nnls_relative(x, y)
+    return correction, {"ops": float(ops), "const": float(const)}
+
+
+def _loo_per_op(measured: Sequence[MeasuredOps], y: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Leave-one-out relative errors of ``per-op``, one per sample (each left-out model's operations unseen)."""
+    errs = []
+    for i in range(len(y)):
+        keep = [j for j in range(len(y)) if j != i]
+        correction, coef = _fit_per_op([measured[j] for j in keep], y[keep])
+        pred = coef["ops"] * _per_op_sums(correction, [measured[i]])[0] + coef["const"]
+        errs.append(abs(pred - y[i]) / y[i])
+    return np.array(errs)
 
 
 @dataclass
@@ -237,6 +270,7 @@ class CalibratedDevice:
     samples: list[dict[str, Any]] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     deduction: str = "as-source"
+    op_correction: OpCorrection | None = None
 
     @property
     def method(self) -> str:
@@ -244,7 +278,16 @@ class CalibratedDevice:
         return self.source.method
 
     def predict_terms(self, terms: Mapping[str, float]) -> float:
-        """Latency from a model's :func:`source_terms`."""
+        """Latency from a model's :func:`source_terms`.
+
+        Raises
+        ------
+        InvalidInputError
+            For the ``per-op`` form, which corrects each operation: use :meth:`predict_ops`.
+        """
+        if self.form == PER_OP:
+            raise InvalidInputError(f"device {self.name!r} corrects each operation ({PER_OP}): predict it from the "
+                                    "model's operations, not its summed terms")
         return _predict_form(self.form, self.coef, terms)
 
     def _op_scale(self, key: str, cat: str) -> float:
@@ -259,10 +302,22 @@ class CalibratedDevice:
         return self._correct(self.source.predict_ops(ops), ops)
 
     def predict_batch(self, models: Sequence[Sequence[OpInput]]) -> list[Prediction]:
-        """Predict many models at once (the source's predictors batched over all their operations)."""
-        return [self._correct(p, ops) for p, ops in zip(self.source.predict_batch(models), models, strict=True)]
+        """Predict many models at once (the source's predictors, and a per-op correction, batched over all their
+        operations)."""
+        sources = self.source.predict_batch(models)
+        if self.op_correction is None:
+            return [self._correct(p, ops) for p, ops in zip(sources, models, strict=True)]
+        flat = [o for ops in models for o in ops]
+        logs = self.op_correction.log_factors(flat, [p.ms or 0.0 for s in sources for p in s.ops])
+        out, start = [], 0
+        for p, ops in zip(sources, models, strict=True):
+            out.append(self._correct_per_op(p, ops, logs[start:start + len(ops)]))
+            start += len(ops)
+        return out
 
     def _correct(self, src: Prediction, ops: Sequence[OpInput]) -> Prediction:
+        if self.op_correction is not None:
+            return self._correct_per_op(src, ops)
         scaled = tuple(replace(p, ms=None if p.ms is None else p.ms * self._op_scale(o.key, o.category))
                        for o, p in zip(ops, src.ops, strict=True))
         if not ops and self.deduction in ("fold-zeros", "fold-constants"):  # folded into a constant: nothing runs
@@ -273,12 +328,30 @@ class CalibratedDevice:
         total = overhead + sum(p.ms for p in scaled if p.ms is not None)
         return Prediction(total, overhead, scaled, "total" in self.coef and src.overhead_clamped)
 
+    def _correct_per_op(self, src: Prediction, ops: Sequence[OpInput],
+                        logs: np.ndarray[Any, Any] | None = None) -> Prediction:
+        """The ``per-op`` form: each operation's own factor (``logs``, computed when not given) times the end-to-end
+        ``ops`` scale, plus ``const``."""
+        assert self.op_correction is not None
+        if not ops and self.deduction in ("fold-zeros", "fold-constants"):
+            return Prediction(0.0, 0.0, src.ops, False)
+        if logs is None:
+            logs = self.op_correction.log_factors(ops, [p.ms or 0.0 for p in src.ops])
+        factors = self.coef["ops"] * np.exp(logs)
+        scaled = tuple(replace(p, ms=None if p.ms is None else p.ms * float(f))
+                       for p, f in zip(src.ops, factors, strict=True))
+        overhead = self.coef["const"]
+        return Prediction(overhead + sum(p.ms for p in scaled if p.ms is not None), overhead, scaled, False)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"format": CALIBRATED_FORMAT, "name": self.name, "source_device": self.source_device,
-                "form": self.form, "deduction": self.deduction, "coef": self.coef,
-                "loo_mape": {k: (None if math.isnan(v) else v) for k, v in self.loo_mape.items()},
-                "samples": self.samples, "info": self.info, "source": self.source.to_dict()}
+        out = {"format": CALIBRATED_FORMAT, "name": self.name, "source_device": self.source_device,
+               "form": self.form, "deduction": self.deduction, "coef": self.coef,
+               "loo_mape": {k: (None if math.isnan(v) else v) for k, v in self.loo_mape.items()},
+               "samples": self.samples, "info": self.info, "source": self.source.to_dict()}
+        if self.op_correction is not None:
+            out["op_correction"] = self.op_correction.to_dict()
+        return out
 
     def save(self, home_devices: Path) -> Path:
         """Write ``{home_devices}/{name}/{method}.json``."""
@@ -293,14 +366,21 @@ class CalibratedDevice:
             raise InvalidInputError(f"calibrated device {data.get('name')!r} has unknown kernel deduction "
                                     f"{deduction!r} (known: {', '.join(KNOWN_DEDUCTIONS)}); calibrate it again")
         loo = {k: (math.nan if v is None else float(v)) for k, v in data["loo_mape"].items()}
-        return cls(str(data["name"]), source, str(data["source_device"]), str(data["form"]),
+        form = str(data["form"])
+        correction = data.get("op_correction")
+        if form == PER_OP and correction is None:
+            raise InvalidInputError(f"calibrated device {data.get('name')!r} has the {PER_OP} form but no "
+                                    "op_correction; calibrate it again")
+        return cls(str(data["name"]), source, str(data["source_device"]), form,
                    {k: float(v) for k, v in data["coef"].items()}, loo, list(data["samples"]),
-                   dict(data.get("info", {})), deduction)
+                   dict(data.get("info", {})), deduction,
+                   OpCorrection.from_dict(correction) if form == PER_OP and correction is not None else None)
 
 
 def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequence[float], source: LatencyModel,
               source_device: str, models: Sequence[str] = (), forms: Sequence[str] = FORMS,
-              alternatives: Mapping[str, Sequence[Mapping[str, float]]] | None = None) -> CalibratedDevice:
+              alternatives: Mapping[str, Sequence[Mapping[str, float]]] | None = None,
+              measured_ops: Sequence[MeasuredOps] | None = None) -> CalibratedDevice:
     """Fit the correction of ``source``'s predictions to a new device's measured latencies.
 
     Parameters
@@ -327,6 +407,10 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
         errors are lower by more than one standard error of the paired differences (``info["deduction_test"]``).
         A device left with ``as-source`` while ``fold-zeros`` was offered becomes ``fold-constants`` unless
         ``as-source`` leads by more than :data:`CONSTANT_EVIDENCE_SE` standard errors (``info["constant_networks"]``).
+    measured_ops
+        Each sample's operations as timed on the new device, with the source's predictions (the kernels the source
+        runs): makes :data:`PER_OP` a candidate form (under ``as-source``), its leave-one-out errors those of
+        models whose operations it has not seen.
 
     Returns
     -------
@@ -335,13 +419,20 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
     Raises
     ------
     InvalidInputError
-        For fewer than 1 sample, mismatched lengths, non-positive latencies or an unknown deduction.
+        For fewer than 1 sample, mismatched lengths, non-positive latencies, an unknown deduction, or only the
+        :data:`PER_OP` form without ``measured_ops``.
     """
     y = np.asarray(latencies, dtype=float)
     if len(y) == 0 or len(y) != len(terms):
         raise InvalidInputError(f"calibrate needs one latency per model, got {len(y)} latencies for {len(terms)}")
     if not np.all(y > 0):
         raise InvalidInputError("latencies must be positive")
+    if measured_ops is not None and len(measured_ops) != len(y):
+        raise InvalidInputError(f"calibrate got measured operations of {len(measured_ops)} models for {len(y)} "
+                                "samples")
+    if measured_ops is None and list(forms) == [PER_OP]:
+        raise InvalidInputError(f"the {PER_OP} form learns from the samples' operations timed on the device: give "
+                                "them (measure the models with `edgeplan calibrate --measure`)")
     variants: dict[str, Sequence[Mapping[str, float]]] = {"as-source": terms}
     for deduction, alt in (alternatives or {}).items():
         if deduction not in DEDUCTIONS or deduction == "as-source":
@@ -356,10 +447,12 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
     best_errors: dict[str, tuple[str, np.ndarray[Any, Any] | None]] = {}
     for deduction, t in variants.items():
         running = sum(1 for x in t if x["kernels"] > 0)  # a folded sample fits nothing
-        candidates = [f for f in forms if _parameters(f, t) < running] or ["scale"]
+        offered = [f for f in forms if f != PER_OP or (deduction == "as-source" and measured_ops is not None)]
+        candidates = [f for f in offered if _parameters(f, t) < running] or ["scale"]
         if len(y) < 4:
             candidates = ["scale"]
-        errors = {f: (_loo_errors(f, t, y) if len(y) >= 4 else None) for f in candidates}
+        errors = {f: (None if len(y) < 4 else _loo_per_op(measured_ops, y) if f == PER_OP and measured_ops else
+                      _loo_errors(f, t, y)) for f in candidates}
         if deduction != "as-source" and all(e is None for e in errors.values()):
             continue
         scores[deduction] = {f: (math.nan if e is None else float(100 * e.mean())) for f, e in errors.items()}
@@ -394,7 +487,11 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
             fitted_on = fold_constant_terms(terms, folded)
     else:
         info_constants = None
-    coef = _fit_running(best, fitted_on, y)
+    correction = None
+    if best == PER_OP and measured_ops is not None:
+        correction, coef = _fit_per_op(measured_ops, y)
+    else:
+        coef = _fit_running(best, fitted_on, y)
     samples = [{"model": m, "latency_ms": float(v)} for m, v in zip(models or [""] * len(y), y, strict=True)]
     info: dict[str, Any] = {"calibrated_utc": datetime.now(UTC).isoformat(timespec="seconds"), "n_samples": len(y)}
     if len(scores) > 1:
@@ -402,7 +499,7 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
         info["deduction_test"] = test
     if info_constants is not None:
         info["constant_networks"] = {**info_constants, "folded": deduction == "fold-constants"}
-    return CalibratedDevice(name, source, source_device, best, coef, loo, samples, info, deduction)
+    return CalibratedDevice(name, source, source_device, best, coef, loo, samples, info, deduction, correction)
 
 
 def _measurement_rows(path: Path, reader: csv.DictReader[str]) -> list[tuple[str, float]]:
