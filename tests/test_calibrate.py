@@ -417,3 +417,29 @@ def test_op_factors_shrink_rare_kinds_towards_their_category() -> None:
         fit_op_correction([MeasuredOps((op("aten::add|elementwise", 0.0),), (1.0,))])
     with pytest.raises(InvalidInputError, match="source predictions"):
         MeasuredOps((op("aten::add|elementwise", 1.0),), ())
+
+
+def test_cli_calibrates_from_an_ops_dataset_with_the_per_op_form(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                 source: LatencyModel) -> None:
+    """``calibrate --measurements DATASET.jsonl.gz``: the operations measured on the device make per-op a
+    candidate; the device predicts from the CLI."""
+    import gzip
+
+    from edgeplan.latency.campaign import DATASET_FORMAT
+
+    home = tmp_path / "home"
+    source.save(home / "devices" / "src")
+    data = tmp_path / "device.jsonl.gz"
+    with gzip.open(data, "wt", encoding="utf-8") as f:
+        f.write(json.dumps({"format": DATASET_FORMAT, "scenario": "torch-fp32-1t"}) + "\n")
+        for c in CELLS[:10]:
+            f.write(json.dumps(_device_record(c)) + "\n")
+    assert main(["--home", str(home), "calibrate", "--measurements", str(data), "--from", "src", "--name", "dev",
+                 "--method", "lasso", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["form"] == "per-op" and out["samples"] == 10 and "per-op" in out["loo_mape"]
+    held = _device_record(CELLS[12])
+    assert main(["--home", str(home), "predict", held["model"], "--device", "dev", "--method", "lasso",
+                 "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)[0]["latency_ms"]
+    assert got == pytest.approx(held["latency_ms"], rel=0.05)

@@ -17,8 +17,10 @@ __all__ = ["calibrate"]
 
 @click.command()
 @click.option("--measurements", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="CSV with columns model,latency_ms (zoo strings, e.g. nb201:|...|, measured on the device). With "
-                   "--primitives: a timing table in the mulder2021 format measured on the device (default: measure "
+              help="CSV with columns model,latency_ms (zoo strings, e.g. nb201:|...|, measured on the device), or "
+                   "a dataset of `edgeplan ops profile` runs there (`ops export`, .jsonl.gz: median end-to-end "
+                   "times, and the operations' times for the per-op correction). With --primitives: a timing "
+                   "table in the mulder2021 format measured on the device (default: measure "
                    "layers here).")
 @click.option("--measure", "measure", multiple=True, metavar="MODEL",
               help="Instead of --measurements: time this model here (repeatable; ranges and set:NAME too), in "
@@ -166,9 +168,10 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
                        method: str, replace: bool, as_json: bool) -> None:
     """Few-shot adaptation of the per-op latency predictors (li2023; see edgeplan.latency.calibrate)."""
     from edgeplan.errors import EdgeplanError, InvalidInputError
-    from edgeplan.experiments.li2023 import measured_terms
+    from edgeplan.experiments.li2023 import measured_latencies, measured_terms
     from edgeplan.latency.calibrate import DEDUCTIONS, read_measurements
     from edgeplan.latency.calibrate import calibrate as fit
+    from edgeplan.latency.campaign import load_dataset
     from edgeplan.latency.model import LatencyModel
     from edgeplan.latency.op_correction import measured_ops
     from edgeplan.latency.predict import home_root, load_device_model
@@ -184,7 +187,11 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
                    err=True)
         source, model = model.source_device, model.source
     records = None
-    if measurements is not None:
+    if measurements is not None and str(measurements).endswith(".gz"):  # an ops export: operations timed too
+        dataset = load_dataset(measurements)
+        rows = measured_latencies(measurements)
+        records = {r["model"]: r for r in dataset.records}
+    elif measurements is not None:
         rows = read_measurements(measurements)
     else:
         rows, records = _measure_here(ctx, measure, source, name, as_json)
