@@ -700,7 +700,8 @@ def fewshot_measured(source: LatencyModel, source_device: str, rows: Sequence[tu
     ``records`` (dataset records by model, e.g. of the ``ops export`` file the latencies come from) holds the
     operations measured on the device: the samples' operations are then given to ``calibrate`` (its ``per-op``
     form becomes a candidate), the ``per-op`` form is also scored on its own, and a model whose measured
-    operations the source cannot predict is left out (named). Operation times in ``statistic``.
+    operations the source cannot predict is left out (named). Operation times in ``statistic``. A ``per-op``
+    device predicts every model from its operations as measured (the kernels the runtime ran).
     """
     from edgeplan.latency.calibrate import DEDUCTIONS, calibrate, fold_constant_terms
     from edgeplan.measure.model_sets import expand_models
