@@ -443,3 +443,18 @@ def test_cli_calibrates_from_an_ops_dataset_with_the_per_op_form(capsys: pytest.
                  "--json"]) == 0
     got = json.loads(capsys.readouterr().out)[0]["latency_ms"]
     assert got == pytest.approx(held["latency_ms"], rel=0.05)
+
+
+def test_residual_trees_evaluate_as_scikit_learn_predicts() -> None:
+    """The per-op residual models are saved as exported trees: evaluated stacked, they give sklearn's prediction."""
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    from edgeplan.latency.op_correction import RESIDUAL_PARAMS
+    from edgeplan.latency.predictors import _export_tree, _Forest
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 5))
+    y = np.sin(x[:, 0]) + 0.1 * x[:, 1] ** 2 + 0.1 * rng.normal(size=300)
+    model = GradientBoostingRegressor(init="zero", random_state=0, **RESIDUAL_PARAMS).fit(x, y)
+    forest = _Forest([_export_tree(t) for t in model.estimators_[:, 0]])
+    assert model.learning_rate * forest.values(x).sum(axis=1) == pytest.approx(model.predict(x), abs=1e-9)
