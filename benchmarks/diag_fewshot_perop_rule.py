@@ -1,0 +1,93 @@
+"""Which correction form to keep when the samples' operations were measured (issue 3 diagnostic, no target).
+
+``edgeplan calibrate`` keeps the form with the lowest leave-one-out MAPE on its 10 samples. When their operations
+were measured too, the ``per-op`` correction learns from hundreds of op timings, while the other forms' leave-one-out
+scores rest on 10 end-to-end numbers, and the lowest of a dozen noisy scores is often lowest by chance. This compares,
+on the same draws: the lowest leave-one-out MAPE (``loo-min``, today's rule), ``per-op`` unless the best other form
+beats it by more than one standard error of the paired leave-one-out differences (``rule``), and ``per-op`` always.
+
+Data: the shipped Intel Xeon measurements (``edgeplan/data/latency/fewshot/xeon-torch-fp32-1t``), the shipped AMD
+EPYC ``torch-fp32-1t`` profile as the source. Simplified against ``make bench-calibrate-here``: the models' source
+terms come from their measured operations (not their graphs), and only the source's kernels (no ``fold-zeros``
+test). Draws of ``--samples`` models from all models and from the real-world ones; MAPE over every other model.
+About 6 minutes on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+import numpy as np
+from _machine import machine
+
+from edgeplan.experiments.li2023 import _fewshot_group
+from edgeplan.latency.calibrate import (
+    FORMS,
+    PER_OP,
+    _fit_form,
+    _fit_per_op,
+    _loo_errors,
+    _loo_per_op,
+    _parameters,
+    _per_op_sums,
+    _predict_form,
+    source_terms,
+)
+from edgeplan.latency.campaign import load_dataset
+from edgeplan.latency.model import record_latency
+from edgeplan.latency.op_correction import measured_ops
+from edgeplan.latency.predict import load_device_model
+from edgeplan.measure.model_sets import expand_models
+
+DATA = "edgeplan/data/latency/fewshot/xeon-torch-fp32-1t/main.jsonl.gz"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--method", default="gbdt", choices=["gbdt", "lasso"])
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--samples", type=int, default=10)
+    args = ap.parse_args()
+    source = load_device_model("torch-fp32-1t", args.method)
+    records = load_dataset(DATA).records
+    ops = [measured_ops(r, source) for r in records]
+    terms = [source_terms(source.predict_ops(list(m.ops)), list(m.ops)) for m in ops]
+    y = np.array([record_latency(r) for r in records])
+    transformers = frozenset(expand_models(["set:timm-transformers"]))
+    groups = np.array([_fewshot_group(r["model"], transformers) for r in records])
+    print(f"source torch-fp32-1t ({args.method}) -> {DATA}: {len(records)} models, {args.seeds} draws of "
+          f"{args.samples}; MAPE % over the models not drawn")
+    for pool in ("any", "zoo"):
+        candidates = np.arange(len(records)) if pool == "any" else np.flatnonzero(groups != "synthetic")
+        scores: dict[str, list[float]] = {"loo-min": [], "rule": [], PER_OP: []}
+        for seed in range(args.seeds):
+            idx = np.random.default_rng(seed).choice(candidates, args.samples, replace=False)
+            test = np.ones(len(records), dtype=bool)
+            test[idx] = False
+            t, yy, m = [terms[i] for i in idx], y[idx], [ops[i] for i in idx]
+            errors = {f: _loo_errors(f, t, yy) for f in FORMS
+                      if f != PER_OP and _parameters(f, t) < len(yy)}
+            errors[PER_OP] = _loo_per_op(m, yy)
+            lowest = min(errors, key=lambda f: (float(errors[f].mean()), FORMS.index(f)))
+            other = min((f for f in errors if f != PER_OP), key=lambda f: (float(errors[f].mean()), FORMS.index(f)))
+            diff = errors[PER_OP] - errors[other]
+            rule = other if diff.mean() > diff.std(ddof=1) / math.sqrt(len(diff)) else PER_OP
+            correction, coef = _fit_per_op(m, yy)
+            predicted = {PER_OP: coef["ops"] * _per_op_sums(correction, ops) + coef["const"]}
+            for form in {lowest, rule} - {PER_OP}:
+                c = _fit_form(form, t, yy)
+                predicted[form] = np.array([_predict_form(form, c, x) for x in terms])
+            for label, form in (("loo-min", lowest), ("rule", rule), (PER_OP, PER_OP)):
+                p = predicted[form]
+                scores[label].append(float(100 * np.mean(np.abs(p[test] - y[test]) / y[test])))
+            print(f"  {pool:<4} seed {seed:>2}: loo-min {lowest:<14} rule {rule:<14} "
+                  + "  ".join(f"{k} {v[-1]:.1f}" for k, v in scores.items()), flush=True)
+        print(f"{pool:<4} mean over draws: " + "  ".join(f"{k} {np.mean(v):.2f}%" for k, v in scores.items()))
+    print(f"machine: {machine()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
