@@ -77,6 +77,7 @@ def main() -> int:
         speedup_insight,
     )
     from edgeplan.latency.campaign import load_dataset
+    from edgeplan.latency.model import record_latency
     from edgeplan.latency.predict import load_device_model
 
     folder = args.measured or args.home
@@ -88,14 +89,15 @@ def main() -> int:
         print(f"measured in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     main_file = folder / "main.jsonl.gz"
     again_file = next((f for f in (folder / "again.jsonl.gz", folder / "again.csv") if f.exists()), None)
-    data = load_dataset(main_file)
-    first = measured_latencies(main_file)
+    data = load_dataset(main_file)  # read once: its provenance, latencies and measured operations
+    records = {r["model"]: r for r in data.records}
+    first = [(m, float(record_latency(r))) for m, r in records.items()]
     again = measured_latencies(again_file) if again_file is not None else None
     results = []
     for method in args.methods:
         source = load_device_model(args.source, method)
         results.append(fewshot_measured(source, args.source, first, again, samples=args.samples, seeds=args.seeds,
-                                        progress=not args.json, records={r["model"]: r for r in data.records}))
+                                        progress=not args.json, records=records))
     source_data = load_dataset(dataset_path(args.source))
     shipped, here = source_data.provenance["device"], data.provenance["device"]
     try:  # per op category, over the models both measured

@@ -132,8 +132,8 @@ def _measure_here(ctx: Context, models: tuple[str, ...], scenario_name: str, nam
     import warnings
 
     from edgeplan.errors import InvalidInputError
-    from edgeplan.experiments.li2023 import measured_latencies
-    from edgeplan.latency.campaign import ReferenceScaleWarning, export_dataset, load_dataset, run_op_campaign
+    from edgeplan.experiments.li2023 import measured_records
+    from edgeplan.latency.campaign import ReferenceScaleWarning, export_dataset, run_op_campaign
     from edgeplan.measure import Store, default_store_path
     from edgeplan.measure.model_sets import expand_models
     from edgeplan.measure.scenarios import SCENARIOS
@@ -159,19 +159,18 @@ def _measure_here(ctx: Context, models: tuple[str, ...], scenario_name: str, nam
             warnings.simplefilter("ignore", ReferenceScaleWarning)
             out = Path(tmp) / "measured.jsonl.gz"
             export_dataset(store, scenario, out, command=ctx.command, repeat=tag)
-            measured = dict(measured_latencies(out))
-            records = {r["model"]: r for r in load_dataset(out).records}
-    return [(m, measured[m]) for m in names], records
+            rows, records = measured_records(out)
+    measured = dict(rows)
+    return [(m, measured[m]) for m in names], records or {}
 
 
 def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[str, ...], name: str, source: str,
                        method: str, replace: bool, as_json: bool) -> None:
     """Few-shot adaptation of the per-op latency predictors (li2023; see edgeplan.latency.calibrate)."""
     from edgeplan.errors import EdgeplanError, InvalidInputError
-    from edgeplan.experiments.li2023 import measured_latencies, measured_terms
-    from edgeplan.latency.calibrate import DEDUCTIONS, read_measurements
+    from edgeplan.experiments.li2023 import measured_records, measured_terms
+    from edgeplan.latency.calibrate import DEDUCTIONS
     from edgeplan.latency.calibrate import calibrate as fit
-    from edgeplan.latency.campaign import load_dataset
     from edgeplan.latency.model import LatencyModel
     from edgeplan.latency.op_correction import measured_ops
     from edgeplan.latency.predict import home_root, load_device_model
@@ -186,13 +185,8 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
         click.echo(f"note: {source} is a calibrated device; calibrating against its source {model.source_device}",
                    err=True)
         source, model = model.source_device, model.source
-    records = None
-    if measurements is not None and str(measurements).endswith(".gz"):  # an ops export: operations timed too
-        dataset = load_dataset(measurements)
-        rows = measured_latencies(measurements)
-        records = {r["model"]: r for r in dataset.records}
-    elif measurements is not None:
-        rows = read_measurements(measurements)
+    if measurements is not None:  # records (the operations timed too) when it is an ops export
+        rows, records = measured_records(measurements)
     else:
         rows, records = _measure_here(ctx, measure, source, name, as_json)
     terms, _, left = measured_terms([m for m, _ in rows], model, DEDUCTIONS, home=ctx.home)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -269,48 +269,41 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
         a, b = INSIGHT_SCENARIOS[insight]
         result = speedup_insight(load_dataset(data_file or dataset_path(a)),
                                  load_dataset(versus_file or dataset_path(b)), statistic)
-        if as_json:
-            emit_json(result)
-            return
-        for line in format_insight(insight, result):
-            click.echo(line)
+        _emit(result, format_insight(insight, result), as_json)
         return
 
     if fewshot_file:
-        from edgeplan.experiments.li2023 import fewshot_measured, format_fewshot_measured, measured_latencies
+        from edgeplan.experiments.li2023 import (
+            fewshot_measured,
+            format_fewshot_measured,
+            measured_latencies,
+            measured_records,
+        )
 
-        rows = measured_latencies(fewshot_file, statistic)
+        rows, records = measured_records(fewshot_file, statistic)  # records: an ops export's (the per-op form)
         repeat_rows = measured_latencies(repeat_file, statistic) if repeat_file else None
-        records = None
-        if str(fewshot_file).endswith(".gz"):  # an ops export: its operations were measured too (the per-op form)
-            from edgeplan.latency.campaign import load_dataset
-
-            records = {r["model"]: r for r in load_dataset(fewshot_file).records}
         result = fewshot_measured(_source_model(source, source_method, ctx.home), source, rows, repeat_rows,
                                   samples=samples, seeds=seeds, progress=not as_json, records=records,
                                   statistic=statistic)
-        if as_json:
-            emit_json(result)
-            return
-        for line in format_fewshot_measured(result):
-            click.echo(line)
+        _emit(result, format_fewshot_measured(result), as_json)
         return
     if nb201:
         deductions = ("as-source",) if no_fold_zeros else ("as-source", "fold-zeros")
         few = nb201_fewshot(_source_model(source, source_method, ctx.home), source, help_data, seeds=seeds,
                             samples=samples, progress=not as_json, official=nb201_module == "official",
                             deductions=deductions)
-        if as_json:
-            emit_json(few)
-            return
-        for line in format_nb201(few):
-            click.echo(line)
+        _emit(few, format_nb201(few), as_json)
         return
     result = run(scenario, methods, data_file, repeat_file, progress=not as_json, statistic=statistic)
+    _emit(result, format_report(result), as_json)
+
+
+def _emit(result: Any, lines: list[str], as_json: bool) -> None:
+    """``result`` as JSON, or its formatted ``lines``."""
     if as_json:
         emit_json(result)
         return
-    for line in format_report(result):
+    for line in lines:
         click.echo(line)
 
 

@@ -33,7 +33,15 @@ import numpy as np
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.synthetic import SPACES, family_of
-from edgeplan.latency.calibrate import PER_OP, CalibratedDevice
+from edgeplan.latency.calibrate import (
+    DEDUCTIONS,
+    PER_OP,
+    CalibratedDevice,
+    calibrate,
+    fold_constant_terms,
+    read_measurements,
+    source_terms,
+)
 from edgeplan.latency.campaign import OpDataset, load_dataset
 from edgeplan.latency.model import LatencyModel, mape, op_ms, record_latency, record_ops
 from edgeplan.latency.op_correction import MeasuredOps, measured_ops
@@ -49,6 +57,7 @@ __all__ = [
     "format_fewshot_measured",
     "format_floor",
     "measured_latencies",
+    "measured_records",
     "group_floor",
     "format_insight",
     "format_report",
@@ -503,7 +512,6 @@ def nb201_terms_by(cells: Sequence[str], source: LatencyModel, deductions: Seque
                    official: bool = True) -> dict[str, list[dict[str, float]]]:
     """:func:`nb201_terms` under each of ``deductions``, every graph built once."""
     from edgeplan.frontends.direct import nb201_graph
-    from edgeplan.latency.calibrate import source_terms
     from edgeplan.latency.model import OpInput, OpPrediction
     from edgeplan.latency.predict import graph_ops, kernel_profile_of
     from edgeplan.measure.progress import counting_bar
@@ -546,7 +554,6 @@ def nb201_fewshot(source: LatencyModel, source_device: str, help_data: Path = HE
     architectures. No other data of the device is used. The networks are the official module's (``official``;
     False: ``none`` edges dropped), and each calibration chooses among ``deductions`` by its samples.
     """
-    from edgeplan.latency.calibrate import calibrate, fold_constant_terms
 
     cells, devices = read_help(help_data)
     if "as-source" not in deductions:
@@ -639,7 +646,6 @@ def measured_terms(models: Sequence[str], source: LatencyModel, deductions: Sequ
     """
     from edgeplan.errors import EdgeplanError
     from edgeplan.frontends.zoo import load_graph
-    from edgeplan.latency.calibrate import source_terms
     from edgeplan.latency.predict import ORT_OBSERVED, graph_ops, kernel_profile_of, spec_ops
     from edgeplan.measure.progress import counting_bar
 
@@ -674,11 +680,18 @@ def measured_latencies(path: str | Path, statistic: str = "median") -> list[tupl
     """``(model, latency_ms)`` of a measurements CSV (``model,latency_ms``, checked as ``calibrate`` checks it) or of
     a dataset exported by ``edgeplan ops export`` (``.jsonl.gz``: each model's end-to-end ``statistic`` over runs,
     paired with the reference model when the campaign had one)."""
-    from edgeplan.latency.calibrate import read_measurements
+    return measured_records(path, statistic)[0]
 
+
+def measured_records(path: str | Path, statistic: str = "median",
+                     ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]] | None]:
+    """:func:`measured_latencies` of ``path`` read once, and for a dataset its records by model (the operations
+    measured too, which the ``per-op`` correction learns from); None for a CSV."""
     if str(path).endswith((".jsonl.gz", ".gz")):
-        return [(r["model"], float(record_latency(r, statistic))) for r in load_dataset(path).records]
-    return read_measurements(path)
+        records = load_dataset(path).records
+        return ([(r["model"], float(record_latency(r, statistic))) for r in records],
+                {r["model"]: r for r in records})
+    return read_measurements(path), None
 
 
 def fewshot_measured(source: LatencyModel, source_device: str, rows: Sequence[tuple[str, float]],
@@ -703,7 +716,6 @@ def fewshot_measured(source: LatencyModel, source_device: str, rows: Sequence[tu
     operations the source cannot predict is left out (named). Operation times in ``statistic``. A ``per-op``
     device predicts every model from its operations as measured (the kernels the runtime ran).
     """
-    from edgeplan.latency.calibrate import DEDUCTIONS, calibrate, fold_constant_terms
     from edgeplan.measure.model_sets import expand_models
     from edgeplan.measure.progress import counting_bar
 
