@@ -3,8 +3,9 @@
 ``edgeplan calibrate`` keeps the form with the lowest leave-one-out MAPE on its 10 samples. When their operations
 were measured too, the ``per-op`` correction learns from hundreds of op timings, while the other forms' leave-one-out
 scores rest on 10 end-to-end numbers, and the lowest of a dozen noisy scores is often lowest by chance. This compares,
-on the same draws: the lowest leave-one-out MAPE (``loo-min``, today's rule), ``per-op`` unless the best other form
-beats it by more than one standard error of the paired leave-one-out differences (``rule``), and ``per-op`` always.
+on the same draws: the lowest leave-one-out MAPE (``loo-min``, the rule before 2026-11-27), ``per-op`` unless the
+best other form beats it by more than one standard error of the paired leave-one-out differences (``rule``, the one
+``calibrate()`` applies since), and ``per-op`` always.
 
 Data: the shipped Intel Xeon measurements (``edgeplan/data/latency/fewshot/xeon-torch-fp32-1t``), the shipped AMD
 EPYC ``torch-fp32-1t`` profile as the source. Simplified against ``make bench-calibrate-here``: the models' source
@@ -16,7 +17,6 @@ About 6 minutes on one core.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 import numpy as np
@@ -28,6 +28,7 @@ from edgeplan.latency.calibrate import (
     PER_OP,
     _fit_form,
     _fit_per_op,
+    _keep_per_op,
     _loo_errors,
     _loo_per_op,
     _parameters,
@@ -71,9 +72,7 @@ def main() -> int:
                       if f != PER_OP and _parameters(f, t) < len(yy)}
             errors[PER_OP] = _loo_per_op(m, yy)
             lowest = min(errors, key=lambda f: (float(errors[f].mean()), FORMS.index(f)))
-            other = min((f for f in errors if f != PER_OP), key=lambda f: (float(errors[f].mean()), FORMS.index(f)))
-            diff = errors[PER_OP] - errors[other]
-            rule = other if diff.mean() > diff.std(ddof=1) / math.sqrt(len(diff)) else PER_OP
+            rule = PER_OP if lowest == PER_OP else _keep_per_op(lowest, errors)[0]  # calibrate()'s rule
             correction, coef = _fit_per_op(m, yy)
             predicted = {PER_OP: coef["ops"] * _per_op_sums(correction, ops) + coef["const"]}
             for form in {lowest, rule} - {PER_OP}:

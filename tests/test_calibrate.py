@@ -370,6 +370,21 @@ def test_per_op_correction_learns_each_operation_from_the_measured_ops(source: L
         CalibratedDevice.from_dict(broken)
 
 
+def test_per_op_is_kept_unless_another_form_beats_it_by_a_standard_error() -> None:
+    """The lowest leave-one-out score replaces ``per-op`` only when its lead exceeds one standard error of the
+    paired differences: a lead within the noise of ten samples keeps ``per-op``, a clear one does not."""
+    from edgeplan.latency.calibrate import PER_OP, _keep_per_op
+
+    per_op = np.array([0.10, 0.02, 0.15, 0.05, 0.12, 0.08, 0.03, 0.20, 0.06, 0.09])
+    noisy = per_op + np.array([-0.06, 0.05, -0.07, 0.04, -0.05, 0.03, 0.04, -0.08, 0.02, 0.05]) - 0.005
+    assert noisy.mean() < per_op.mean()  # the rival has the lowest score ...
+    kept, test = _keep_per_op("per-key(0.1)", {PER_OP: per_op, "per-key(0.1)": noisy})
+    assert kept == PER_OP and 0 < test["loo_gain"] < test["standard_error"]  # ... by less than its noise
+    clear = per_op * 0.5
+    kept, test = _keep_per_op("scale", {PER_OP: per_op, "scale": clear})
+    assert kept == "scale" and test["loo_gain"] > test["standard_error"] and test["rival"] == "scale"
+
+
 FORMS_WITHOUT_PER_OP = ("scale", "scale+overhead", "scale+kernels", "per-category", "per-category+kernels",
                         "per-key(1)", "per-key(0.1)", "per-key(0.01)")
 

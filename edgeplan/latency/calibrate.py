@@ -16,10 +16,12 @@ li2023's predictors are) by non-negative least squares. The candidate forms, sim
   per operation key and a residual model per category learnt from those timings, then a scale and a constant
   end to end (:mod:`edgeplan.latency.op_correction`).
 
-The form is chosen per device by leave-one-out MAPE on the samples themselves (ties to the simpler form): devices
-differ in what separates them from the source (per-kernel costs on GPUs at batch 1, per-category speed ratios on
-CPUs): on NAS-Bench-201 (``edgeplan reproduce li2023 --nb201``, the ``forms`` column) the chosen form differs from
-device to device.
+The form is chosen per device by leave-one-out MAPE on the samples themselves (ties to the simpler form), except
+that ``per-op``, when offered, is kept unless another form beats it by more than one standard error of the paired
+leave-one-out differences: its score rests on hundreds of op timings, the others' on ten end-to-end numbers
+(``benchmarks/diag_fewshot_perop_rule.py``; ``info["per_op_test"]``). Devices differ in what separates them from
+the source (per-kernel costs on GPUs at batch 1, per-category speed ratios on CPUs): on NAS-Bench-201 (``edgeplan
+reproduce li2023 --nb201``, the ``forms`` column) the chosen form differs from device to device.
 
 The kernels the new device runs are chosen the same way, from :data:`DEDUCTIONS`: ``as-source`` (the source
 runtime's kernels) or ``fold-zeros`` (a graph runtime that simplifies multiplications by zero and removes dead
@@ -399,7 +401,8 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
         The measured models' names (provenance).
     forms
         Candidate correction forms; the one with the lowest leave-one-out MAPE wins (with fewer than 4 samples,
-        ``scale``).
+        ``scale``), except that :data:`PER_OP` loses only to a form that beats it by more than one standard error
+        of the paired leave-one-out differences (``info["per_op_test"]``).
     alternatives
         The samples' terms under other kernel deductions (``{"fold-zeros": [...]}``); ``terms`` are the
         ``as-source`` ones. A deduction whose terms equal ``as-source``'s is not tried; otherwise each deduction's
@@ -434,6 +437,7 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
         raise InvalidInputError(f"the {PER_OP} form learns from the samples' operations timed on the device: give "
                                 "them (measure the models with `edgeplan calibrate --measure`)")
     variants: dict[str, Sequence[Mapping[str, float]]] = {"as-source": terms}
+    per_op_test: dict[str, Any] | None = None
     for deduction, alt in (alternatives or {}).items():
         if deduction not in DEDUCTIONS or deduction == "as-source":
             raise InvalidInputError(f"unknown alternative kernel deduction {deduction!r} (the as-source terms are "
@@ -458,6 +462,8 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
         scores[deduction] = {f: (math.nan if e is None else float(100 * e.mean())) for f, e in errors.items()}
         form = min(candidates, key=lambda f: (0.0 if math.isnan(scores[deduction][f]) else scores[deduction][f],
                                               order.index(f)))
+        if PER_OP in candidates and errors[PER_OP] is not None and form != PER_OP:
+            form, per_op_test = _keep_per_op(form, errors)
         best_errors[deduction] = (form, errors[form])
     # Another deduction replaces the source's kernels only when its best form beats the source's best by more than
     # one standard error of the paired leave-one-out differences: with ten samples, the lower of twenty scores is
@@ -499,7 +505,30 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
         info["deduction_test"] = test
     if info_constants is not None:
         info["constant_networks"] = {**info_constants, "folded": deduction == "fold-constants"}
+    if per_op_test is not None:
+        info["per_op_test"] = per_op_test
     return CalibratedDevice(name, source, source_device, best, coef, loo, samples, info, deduction, correction)
+
+
+def _keep_per_op(lowest: str, errors: Mapping[str, np.ndarray[Any, Any] | None]) -> tuple[str, dict[str, Any]]:
+    """The form kept when :data:`PER_OP` is offered but ``lowest`` (another form) has the lowest leave-one-out MAPE.
+
+    ``per-op`` stays unless ``lowest`` beats it by more than one standard error of the paired leave-one-out
+    differences: its score rests on hundreds of operation timings, the others' on the samples' end-to-end numbers
+    alone, and the lowest of a dozen scores over ten samples is often lowest by chance.
+
+    Returns
+    -------
+    tuple
+        The kept form and the test (``{"rival", "loo_gain", "standard_error", "kept"}``, gains in MAPE points).
+    """
+    per_op, rival = errors[PER_OP], errors[lowest]
+    assert per_op is not None and rival is not None
+    diff = per_op - rival
+    gain = float(100 * diff.mean())
+    se = float(100 * diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else 0.0
+    kept = lowest if gain > se else PER_OP
+    return kept, {"rival": lowest, "loo_gain": gain, "standard_error": se, "kept": kept}
 
 
 def _measurement_rows(path: Path, reader: csv.DictReader[str]) -> list[tuple[str, float]]:
