@@ -370,10 +370,12 @@ def test_per_op_correction_learns_each_operation_from_the_measured_ops(source: L
         CalibratedDevice.from_dict(broken)
 
 
-def test_per_op_is_kept_unless_another_form_beats_it_by_a_standard_error() -> None:
+def test_per_op_is_kept_unless_another_form_beats_it_by_a_standard_error(source: LatencyModel) -> None:
     """The lowest leave-one-out score replaces ``per-op`` only when its lead exceeds one standard error of the
     paired differences: a lead within the noise of ten samples keeps ``per-op``, a clear one does not."""
+    from edgeplan.experiments.li2023 import nb201_terms
     from edgeplan.latency.calibrate import PER_OP, _keep_per_op
+    from edgeplan.latency.op_correction import measured_ops
 
     per_op = np.array([0.10, 0.02, 0.15, 0.05, 0.12, 0.08, 0.03, 0.20, 0.06, 0.09])
     noisy = per_op + np.array([-0.06, 0.05, -0.07, 0.04, -0.05, 0.03, 0.04, -0.08, 0.02, 0.05]) - 0.005
@@ -383,6 +385,21 @@ def test_per_op_is_kept_unless_another_form_beats_it_by_a_standard_error() -> No
     clear = per_op * 0.5
     kept, test = _keep_per_op("scale", {PER_OP: per_op, "scale": clear})
     assert kept == "scale" and test["loo_gain"] > test["standard_error"] and test["rival"] == "scale"
+    # a device 3x the source end to end whose op timings scatter (log-normal, sigma 0.5): per-op learns the
+    # scatter, an end-to-end form is near exact and replaces it, as the device's info says
+    rng = np.random.default_rng(0)
+    records = []
+    for cell in CELLS[:10]:
+        rec = _record(cell)
+        for op in rec["ops"]:
+            op["ms"] = op["min_ms"] = op["ms"] * 3.0 * float(np.exp(rng.normal(0.0, 0.5)))
+        records.append({**rec, "latency_ms": 3.0 * rec["latency_ms"]})
+    truth = [r["latency_ms"] for r in records]
+    dev = calibrate("s", nb201_terms(CELLS[:10], source), truth, source, "src",
+                    measured_ops=[measured_ops(r, source) for r in records])
+    test = dev.info["per_op_test"]
+    assert dev.form != PER_OP and test["kept"] == dev.form == test["rival"]
+    assert dev.loo_mape[dev.form] < 0.01 < dev.loo_mape[PER_OP] and test["loo_gain"] > test["standard_error"]
 
 
 FORMS_WITHOUT_PER_OP = ("scale", "scale+overhead", "scale+kernels", "per-category", "per-category+kernels",
@@ -453,6 +470,7 @@ def test_cli_calibrates_from_an_ops_dataset_with_the_per_op_form(capsys: pytest.
                  "--method", "lasso", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["form"] == "per-op" and out["samples"] == 10 and "per-op" in out["loo_mape"]
+    assert out["per_op_test"] is None  # per-op had the lowest leave-one-out score: nothing to test
     held = _device_record(CELLS[12])
     assert main(["--home", str(home), "predict", held["model"], "--device", "dev", "--method", "lasso",
                  "--json"]) == 0

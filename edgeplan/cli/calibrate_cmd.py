@@ -169,7 +169,7 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
     """Few-shot adaptation of the per-op latency predictors (li2023; see edgeplan.latency.calibrate)."""
     from edgeplan.errors import EdgeplanError, InvalidInputError
     from edgeplan.experiments.li2023 import measured_records, measured_terms
-    from edgeplan.latency.calibrate import DEDUCTIONS
+    from edgeplan.latency.calibrate import DEDUCTIONS, PER_OP
     from edgeplan.latency.calibrate import calibrate as fit
     from edgeplan.latency.model import LatencyModel
     from edgeplan.latency.op_correction import measured_ops
@@ -210,7 +210,7 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
     if as_json:
         emit_json({"device": name, "path": str(path), "source": source, "method": method, "form": device.form,
                    "deduction": device.deduction, "coef": device.coef, "loo_mape": device.to_dict()["loo_mape"],
-                   "samples": len(rows)})
+                   "per_op_test": device.info.get("per_op_test"), "samples": len(rows)})
         return
     click.echo(f"device {name}: {len(rows)} measured models, correction {device.form} of {source} ({method}), "
                f"kernels {device.deduction}; leave-one-out MAPE {device.loo_mape.get(device.form, float('nan')):.2f}%")
@@ -219,6 +219,12 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
         c = device.op_correction
         click.echo(f"  per-op: factors for {len(c.keys)} op kinds from the measured ops, residual models for "
                    f"{', '.join(sorted(c.residuals)) or 'no category (too few ops)'}")
+    test = device.info.get("per_op_test")
+    if test is not None:  # another form had the lowest leave-one-out score
+        verdict = ("kept: within one standard error" if test["kept"] == PER_OP else
+                   f"replaced by {test['kept']}: more than one standard error")
+        click.echo(f"  per-op {verdict} ({test['rival']} leads it by {test['loo_gain']:.2f} +- "
+                   f"{test['standard_error']:.2f} points of leave-one-out MAPE)")
     click.echo(f"  saved to {path}; use it with `edgeplan predict MODEL --device {name} --method {method}`")
 
 
