@@ -108,8 +108,9 @@ def main() -> int:
         print(json.dumps({"source_measured_on": shipped, "measured_on": here, "results": results,
                           "speedup_per_category": speedup}, indent=2))
         return 0
-    print(f"source {args.source}: measured on {shipped['cpu_model']} (torch {shipped['runtime_version']}); "
-          f"target: {here['cpu_model']} (torch {here['runtime_version']}), {data.provenance.get('measured_from')} .. "
+    print(f"source {args.source}: measured on {shipped['cpu_model']} ({shipped['runtime']} "
+          f"{shipped['runtime_version']}); target: {here['cpu_model']} ({here['runtime']} {here['runtime_version']}), "
+          f"{data.provenance.get('measured_from')} .. "
           f"{data.provenance.get('measured_to')}, beside {data.provenance.get('reference', {}).get('model')}")
     for r in results:
         print("\n".join(format_fewshot_measured(r)))

@@ -768,6 +768,30 @@ def test_an_onnx_file_of_the_users_is_predicted_and_profiled_in_onnx_runtime(tmp
     assert profile.ops and all(o.nodes for o in profile.ops) and profile.end_to_end.median_ms > 0
 
 
+def test_a_model_with_its_weights_in_an_external_file_profiles_in_onnx_runtime(tmp_path: Path) -> None:
+    """A model over 2 GB keeps its weights in a file beside it (torchvision's RegNetY-128GF); the graph ORT writes
+    after its optimizations refers to that file by a name it does not have beside it. Matching kernels reads the
+    graphs without their weights, so such a model is profiled (it used to stop a campaign with onnx's error)."""
+    import onnx
+
+    from edgeplan.api import cache_export
+    from edgeplan.frontends.zoo import build_model
+    from edgeplan.runtimes.op_profile import _feed, _onnx_input_names, profile_onnxruntime_ops
+
+    zoo = build_model(CELL)
+    inline = tmp_path / "inline.onnx"
+    cache_export(zoo.module, zoo.example_inputs(), inline)
+    external = tmp_path / "model" / "cell.onnx"
+    external.parent.mkdir()
+    onnx.save_model(onnx.load(str(inline)), str(external), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="cell.onnx.data")  # weights over 1 kB, as a large export writes them
+    assert (external.parent / "cell.onnx.data").stat().st_size > 0
+    feed = _feed(_onnx_input_names(external), [tuple(x.shape) for x in zoo.example_inputs()])
+    runs = {p.name: profile_onnxruntime_ops(p, feed, threads=1, runs=1, warmup=0) for p in (inline, external)}
+    kernels = {name: sorted((o.kind, o.nodes) for o in r.ops) for name, r in runs.items()}
+    assert kernels["cell.onnx"] and kernels["cell.onnx"] == kernels["inline.onnx"]  # traced as the inline copy
+
+
 CELLS = [CELL, "nb201:|nor_conv_1x1~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_1x1~1|none~2|",
          "nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_1x1~0|skip_connect~1|avg_pool_3x3~2|"]
 

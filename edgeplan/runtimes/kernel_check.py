@@ -38,7 +38,18 @@ __all__ = [
     "onnxruntime_nchwc_block_size",
     "onnxruntime_optimized_kernels",
     "onnxruntime_optimized_model",
+    "onnx_graph",
 ]
+
+
+def onnx_graph(model: Any) -> Any:
+    """``model`` (a path or an ``onnx.ModelProto``) as a ``ModelProto`` without the weights of a model stored with
+    external data: kernel matching reads nodes, tensor names and shapes only. A model over 2 GB (torchvision's
+    RegNetY-128GF) keeps its weights in a file beside it that the copy ORT writes after its optimizations refers
+    to but does not have."""
+    import onnx
+
+    return model if isinstance(model, onnx.ModelProto) else onnx.load(str(model), load_external_data=False)
 
 
 def onnxruntime_kind(node: Any) -> str:
@@ -63,10 +74,8 @@ def onnxruntime_kernels(original: Any, optimized: Any) -> list[Kernel]:
         original nodes between the kernel's inputs and outputs (found by following tensor names back; empty when
         ORT renamed the outputs, as in the NCHWc layout), ``name`` the optimized node's name.
     """
-    import onnx
 
-    orig = original if isinstance(original, onnx.ModelProto) else onnx.load(str(original))
-    opt = optimized if isinstance(optimized, onnx.ModelProto) else onnx.load(str(optimized))
+    orig, opt = onnx_graph(original), onnx_graph(optimized)
     producer = {t: n for n in orig.graph.node for t in n.output}
     produced, named = {t for n in opt.graph.node for t in n.output}, {n.name for n in opt.graph.node}
     kernels = []
@@ -137,7 +146,6 @@ def _optimized_model(onnx_path: str | Path, nchwc: bool) -> Any:
     ``ORT_ENABLE_ALL`` (the default level, with NCHWc where the CPU has it) when ``nchwc``, else
     ``ORT_ENABLE_EXTENDED``.
     """
-    import onnx
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory() as folder:
@@ -149,12 +157,13 @@ def _optimized_model(onnx_path: str | Path, nchwc: bool) -> Any:
             ort.GraphOptimizationLevel.ORT_ENABLE_ALL if nchwc else ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         )
         ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
-        return onnx.load(str(out))
+        return onnx_graph(out)
 
 
 def onnxruntime_optimized_model(onnx_path: str | Path) -> Any:
     """The graph ONNX Runtime's CPU provider runs for ``onnx_path`` at its default level (NCHWc where the CPU has
-    it, QDQ pairs fused into ``QLinear*`` kernels), as an ``onnx.ModelProto``."""
+    it, QDQ pairs fused into ``QLinear*`` kernels), as an ``onnx.ModelProto`` (without the weights of a model with
+    external data, see :func:`onnx_graph`)."""
     return _optimized_model(onnx_path, True)
 
 
@@ -173,10 +182,9 @@ def onnxruntime_optimized_kernels(onnx_path: str | Path, profile: str = "onnxrun
     list[Kernel]
         The kernels of the optimized graph, from :func:`onnxruntime_kernels`.
     """
-    import onnx
 
     _, nchwc = _onnxruntime_rules(profile, "onnxruntime_optimized_kernels")
-    return onnxruntime_kernels(onnx.load(str(onnx_path)), _optimized_model(onnx_path, nchwc))
+    return onnxruntime_kernels(onnx_graph(onnx_path), _optimized_model(onnx_path, nchwc))
 
 
 def check_onnxruntime(
@@ -210,10 +218,9 @@ def check_onnxruntime(
     InvalidInputError
         For an unknown profile or one of another runtime family.
     """
-    import onnx
 
     rules, nchwc = _onnxruntime_rules(profile, "check_onnxruntime")
-    original = onnx.load(str(onnx_path))
+    original = onnx_graph(onnx_path)
     if by_nodes is None:
         names = {n.name for n in original.graph.node}
         by_nodes = not nchwc and all(n.name in names for n in graph.nodes if n.kind is not OpKind.INPUT)
@@ -295,10 +302,8 @@ def onnxruntime_kernel_origins(optimized: Any, original: Any, known: Collection[
     dict[str, tuple[str, ...]]
         Node names in execution order by optimized node name; empty when nothing could be traced.
     """
-    import onnx
 
-    orig = original if isinstance(original, onnx.ModelProto) else onnx.load(str(original))
-    opt = optimized if isinstance(optimized, onnx.ModelProto) else onnx.load(str(optimized))
+    orig, opt = onnx_graph(original), onnx_graph(optimized)
     by_name = {n.name: n for n in orig.graph.node}
     producer = {t: n for n in orig.graph.node for t in n.output}
     produced, named = {t for n in opt.graph.node for t in n.output}, {n.name for n in opt.graph.node}

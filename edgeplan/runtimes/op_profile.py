@@ -569,10 +569,14 @@ def profile_onnxruntime_ops(
     MeasurementError
         If ORT cannot load or run the model, or a node ran a different number of times than the session.
     """
-    import onnx
     import onnxruntime as ort
 
-    from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins, onnxruntime_kernels, onnxruntime_kind
+    from edgeplan.runtimes.kernel_check import (
+        onnx_graph,
+        onnxruntime_kernel_origins,
+        onnxruntime_kernels,
+        onnxruntime_kind,
+    )
 
     check_thread_count(threads)
     if runs < 1 or warmup < 0 or plain_per_run < 0:
@@ -608,11 +612,14 @@ def profile_onnxruntime_ops(
             trace = json.loads(Path(session.end_profiling()).read_text())
         except Exception as e:  # ORT raises its own exception types
             raise MeasurementError(f"profiling {onnx_path} with onnxruntime failed: {e}") from e
-        optimized = onnx.load(profiled_options.optimized_model_filepath)
+        try:  # the graph ORT ran, for matching its kernels to the original's nodes
+            optimized = onnx_graph(profiled_options.optimized_model_filepath)
+        except Exception as e:  # onnx raises its own exception types
+            raise MeasurementError(f"onnxruntime ran {onnx_path}, but its optimized graph cannot be read: {e}") from e
         unnamed = _name_unnamed_nodes(optimized)
         kinds = {n.name: onnxruntime_kind(n) for n in optimized.graph.node}
         if origin is None:
-            covered = {k.name: k.nodes for k in onnxruntime_kernels(onnx.load(str(onnx_path)), optimized)}
+            covered = {k.name: k.nodes for k in onnxruntime_kernels(onnx_graph(onnx_path), optimized)}
         else:
             covered = onnxruntime_kernel_origins(optimized, origin[0], origin[1])
     ops = _ort_timings(trace, covered, runs, warmup, str(onnx_path), kinds, ref_profiled_ms, unnamed)
