@@ -143,7 +143,7 @@ bench-predict: $(STAMP)
 	$(BIN)/python benchmarks/bench_predict.py
 
 # the shipped torch-fp32-1t profile (an AMD EPYC's) calibrated from 10 models of an Intel Xeon's shipped
-# measurements (~65 min on one core); measure this machine instead: taskset -c 0 $(BIN)/python
+# measurements (40-65 min on one core); measure this machine instead: taskset -c 0 $(BIN)/python
 # benchmarks/bench_calibrate_here.py (~2 h: both campaigns, ~55 min, then the scores)
 bench-calibrate-here: $(STAMP)
 	$(BIN)/python benchmarks/bench_calibrate_here.py --measured edgeplan/data/latency/fewshot/xeon-torch-fp32-1t
