@@ -491,3 +491,31 @@ def test_residual_trees_evaluate_as_scikit_learn_predicts() -> None:
     model = GradientBoostingRegressor(init="zero", random_state=0, **RESIDUAL_PARAMS).fit(x, y)
     forest = _Forest([_export_tree(t) for t in model.estimators_[:, 0]])
     assert model.learning_rate * forest.values(x).sum(axis=1) == pytest.approx(model.predict(x), abs=1e-9)
+
+
+@pytest.mark.parametrize("scenario", ["torch-fp32-1t", "ort-fp32-1t"])
+def test_the_shipped_measurements_of_a_second_cpu_are_whole(scenario: str) -> None:
+    """``edgeplan/data/latency/fewshot/xeon-{scenario}`` (``make bench-calibrate-here``, ``-ort``): measured in the
+    shipped profile's scenario on another CPU, beside the reference, with provenance; the repeat's models are among
+    the main campaign's, every latency positive, and each record's operations readable by the per-op correction."""
+    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.latency.model import record_latency, record_ops
+    from edgeplan.latency.op_correction import measured_ops
+    from edgeplan.latency.predict import load_device_model
+
+    folder = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / "fewshot" / f"xeon-{scenario}"
+    data = load_dataset(folder / "main.jsonl.gz")
+    source = load_dataset(Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / f"{scenario}.jsonl.gz")
+    here, there = data.provenance["device"], source.provenance["device"]
+    assert data.provenance["scenario"] == scenario and here["runtime"] == there["runtime"]
+    assert here["cpu_model"] != there["cpu_model"] and data.provenance["reference"]["model"] == "synthetic:0"
+    provenance = json.loads((folder / "provenance.json").read_text())
+    assert scenario in provenance["what"] and provenance["main.jsonl.gz"]["measured_from"]
+    models = [r["model"] for r in data.records]
+    assert len(models) == len(set(models)) >= 200 and all(record_latency(r) > 0 for r in data.records)
+    again = read_measurements(folder / "again.csv")
+    assert len(again) >= 100 and {m for m, _ in again} <= set(models)
+    assert all(record_ops(r) for r in data.records)  # every measured operation has its features
+    model = load_device_model(scenario, "lasso")  # the ORT profile knows synthetic networks' kinds only
+    covered = [r for r in data.records[::10] if not model.predict_ops(record_ops(r)).unpredicted]
+    assert len(covered) >= 0.7 * len(data.records[::10]) and all(measured_ops(r, model).ops for r in covered)
