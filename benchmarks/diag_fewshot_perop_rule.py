@@ -1,9 +1,9 @@
 """Which correction form to keep when the samples' operations were measured (issue 3 diagnostic, no target).
 
-``edgeplan calibrate`` keeps the form with the lowest leave-one-out MAPE on its 10 samples. When their operations
+``edgeplan calibrate`` kept the form with the lowest leave-one-out MAPE on its 10 samples. When their operations
 were measured too, the ``per-op`` correction learns from hundreds of op timings, while the other forms' leave-one-out
 scores rest on 10 end-to-end numbers, and the lowest of a dozen noisy scores is often lowest by chance. This compares,
-on the same draws: the lowest leave-one-out MAPE (``loo-min``, the rule before 2026-11-27), ``per-op`` unless the
+on the same draws: the lowest leave-one-out MAPE (``loo-min``, the rule until commit 7ee7426), ``per-op`` unless the
 best other form beats it by more than one standard error of the paired leave-one-out differences (``rule``, the one
 ``calibrate()`` applies since), and ``per-op`` always.
 

@@ -32,13 +32,13 @@ from edgeplan.ir.ops import OpKind
 __all__ = [
     "INSERTED_KINDS",
     "check_onnxruntime",
+    "onnx_graph",
     "onnxruntime_kernel_origins",
     "onnxruntime_kernels",
     "onnxruntime_kind",
     "onnxruntime_nchwc_block_size",
     "onnxruntime_optimized_kernels",
     "onnxruntime_optimized_model",
-    "onnx_graph",
 ]
 
 
