@@ -476,6 +476,14 @@ def test_cli_calibrates_from_an_ops_dataset_with_the_per_op_form(capsys: pytest.
                  "--json"]) == 0
     got = json.loads(capsys.readouterr().out)[0]["latency_ms"]
     assert got == pytest.approx(held["latency_ms"], rel=0.05)
+    # the same operations said to be another scenario's than the source's: calibrated, with a note naming both
+    saved = json.loads((home / "devices" / "src" / "lasso.json").read_text())
+    saved["info"]["source_scenario"] = "ort-fp32-1t"
+    (home / "devices" / "src" / "lasso.json").write_text(json.dumps(saved))
+    assert main(["--home", str(home), "calibrate", "--measurements", str(data), "--from", "src", "--name", "dev2",
+                 "--method", "lasso", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "measured in torch-fp32-1t, not in the scenario of the source src (ort-fp32-1t)" in err
 
 
 def test_residual_trees_evaluate_as_scikit_learn_predicts() -> None:

@@ -187,6 +187,8 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
         source, model = model.source_device, model.source
     if measurements is not None:  # records (the operations timed too) when it is an ops export
         rows, records = measured_records(measurements)
+        if records is not None:
+            _note_other_scenario(measurements, source, model)
     else:
         rows, records = _measure_here(ctx, measure, source, name, as_json)
     terms, _, left = measured_terms([m for m, _ in rows], model, DEDUCTIONS, home=ctx.home)
@@ -226,6 +228,25 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
         click.echo(f"  per-op {verdict} ({test['rival']} leads it by {test['loo_gain']:.2f} +- "
                    f"{test['standard_error']:.2f} points of leave-one-out MAPE)")
     click.echo(f"  saved to {path}; use it with `edgeplan predict MODEL --device {name} --method {method}`")
+
+
+def _note_other_scenario(dataset: Path, source: str, model: Any) -> None:
+    """Say so when an ``ops export`` was measured in another scenario than the source's: its end-to-end latencies
+    are calibrated as given, but its operations are another runtime's kernels, which the source predicts by their
+    category at best."""
+    import gzip
+    import json
+
+    from edgeplan.measure.scenarios import SCENARIOS
+
+    with gzip.open(dataset, "rt", encoding="utf-8") as f:
+        measured = json.loads(f.readline()).get("scenario")
+    expected = source if source in SCENARIOS else model.info.get("source_scenario")
+    if measured and expected and measured != expected:
+        of = source if source == expected else f"{source} ({expected})"
+        click.echo(f"note: {dataset} was measured in {measured}, not in the scenario of the source {of}: its "
+                   f"latencies are calibrated as given, its operations predicted by category at best; to predict "
+                   f"{measured}'s own kernels, use --from {measured}", err=True)
 
 
 def primitive_model_folder(home: str | None, name: str) -> Path:
