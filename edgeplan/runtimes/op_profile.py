@@ -1050,9 +1050,9 @@ def _quantized(float_path: Path, shapes: Sequence[Sequence[int]]) -> Path:
 
 
 def _onnx_input_names(path: Path) -> list[str]:
-    import onnx
+    from edgeplan.runtimes.kernel_check import onnx_graph
 
-    model = onnx.load(str(path), load_external_data=False)
+    model = onnx_graph(path)
     inits = {t.name for t in model.graph.initializer}
     return [i.name for i in model.graph.input if i.name not in inits]
 
