@@ -371,10 +371,10 @@ def test_per_op_correction_learns_each_operation_from_the_measured_ops(source: L
 
 
 def test_per_op_is_kept_unless_another_form_beats_it_by_a_standard_error(source: LatencyModel) -> None:
-    """The lowest leave-one-out score replaces ``per-op`` only when its lead exceeds one standard error of the
+    """The lowest leave-one-out score replaces ``per-op`` only when its lead exceeds two standard errors of the
     paired differences: a lead within the noise of ten samples keeps ``per-op``, a clear one does not."""
     from edgeplan.experiments.li2023 import nb201_terms
-    from edgeplan.latency.calibrate import PER_OP, _keep_per_op
+    from edgeplan.latency.calibrate import PER_OP, PER_OP_EVIDENCE_SE, _keep_per_op
     from edgeplan.latency.op_correction import measured_ops
 
     per_op = np.array([0.10, 0.02, 0.15, 0.05, 0.12, 0.08, 0.03, 0.20, 0.06, 0.09])
@@ -382,9 +382,14 @@ def test_per_op_is_kept_unless_another_form_beats_it_by_a_standard_error(source:
     assert noisy.mean() < per_op.mean()  # the rival has the lowest score ...
     kept, test = _keep_per_op("per-key(0.1)", {PER_OP: per_op, "per-key(0.1)": noisy})
     assert kept == PER_OP and 0 < test["loo_gain"] < test["standard_error"]  # ... by less than its noise
+    assert PER_OP_EVIDENCE_SE == 2.0
+    between = per_op - 0.017 + 0.6 * (noisy - per_op + 0.005)  # a lead of 1-2 standard errors: per-op still kept
+    kept, test = _keep_per_op("scale", {PER_OP: per_op, "scale": between})
+    assert kept == PER_OP and test["standard_error"] < test["loo_gain"] < 2 * test["standard_error"]
+    assert test["bar_se"] == PER_OP_EVIDENCE_SE
     clear = per_op * 0.5
     kept, test = _keep_per_op("scale", {PER_OP: per_op, "scale": clear})
-    assert kept == "scale" and test["loo_gain"] > test["standard_error"] and test["rival"] == "scale"
+    assert kept == "scale" and test["loo_gain"] > 2 * test["standard_error"] and test["rival"] == "scale"
     # a device 3x the source end to end whose op timings scatter (log-normal, sigma 0.5): per-op learns the
     # scatter, an end-to-end form is near exact and replaces it, as the device's info says
     rng = np.random.default_rng(0)
@@ -399,7 +404,7 @@ def test_per_op_is_kept_unless_another_form_beats_it_by_a_standard_error(source:
                     measured_ops=[measured_ops(r, source) for r in records])
     test = dev.info["per_op_test"]
     assert dev.form != PER_OP and test["kept"] == dev.form == test["rival"]
-    assert dev.loo_mape[dev.form] < 0.01 < dev.loo_mape[PER_OP] and test["loo_gain"] > test["standard_error"]
+    assert dev.loo_mape[dev.form] < 0.01 < dev.loo_mape[PER_OP] and test["loo_gain"] > 2 * test["standard_error"]
 
 
 FORMS_WITHOUT_PER_OP = ("scale", "scale+overhead", "scale+kernels", "per-category", "per-category+kernels",

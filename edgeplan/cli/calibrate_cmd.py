@@ -223,8 +223,8 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
                    f"{', '.join(sorted(c.residuals)) or 'no category (too few ops)'}")
     test = device.info.get("per_op_test")
     if test is not None:  # another form had the lowest leave-one-out score
-        verdict = ("kept: within one standard error" if test["kept"] == PER_OP else
-                   f"replaced by {test['kept']}: more than one standard error")
+        bar = f"{test['bar_se']:g} standard error" + ("" if test["bar_se"] == 1 else "s")
+        verdict = (f"kept: within {bar}" if test["kept"] == PER_OP else f"replaced by {test['kept']}: more than {bar}")
         click.echo(f"  per-op {verdict} ({test['rival']} leads it by {test['loo_gain']:.2f} +- "
                    f"{test['standard_error']:.2f} points of leave-one-out MAPE)")
     click.echo(f"  saved to {path}; use it with `edgeplan predict MODEL --device {name} --method {method}`")
