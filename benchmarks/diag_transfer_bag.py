@@ -13,6 +13,13 @@ at 1 % above the target; the increase moves, within the spread of eight draws. A
 4.03 / 1.40, 3.94 / 1.48 -> 4.06 / 2.03 (``--method finetune``, log ``campaigns/diag_bag_10_ft.log``): no gain on the
 10 % increase target either.
 
+``--mix`` scores a bag of two instead, ``finetune`` and ``factor-finetune`` on the same rows (2026-11-27, 1 %,
+seeds 0-3, then stopped; MdRAE / increase, factor-finetune, finetune, their mix): 12.39 / 10.87, 19.13 / 8.80, 14.36 /
+7.60; 12.10 / 2.86, 18.78 / 2.01, 13.08 / 2.40; 11.39 / 7.74, 16.17 / 6.68, 12.03 / 6.30; 10.74 / 4.31, 13.20 / 2.72,
+10.96 / 2.81 (log ``campaigns/diag_mix_1.log``): the mix's MdRAE lies between its members' in every draw (above
+``factor-finetune``'s), and its increase, below ``factor-finetune``'s in all four, is below fine-tuning's alone in
+only two; not adopted.
+
 Scores as ``bench_transfer.py``. Reads ../shared/data/mulder2021 and the Intel NN2 of ``make bench-costmodels``
 (out/costmodels/intel-nn2). Pin it to one core: it measures accuracy, not time.
 """
@@ -34,20 +41,29 @@ def main() -> int:
     transfer_arguments(parser, repeats=8)
     parser.add_argument("--bag", type=int, default=5)
     parser.add_argument("--method", default="factor-finetune", choices=["finetune", "factor-finetune"])
+    parser.add_argument("--mix", action="store_true",
+                        help="a bag of two: finetune and factor-finetune on the same rows (--bag and --method unused)")
     args = parser.parse_args()
     loaded = load_setup(args.source)
     if loaded is None:
         return 0
     source, amd, score = loaded
-    print(f"Intel -> AMD, {100 * args.fraction:g} % of AMD's training part, {args.method}, bag of {args.bag}; "
+    what = "finetune and factor-finetune mixed" if args.mix else f"{args.method}, bag of {args.bag}"
+    print(f"Intel -> AMD, {100 * args.fraction:g} % of AMD's training part, {what}; "
           f"MdRAE % / mean selection increase %")
     results: dict[str, list[tuple[float, float]]] = {}
     for seed in range(args.repeats):
         started = time.monotonic()
         sample = draw_samples(amd, args.fraction, seed, 0)
-        models = [transfer_on(source, amd, sample, seed=seed * 1000 + k if k else seed, method=args.method,
-                              threads=1, settings=(args.fraction, 0)) for k in range(args.bag)]
-        scored = score_into(score, {"single": models[0], f"bag of {args.bag}": GeometricMean(models)}, results)
+        if args.mix:
+            models = [transfer_on(source, amd, sample, seed=seed, method=m, threads=1, settings=(args.fraction, 0))
+                      for m in ("factor-finetune", "finetune")]
+            scored = score_into(score, {"factor-finetune": models[0], "finetune": models[1],
+                                        "mix": GeometricMean(models)}, results)
+        else:
+            models = [transfer_on(source, amd, sample, seed=seed * 1000 + k if k else seed, method=args.method,
+                                  threads=1, settings=(args.fraction, 0)) for k in range(args.bag)]
+            scored = score_into(score, {"single": models[0], f"bag of {args.bag}": GeometricMean(models)}, results)
         print(f"seed {seed} ({len(sample)} rows): {scored} ({time.monotonic() - started:.0f} s)", flush=True)
     print_medians(results)
     return 0
