@@ -14,9 +14,10 @@ is a candidate, as for ``edgeplan calibrate --measure``, and is also scored on i
 
 The campaigns live in the Store under ``--home`` (default ``campaigns/calibrate_here``; a run resumes where the last
 stopped) and are exported to ``main.jsonl.gz`` / ``again.jsonl.gz`` there. ``--measured DIR`` scores the exported
-files of an earlier run (say on another machine) without measuring; edgeplan ships two, an Intel Xeon's in
-``torch-fp32-1t`` (:data:`SHIPPED`) and in ``ort-fp32-1t`` (``edgeplan/data/latency/fewshot/xeon-ort-fp32-1t``,
-with ``--source ort-fp32-1t``): the main campaign's dataset, and the repeat's end-to-end times as ``again.csv``.
+files of an earlier run (say on another machine) without measuring; edgeplan ships three, an Intel Xeon's in
+``torch-fp32-1t`` (:data:`SHIPPED`), in ``ort-fp32-1t`` (``edgeplan/data/latency/fewshot/xeon-ort-fp32-1t``, with
+``--source ort-fp32-1t``) and in ``torch-fp32-2t`` (``.../xeon-torch-fp32-2t``, ``--source torch-fp32-2t``): the main
+campaign's dataset, and the repeat's end-to-end times as ``again.csv``.
 Pin it to one core for a 1-thread source and leave the other idle: ``taskset -c 0 python
 benchmarks/bench_calibrate_here.py``. Scoring exports every model to ONNX for an ORT source: RegNetY-128GF takes
 some 12 GB of memory there.

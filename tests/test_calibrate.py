@@ -506,12 +506,14 @@ def test_residual_trees_evaluate_as_scikit_learn_predicts() -> None:
     assert model.learning_rate * forest.values(x).sum(axis=1) == pytest.approx(model.predict(x), abs=1e-9)
 
 
-@pytest.mark.parametrize("scenario", ["torch-fp32-1t", "ort-fp32-1t"])
-def test_the_shipped_measurements_of_a_second_cpu_are_whole(scenario: str) -> None:
-    """``edgeplan/data/latency/fewshot/xeon-{scenario}`` (``make bench-calibrate-here``, ``-ort``): measured in the
-    shipped profile's scenario on another CPU, beside the reference, with provenance; the repeat's models are among
-    the main campaign's, every latency positive, every operation featurized, and the records the source predicts
-    (most: the ORT profile lacks a few real CNNs' kinds, e.g. ``Pad``) readable by the per-op correction."""
+@pytest.mark.parametrize(("scenario", "least", "least_again"),
+                         [("torch-fp32-1t", 200, 100), ("ort-fp32-1t", 200, 100), ("torch-fp32-2t", 150, 80)])
+def test_the_shipped_measurements_of_a_second_cpu_are_whole(scenario: str, least: int, least_again: int) -> None:
+    """``edgeplan/data/latency/fewshot/xeon-{scenario}`` (``make bench-calibrate-here``, ``-ort``, ``-2t``):
+    measured in the shipped profile's scenario on another CPU, beside the reference, with provenance; at least
+    ``least`` models, ``least_again`` of them in the repeat, every latency positive, every operation featurized, and
+    the records the source predicts (most: the ORT profile lacks a few real CNNs' kinds, e.g. ``Pad``) readable by the
+    per-op correction."""
     from edgeplan.latency.campaign import load_dataset
     from edgeplan.latency.model import record_latency, record_ops
     from edgeplan.latency.op_correction import measured_ops
@@ -526,9 +528,9 @@ def test_the_shipped_measurements_of_a_second_cpu_are_whole(scenario: str) -> No
     provenance = json.loads((folder / "provenance.json").read_text())
     assert scenario in provenance["what"] and provenance["main.jsonl.gz"]["measured_from"]
     models = [r["model"] for r in data.records]
-    assert len(models) == len(set(models)) >= 200 and all(record_latency(r) > 0 for r in data.records)
+    assert len(models) == len(set(models)) >= least and all(record_latency(r) > 0 for r in data.records)
     again = read_measurements(folder / "again.csv")
-    assert len(again) >= 100 and {m for m, _ in again} <= set(models)
+    assert len(again) >= least_again and {m for m, _ in again} <= set(models)
     assert all(record_ops(r) for r in data.records)  # every measured operation has its features
     model = load_device_model(scenario, "lasso")
     covered = [r for r in data.records[::10] if not model.predict_ops(record_ops(r)).unpredicted]
