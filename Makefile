@@ -154,6 +154,7 @@ bench-calibrate-here-ort: $(STAMP)
 	$(BIN)/python benchmarks/bench_calibrate_here.py --source ort-fp32-1t --measured edgeplan/data/latency/fewshot/xeon-ort-fp32-1t
 
 # the same for two threads: the shipped torch-fp32-2t profile calibrated from 10 models of the Xeon's 2-thread data
+# (~35 min on one core)
 bench-calibrate-here-2t: $(STAMP)
 	$(BIN)/python benchmarks/bench_calibrate_here.py --source torch-fp32-2t --measured edgeplan/data/latency/fewshot/xeon-torch-fp32-2t
 
