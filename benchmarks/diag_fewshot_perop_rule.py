@@ -35,7 +35,11 @@ loo-min / rule-1se / rule-2se / per-op; logs in ``campaigns/``):
 
 The two-standard-error bar does as well as one or better in 9 of the 10 pools (0.06 points worse in the tenth), and
 ``calibrate()`` applies it since (``PER_OP_EVIDENCE_SE``). The first two rows suggested it; the other three were run
-as a check on data it was not chosen on.
+as a check on data it was not chosen on. Measured after it was adopted:
+
+- EPYC -> Xeon, two threads (``--source torch-fp32-2t --data
+  edgeplan/data/latency/fewshot/xeon-torch-fp32-2t/main.jsonl.gz``, ``diag_perop_xeon2t.log``): 10.96 / 9.53 / 9.23 /
+  9.23 | 11.32 / 10.44 / 9.65 / 9.65
 """
 
 from __future__ import annotations
