@@ -491,6 +491,38 @@ def test_cli_calibrates_from_an_ops_dataset_with_the_per_op_form(capsys: pytest.
     assert "measured in torch-fp32-1t, not in the scenario of the source src (ort-fp32-1t)" in err
 
 
+def test_cli_says_why_another_form_replaced_per_op(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                  source: LatencyModel) -> None:
+    """When another form had the lowest leave-one-out score, ``calibrate`` prints the test against ``per-op`` with
+    its bar: a device 3x the source end to end whose op timings scatter (log-normal, sigma 0.5) replaces it."""
+    import gzip
+
+    from edgeplan.latency.calibrate import PER_OP_EVIDENCE_SE
+    from edgeplan.latency.campaign import DATASET_FORMAT
+
+    home = tmp_path / "home"
+    source.save(home / "devices" / "src")
+    rng = np.random.default_rng(0)
+    data = tmp_path / "device.jsonl.gz"
+    with gzip.open(data, "wt", encoding="utf-8") as f:
+        f.write(json.dumps({"format": DATASET_FORMAT, "scenario": "torch-fp32-1t"}) + "\n")
+        for cell in CELLS[:10]:
+            rec = _record(cell)
+            for op in rec["ops"]:
+                op["ms"] = op["min_ms"] = op["ms"] * 3.0 * float(np.exp(rng.normal(0.0, 0.5)))
+            f.write(json.dumps({**rec, "latency_ms": 3.0 * rec["latency_ms"],
+                                "latency_min_ms": 3.0 * rec["latency_min_ms"]}) + "\n")
+    assert main(["--home", str(home), "calibrate", "--measurements", str(data), "--from", "src", "--name", "dev",
+                 "--method", "lasso"]) == 0
+    out = capsys.readouterr().out
+    assert "per-op replaced by" in out and f"more than {PER_OP_EVIDENCE_SE:g} standard errors" in out
+    assert main(["--home", str(home), "calibrate", "--measurements", str(data), "--from", "src", "--name", "dev2",
+                 "--method", "lasso", "--json"]) == 0
+    test = json.loads(capsys.readouterr().out)["per_op_test"]
+    assert test["kept"] != "per-op" and test["bar_se"] == PER_OP_EVIDENCE_SE
+    assert test["loo_gain"] > PER_OP_EVIDENCE_SE * test["standard_error"]
+
+
 def test_residual_trees_evaluate_as_scikit_learn_predicts() -> None:
     """The per-op residual models are saved as exported trees: evaluated stacked, they give sklearn's prediction."""
     from sklearn.ensemble import GradientBoostingRegressor
