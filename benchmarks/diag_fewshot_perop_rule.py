@@ -51,7 +51,7 @@ import numpy as np
 from _machine import machine
 
 from edgeplan.errors import InvalidInputError
-from edgeplan.experiments.li2023 import REAL_WORLD, _fewshot_group, _seed
+from edgeplan.experiments.li2023 import _fewshot_group, _split
 from edgeplan.latency.calibrate import (
     FORMS,
     PER_OP,
@@ -84,9 +84,11 @@ def main() -> int:
     args = ap.parse_args()
     source = load_device_model(args.source, args.method)
     records, ops = [], []
-    for r in load_dataset(args.data).records:
-        seed = _seed(r["model"])
-        if (seed is None and r["model"].split(":", 1)[0] not in REAL_WORLD) or (seed is not None and seed < 900):
+    data = load_dataset(args.data)
+    _, test, zoo = _split(data)  # li2023's held-out synthetic networks and real-world models
+    held_out = {r["model"] for r in (*test, *zoo)}
+    for r in data.records:
+        if r["model"] not in held_out:
             continue  # a source's training network, or another synthetic space's
         try:
             ops.append(measured_ops(r, source))
