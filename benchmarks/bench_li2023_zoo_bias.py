@@ -1,68 +1,150 @@
-"""Where a scenario's shipped predictors err on the zoo CNNs: the ratio of predicted to measured end-to-end times,
-the same for the sum of the ops alone, and the zoo MAPE with the learnt constant overhead against an overhead per
-op learnt on the training networks (the gap between end-to-end and op times, linear in the op count).
+"""Where a scenario's predictors err on the zoo CNNs: the ratio of predicted to measured end-to-end times, the same
+for the sum of the ops alone and per op category, and the zoo MAPE with the learnt constant overhead against an
+overhead per op learnt on the training networks (the gap between end-to-end and op times, linear in the op count).
 
-Computed from the shipped dataset and models alone (no timing).
+By default the scenario's shipped models and dataset (no timing, no fitting). With ``--data FILE`` (an ``edgeplan
+ops export`` of your own campaign, e.g. another machine's) the methods are fitted on that file's training networks
+first: li2023's synthetic:0-899, with ``--with-spaces`` also edgeplan's synthetic spaces the file holds. The
+synthetic test networks (synthetic:900-999) are then reported beside the zoo, and for both groups the MAPE of the
+measured op sum plus the learnt overhead ("ops as measured"): what a predictor without op error would score, so that
+the op predictors' share of the error and the overhead's can be told apart. Last, per op kind, the zoo's operations
+whose features occur exactly in the training networks: the median ratio of the zoo's time to the training networks'
+median time for the same features, which no predictor stands between.
 
 Usage, from the repository root::
 
     python benchmarks/bench_li2023_zoo_bias.py [--scenario torch-fp32-2t] [--method gbdt --method lasso]
+    python benchmarks/bench_li2023_zoo_bias.py --data FILE [--with-spaces] [--method gbdt]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 
+def _group_rows(model: Any, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per model: op count, predicted op sum, measured op sum, measured end to end, predicted end to end; and the
+    predicted and measured time of each op category summed over the models (ops with a prediction only)."""
+    from edgeplan.latency.model import record_latency, record_ops
+
+    rows = []
+    pred_cat: dict[str, float] = defaultdict(float)
+    true_cat: dict[str, float] = defaultdict(float)
+    for r in records:
+        ops = record_ops(r, model.statistic)
+        p = model.predict_ops(ops)
+        for o, q in zip(ops, p.ops, strict=True):
+            if q.ms is not None and o.measured_ms:
+                pred_cat[o.category] += q.ms
+                true_cat[o.category] += o.measured_ms
+        rows.append((len(ops), sum(q.ms or 0.0 for q in p.ops), sum(o.measured_ms or 0.0 for o in ops),
+                     record_latency(r, model.statistic), p.latency_ms))
+    return {"rows": np.array(rows), "pred_cat": dict(pred_cat), "true_cat": dict(true_cat)}
+
+
+def _report(label: str, group: Mapping[str, Any], overhead: float) -> None:
+    from edgeplan.latency.model import mape
+
+    a = group["rows"]
+    e2e = a[:, 4] / a[:, 3]
+    q1, q3 = np.percentile(e2e, [25, 75])
+    oracle = mape(list(np.maximum(a[:, 2] + overhead, 0.5 * a[:, 2])), list(a[:, 3]))
+    print(f"  {label} ({len(a)}): end-to-end MAPE {mape(list(a[:, 4]), list(a[:, 3])):.2f}%, with the ops as "
+          f"measured {oracle:.2f}%; predicted / measured end to end median {np.median(e2e):.3f}x (quartiles "
+          f"{q1:.3f}-{q3:.3f}x); op sums {np.median(a[:, 1] / a[:, 2]):.3f}x")
+    total = sum(group["true_cat"].values())
+    cats = sorted(group["true_cat"], key=lambda c: -group["true_cat"][c])
+    print("    per category, summed predicted / measured (share of the measured op time): " + ", ".join(
+        f"{c} {group['pred_cat'][c] / group['true_cat'][c]:.2f}x ({100 * group['true_cat'][c] / total:.0f}%)"
+        for c in cats if group["true_cat"][c] > 0))
+
+
+def _same_features(trained: Sequence[Mapping[str, Any]], zoo: Sequence[Mapping[str, Any]], statistic: str) -> None:
+    """Print, per op key, how the zoo's ops compare with the training networks' ops of identical features."""
+    from edgeplan.latency.model import record_ops
+
+    seen: dict[tuple[str, tuple[float, ...]], list[float]] = defaultdict(list)
+    for r in trained:
+        for o in record_ops(r, statistic):
+            if o.measured_ms:
+                seen[(o.key, tuple(o.x))].append(o.measured_ms)
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for r in zoo:
+        for o in record_ops(r, statistic):
+            k = (o.key, tuple(o.x))
+            if o.measured_ms and k in seen:
+                ratios[o.key].append(o.measured_ms / float(np.median(seen[k])))
+    if not ratios:
+        print("  no zoo op has the features of a training network's op")
+        return
+    print("  zoo ops with a training op's exact features, zoo time / training time (median, quartiles):")
+    for key in sorted(ratios, key=lambda k: -len(ratios[k]))[:10]:
+        q1, q2, q3 = np.percentile(ratios[key], [25, 50, 75])
+        print(f"    {key:<36} {len(ratios[key]):>5} ops  {q2:.3f}x ({q1:.3f}-{q3:.3f}x)")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print the bias figures of each method's shipped model."""
+    """Print the bias figures of each method's model."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scenario", default="torch-fp32-2t")
     parser.add_argument("--method", action="append", dest="methods")
+    parser.add_argument("--data", type=Path, help="fit on this dataset file's training networks instead")
+    parser.add_argument("--with-spaces", action="store_true",
+                        help="with --data: train on edgeplan's synthetic spaces too")
+    parser.add_argument("--statistic", default="median", choices=("median", "min"), help="with --data")
     args = parser.parse_args(argv)
-    from edgeplan.experiments.li2023 import REAL_WORLD, dataset_path
+    from edgeplan.experiments.li2023 import _spaces, _split, dataset_path
     from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import LatencyModel, mape, record_latency, record_ops
+    from edgeplan.latency.model import LatencyModel, mape
     from edgeplan.latency.predict import load_device_model
 
-    data = load_dataset(dataset_path(args.scenario))
+    if args.with_spaces and args.data is None:
+        parser.error("--with-spaces fits on a --data file's networks; give --data")
+    data = load_dataset(args.data or dataset_path(args.scenario))
+    train, test, zoo = _split(data)
+    if args.with_spaces:
+        train = train + [r for rs in _spaces(data).values() for r in rs]
+    where = (f"{args.data} ({data.provenance.get('device', {}).get('cpu_model', '?')}), fitted on {len(train)} "
+             "training networks" if args.data else f"{args.scenario}, shipped models")
     for method in args.methods or ["gbdt", "lasso"]:
-        model = load_device_model(args.scenario, method)
-        if not isinstance(model, LatencyModel):
-            raise SystemExit(f"{args.scenario} is a calibrated device, not a scenario with shipped data")
-        trained = set(model.info.get("train_models") or [])
-        rows: dict[str, list[tuple[int, float, float, float, float]]] = {"train": [], "zoo": []}
-        for r in data.records:
-            group = ("zoo" if r["model"].split(":", 1)[0] in REAL_WORLD
-                     else "train" if r["model"] in trained else None)
-            if group is None:
-                continue
-            ops = record_ops(r, model.statistic)
-            p = model.predict_ops(ops)
-            rows[group].append((len(ops), sum(q.ms or 0.0 for q in p.ops), sum(o.measured_ms or 0.0 for o in ops),
-                                record_latency(r, model.statistic), p.latency_ms))
-        if not rows["zoo"]:
-            print(f"{args.scenario} {method}: no zoo CNNs in the dataset")
+        if args.data is not None:
+            model = LatencyModel.fit(train, method, data.scenario, statistic=args.statistic, progress=True)
+            trained = train
+        else:
+            loaded = load_device_model(args.scenario, method)
+            if not isinstance(loaded, LatencyModel):
+                raise SystemExit(f"{args.scenario} is a calibrated device, not a scenario with shipped data")
+            model = loaded
+            names = set(model.info.get("train_models") or [])
+            trained = [r for r in data.records if r["model"] in names]
+        if not zoo:
+            print(f"{where} {method}: no zoo CNNs in the dataset")
             continue
-        zoo, train = np.array(rows["zoo"]), np.array(rows["train"])
-        e2e = zoo[:, 4] / zoo[:, 3]
-        q1, q3 = np.percentile(e2e, [25, 75])
-        print(f"{args.scenario} {method} ({model.statistic}; {len(zoo)} zoo CNNs): predicted / measured end to end "
-              f"median {np.median(e2e):.3f}x (quartiles {q1:.3f}-{q3:.3f}x); op sums "
-              f"{np.median(zoo[:, 1] / zoo[:, 2]):.3f}x")
-        if len(train) < 2:
+        print(f"{where}: {method} ({model.statistic}), overhead {model.overhead_ms:.3f} ms")
+        groups = {"zoo CNNs": _group_rows(model, zoo)}
+        if args.data is not None and test:
+            groups = {"synthetic test": _group_rows(model, test), **groups}
+        for label, group in groups.items():
+            _report(label, group, model.overhead_ms)
+        if len(trained) < 2:
             print("  (the model records no training networks of this dataset: no per-op overhead fit)")
             continue
-        gap = train[:, 3] - train[:, 2]  # end to end minus the measured ops, on the training networks
-        slope, intercept = np.polyfit(train[:, 0], gap, 1)
-        constant = np.full(len(zoo), float(np.mean(gap)))
-        for name, overhead in (("constant", constant), ("per op", intercept + slope * zoo[:, 0])):
-            total = np.maximum(zoo[:, 1] + overhead, 0.5 * zoo[:, 1])
-            print(f"  overhead {name:<8} zoo MAPE {mape(list(total), list(zoo[:, 3])):.2f}%"
-                  + (f"  ({intercept:.2f} ms + {1000 * slope:.1f} us per op, from {len(train)} training networks)"
+        _same_features(trained, zoo, model.statistic)
+        a, t = groups["zoo CNNs"]["rows"], _group_rows(model, trained)["rows"]
+        gap = t[:, 3] - t[:, 2]  # end to end minus the measured ops, on the training networks
+        slope, intercept = np.polyfit(t[:, 0], gap, 1)
+        constant = np.full(len(a), float(np.mean(gap)))
+        for name, overhead in (("constant", constant), ("per op", intercept + slope * a[:, 0])):
+            total = np.maximum(a[:, 1] + overhead, 0.5 * a[:, 1])
+            print(f"  overhead {name:<8} zoo MAPE {mape(list(total), list(a[:, 3])):.2f}%"
+                  + (f"  ({intercept:.2f} ms + {1000 * slope:.1f} us per op, from {len(t)} training networks)"
                      if name == "per op" else f"  ({np.mean(gap):.2f} ms)"))
     return 0
 
