@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
 
 install: $(STAMP)
 
@@ -30,7 +30,7 @@ lint: $(STAMP)
 bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
        bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points \
        bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer \
-       bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
+       bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
 
 bench-help: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli_help.py
@@ -125,6 +125,14 @@ bench-li2023: $(STAMP)
 
 bench-li2023-2t: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --scenario torch-fp32-2t --method lasso --method gbdt --method rf --statistic median
+
+# the same on a second machine's shipped data (an Intel Xeon VM, 2 cores; GBDT only, ~20 min on one core), then where
+# its predictors err on the zoo CNNs (~5 min)
+bench-li2023-2t-xeon: $(STAMP)
+	$(BIN)/edgeplan reproduce li2023 --data edgeplan/data/latency/xeon/torch-fp32-2t.jsonl.gz \
+		--repeat-data edgeplan/data/latency/xeon/torch-fp32-2t.repeat.jsonl.gz --method gbdt --statistic median
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data edgeplan/data/latency/xeon/torch-fp32-2t.jsonl.gz \
+		--method gbdt --method lasso
 
 bench-li2023-threads: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --insight threads --statistic median

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -311,8 +312,6 @@ def test_an_extended_model_adds_the_kinds_it_lacked_and_keeps_its_own(tmp_path: 
 
 
 def _write_dataset(path: Path, records: list[dict[str, Any]], scenario: str = "torch-fp32-1t") -> Path:
-    import gzip
-
     from edgeplan.latency.campaign import DATASET_FORMAT
 
     with gzip.open(path, "wt") as f:
@@ -419,6 +418,31 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
     test = [r for r in data.records if r["model"] in held_out]
     err = mape([model.predict_record(r).latency_ms for r in test], [record_latency(r, "median") for r in test])
     assert err < 30.0  # a broken model is off by far more; the measured figure is in the README
+
+
+def test_the_second_machines_li2023_dataset_is_whole_and_paired_with_its_repeat() -> None:
+    """``edgeplan/data/latency/xeon`` (``make bench-li2023-2t-xeon``): li2023's training and test networks, both of
+    edgeplan's synthetic spaces and the zoo CNNs, measured on another CPU than the shipped profile's, every model
+    beside the reference and at one scale with its repeat, so that ``reproduce li2023`` prints its noise floor."""
+    from edgeplan.experiments.li2023 import _same_scale, _spaces, _split, dataset_path, noise_floor
+    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.latency.model import record_latency
+
+    folder = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / "xeon"
+    data = load_dataset(folder / "torch-fp32-2t.jsonl.gz")
+    repeat = load_dataset(folder / "torch-fp32-2t.repeat.jsonl.gz")
+    shipped = json.loads(gzip.open(dataset_path("torch-fp32-2t"), "rt").readline())
+    assert data.scenario == repeat.scenario == "torch-fp32-2t" and data.provenance["device"]["threads"] == 2
+    assert data.provenance["device"]["cpu_model"] != shipped["device"]["cpu_model"]
+    train, test, zoo = _split(data)
+    assert [r["model"] for r in train] == [f"synthetic:{i}" for i in range(900)] and len(test) == 100
+    assert {k: len(v) for k, v in _spaces(data).items()} == {"synthetic-wide": 300, "synthetic-aligned": 300}
+    assert len(zoo) == 128 and all(record_latency(r) > 0 for r in data.records)
+    assert _same_scale(data, repeat) and {r["model"] for r in repeat.records} <= {r["model"] for r in data.records}
+    floor = noise_floor(data, repeat, "median")
+    assert floor is not None and floor["models"] == len(repeat.records) == 88
+    provenance = json.loads((folder / "provenance.json").read_text())
+    assert sum(c["models"] for c in provenance["torch-fp32-2t.jsonl.gz"]["campaigns"]) == len(data.records)
 
 
 def test_speedup_insight_per_category(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
