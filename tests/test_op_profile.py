@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -385,11 +386,17 @@ def test_torch_ops_profile_every_deduced_kernel() -> None:
     assert len(plain) == 8 and all(t > 0 for t in plain)
     assert all(o.median_ms > 0 and o.iqr_rel >= 0 and o.ratio is None for o in ops)
     assert measured.reference_ms == [] and measured.reference_profiled_ms == []
-    calls = []
-    paired = profile_torch_ops(module, (x,), deduction, graph, threads=1, runs=3, warmup=1, plain_per_run=2,
-                               reference=lambda: calls.append(1) or module(x))
-    # The reference runs once per warm-up, once before every plain call and once before every profiled call.
-    assert len(calls) == 1 + 3 * 2 + 3
+    calls: list[str] = []
+    ref_module = torch.nn.ReLU()
+    hook = module.register_forward_hook(lambda *_: calls.append("model"))
+    try:
+        paired = profile_torch_ops(module, (x,), deduction, graph, threads=1, runs=3, warmup=1, plain_per_run=2,
+                                   reference=lambda: calls.append("ref") or ref_module(x))
+    finally:
+        hook.remove()
+    # The reference runs once per warm-up, then twice before every plain and every profiled call: the first untimed,
+    # so that the timed one never runs straight after the measured model (whose data would slow it down).
+    assert calls == ["model", "ref"] + ["ref", "ref", "model"] * (3 * 2 + 3)
     assert len(paired.reference_ms) == len(paired.plain_ms) == 6 and len(paired.reference_profiled_ms) == 3
     assert all(o.ratio is not None and o.ratio > 0 and o.min_ratio is not None for o in paired.ops if not o.noop)
     conv = next(o for o in ops if o.kind == "aten::conv2d")
@@ -654,6 +661,16 @@ def test_campaign_with_a_reference_exports_normalised_times(scenario: str, tmp_p
         assert rep.done_now == 2 and not rep.failed
         with pytest.raises(InvalidInputError):  # a resumed campaign keeps its reference
             run_op_campaign(store, s, [CELL], runs=2, home=tmp_path, plain_per_run=2)
+        # A campaign an earlier edgeplan measured, timing the reference straight after each call, is not resumed.
+        with sqlite3.connect(tmp_path / "store.sqlite") as db:
+            db.execute("UPDATE campaigns SET params = ? WHERE name = ?", (json.dumps(
+                {"scenario": scenario, "runs": 2, "plain_per_run": 2, "reference": CELL}), f"ops/{scenario}"))
+        with pytest.raises(InvalidInputError, match="timed the reference right after each call"):
+            run_op_campaign(store, s, [other], runs=2, home=tmp_path, plain_per_run=2, reference=CELL)
+        with sqlite3.connect(tmp_path / "store.sqlite") as db:
+            db.execute("UPDATE campaigns SET params = ? WHERE name = ?", (json.dumps(
+                {"scenario": scenario, "runs": 2, "plain_per_run": 2, "reference": CELL, "reference_warm": True}),
+                f"ops/{scenario}"))
         raw = {r.model: r for r in store.measurements(campaign=f"ops/{scenario}")}
         run_op_campaign(store, s, [other], runs=2, home=tmp_path, plain_per_run=2, reference=CELL, repeat="again")
         export_dataset(store, s, tmp_path / "d.jsonl.gz")

@@ -138,12 +138,16 @@ def run_op_campaign(
     params: dict[str, Any] = {"scenario": scenario.name, "runs": runs, "plain_per_run": plain_per_run}
     if reference:
         params["reference"] = reference
+        params["reference_warm"] = True  # timed after an untimed call of it (op_profile._timed_reference)
     name = campaign_name(scenario, repeat)
     found = store.find_campaign(name)
     earlier = found.params if found is not None else None
     if earlier is not None and dict(earlier) != params:
         settings = f"--runs {earlier.get('runs')} --plain-per-run {earlier.get('plain_per_run')}" + (
             f" --reference {earlier['reference']}" if earlier.get("reference") else " and no --reference")
+        if earlier.get("reference") and not earlier.get("reference_warm"):
+            settings += (" by an edgeplan that timed the reference right after each call (before 2026-11-27; its "
+                         "ratios are not comparable with this one's)")
         raise InvalidInputError(
             f"the Store at {store.path} already holds campaign {name!r}, measured with {settings}; run with those "
             "to add models to it, or measure these settings as an independent campaign (--repeat TAG; Python: "
