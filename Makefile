@@ -126,7 +126,7 @@ bench-li2023: $(STAMP)
 bench-li2023-2t: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --scenario torch-fp32-2t --method lasso --method gbdt --method rf --statistic median
 
-# the same on a second machine's shipped data (an Intel Xeon VM, 2 cores; GBDT only, ~20 min on one core), then where
+# the same on a second machine's shipped data (an Intel Xeon VM, 2 cores; GBDT only, ~35 min on one core), then where
 # its predictors err on the zoo CNNs (~5 min)
 bench-li2023-2t-xeon: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --data edgeplan/data/latency/xeon/torch-fp32-2t.jsonl.gz \
