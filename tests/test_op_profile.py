@@ -675,6 +675,28 @@ def test_campaign_with_a_reference_exports_normalised_times(scenario: str, tmp_p
         run_op_campaign(store, s, [other], runs=2, home=tmp_path, plain_per_run=2, reference=CELL, repeat="again")
         export_dataset(store, s, tmp_path / "d.jsonl.gz")
         export_dataset(store, s, tmp_path / "r.jsonl.gz", repeat="again")
+        # A repeat whose reference was timed another way than its main campaign's is not exported at its scale.
+        with sqlite3.connect(tmp_path / "store.sqlite") as db:
+            db.execute("UPDATE campaigns SET params = ? WHERE name = ?", (json.dumps(
+                {"scenario": scenario, "runs": 2, "plain_per_run": 2, "reference": CELL}), f"ops/{scenario}"))
+        with pytest.raises(InvalidInputError, match="straight after each call .*not comparable"):
+            export_dataset(store, s, tmp_path / "refused.jsonl.gz", repeat="again")
+        assert not (tmp_path / "refused.jsonl.gz").exists()
+        # Nor merged into, or put on the scale of, a file whose reference was timed the earlier way.
+        with gzip.open(tmp_path / "d.jsonl.gz", "rt") as f:
+            header, *rest = f.read().splitlines()
+        assert json.loads(header)["reference"]["warm"] is True
+        old = json.loads(header)
+        old["reference"].pop("warm")
+        with gzip.open(tmp_path / "old.jsonl.gz", "wt") as f:
+            f.write("\n".join([json.dumps(old), *rest]) + "\n")
+        with sqlite3.connect(tmp_path / "store.sqlite") as db:
+            db.execute("UPDATE campaigns SET params = ? WHERE name = ?", (json.dumps(
+                {"scenario": scenario, "runs": 2, "plain_per_run": 2, "reference": CELL, "reference_warm": True}),
+                f"ops/{scenario}"))
+        for kwargs in ({"merge": tmp_path / "old.jsonl.gz"}, {"scale_from": tmp_path / "old.jsonl.gz"}):
+            with pytest.raises(InvalidInputError, match="straight after each call .*not comparable"):
+                export_dataset(store, s, tmp_path / "refused.jsonl.gz", **kwargs)
     data, again = load_dataset(tmp_path / "d.jsonl.gz"), load_dataset(tmp_path / "r.jsonl.gz")
     scale = data.provenance["reference"]
     assert scale["model"] == CELL and scale["models"] == 2 and scale["from_campaign"] == f"ops/{scenario}"

@@ -246,7 +246,11 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
             f"the Store {store.path} has no measurements in campaign {name!r}; run "
             f"`edgeplan ops profile MODEL... --scenario {scenario.name}` first"
         )
+    _check_same_pairing(store, scenario, name)
     scale = _reference_scale(store, scenario, records, name)  # of the whole campaign, whatever is written
+    found = store.find_campaign(name)
+    if scale is not None and found is not None and found.params.get("reference_warm"):
+        scale["warm"] = True  # the reference was timed after an untimed call of it (op_profile._timed_reference)
     campaign_records, wanted = records, None if only is None else set(only)
     if wanted is not None:
         if merge is not None:
@@ -324,6 +328,27 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
     return len(rows)
 
 
+def _check_same_pairing(store: Store, scenario: Scenario, name: str) -> None:
+    """Refuse a repeat campaign whose reference was timed another way than its main campaign's (one warmed by an
+    untimed call, :func:`edgeplan.runtimes.op_profile._timed_reference`, the other straight after each call): its
+    ratios would be written at the main campaign's reference latency, but they are not comparable with its ratios."""
+    main_name = campaign_name(scenario)
+    main, mine = store.find_campaign(main_name), store.find_campaign(name)
+    if name == main_name or main is None or mine is None:
+        return
+    if not (main.params.get("reference") and mine.params.get("reference")):
+        return
+
+    def how(params: Mapping[str, Any]) -> str:
+        return "after an untimed call of it" if params.get("reference_warm") else "straight after each call"
+
+    if how(main.params) != how(mine.params):
+        raise InvalidInputError(
+            f"campaign {name!r} timed its reference {how(mine.params)} and its main campaign {main_name!r} "
+            f"{how(main.params)} (as edgeplan did before 2026-11-27): their ratios are not comparable; measure both "
+            "with one edgeplan, e.g. the main campaign again in another --home")
+
+
 def _write_dataset(out: str | Path, header: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> None:
     """Write a dataset file (provenance line, then one record per line), whole or not at all."""
     out = Path(out)
@@ -350,7 +375,20 @@ def _mergeable(path: str | Path, scenario: Scenario, repeat: str, scale: Mapping
     if theirs != ours and theirs is not None:  # an unpaired file takes paired rows at a matched scale
         raise InvalidInputError(f"--merge {path}: it was measured {_beside(theirs)}, the Store's campaign "
                                 f"{_beside(ours)}; their times are on different scales and cannot share a file")
+    if theirs is not None and ours is not None:
+        _check_pairing(f"--merge {path}", ref or {}, scale or {})
     return earlier
+
+
+def _check_pairing(what: str, file_ref: Mapping[str, Any], scale: Mapping[str, Any]) -> None:
+    """Refuse to put a campaign's ratios on a file's scale when the two timed their reference differently."""
+    def how(ref: Mapping[str, Any]) -> str:
+        return ("after an untimed call of it" if ref.get("warm")
+                else "straight after each call (as edgeplan did before 2026-11-27)")
+
+    if bool(file_ref.get("warm")) != bool(scale.get("warm")):
+        raise InvalidInputError(f"{what}: its reference was timed {how(file_ref)}, the Store's campaign's "
+                                f"{how(scale)}; their ratios are not comparable and cannot share a scale")
 
 
 #: Fewest models a paired campaign must share with an unpaired dataset to be merged into it (:func:`_matched_scale`).
@@ -399,6 +437,7 @@ def _scale_of(path: str | Path, scenario: Scenario, scale: Mapping[str, Any] | N
         raise InvalidInputError(f"--scale-from {path}: it was measured {_beside((ref or {}).get('model'))}, the "
                                 f"Store's campaign {_beside((scale or {}).get('model'))}; only times measured beside "
                                 "the same reference model can be put on its scale")
+    _check_pairing(f"--scale-from {path}", ref, scale)
     return {**ref, "scale_from": {"file": str(path), "campaign_reference_ms": scale["ms"],
                                   "campaign_reference_min_ms": scale["min_ms"]}}
 
