@@ -338,15 +338,17 @@ def _check_same_pairing(store: Store, scenario: Scenario, name: str) -> None:
         return
     if not (main.params.get("reference") and mine.params.get("reference")):
         return
-
-    def how(params: Mapping[str, Any]) -> str:
-        return "after an untimed call of it" if params.get("reference_warm") else "straight after each call"
-
-    if how(main.params) != how(mine.params):
+    ours, theirs = bool(mine.params.get("reference_warm")), bool(main.params.get("reference_warm"))
+    if ours != theirs:
         raise InvalidInputError(
-            f"campaign {name!r} timed its reference {how(mine.params)} and its main campaign {main_name!r} "
-            f"{how(main.params)} (as edgeplan did before 2026-11-27): their ratios are not comparable; measure both "
-            "with one edgeplan, e.g. the main campaign again in another --home")
+            f"campaign {name!r} timed its reference {_pairing(ours)} and its main campaign {main_name!r} "
+            f"{_pairing(theirs)}: their ratios are not comparable; measure both with one edgeplan, e.g. the main "
+            "campaign again in another --home")
+
+
+def _pairing(warm: bool) -> str:
+    """How a campaign timed its reference model (:func:`edgeplan.runtimes.op_profile._timed_reference`)."""
+    return "after an untimed call of it" if warm else "straight after each call (as edgeplan did before 2026-11-27)"
 
 
 def _write_dataset(out: str | Path, header: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> None:
@@ -382,13 +384,10 @@ def _mergeable(path: str | Path, scenario: Scenario, repeat: str, scale: Mapping
 
 def _check_pairing(what: str, file_ref: Mapping[str, Any], scale: Mapping[str, Any]) -> None:
     """Refuse to put a campaign's ratios on a file's scale when the two timed their reference differently."""
-    def how(ref: Mapping[str, Any]) -> str:
-        return ("after an untimed call of it" if ref.get("warm")
-                else "straight after each call (as edgeplan did before 2026-11-27)")
-
-    if bool(file_ref.get("warm")) != bool(scale.get("warm")):
-        raise InvalidInputError(f"{what}: its reference was timed {how(file_ref)}, the Store's campaign's "
-                                f"{how(scale)}; their ratios are not comparable and cannot share a scale")
+    theirs, ours = bool(file_ref.get("warm")), bool(scale.get("warm"))
+    if theirs != ours:
+        raise InvalidInputError(f"{what}: its reference was timed {_pairing(theirs)}, the Store's campaign's "
+                                f"{_pairing(ours)}; their ratios are not comparable and cannot share a scale")
 
 
 #: Fewest models a paired campaign must share with an unpaired dataset to be merged into it (:func:`_matched_scale`).
