@@ -9,17 +9,21 @@ synthetic test networks (synthetic:900-999) are then reported beside the zoo, an
 measured op sum plus the learnt overhead ("ops as measured"): what a predictor without op error would score, so that
 the op predictors' share of the error and the overhead's can be told apart. Last, per op kind, the zoo's operations
 whose features occur exactly in the training networks: the median ratio of the zoo's time to the training networks'
-median time for the same features, which no predictor stands between.
+median time for the same features, which no predictor stands between. For a file measured beside a reference model,
+the reference's typical time beside the synthetic networks and beside the zoo CNNs (each model's raw latency over
+its converted one, times the file's reference latency): a reference slowed by the model timed before it shows here.
+``--same-models-as OTHER`` keeps only the models OTHER also holds (to compare two measurements of the same models).
 
 Usage, from the repository root::
 
     python benchmarks/bench_li2023_zoo_bias.py [--scenario torch-fp32-2t] [--method gbdt --method lasso]
-    python benchmarks/bench_li2023_zoo_bias.py --data FILE [--with-spaces] [--method gbdt]
+    python benchmarks/bench_li2023_zoo_bias.py --data FILE [--with-spaces] [--same-models-as OTHER] [--method gbdt]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -90,6 +94,20 @@ def _same_features(trained: Sequence[Mapping[str, Any]], zoo: Sequence[Mapping[s
         print(f"    {key:<36} {len(ratios[key]):>5} ops  {q2:.3f}x ({q1:.3f}-{q3:.3f}x)")
 
 
+def _reference_beside(ref: Mapping[str, Any] | None, synthetic: Sequence[Mapping[str, Any]],
+                      zoo: Sequence[Mapping[str, Any]]) -> None:
+    """Print the reference's median time beside the synthetic networks and beside the zoo CNNs, by size."""
+    if not ref or not synthetic or not zoo or "raw_latency_ms" not in zoo[0]:
+        return
+
+    def beside(rs: Sequence[Mapping[str, Any]]) -> str:
+        return f"{np.median([r['raw_latency_ms'] * float(ref['ms']) / r['latency_ms'] for r in rs]):.2f} ms"
+
+    big = [r for r in zoo if r["raw_latency_ms"] > 200]
+    print(f"reference {ref['model']} beside the synthetic networks {beside(synthetic)}, beside the zoo CNNs "
+          f"{beside(zoo)}" + (f" ({beside(big)} beside the {len(big)} over 200 ms)" if big else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the bias figures of each method's model."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -99,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with-spaces", action="store_true",
                         help="with --data: train on edgeplan's synthetic spaces too")
     parser.add_argument("--statistic", default="median", choices=("median", "min"), help="with --data")
+    parser.add_argument("--same-models-as", type=Path, help="with --data: only the models this dataset also holds")
     args = parser.parse_args(argv)
     from edgeplan.experiments.li2023 import _spaces, _split, dataset_path
     from edgeplan.latency.campaign import load_dataset
@@ -107,8 +126,14 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.with_spaces and args.data is None:
         parser.error("--with-spaces fits on a --data file's networks; give --data")
+    if args.same_models_as is not None and args.data is None:
+        parser.error("--same-models-as cuts a --data file; give --data")
     data = load_dataset(args.data or dataset_path(args.scenario))
+    if args.same_models_as is not None:
+        kept = set(load_dataset(args.same_models_as).models())
+        data = dataclasses.replace(data, records=[r for r in data.records if r["model"] in kept])
     train, test, zoo = _split(data)
+    _reference_beside(data.provenance.get("reference"), train + test, zoo)
     if args.with_spaces:
         train = train + [r for rs in _spaces(data).values() for r in rs]
     where = (f"{args.data} ({data.provenance.get('device', {}).get('cpu_model', '?')}), fitted on {len(train)} "

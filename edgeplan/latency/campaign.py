@@ -246,10 +246,9 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
             f"the Store {store.path} has no measurements in campaign {name!r}; run "
             f"`edgeplan ops profile MODEL... --scenario {scenario.name}` first"
         )
-    _check_same_pairing(store, scenario, name)
+    warm = _reference_warm(store, scenario, name)
     scale = _reference_scale(store, scenario, records, name)  # of the whole campaign, whatever is written
-    found = store.find_campaign(name)
-    if scale is not None and found is not None and found.params.get("reference_warm"):
+    if scale is not None and warm:
         scale["warm"] = True  # the reference was timed after an untimed call of it (op_profile._timed_reference)
     campaign_records, wanted = records, None if only is None else set(only)
     if wanted is not None:
@@ -328,22 +327,25 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
     return len(rows)
 
 
-def _check_same_pairing(store: Store, scenario: Scenario, name: str) -> None:
-    """Refuse a repeat campaign whose reference was timed another way than its main campaign's (one warmed by an
-    untimed call, :func:`edgeplan.runtimes.op_profile._timed_reference`, the other straight after each call): its
-    ratios would be written at the main campaign's reference latency, but they are not comparable with its ratios."""
+def _reference_warm(store: Store, scenario: Scenario, name: str) -> bool:
+    """Whether campaign ``name`` timed its reference after an untimed call of it
+    (:func:`edgeplan.runtimes.op_profile._timed_reference`); a repeat that timed it another way than its main
+    campaign is refused: its ratios would be written at the main campaign's reference latency, but they are not
+    comparable with its ratios."""
     main_name = campaign_name(scenario)
     main, mine = store.find_campaign(main_name), store.find_campaign(name)
+    ours = bool(mine is not None and mine.params.get("reference") and mine.params.get("reference_warm"))
     if name == main_name or main is None or mine is None:
-        return
+        return ours
     if not (main.params.get("reference") and mine.params.get("reference")):
-        return
-    ours, theirs = bool(mine.params.get("reference_warm")), bool(main.params.get("reference_warm"))
+        return ours
+    theirs = bool(main.params.get("reference_warm"))
     if ours != theirs:
         raise InvalidInputError(
             f"campaign {name!r} timed its reference {_pairing(ours)} and its main campaign {main_name!r} "
             f"{_pairing(theirs)}: their ratios are not comparable; measure both with one edgeplan, e.g. the main "
             "campaign again in another --home")
+    return ours
 
 
 def _pairing(warm: bool) -> str:

@@ -191,7 +191,7 @@ def _timed_reference(reference: Callable[[], object]) -> float:
 
     Timed straight after a call of the measured model, the reference runs with that model's weights and
     activations in the caches and its own evicted: on the Intel Xeon of the README, ``synthetic:0`` at two threads
-    took 8.0 ms beside synthetic networks but 8.8-10.0 ms beside the zoo CNNs, more beside larger ones, so large
+    took 8.00 ms beside synthetic networks but 9.06 ms beside the zoo CNNs, 10.07 beside those over 200 ms, so large
     models' ratios came out low (the zoo's convolutions at 0.92x synthetic ones of the same features, 0.98x with the
     reference warmed). One untimed call first restores its own state whatever ran before.
     """
