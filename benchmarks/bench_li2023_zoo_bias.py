@@ -13,11 +13,14 @@ median time for the same features, which no predictor stands between. For a file
 the reference's typical time beside the synthetic networks and beside the zoo CNNs (each model's raw latency over
 its converted one, times the file's reference latency): a reference slowed by the model timed before it shows here.
 ``--same-models-as OTHER`` keeps only the models OTHER also holds (to compare two measurements of the same models).
+``--implementations`` fits predictors per implementation the runtime selects (eager PyTorch's oneDNN or native
+convolution, :mod:`edgeplan.ir.kernels.selection`), deduced for the scenario's threads.
 
 Usage, from the repository root::
 
     python benchmarks/bench_li2023_zoo_bias.py [--scenario torch-fp32-2t] [--method gbdt --method lasso]
-    python benchmarks/bench_li2023_zoo_bias.py --data FILE [--with-spaces] [--same-models-as OTHER] [--method gbdt]
+    python benchmarks/bench_li2023_zoo_bias.py --data FILE [--with-spaces] [--same-models-as OTHER] [--implementations]
+        [--method gbdt]
 """
 
 from __future__ import annotations
@@ -118,16 +121,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --data: train on edgeplan's synthetic spaces too")
     parser.add_argument("--statistic", default="median", choices=("median", "min"), help="with --data")
     parser.add_argument("--same-models-as", type=Path, help="with --data: only the models this dataset also holds")
+    parser.add_argument("--implementations", action="store_true",
+                        help="with --data: predictors per implementation the runtime selects (oneDNN or native)")
     args = parser.parse_args(argv)
     from edgeplan.experiments.li2023 import _spaces, _split, dataset_path
     from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import LatencyModel, mape
+    from edgeplan.latency.model import LatencyModel, mape, scenario_threads
     from edgeplan.latency.predict import load_device_model
 
     if args.with_spaces and args.data is None:
         parser.error("--with-spaces fits on a --data file's networks; give --data")
     if args.same_models_as is not None and args.data is None:
         parser.error("--same-models-as cuts a --data file; give --data")
+    if args.implementations and args.data is None:
+        parser.error("--implementations fits on a --data file's networks; give --data")
     data = load_dataset(args.data or dataset_path(args.scenario))
     if args.same_models_as is not None:
         kept = set(load_dataset(args.same_models_as).models())
@@ -137,10 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.with_spaces:
         train = train + [r for rs in _spaces(data).values() for r in rs]
     where = (f"{args.data} ({data.provenance.get('device', {}).get('cpu_model', '?')}), fitted on {len(train)} "
-             "training networks" if args.data else f"{args.scenario}, shipped models")
+             "training networks" + (" per implementation" if args.implementations else "")
+             if args.data else f"{args.scenario}, shipped models")
     for method in args.methods or ["gbdt", "lasso"]:
         if args.data is not None:
-            model = LatencyModel.fit(train, method, data.scenario, statistic=args.statistic, progress=True)
+            threads = scenario_threads(data.scenario) if args.implementations else None
+            model = LatencyModel.fit(train, method, data.scenario, statistic=args.statistic, progress=True,
+                                     threads=threads)
             trained = train
         else:
             loaded = load_device_model(args.scenario, method)

@@ -420,17 +420,21 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
     assert err < 30.0  # a broken model is off by far more; the measured figure is in the README
 
 
-def test_the_second_machines_li2023_dataset_is_whole_and_paired_with_its_repeat() -> None:
+@pytest.mark.parametrize(("name", "warm"), [("torch-fp32-2t", False), ("torch-fp32-2t.warm-all", True)])
+def test_the_second_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(name: str, warm: bool) -> None:
     """``edgeplan/data/latency/xeon`` (``make bench-li2023-2t-xeon``): li2023's training and test networks, both of
     edgeplan's synthetic spaces and the zoo CNNs, measured on another CPU than the shipped profile's, every model
-    beside the reference and at one scale with its repeat, so that ``reproduce li2023`` prints its noise floor."""
+    beside the reference and at one scale with its repeat, so that ``reproduce li2023`` prints its noise floor; the
+    first measurement timed the reference straight after each model, the second (``warm-all``) after a call of its
+    own, and says so."""
     from edgeplan.experiments.li2023 import _same_scale, _spaces, _split, dataset_path, noise_floor
     from edgeplan.latency.campaign import load_dataset
     from edgeplan.latency.model import record_latency
 
     folder = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / "xeon"
-    data = load_dataset(folder / "torch-fp32-2t.jsonl.gz")
-    repeat = load_dataset(folder / "torch-fp32-2t.repeat.jsonl.gz")
+    data = load_dataset(folder / f"{name}.jsonl.gz")
+    repeat = load_dataset(folder / f"{name}.repeat.jsonl.gz")
+    assert bool(data.provenance["reference"].get("warm")) is bool(repeat.provenance["reference"].get("warm")) is warm
     shipped = json.loads(gzip.open(dataset_path("torch-fp32-2t"), "rt").readline())
     assert data.scenario == repeat.scenario == "torch-fp32-2t" and data.provenance["device"]["threads"] == 2
     assert data.provenance["device"]["cpu_model"] != shipped["device"]["cpu_model"]
@@ -442,7 +446,7 @@ def test_the_second_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
     floor = noise_floor(data, repeat, "median")
     assert floor is not None and floor["models"] == len(repeat.records) == 88
     provenance = json.loads((folder / "provenance.json").read_text())
-    assert sum(c["models"] for c in provenance["torch-fp32-2t.jsonl.gz"]["campaigns"]) == len(data.records)
+    assert sum(c["models"] for c in provenance[f"{name}.jsonl.gz"]["campaigns"]) == len(data.records)
 
 
 def test_speedup_insight_per_category(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

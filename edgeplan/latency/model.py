@@ -9,6 +9,12 @@ the category) and flagged ``by_category``; a grouped convolution without either,
 predictor of its runtime kind or category (:data:`FAMILY`), also flagged, and labelled as that predictor's
 (:attr:`OpPrediction.predictor`); one with none is *unpredicted*: reported by name, and missing from the total
 (which is then a lower bound), never silently. A saved model is one JSON file (no pickle).
+
+Where the runtime picks one of several implementations for a kernel kind by its shapes (eager PyTorch's
+``aten::conv2d``: oneDNN or its own im2col + GEMM, see :mod:`edgeplan.ir.kernels.selection`), a model fitted with
+``threads`` keys its predictors by the implementation too (``aten::conv2d:native|conv``), deduced for that thread
+count (:attr:`LatencyModel.threads`); a model fitted without, or saved by an older edgeplan, keys by kernel kind
+alone, as li2023 does for a CPU.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from edgeplan.errors import InvalidInputError
+from edgeplan.ir.kernels.selection import implementation
 from edgeplan.latency.features import CATEGORY_FEATURES, LEGACY_FEATURES, features, lead_node, predictor_key
 from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
 
@@ -40,6 +47,7 @@ __all__ = [
     "op_ms",
     "record_latency",
     "record_ops",
+    "scenario_threads",
     "write_json",
 ]
 
@@ -55,6 +63,13 @@ MIN_TARGET_MS = 1e-3
 
 #: Fewest models an operation kind must come from for :meth:`LatencyModel.extended` to give it a predictor.
 MIN_EXTENSION_MODELS = 3
+
+def scenario_threads(scenario: str) -> int | None:
+    """The intra-op threads of a known scenario (``torch-fp32-2t``: 2), None for any other name."""
+    from edgeplan.measure.scenarios import SCENARIOS
+
+    known = SCENARIOS.get(scenario)
+    return known.threads if known is not None else None
 
 #: The category whose predictor stands in for a category that has none, from the leading features they share: a
 #: grouped convolution is predicted as a dense one from its own shapes and FLOPs (which count the groups), its
@@ -85,7 +100,11 @@ def record_latency(record: Mapping[str, Any], statistic: str = "median") -> floa
 
 @dataclass(frozen=True)
 class OpInput:
-    """One operation to predict: its name, runtime kind, key, category and features."""
+    """One operation to predict: its name, runtime kind, key, category and features.
+
+    ``lead`` is its first IR node (a node dict, :func:`~edgeplan.latency.features.lead_node`), from which a model
+    deduces the implementation the runtime selects for it (:meth:`LatencyModel.key_of`); ``key`` does not carry it.
+    """
 
     name: str
     kind: str
@@ -93,6 +112,7 @@ class OpInput:
     category: str
     x: list[float]
     measured_ms: float | None = None
+    lead: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 def op_ms(op: Mapping[str, Any], statistic: str = "median") -> float:
@@ -125,8 +145,9 @@ def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpI
         ns = [nodes[n] for n in op["nodes"]]
         cat, x = features(ns, op["kind"])
         measured = op_ms(op, statistic)
-        key = predictor_key(op["kind"], lead_node(ns, op["kind"]))
-        out.append(OpInput(op["kernel"] + "@" + op["nodes"][0], op["kind"], key, cat, x, measured))
+        lead = lead_node(ns, op["kind"])
+        out.append(OpInput(op["kernel"] + "@" + op["nodes"][0], op["kind"], predictor_key(op["kind"], lead), cat, x,
+                           measured, lead))
     return out
 
 
@@ -247,6 +268,9 @@ class LatencyModel:
     feature_names
         By category, the features its predictors take, by name (a model saved by an older edgeplan keeps its
         own: :data:`~edgeplan.latency.features.LEGACY_FEATURES`).
+    threads
+        The intra-op threads the runtime's implementation choices are deduced for (:meth:`key_of`); None for a
+        model whose keys carry no implementation (one saved by an older edgeplan, or an unknown scenario).
     """
 
     scenario: str
@@ -256,11 +280,23 @@ class LatencyModel:
     info: dict[str, Any] = field(default_factory=dict)
     statistic: str = "median"
     feature_names: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(CATEGORY_FEATURES))
+    threads: int | None = None
+
+    def key_of(self, op: OpInput) -> str:
+        """The key of ``op``'s own predictor in this model: its :attr:`OpInput.key`, with the implementation the
+        runtime selects for it when this model deduces one (``aten::conv2d|conv`` -> ``aten::conv2d:native|conv``)."""
+        if self.threads is None or op.lead is None:
+            return op.key
+        chosen = implementation(op.kind, op.lead, self.threads)
+        if chosen is None:
+            return op.key
+        kind, cat = op.key.rsplit("|", 1)
+        return f"{kind}:{chosen}|{cat}"
 
     @classmethod
     def fit(cls, records: Sequence[Mapping[str, Any]], method: str, scenario: str, seed: int = 0,
             progress: bool = False, info: Mapping[str, Any] | None = None,
-            min_samples: int = MIN_SAMPLES, statistic: str = "min") -> LatencyModel:
+            min_samples: int = MIN_SAMPLES, statistic: str = "min", threads: int | None = None) -> LatencyModel:
         """Fit every operation key's predictor and the overhead on ``records``.
 
         Parameters
@@ -281,19 +317,23 @@ class LatencyModel:
             Fewest training operations a key (or category) needs for a predictor of its own.
         statistic
             Learn the fastest runs (``min``, default) or the medians.
+        threads
+            Key the predictors by the implementation the runtime selects at this many intra-op threads
+            (:meth:`key_of`; :func:`scenario_threads` gives a scenario's); None keys by kernel kind alone.
         """
         _check_statistic(statistic)
         if method not in METHODS:
             raise InvalidInputError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
         if not records:
             raise InvalidInputError("no training models")
+        keyed = cls(scenario, method, {}, 0.0, threads=threads)
         by_key: dict[str, list[OpInput]] = defaultdict(list)
         by_cat: dict[str, list[OpInput]] = defaultdict(list)
         gaps = []
         for r in records:
             ops = record_ops(r, statistic)
             for o in ops:
-                by_key[o.key].append(o)
+                by_key[keyed.key_of(o)].append(o)
                 by_cat["*|" + o.category].append(o)
             gaps.append(record_latency(r, statistic) - sum(o.measured_ms or 0.0 for o in ops))
         groups = {k: v for k, v in {**by_key, **by_cat}.items() if len(v) >= min_samples}
@@ -307,7 +347,7 @@ class LatencyModel:
         meta = {"models": len(records), "min_samples": min_samples,
                 "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"),
                 "ops_per_key": {k: len(v) for k, v in sorted(by_key.items())}, **dict(info or {})}
-        return cls(scenario, method, predictors, float(np.mean(gaps)), meta, statistic)
+        return cls(scenario, method, predictors, float(np.mean(gaps)), meta, statistic, threads=threads)
 
     def extended(self, records: Sequence[Mapping[str, Any]], *, seed: int = 0, min_samples: int = MIN_SAMPLES,
                  min_models: int = MIN_EXTENSION_MODELS, info: Mapping[str, Any] | None = None) -> LatencyModel:
@@ -349,7 +389,7 @@ class LatencyModel:
         models: dict[str, set[str]] = defaultdict(set)
         for r in records:
             for o in record_ops(r, self.statistic):
-                for key in (o.key, "*|" + o.category):
+                for key in (self.key_of(o), "*|" + o.category):
                     by_key[key].append(o)
                     models[key].add(str(r["model"]))
         new, skipped = {}, {}
@@ -388,35 +428,35 @@ class LatencyModel:
                                "skipped": skipped,
                                "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"), **dict(info or {})}]
         return LatencyModel(self.scenario, self.method, predictors, self.overhead_ms, meta, self.statistic,
-                            feature_names)
+                            feature_names, self.threads)
 
     def without_extensions(self) -> LatencyModel:
         """This model as its own fit left it: the predictors :meth:`extended` added are dropped."""
         added = {k for ext in self.info.get("extensions", []) for k in ext.get("added_ops_per_key", {})}
         info = {k: v for k, v in self.info.items() if k != "extensions"}
         return LatencyModel(self.scenario, self.method, {k: p for k, p in self.predictors.items() if k not in added},
-                            self.overhead_ms, info, self.statistic, dict(self.feature_names))
+                            self.overhead_ms, info, self.statistic, dict(self.feature_names), self.threads)
 
     def predict_ops(self, ops: Sequence[OpInput]) -> Prediction:
         """Predict a model from its operations (batched per key)."""
         out: list[OpPrediction | None] = [None] * len(ops)
         groups: dict[str, list[int]] = defaultdict(list)
-        for i, o in enumerate(ops):
-            if o.key in self.predictors:
-                groups[o.key].append(i)
+        keys = [self.key_of(o) for o in ops]
+        for i, (o, own) in enumerate(zip(ops, keys, strict=True)):
+            if own in self.predictors:
+                groups[own].append(i)
             elif "*|" + o.category in self.predictors:
                 groups["*|" + o.category].append(i)
-            elif (family := self._family_key(o)) is not None:
+            elif (family := self._family_key(own, o.category)) is not None:
                 groups[family].append(i)
             else:
-                out[i] = OpPrediction(o.name, o.kind, o.key, None)
+                out[i] = OpPrediction(o.name, o.kind, own, None)
         for key, idx in groups.items():
             cat = key.rsplit("|", 1)[1]
             cols = {c: self._columns(cat, c) for c in {ops[i].category for i in idx}}
             ms = self.predictors[key].predict(np.array([_take(ops[i].x, cols[ops[i].category]) for i in idx]))
             for i, v in zip(idx, ms, strict=True):
-                out[i] = OpPrediction(ops[i].name, ops[i].kind, ops[i].key, max(float(v), 0.0), key != ops[i].key,
-                                      key)
+                out[i] = OpPrediction(ops[i].name, ops[i].kind, keys[i], max(float(v), 0.0), key != keys[i], key)
         return self.prediction(tuple(o for o in out if o is not None))
 
     def total_ms(self, ops: Sequence[OpPrediction]) -> float:
@@ -444,12 +484,13 @@ class LatencyModel:
         are its first ones, in order (the usual case, and the fast one)."""
         return _column_index(tuple(self.feature_names.get(category, CATEGORY_FEATURES[category])), of)
 
-    def _family_key(self, op: OpInput) -> str | None:
-        """The predictor of the op's family when its own kind and category have none (:data:`FAMILY`)."""
-        family = FAMILY.get(op.category)
+    def _family_key(self, own: str, category: str) -> str | None:
+        """The predictor of an op's family (:data:`FAMILY`) when its own key ``own`` (:meth:`key_of`) and its
+        ``category`` have none."""
+        family = FAMILY.get(category)
         if family is None:
             return None
-        kind = op.key.rsplit("|", 1)[0]
+        kind = own.rsplit("|", 1)[0]
         return next((k for k in (f"{kind}|{family}", f"*|{family}") if k in self.predictors), None)
 
     def predict_batch(self, models: Sequence[Sequence[OpInput]]) -> list[Prediction]:
@@ -474,6 +515,7 @@ class LatencyModel:
         return {"format": MODEL_FORMAT, "scenario": self.scenario, "method": self.method,
                 "statistic": self.statistic, "overhead_ms": self.overhead_ms, "info": self.info,
                 "features": {c: list(n) for c, n in self.feature_names.items()},
+                **({"threads": self.threads} if self.threads is not None else {}),
                 "predictors": {k: p.to_dict() for k, p in sorted(self.predictors.items())}}
 
     def save(self, path: str | Path) -> Path:
@@ -510,8 +552,9 @@ class LatencyModel:
         names = data.get("features")
         feature_names = ({c: tuple(n) for c, n in names.items()} if isinstance(names, dict)
                          else dict(LEGACY_FEATURES))
+        threads = data.get("threads")
         return cls(data["scenario"], data["method"], preds, float(data["overhead_ms"]), dict(data["info"]),
-                   str(data.get("statistic", "median")), feature_names)
+                   str(data.get("statistic", "median")), feature_names, int(threads) if threads is not None else None)
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> Path:

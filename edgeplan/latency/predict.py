@@ -162,7 +162,8 @@ def _featurize(graph: Graph, kernels: Sequence[tuple[str, str, Sequence[str]]]) 
             continue
         dicts = [node_to_dict(graph.node(n)) for n in nodes]
         cat, x = features(dicts, kind)
-        ops.append(OpInput(f"{name}@{nodes[0]}", kind, predictor_key(kind, lead_node(dicts, kind)), cat, x))
+        lead = lead_node(dicts, kind)
+        ops.append(OpInput(f"{name}@{nodes[0]}", kind, predictor_key(kind, lead), cat, x, lead=lead))
     return ops, skipped
 
 

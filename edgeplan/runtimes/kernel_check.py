@@ -3,7 +3,9 @@
 :func:`check_onnxruntime` compares :func:`edgeplan.ir.kernels.deduce_kernels` for an ``onnxruntime`` profile with
 the kernels of the graph ONNX Runtime writes to ``SessionOptions.optimized_model_filepath``
 (:func:`onnxruntime_kernels`); :func:`onnxruntime_nchwc_block_size` says which NCHWc profile fits this CPU.
-onnx and onnxruntime are imported when a function needs them.
+:func:`check_torch_implementations` compares the implementation deduced for each of a graph's eager PyTorch
+convolutions (:mod:`edgeplan.ir.kernels.selection`) with the child operator ``torch.profiler`` records when it runs.
+onnx, onnxruntime and torch are imported when a function needs them.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import re
 import tempfile
 from collections.abc import Collection, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,9 @@ from edgeplan.ir.ops import OpKind
 
 __all__ = [
     "INSERTED_KINDS",
+    "ImplementationCheck",
     "check_onnxruntime",
+    "check_torch_implementations",
     "onnx_graph",
     "onnxruntime_kernel_origins",
     "onnxruntime_kernels",
@@ -383,3 +387,95 @@ def _walk_to_conv(anchor: Any, producer: Mapping[str, Any], claimed: Collection[
         if walk.op_type == "Conv":
             return chain if walk.name not in claimed else None
     return None
+
+
+@dataclass(frozen=True)
+class ImplementationCheck:
+    """One operation's deduced implementation against the one a run showed.
+
+    Parameters
+    ----------
+    node
+        The IR node (the first of its shapes in the graph).
+    kind
+        The runtime kernel kind (``aten::conv2d``).
+    deduced
+        The implementation the rules deduce (:func:`edgeplan.ir.kernels.selection.implementation`).
+    observed
+        The implementation whose child operators the profiler recorded, or None when it recorded none of any.
+    children
+        The child operators recorded under the call.
+    """
+
+    node: str
+    kind: str
+    deduced: str
+    observed: str | None
+    children: tuple[str, ...]
+
+    @property
+    def agrees(self) -> bool:
+        """Whether the run showed the deduced implementation."""
+        return self.deduced == self.observed
+
+
+def check_torch_implementations(graph: Graph, threads: int) -> list[ImplementationCheck]:
+    """Run each convolution shape of ``graph`` alone in eager PyTorch at ``threads`` intra-op threads, under
+    ``torch.profiler``, and compare the implementation it dispatched to with the deduced one.
+
+    Each distinct convolution (channels, kernel, stride, dilation, groups, input shape) is built as a
+    ``torch.nn.Conv2d`` with random weights, called once, then once more under the profiler; the implementation
+    whose ``profiler`` operators (``edgeplan/data/kernel_rules/torch.json``) appear under the call is the observed
+    one. The thread count is restored afterwards.
+
+    Parameters
+    ----------
+    graph
+        A graph with ``conv2d`` nodes.
+    threads
+        Intra-op threads to run (and deduce) at.
+
+    Returns
+    -------
+    list[ImplementationCheck]
+        One per distinct convolution, in graph order; :attr:`ImplementationCheck.agrees` is the verdict.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from edgeplan.ir.kernels.selection import implementation, implementation_entries
+    from edgeplan.ir.serialize import node_to_dict
+
+    kind = "aten::conv2d"
+    names = {str(e["implementation"]): set(e["profiler"]) for e in implementation_entries(kind)}
+    before = torch.get_num_threads()
+    out, seen = [], set()
+    try:
+        torch.set_num_threads(threads)
+        for node in graph.nodes:
+            if node.kind is not OpKind.CONV2D:
+                continue
+            lead = node_to_dict(node)
+            a = lead["attrs"]
+            shape = tuple(int(d) for d in lead["input_shapes"][0])
+            signature = (shape, a["out_channels"], tuple(a["kernel"]), tuple(a["stride"]), tuple(a["dilation"]),
+                         a["groups"])
+            deduced = implementation(kind, lead, threads)
+            if signature in seen or deduced is None:
+                continue
+            seen.add(signature)
+            (kh, kw), (sh, sw), (dh, dw) = (tuple(int(v) for v in a[f]) for f in ("kernel", "stride", "dilation"))
+            conv = torch.nn.Conv2d(shape[1], int(a["out_channels"]), (kh, kw), stride=(sh, sw),
+                                   padding=((kh // 2) * dh, (kw // 2) * dw), dilation=(dh, dw),
+                                   groups=int(a["groups"]), bias=bool(a.get("bias"))).eval()
+            x = torch.randn(*shape)
+            with torch.no_grad():
+                conv(x)
+                with profile(activities=[ProfilerActivity.CPU]) as prof:
+                    conv(x)
+            children = tuple(sorted({e.name for e in prof.events() if e.name.startswith("aten::")}))
+            observed = next((n for n, ops in names.items() if ops & set(children)), None)
+            out.append(ImplementationCheck(node.name, kind, deduced, observed, children))
+    finally:
+        torch.set_num_threads(before)
+    return out
