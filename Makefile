@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
 
 install: $(STAMP)
 
@@ -30,7 +30,7 @@ lint: $(STAMP)
 bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
        bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points \
        bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer \
-       bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
+       bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
 
 bench-help: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli_help.py
@@ -133,6 +133,19 @@ bench-li2023-2t-xeon: $(STAMP)
 		--repeat-data edgeplan/data/latency/xeon/torch-fp32-2t.repeat.jsonl.gz --method gbdt --statistic median
 	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data edgeplan/data/latency/xeon/torch-fp32-2t.jsonl.gz \
 		--method gbdt --method lasso
+
+# the same machine's dataset measured again whole with the reference warmed (warm-all): its noise floor, then GBDT
+# trained on li2023's synthetic networks alone and with edgeplan's spaces, each keyed by kernel kind and by the
+# implementation PyTorch selects (~7 min each alone, ~35 min each with the spaces, one core)
+XEON_WARM := edgeplan/data/latency/xeon/torch-fp32-2t.warm-all
+bench-li2023-2t-xeon-warm: $(STAMP)
+	$(BIN)/edgeplan reproduce li2023 --floor --data $(XEON_WARM).jsonl.gz --repeat-data $(XEON_WARM).repeat.jsonl.gz \
+		--statistic median
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.gz --method gbdt
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.gz --method gbdt --implementations
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.gz --method gbdt --with-spaces
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.gz --method gbdt --with-spaces \
+		--implementations
 
 bench-li2023-threads: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --insight threads --statistic median

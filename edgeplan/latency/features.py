@@ -39,7 +39,9 @@ extended with data that holds them (:meth:`edgeplan.latency.model.LatencyModel.e
 ``torch-fp32-1t`` and ``torch-fp32-2t`` are, with 30 vision transformers each).
 
 The predictor key is ``{runtime kind}|{category}``: separate predictors for kernels the runtime runs differently
-(``aten::max_pool2d`` and ``aten::avg_pool2d``; ``aten::conv2d`` as dense, depthwise or grouped convolution).
+(``aten::max_pool2d`` and ``aten::avg_pool2d``; ``aten::conv2d`` as dense, depthwise or grouped convolution). A model
+fitted with a thread count also keys by the implementation the runtime selects by shape (``aten::conv2d:native|conv``:
+:meth:`edgeplan.latency.model.LatencyModel.key_of`, :mod:`edgeplan.ir.kernels.selection`).
 
 A kernel traced to a convolution or linear layer that does not compute it (ONNX Runtime's ``QuantizeLinear`` of the
 convolution's input, a layout ``Transpose``, an unfused ``BatchNormalization`` or ``LayerNormalization`` that the

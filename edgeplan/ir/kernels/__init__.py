@@ -35,7 +35,10 @@ Modules: :mod:`~edgeplan.ir.kernels.rules` (rule files, node labels), :mod:`~edg
 (:class:`Kernel`, :class:`KernelDeduction`), :mod:`~edgeplan.ir.kernels.groups` (kernels under construction and
 their fusion), :mod:`~edgeplan.ir.kernels.deduce` (:func:`deduce_kernels`, torch eager),
 :mod:`~edgeplan.ir.kernels.ort` (ORT fusions and the NCHWc transform), :mod:`~edgeplan.ir.kernels.tflite`
-(li2023 Alg. 3.1 and 3.2), :mod:`~edgeplan.ir.kernels.compare` (:func:`compare_kernels`).
+(li2023 Alg. 3.1 and 3.2), :mod:`~edgeplan.ir.kernels.compare` (:func:`compare_kernels`),
+:mod:`~edgeplan.ir.kernels.selection` (the implementation eager PyTorch selects for a convolution by its shapes and
+threads: oneDNN or its own; checked against the profiler by
+:func:`edgeplan.runtimes.kernel_check.check_torch_implementations`).
 """
 
 from __future__ import annotations
