@@ -860,6 +860,18 @@ def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str],
     assert result["latency_ms"] == pytest.approx(result["overhead_ms"] + sum(o["ms"] for o in result["ops"]))
     assert main(["--home", home, "predict", CELL, "--device", "mine", "--method", "lasso", "--breakdown"]) == 0
     assert "per-op predictions" in capsys.readouterr().out
+    # Per implementation: NB201's convolutions (16 channels at 32x32, one thread) run natively, and say so.
+    assert main(["ops", "fit", "--data", str(data), "--method", "lasso", "--out", str(tmp_path / "devices" / "impl"),
+                 "--json", "--min-samples", "3", "--implementations"]) == 0
+    capsys.readouterr()
+    assert main(["--home", home, "predict", CELL, "--device", "impl", "--method", "lasso", "--json",
+                 "--breakdown"]) == 0
+    (by_impl,) = json.loads(capsys.readouterr().out)
+    convs = [o for o in by_impl["ops"] if o["kernel"] == "aten::conv2d"]
+    assert convs and {o["key"] for o in convs} == {"aten::conv2d:native|conv"} and by_impl["unpredicted_ops"] == []
+    assert main(["ops", "fit", "--data", str(data), "--out", str(tmp_path / "x"), "--extend", "mine",
+                 "--implementations"]) != 0
+    assert "drop one of --extend and --implementations" in capsys.readouterr().err
     assert main(["--home", home, "predict", CELL, "--device", "mine", "--method", "lasso", "--measure", "2"]) != 0
     assert "--measure runs the model here" in capsys.readouterr().err
     assert main(["ops", "fit", "--data", str(data), "--method", "lasso", "--out",

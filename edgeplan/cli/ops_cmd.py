@@ -180,15 +180,23 @@ def retrace_cmd(ctx: Context, data_path: Path, models: tuple[str, ...], out: Pat
 @click.option("--min-models", type=click.IntRange(min=1), default=3, show_default=True,
               help="With --extend: fewest models a new op kind must come from (at more than one shape) for a "
                    "predictor of its own; rarer kinds are left to their category's.")
+@click.option("--implementations", is_flag=True,
+              help="Separate predictors per implementation the runtime selects by shape (eager PyTorch's oneDNN or "
+                   "native convolution, deduced for the scenario's threads; kernel_rules/torch.json).")
 @click.option("--json", "as_json", is_flag=True)
 def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, ...], out: Path, seed: int,
-            min_samples: int, statistic: str | None, extend: str | None, min_models: int, as_json: bool) -> None:
+            min_samples: int, statistic: str | None, extend: str | None, min_models: int, implementations: bool,
+            as_json: bool) -> None:
     """Fit operation-wise predictors (li2023 §4.2) on a dataset; write one model per method.
 
     With --extend DEVICE, the device's models gain predictors for the operation kinds of --data they have none for
     (a vision transformer's attention, layer norms and linear layers over tokens, added to a profile fitted on
     CNNs): the data must be of the device's scenario and, for a profile measured beside a reference model, on its
     scale (`edgeplan ops export --scale-from`).
+
+    With --implementations, a kernel kind the runtime runs with one of several implementations chosen by shape gets
+    a predictor per implementation (`aten::conv2d:native|conv`, `aten::conv2d:onednn|conv`); the model records the
+    threads the choice was deduced for.
     """
     from edgeplan.errors import InvalidInputError
     from edgeplan.latency.campaign import load_dataset
@@ -203,6 +211,9 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
         records = [r for r in records if r["model"] in keep]
         if not records:
             raise InvalidInputError(f"none of the --train models is in {data_path}")
+    if extend is not None and implementations:
+        raise InvalidInputError("--implementations fits a new model; an extension keeps the keys of the model it "
+                                "extends: drop one of --extend and --implementations")
     if extend is not None:
         bases = {m: _extendable(extend, m, data, statistic) for m in methods}
     created = not out.exists()
@@ -223,7 +234,8 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
                                                 info=extension))
             else:
                 models.append(LatencyModel.fit(records, m, scenario.name, seed=seed, progress=not as_json, info=info,
-                                               min_samples=min_samples, statistic=statistic or "min"))
+                                               min_samples=min_samples, statistic=statistic or "min",
+                                               threads=scenario.threads if implementations else None))
     except InvalidInputError:
         if created and not any(out.iterdir()):  # refused: no empty device folder left behind
             out.rmdir()
