@@ -270,7 +270,7 @@ class LatencyModel:
         own: :data:`~edgeplan.latency.features.LEGACY_FEATURES`).
     threads
         The intra-op threads the runtime's implementation choices are deduced for (:meth:`key_of`); None for a
-        model whose keys carry no implementation (one saved by an older edgeplan, or an unknown scenario).
+        model whose keys carry no implementation (fitted without ``threads``, or saved by an older edgeplan).
     """
 
     scenario: str
