@@ -29,8 +29,8 @@ call, profiled or not, is preceded by a timed call of the reference, and each ti
 the reference's time just before it (median over the runs; fastest over fastest). The neighbours' load that slows a
 model down slows the reference down with it, so the ratios move far less than the times between two
 measurements of the same networks (the noise floors in the README). The reference is called once untimed before
-each timed call (:func:`_timed_reference`): timed right after the measured model, it ran with that model's data in
-the caches, the more slowly the larger the model, which deflated large models' ratios.
+each timed call (:func:`_timed_reference`): timed right after the measured model, it ran the more slowly the larger
+the model, which deflated large models' ratios; the untimed call narrows that gap without closing it.
 :func:`edgeplan.latency.campaign.export_dataset` converts the ratios back to milliseconds with the scenario's
 typical reference latency.
 """
@@ -193,7 +193,9 @@ def _timed_reference(reference: Callable[[], object]) -> float:
     activations in the caches and its own evicted: on the Intel Xeon of the README, ``synthetic:0`` at two threads
     took 8.00 ms beside synthetic networks but 9.06 ms beside the zoo CNNs, 10.07 beside those over 200 ms, so large
     models' ratios came out low (the zoo's convolutions at 0.92x synthetic ones of the same features, 0.98x with the
-    reference warmed). One untimed call first restores its own state whatever ran before.
+    reference warmed). One untimed call first removes part of that, not all: over the whole re-measured Xeon dataset
+    the reference still took 11.15 ms beside the CNNs against 9.98 ms beside the synthetic networks (the first line of
+    ``benchmarks/bench_li2023_zoo_bias.py --data edgeplan/data/latency/xeon/torch-fp32-2t.warm-all.jsonl.gz``).
     """
     reference()
     return _timed(reference)

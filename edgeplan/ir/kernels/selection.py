@@ -19,16 +19,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.kernels.rules import rule_files
 
-__all__ = ["FACTS", "implementation", "implementation_entries", "implementation_kinds", "node_facts"]
-
-#: The facts a rule term may compare (see :func:`node_facts`).
-FACTS: tuple[str, ...] = ("batch", "kernel_min", "kernel_max", "stride", "dilation", "groups", "input_numel",
-                          "threads")
+__all__ = ["implementation", "implementation_entries", "implementation_kinds", "node_facts"]
 
 _COMPARE = {
     ">": lambda a, b: a > b,
@@ -40,6 +37,7 @@ _COMPARE = {
 }
 
 
+@cache
 def _table(family: str) -> Mapping[str, Any]:
     for data in rule_files().values():
         if data["family"] == family:
@@ -92,7 +90,7 @@ def _holds(term: Sequence[Any], facts: Mapping[str, int]) -> bool:
     fact, op, value = term
     if fact not in facts or op not in _COMPARE:
         raise InvalidInputError(f"implementation rule term {list(term)} compares an unknown fact or with an unknown "
-                                f"operator (facts: {', '.join(FACTS)}; operators: {' '.join(_COMPARE)})")
+                                f"operator (facts: {', '.join(facts)}; operators: {' '.join(_COMPARE)})")
     return bool(_COMPARE[op](facts[fact], value))
 
 
