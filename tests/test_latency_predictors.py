@@ -241,6 +241,23 @@ def test_end_to_end_model_fits_predicts_and_saves(tmp_path: Path) -> None:
         record_ops({"model": "m", "nodes": {}, "ops": [{"kernel": "k", "kind": "Conv", "nodes": [], "ms": 1}]})
 
 
+def test_a_key_with_more_ops_than_the_cap_trains_on_a_seeded_subsample(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past :data:`MAX_FIT_OPS` operations a predictor trains on that many, drawn with the fit's seed: the same
+    seed gives the same model, and keys under the cap train on all of theirs."""
+    import edgeplan.latency.model as latency_model
+
+    rng = np.random.default_rng(0)
+    records = [_record(i, rng) for i in range(30)]  # 30 ops per key: conv, dwconv and relu
+    monkeypatch.setattr(latency_model, "MAX_FIT_OPS", 20)
+    a = LatencyModel.fit(records, "gbdt", "s", seed=1)
+    b = LatencyModel.fit(records, "gbdt", "s", seed=1)
+    assert a.predictors["aten::conv2d|conv"].n_train == 20 and a.predictors["*|conv"].n_train == 20
+    assert a.info["ops_per_key"]["aten::conv2d|conv"] == 30  # what the data held, not what was drawn
+    assert a.to_dict() == {**b.to_dict(), "info": {**b.to_dict()["info"], "fitted_utc": a.info["fitted_utc"]}}
+    monkeypatch.setattr(latency_model, "MAX_FIT_OPS", 30)
+    assert LatencyModel.fit(records, "gbdt", "s", seed=1).predictors["aten::conv2d|conv"].n_train == 30
+
+
 def _token_record(i: int, rng: np.random.Generator) -> dict[str, Any]:
     """A CNN record of :func:`_record` with a layer norm over tokens, a kind its models never had."""
     r = _record(1000 + i, rng)
@@ -372,6 +389,33 @@ def test_li2023_report_from_a_dataset(tmp_path: Path) -> None:
     assert "§5.1" in text and "noise floor" in text and "10.00% over 5 models" in text
     with pytest.raises(InvalidInputError, match="synthetic:900-999 for testing"):
         reproduce(methods=("lasso",), data_file=_write_dataset(tmp_path / "x.jsonl.gz", records[:30]))
+
+
+def test_li2023_report_keys_convolutions_by_implementation_unless_asked_not_to(tmp_path: Path) -> None:
+    """``reproduce`` fits every model with the scenario's threads, so that eager PyTorch's native and oneDNN
+    convolutions get predictors of their own; ``implementations=False`` (``--kind-keys``) keys by kind, as li2023."""
+    from edgeplan.experiments.li2023 import format_report, reproduce
+    from edgeplan.latency.model import LatencyModel
+
+    data = _write_dataset(tmp_path / "d.jsonl.gz", _li2023_records(45, seed=3), scenario="torch-fp32-2t")
+    seen: list[int | None] = []
+    fit = LatencyModel.fit.__func__  # type: ignore[attr-defined]
+
+    def spy(cls: type[LatencyModel], *args: Any, **kwargs: Any) -> LatencyModel:
+        model = fit(cls, *args, **kwargs)
+        seen.append(model.threads)
+        return model
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LatencyModel, "fit", classmethod(spy))
+        by_impl = reproduce(methods=("lasso",), data_file=data)
+        assert seen and set(seen) == {2}
+        seen.clear()
+        by_kind = reproduce(methods=("lasso",), data_file=data, implementations=False)
+        assert seen and set(seen) == {None}
+    assert (by_impl["keys"], by_kind["keys"]) == ("implementation", "kind")
+    assert "implementation the runtime selects" in format_report(by_impl)[0]
+    assert "kernel kind (li2023)" in format_report(by_kind)[0]
 
 
 def test_noise_floor_compares_paired_and_raw_times(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

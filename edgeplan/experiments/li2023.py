@@ -43,7 +43,7 @@ from edgeplan.latency.calibrate import (
     source_terms,
 )
 from edgeplan.latency.campaign import OpDataset, load_dataset
-from edgeplan.latency.model import LatencyModel, mape, op_ms, record_latency, record_ops
+from edgeplan.latency.model import LatencyModel, mape, op_ms, record_latency, record_ops, scenario_threads
 from edgeplan.latency.op_correction import MeasuredOps, measured_ops
 from edgeplan.latency.predictors import METHODS
 
@@ -326,7 +326,8 @@ def _nnmeter(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any
 
 
 def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS, data_file: Path | None = None,
-              repeat_file: Path | None = None, progress: bool = False, statistic: str = "min") -> dict[str, Any]:
+              repeat_file: Path | None = None, progress: bool = False, statistic: str = "min",
+              implementations: bool = True) -> dict[str, Any]:
     """Compute §5.1, §5.3, §5.5 and §5.6 on a scenario's dataset.
 
     Parameters
@@ -342,6 +343,11 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
         Progress bars while fitting.
     statistic
         Learn and evaluate the fastest runs (``min``) or the medians.
+    implementations
+        Separate predictors per implementation the runtime selects for a kernel kind by shape (eager PyTorch's
+        oneDNN or native convolution at the scenario's threads: :meth:`LatencyModel.key_of`, li2023 §3.2's
+        "kernels selected differently"); False keys every predictor by kernel kind alone. The nn-Meter-like
+        baseline (§5.6) keeps its own keys either way.
 
     Returns
     -------
@@ -370,9 +376,12 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
                            "train": len(train), "test": len(test), "zoo": len(zoo),
                            "noise_floor": noise_floor(data, repeat, statistic), "paper": PAPER,
                            "statistic": statistic}
+    out["keys"] = "implementation" if implementations else "kind"
+    threads = scenario_threads(data.scenario) if implementations else None
     sizes = sorted({min(n, len(train)) for n in _SIZES})
     full = sizes[-1]
-    fitted = {(m, n): LatencyModel.fit(train[:n], m, data.scenario, progress=progress, statistic=statistic)
+    fitted = {(m, n): LatencyModel.fit(train[:n], m, data.scenario, progress=progress, statistic=statistic,
+                                       threads=threads)
               for m in methods
               for n in sizes}
     out["5.1"] = {m: {**_evaluate(fitted[(m, full)], test), "per_category": _per_category(fitted[(m, full)], test)}
@@ -397,7 +406,8 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
         few = min([_SIZES[0], *(len(rs) for rs in spaces.values())])
         for m in methods:
             def fit(records: Sequence[Mapping[str, Any]], m: str = m) -> LatencyModel:
-                return LatencyModel.fit(records, m, data.scenario, progress=progress, statistic=statistic)
+                return LatencyModel.fit(records, m, data.scenario, progress=progress, statistic=statistic,
+                                        threads=threads)
 
             both = fit(train + wide)
             out["5.3-wide"][m] = {
@@ -413,7 +423,9 @@ def format_report(result: Mapping[str, Any]) -> list[str]:
     """The result as text tables."""
     lines = [f"li2023 on {result['scenario']}: trained on {result['train']} synthetic networks, tested on "
              f"{result['test']} synthetic and {result['zoo']} real-world zoo CNNs; latency = the {result['statistic']} "
-             "over runs"]
+             "over runs; predictors keyed by "
+             + ("kernel kind and the implementation the runtime selects (--kind-keys: kind alone, as li2023)"
+                if result.get("keys", "kind") == "implementation" else "kernel kind (li2023)")]
     dev = result.get("device") or {}
     if dev:
         lines.append(f"  measured on: {dev.get('cpu_model')} ({dev.get('threads')} thread(s), {dev.get('runtime')} "
