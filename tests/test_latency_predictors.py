@@ -154,6 +154,27 @@ def test_forests_extrapolate_through_their_linear_baseline(method: str) -> None:
     assert OpPredictor.from_dict(old).predict(big)[0] < truth / 2
 
 
+@pytest.mark.parametrize("method", ["lasso", "gbdt"])
+def test_tied_features_put_their_weight_on_the_preferred_ones(method: str) -> None:
+    """Classifier heads that all have 1000 outputs make ``in_c``, ``param_size`` and ``flops`` one column once
+    standardized. Preferred, the work features carry the weight, so a 4096-output layer is priced above a
+    1000-output one of the same inputs (memory-bound, as its weights are); left alone, the first column (``in_c``)
+    carries it and the two are priced alike."""
+    rng = np.random.default_rng(0)
+    in_c = rng.uniform(1200, 2048, 300)
+    x = np.c_[in_c, np.full(300, 1000.0), in_c * 1000 + 1000, 2 * in_c * 1000]
+    y = 4 * x[:, 2] / 22e6 * rng.lognormal(0, 0.05, 300)  # weight bytes at 22 GB/s
+    probe = np.array([[4096.0, 4096.0, 16781312.0, 33554432.0], [4096.0, 1000.0, 4097000.0, 8192000.0]])
+    p = fit_predictor(x, y, method, seed=0, prefer=[False, False, True, True])
+    wide, narrow = p.predict(probe)
+    assert wide > 3 * narrow and abs(wide / (4 * 16781312 / 22e6) - 1) < 0.2
+    w = np.asarray(p.params["w"] if method == "lasso" else p.params["base"]["w"])
+    assert w[0] == 0 and w[2] == pytest.approx(w[3]) and w[2] > 0
+    plain = fit_predictor(x, y, method, seed=0)
+    wide, narrow = plain.predict(probe)
+    assert wide == pytest.approx(narrow, rel=0.05)
+
+
 def test_lasso_weights_are_non_negative_and_sparse() -> None:
     x, y = _linear_data()
     x = np.c_[x, -x[:, 0]]  # negatively correlated with latency: its weight must stay 0

@@ -87,7 +87,7 @@ LEGACY_FEATURES: dict[str, tuple[str, ...]] = dict(CATEGORY_FEATURES)
 _MEAN_OPS = {"global_pool", "adaptive_pool2d", "mean", "reduce"}
 
 #: Categories of convolutions and matrix products: a kernel of them must compute one (:func:`computes_product`).
-_PRODUCT_CATEGORIES = ("conv", "dwconv", "gconv", "fc", "matmul", "attention")
+PRODUCT_CATEGORIES = ("conv", "dwconv", "gconv", "fc", "matmul", "attention")
 
 #: Words in a kernel kind's name that say it computes a convolution or a matrix product, and whole names that do.
 _PRODUCT_WORDS = ("conv", "gemm", "matmul", "attention")
@@ -112,7 +112,7 @@ def category(lead: Mapping[str, Any], kind: str | None = None) -> str:
     (see the module docstring); without it, the category is the node's.
     """
     cat = _node_category(lead)
-    if kind is not None and cat in _PRODUCT_CATEGORIES and not computes_product(kind):
+    if kind is not None and cat in PRODUCT_CATEGORIES and not computes_product(kind):
         return "elementwise"
     return cat
 
@@ -176,7 +176,7 @@ def lead_node(nodes: Sequence[Mapping[str, Any]], kind: str | None = None) -> Ma
         attention = next((n for n in nodes if _node_category(n) == "attention"), None)
         if attention is not None and "attention" in kind.lower():  # its projections are not what it is
             return attention
-        return next((n for n in nodes if _node_category(n) in _PRODUCT_CATEGORIES), nodes[0])
+        return next((n for n in nodes if _node_category(n) in PRODUCT_CATEGORIES), nodes[0])
     if kind is not None and _LED_PAST_RESHAPES.search(kind):
         return next((n for n in nodes if n["op"] != "reshape"), nodes[0])
     return nodes[0]

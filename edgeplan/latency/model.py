@@ -32,7 +32,14 @@ import numpy as np
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.kernels.selection import implementation
-from edgeplan.latency.features import CATEGORY_FEATURES, LEGACY_FEATURES, features, lead_node, predictor_key
+from edgeplan.latency.features import (
+    CATEGORY_FEATURES,
+    LEGACY_FEATURES,
+    PRODUCT_CATEGORIES,
+    features,
+    lead_node,
+    predictor_key,
+)
 from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
 
 __all__ = [
@@ -68,6 +75,10 @@ MIN_EXTENSION_MODELS = 3
 #: of this many. The element-wise fallback of li2023's synthetic networks with edgeplan's spaces holds ~48,000 ops
 #: (~4,400 distinct feature vectors) and took ~30 min to fit with GBDT on one core; 20,000 of them take ~45 s.
 MAX_FIT_OPS = 20_000
+
+#: Features that carry the linear weight of the features they are tied with in a product's training data
+#: (:func:`edgeplan.latency.predictors._lasso_train`): a product's time follows its work.
+WORK_FEATURES: tuple[str, ...] = ("param_size", "flops")
 
 
 def scenario_threads(scenario: str) -> int | None:
@@ -234,13 +245,16 @@ class Prediction:
 
 def _fit_ops(ops: Sequence[OpInput], method: str, seed: int) -> OpPredictor:
     """One key's predictor, fitted on its operations' features and measured times (floored at
-    :data:`MIN_TARGET_MS`); on a seeded subsample of :data:`MAX_FIT_OPS` of them when there are more."""
+    :data:`MIN_TARGET_MS`); on a seeded subsample of :data:`MAX_FIT_OPS` of them when there are more. A product's
+    predictor puts the weight of features tied in its data on :data:`WORK_FEATURES`."""
     if len(ops) > MAX_FIT_OPS:
         keep = np.sort(np.random.default_rng(seed).choice(len(ops), MAX_FIT_OPS, replace=False))
         ops = [ops[i] for i in keep]
     x = np.array([o.x for o in ops])
     y = np.array([max(o.measured_ms or 0.0, MIN_TARGET_MS) for o in ops])
-    return fit_predictor(x, y, method, seed=seed)
+    cat = ops[0].category
+    prefer = [n in WORK_FEATURES for n in CATEGORY_FEATURES[cat]] if cat in PRODUCT_CATEGORIES else None
+    return fit_predictor(x, y, method, seed=seed, prefer=prefer)
 
 
 @functools.lru_cache(maxsize=256)

@@ -29,6 +29,7 @@ NumPy code here, so a saved model loads with any scikit-learn or torch version, 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -198,7 +199,8 @@ def _standardize(x: Array) -> tuple[Array, Array]:
     return mean, std
 
 
-def fit_predictor(x: Array, y: Array, method: str, seed: int = 0) -> OpPredictor:
+def fit_predictor(x: Array, y: Array, method: str, seed: int = 0,
+                  prefer: Sequence[bool] | None = None) -> OpPredictor:
     """Fit one operation kind's predictor, with hyperparameters chosen by 5-fold CV on MAPE.
 
     Parameters
@@ -211,6 +213,9 @@ def fit_predictor(x: Array, y: Array, method: str, seed: int = 0) -> OpPredictor
         One of :data:`METHODS`.
     seed
         Seed of the folds, the forests and the MLP.
+    prefer
+        Per feature, whether it carries the weight of features tied with it in the training data
+        (:func:`_lasso_train`); None: the first of each tied group does.
 
     Returns
     -------
@@ -235,7 +240,7 @@ def fit_predictor(x: Array, y: Array, method: str, seed: int = 0) -> OpPredictor
     k = min(5, len(y))
     folds = _folds(len(y), k, seed) if k >= 2 else []
     fit = {"lasso": _fit_lasso, "rf": _fit_rf, "gbdt": _fit_gbdt, "mlp": _fit_mlp}[method]
-    params, hyper, score = fit(z, y, folds, seed)
+    params, hyper, score = fit(z, y, folds, seed, tuple(prefer) if prefer is not None else None)
     return OpPredictor(method, mean.tolist(), std.tolist(), params, hyper, score, len(y))
 
 
@@ -256,30 +261,66 @@ def _search(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], grid: Sequ
 # --- Lasso ---------------------------------------------------------------------------------------------------------
 
 
-def _lasso_train(z: Array, y: Array, h: Mapping[str, Any]) -> tuple[Array, float]:
+def _tied_columns(z: Array) -> list[list[int]]:
+    """The columns of standardized features ``z`` grouped where they are equal on every row (first-seen order).
+
+    Features that are affine functions of each other over the training data (a classifier head's ``in_c``,
+    ``param_size`` and ``flops`` when every head has 1000 outputs) standardize to the same column.
+    """
+    groups: list[list[int]] = []
+    for j in range(z.shape[1]):
+        for g in groups:
+            if np.allclose(z[:, g[0]], z[:, j], rtol=1e-9, atol=1e-9):
+                g.append(j)
+                break
+        else:
+            groups.append([j])
+    return groups
+
+
+def _lasso_train(z: Array, y: Array, h: Mapping[str, Any], prefer: Sequence[bool] | None = None
+                 ) -> tuple[Array, float]:
+    """Non-negative Lasso on relative error (module docstring), one weight per group of tied columns
+    (:func:`_tied_columns`), carried by the group's ``prefer``-red columns in equal parts, or by its first.
+
+    The data cannot tell tied features apart. For a fully connected layer in li2023's space, every head has 1000
+    outputs, so ``in_c``, ``param_size`` and ``flops`` tie, and with the weight on ``in_c`` (the first) a
+    4096-output layer (AlexNet's, VGG's) is priced as a 1000-output one: 4.3 ms for VGG's first, measured
+    12.8-15.7 ms on the Xeon. A product's time follows its work where the data cannot say otherwise, so the
+    operation-wise models prefer ``param_size`` and ``flops`` (:data:`edgeplan.latency.model.WORK_FEATURES`).
+    Element-wise ops are left to their first column: li2023's in-place ReLUs all act on squeeze-and-excite vectors,
+    whose time is the call's, not the elements', and carried by the element count they would price a ReLU over a
+    112x112 map 21 times too slow (4.3 ms for a [1, 64, 112, 112] one).
+    """
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import Lasso
 
-    design = np.hstack([z, np.ones((len(z), 1))]) / y[:, None]
+    groups = _tied_columns(z)
+    carriers = [[j for j in g if prefer[j]] or g[:1] for g in groups] if prefer is not None else [g[:1] for g in groups]
+    kept = z[:, [g[0] for g in groups]]
+    design = np.hstack([kept, np.ones((len(z), 1))]) / y[:, None]
     model = Lasso(alpha=float(h["alpha"]), positive=True, fit_intercept=False, max_iter=20000, tol=1e-6)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model.fit(design, np.ones(len(y)))
     coef = np.asarray(model.coef_, dtype=float)
-    return coef[:-1], float(coef[-1])
+    w = np.zeros(z.shape[1])
+    for g, c in zip(carriers, coef[:-1], strict=True):
+        w[g] = c / len(g)
+    return w, float(coef[-1])
 
 
 def _lasso_predict(m: tuple[Array, float], z: Array) -> Array:
     return np.asarray(z @ m[0] + m[1], dtype=float)
 
 
-def _fit_lasso(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int) -> tuple[
-        dict[str, Any], dict[str, Any], float]:
+def _fit_lasso(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int,
+               prefer: Sequence[bool] | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
     grid = [{"alpha": float(a)} for a in np.logspace(-5, 2, 15)]
-    hyper, score = _search(z, y, folds, grid, _lasso_train, _lasso_predict)
-    w, b = _lasso_train(z, y, hyper)
+    hyper, score = _search(z, y, folds, grid, functools.partial(_lasso_train, prefer=prefer), _lasso_predict)
+    w, b = _lasso_train(z, y, hyper, prefer)
     return {"w": w.tolist(), "b": b}, hyper, score
 
 
@@ -300,7 +341,7 @@ TREES_ON_BASELINE = True
 _BASE_ALPHA = 1e-4
 
 
-def _baseline(z: Array, y: Array) -> dict[str, Any] | None:
+def _baseline(z: Array, y: Array, prefer: Sequence[bool] | None = None) -> dict[str, Any] | None:
     """A non-negative linear latency model whose ratio to ``y`` the trees then learn, or None when switched off.
 
     Trees predict a constant beyond the range of their training features: an operation larger than any in
@@ -311,14 +352,15 @@ def _baseline(z: Array, y: Array) -> dict[str, Any] | None:
     """
     if not TREES_ON_BASELINE:
         return None
-    w, b = _lasso_train(z, y, {"alpha": _BASE_ALPHA})
+    w, b = _lasso_train(z, y, {"alpha": _BASE_ALPHA}, prefer)
     return {"w": w.tolist(), "b": b, "floor": float(np.min(y)) / 10.0}
 
 
-def _rf_train(z: Array, y: Array, trees: int, min_split: int, seed: int) -> tuple[Any, dict[str, Any] | None]:
+def _rf_train(z: Array, y: Array, trees: int, min_split: int, seed: int, prefer: Sequence[bool] | None = None
+              ) -> tuple[Any, dict[str, Any] | None]:
     from sklearn.ensemble import RandomForestRegressor
 
-    base = _baseline(z, y)
+    base = _baseline(z, y, prefer)
     model = RandomForestRegressor(n_estimators=trees, min_samples_split=min_split, random_state=seed, n_jobs=1)
     return model.fit(z, np.log(y) - np.log(_base(base, z))), base
 
@@ -329,20 +371,20 @@ def _rf_staged(m: tuple[Any, dict[str, Any] | None], z: Array) -> dict[int, Arra
     return {t: base * np.exp(per_tree[:t].mean(axis=0)) for t in _RF_TREES}
 
 
-def _fit_rf(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int) -> tuple[
-        dict[str, Any], dict[str, Any], float]:
+def _fit_rf(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int,
+            prefer: Sequence[bool] | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
     hyper, score = _staged_search(z, y, folds, _RF_SPLITS, lambda zz, yy, s: _rf_train(zz, yy, max(_RF_TREES), s,
-                                                                                        seed), _rf_staged)
-    model, base = _rf_train(z, y, hyper["count"], hyper["min_split"], seed)
+                                                                                        seed, prefer), _rf_staged)
+    model, base = _rf_train(z, y, hyper["count"], hyper["min_split"], seed, prefer)
     return {"trees": [_export_tree(e) for e in model.estimators_], "base": base}, {
         "trees": hyper["count"], "min_split": hyper["min_split"]}, score
 
 
-def _gbdt_train(z: Array, y: Array, stages: int, min_split: int, seed: int) -> tuple[Any, float,
-                                                                                      dict[str, Any] | None]:
+def _gbdt_train(z: Array, y: Array, stages: int, min_split: int, seed: int, prefer: Sequence[bool] | None = None
+                ) -> tuple[Any, float, dict[str, Any] | None]:
     from sklearn.ensemble import GradientBoostingRegressor
 
-    base = _baseline(z, y)
+    base = _baseline(z, y, prefer)
     target = np.log(y) - np.log(_base(base, z))
     init = float(target.mean())
     model = GradientBoostingRegressor(n_estimators=stages, min_samples_split=min_split, learning_rate=0.1,
@@ -359,11 +401,12 @@ def _gbdt_staged(m: tuple[Any, float, dict[str, Any] | None], z: Array) -> dict[
     return out
 
 
-def _fit_gbdt(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int) -> tuple[
-        dict[str, Any], dict[str, Any], float]:
+def _fit_gbdt(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int,
+              prefer: Sequence[bool] | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
     hyper, score = _staged_search(z, y, folds, _GBDT_SPLITS,
-                                  lambda zz, yy, s: _gbdt_train(zz, yy, max(_GBDT_STAGES), s, seed), _gbdt_staged)
-    model, init, base = _gbdt_train(z, y, hyper["count"], hyper["min_split"], seed)
+                                  lambda zz, yy, s: _gbdt_train(zz, yy, max(_GBDT_STAGES), s, seed, prefer),
+                                  _gbdt_staged)
+    model, init, base = _gbdt_train(z, y, hyper["count"], hyper["min_split"], seed, prefer)
     trees = [_export_tree(e) for e in model.estimators_[:, 0]]
     return ({"init": init, "rate": float(model.learning_rate), "trees": trees, "base": base},
             {"stages": hyper["count"], "min_split": hyper["min_split"]}, score)
@@ -452,8 +495,9 @@ def _mlp_train(z: Array, y: Array, h: Mapping[str, Any], seed: int, max_epochs: 
     return {"layers": layers, "y_mean": y_mean, "y_std": y_std, "val_mape": best}
 
 
-def _fit_mlp(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int) -> tuple[
-        dict[str, Any], dict[str, Any], float]:
+def _fit_mlp(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int,
+             prefer: Sequence[bool] | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
+    del prefer  # the MLP has no linear part: tied columns are one input repeated
     rng = np.random.default_rng(seed)
     if len(y) > _MLP_MAX_ROWS:  # a seeded subsample keeps the fit within minutes on 2 cores
         keep = rng.choice(len(y), size=_MLP_MAX_ROWS, replace=False)
