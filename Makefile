@@ -126,18 +126,18 @@ bench-li2023: $(STAMP)
 bench-li2023-2t: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --scenario torch-fp32-2t --method lasso --method gbdt --method rf --statistic median
 
-# the same on a second machine's shipped data (an Intel Xeon VM, 2 cores; GBDT only, ~35 min on one core), then where
-# its predictors err on the zoo CNNs (~5 min)
-bench-li2023-2t-xeon: $(STAMP)
-	$(BIN)/edgeplan reproduce li2023 --data edgeplan/data/latency/xeon/torch-fp32-2t.jsonl.gz \
-		--repeat-data edgeplan/data/latency/xeon/torch-fp32-2t.repeat.jsonl.gz --method gbdt --statistic median
-	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data edgeplan/data/latency/xeon/torch-fp32-2t.jsonl.gz \
-		--method gbdt --method lasso
-
-# the same machine's dataset measured again whole with the reference warmed (warm-all): its noise floor, then GBDT
-# trained on li2023's synthetic networks alone and with edgeplan's spaces, each keyed by kernel kind and by the
-# implementation PyTorch selects (~7 min each alone, ~35 min each with the spaces, one core)
+# the same on a second machine's shipped data (an Intel Xeon VM, 2 cores), measured whole with the reference warmed
+# (warm-all; GBDT only, ~25 min on one core), then where its predictors err on the zoo CNNs with edgeplan's spaces in
+# training (~6 min)
 XEON_WARM := edgeplan/data/latency/xeon/torch-fp32-2t.warm-all
+bench-li2023-2t-xeon: $(STAMP)
+	$(BIN)/edgeplan reproduce li2023 --data $(XEON_WARM).jsonl.gz --repeat-data $(XEON_WARM).repeat.jsonl.gz \
+		--method gbdt --statistic median
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.gz --method gbdt --with-spaces \
+		--implementations
+
+# warm-all's noise floor, then GBDT trained on li2023's synthetic networks alone and with edgeplan's spaces, each
+# keyed by kernel kind and by the implementation PyTorch selects (~5 min each, one core)
 bench-li2023-2t-xeon-warm: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --floor --data $(XEON_WARM).jsonl.gz --repeat-data $(XEON_WARM).repeat.jsonl.gz \
 		--statistic median
