@@ -73,7 +73,7 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
         if measured:
             cells.append(f"{measured[r.model].ms:.3f}")
         table.add_row(*cells, f"{p.overhead_ms:.3f}" + ("*" if p.overhead_clamped else ""),
-                      ", ".join(p.unpredicted) or "-")
+                      ", ".join(_grouped(p.unpredicted)) or "-")
     console.print(table)
     notes = []
     if any(r.prediction.overhead_clamped for r in results):
@@ -81,7 +81,8 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
                      "sum, so the total is raised to that; the overhead shown is the total minus the ops' sum")
     if any(r.prediction.unpredicted for r in results):
         notes.append("latency ms with unpredicted ops: the sum over the other ops and the overhead, a lower bound; "
-                     "the unpredicted ops are not counted as 0 ms but left out")
+                     "the unpredicted ops are not counted as 0 ms but left out (ops of one kind and reason are "
+                     "counted, '53 x'; --json and --breakdown name each)")
     if any(not r.prediction.ops for r in results):
         notes.append(f"† no kernel runs: {device}'s runtime folds the network into a constant (its output does not "
                      "depend on its input once multiplications by zero are simplified; see `edgeplan calibrate`)")
@@ -105,6 +106,21 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
                     cells.append("-" if op_ms is None else f"{op_ms:.4f}")
                 t.add_row(*cells)
             console.print(t)
+
+
+def _grouped(unpredicted: list[str]) -> list[str]:
+    """Unpredicted ops (``name (kind...)``) for the table: one entry per op when its kind and reason are its own,
+    ``{n} x {kind...}`` for several (NFNets' weight standardizations: 53 ``aten::batch_norm``), in order."""
+    from collections import Counter
+
+    what = [u.rsplit(" (", 1)[-1].rstrip(")") if " (" in u else u for u in unpredicted]
+    counts = Counter(what)
+    out: list[str] = []
+    for u, w in zip(unpredicted, what, strict=True):
+        entry = u if counts[w] == 1 else f"{counts[w]} x {w}"
+        if entry not in out:
+            out.append(entry)
+    return out
 
 
 class _Measured(NamedTuple):

@@ -22,6 +22,7 @@ beat it on this machine. With zoo CNNs in the repeat it is given per group, and 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -43,7 +44,16 @@ from edgeplan.latency.calibrate import (
     source_terms,
 )
 from edgeplan.latency.campaign import OpDataset, load_dataset
-from edgeplan.latency.model import LatencyModel, mape, op_ms, record_latency, record_ops, scenario_threads
+from edgeplan.latency.model import (
+    LatencyModel,
+    OpInput,
+    Prediction,
+    mape,
+    op_ms,
+    record_latency,
+    record_ops,
+    scenario_threads,
+)
 from edgeplan.latency.op_correction import MeasuredOps, measured_ops
 from edgeplan.latency.predictors import METHODS
 
@@ -258,8 +268,33 @@ def _per_category(model: LatencyModel, records: Sequence[Mapping[str, Any]]) -> 
     return {c: mape(pred[c], true[c]) for c in sorted(pred)}
 
 
+@functools.cache
+def _folded_work(spec: str, kernel_profile: str) -> tuple[list[OpInput], list[str]]:
+    """The folded operators ``kernel_profile`` runs for the zoo model ``spec``, from its graph (a dataset records
+    their time, not their shapes): :func:`~edgeplan.latency.predict.folded_work_ops`."""
+    from edgeplan.frontends.zoo import load_graph
+    from edgeplan.latency.predict import folded_work_ops
+
+    return folded_work_ops(load_graph(spec), kernel_profile)
+
+
+def predict_with_folded_work(model: LatencyModel, record: Mapping[str, Any]) -> Prediction:
+    """``model``'s prediction of a dataset record's model, with the operators eager PyTorch runs that the IR folds
+    away: a record with folded work (``folded_work_ms``, NFNets' weight standardization, MobileOne's identities)
+    adds them as :func:`~edgeplan.latency.predict.graph_ops` does for ``edgeplan predict``, priced or named as
+    unpredicted; the record's own ops only otherwise."""
+    ops = record_ops(record, model.statistic)
+    if "folded_work_ms" not in record and "raw_folded_work_ms" not in record:
+        return model.predict_ops(ops)
+    from edgeplan.latency.predict import with_skipped
+    from edgeplan.measure.scenarios import SCENARIOS
+
+    folded, skipped = _folded_work(str(record["model"]), SCENARIOS[model.scenario].kernel_profile)
+    return with_skipped(model.predict_ops([*ops, *folded]), skipped)
+
+
 def _evaluate(model: LatencyModel, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    preds = [model.predict_record(r) for r in records]
+    preds = [predict_with_folded_work(model, r) for r in records]
     unpredicted = sorted({u.split("@")[0] + " " + u.rsplit(" ", 1)[-1] for p in preds for u in p.unpredicted})
     truth = [record_latency(r, model.statistic) for r in records]
     return {"models": len(records), "mape": mape([p.latency_ms for p in preds], truth),
@@ -524,7 +559,7 @@ def nb201_terms_by(cells: Sequence[str], source: LatencyModel, deductions: Seque
                    official: bool = True) -> dict[str, list[dict[str, float]]]:
     """:func:`nb201_terms` under each of ``deductions``, every graph built once."""
     from edgeplan.frontends.direct import nb201_graph
-    from edgeplan.latency.model import OpInput, OpPrediction
+    from edgeplan.latency.model import OpPrediction
     from edgeplan.latency.predict import graph_ops, kernel_profile_of
     from edgeplan.measure.progress import counting_bar
 

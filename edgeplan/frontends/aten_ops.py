@@ -112,6 +112,8 @@ class Converter:
     folded_ops
         The operators the IR folds away that eager PyTorch runs: on constants alone, or identities (the graph's
         ``folded_ops``).
+    folded_shapes
+        Their tensor inputs' and outputs' shapes, in the same order (the graph's ``folded_shapes``).
     fused_calls
         Operators written as several IR nodes (:class:`Chain`: a 1-D convolution or pooling as a 2-D one between two
         reshapes), as (operator, node names): eager PyTorch runs each as one call (the graph's ``fused_calls``).
@@ -123,6 +125,7 @@ class Converter:
     nodes: list[Node] = field(default_factory=list)
     values: dict[str, Any] = field(default_factory=dict)
     folded_ops: list[str] = field(default_factory=list)
+    folded_shapes: list[tuple[tuple[Shape, ...], tuple[Shape, ...]]] = field(default_factory=list)
     fused_calls: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     _names: set[str] = field(default_factory=set)
     _n_inputs: int = 0
@@ -255,7 +258,7 @@ class Converter:
             return self._inline(op, fx_node, args)
         shapes, dtype = _meta_shapes(fx_node)
         if not _has_activation(args) and not _has_activation(tuple(fx_node.kwargs.values())):
-            self.folded_ops.append(op)
+            self._fold(op, args, shapes)
             return _const_result(fx_node, shapes)
         kwargs = {k: self._resolve(v) for k, v in fx_node.kwargs.items()}
         call = Call(op=op, node_name=fx_node.name, args=args, kwargs=kwargs, out_shapes=shapes)
@@ -272,11 +275,11 @@ class Converter:
                 raise UnsupportedOperatorError(str(target), fx_node.name, f"a form of its arguments edgeplan "
                                                f"does not model ({type(e).__name__}: {e})") from e
         if isinstance(result, Const):  # made from an activation's shape alone (new_zeros): still run every call
-            self.folded_ops.append(op)
+            self._fold(op, args, shapes)
         elif op.rstrip("_") in _ARITHMETIC and isinstance(result, Act):  # an identity (x * 1): eager still runs it
-            self.folded_ops.append(op)  # add_ when eager adds in place (MobileOne)
+            self._fold(op, args, shapes)  # add_ when eager adds in place (MobileOne)
         elif op in _IDENTITY_CALLS and isinstance(result, Act) and (dtype is None or result.dtype == dtype):
-            self.folded_ops.append(op)  # a cast to the dtype it has, or a view that changes nothing
+            self._fold(op, args, shapes)  # a cast to the dtype it has, or a view that changes nothing
         if not isinstance(result, (Emit, Chain)):
             return result
         path, cls = _module_of(fx_node)
@@ -287,6 +290,12 @@ class Converter:
         if isinstance(result, Chain):
             return self._emit_chain(result, base, str(target), call.out_shapes, dtype)
         return self._emit(result, base, str(target), call.out_shapes, dtype)
+
+    def _fold(self, op: str, args: tuple[Any, ...], shapes: tuple[Shape, ...]) -> None:
+        """Record a folded operator ``op`` with its tensor arguments' and its results' shapes."""
+        ins = tuple(a.shape for a in _flatten(args) if isinstance(a, (Act, Const)))
+        self.folded_ops.append(op)
+        self.folded_shapes.append((ins, tuple(s for s in shapes if s is not None)))
 
     def _emit_chain(self, chain: Chain, base: str, source: str, shapes: tuple[Shape, ...],
                     dtype: DType | None) -> Any:

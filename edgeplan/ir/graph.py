@@ -130,6 +130,9 @@ class Graph:
         class token expanded to the batch, a Swin block's attention mask), which become constant tensors, and
         identities (``x * 1``, ``x + 0``: NFNets' and MobileOne's), which become their input. Only the torch
         frontend fills it: eager PyTorch runs them, ONNX Runtime folds them when the session is built.
+    folded_shapes
+        For each of ``folded_ops``, in its order, the shapes of its tensor inputs and of its outputs, as
+        (inputs, outputs): what a latency model prices the folded work by. Empty when the frontend recorded none.
     fused_calls
         Calls that eager PyTorch may run as one operator where the IR has several nodes, as (module class or aten
         operator, names of the IR nodes the call computes): an ``nn.MultiheadAttention`` whose fast-path
@@ -145,6 +148,7 @@ class Graph:
     outputs: tuple[Ref, ...]
     folded_ops: tuple[str, ...] = ()
     fused_calls: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    folded_shapes: tuple[tuple[tuple[Shape, ...], tuple[Shape, ...]], ...] = ()
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)
@@ -246,4 +250,7 @@ class Graph:
         for ref in self.outputs:
             if ref.node not in produced or ref.index >= len(produced[ref.node]):
                 raise InvalidGraphError(f"graph {self.name!r}: output {ref} is not a node output")
+        if self.folded_shapes and len(self.folded_shapes) != len(self.folded_ops):
+            raise InvalidGraphError(f"graph {self.name!r}: {len(self.folded_ops)} folded operators but shapes for "
+                                    f"{len(self.folded_shapes)}")
         return self

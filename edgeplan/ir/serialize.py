@@ -39,8 +39,9 @@ def node_to_dict(node: Node) -> dict[str, Any]:
 
 
 def graph_to_dict(graph: Graph) -> dict[str, Any]:
-    """A JSON-ready description of ``graph``: ``nodes``, ``outputs``, ``folded_ops``, ``fused_calls`` (``module``:
-    the module class or aten operator, ``nodes``) and ``totals`` (macs, flops, params, bytes, opaque)."""
+    """A JSON-ready description of ``graph``: ``nodes``, ``outputs``, ``folded_ops``, ``folded_shapes`` (``inputs``,
+    ``outputs``), ``fused_calls`` (``module``: the module class or aten operator, ``nodes``) and ``totals`` (macs,
+    flops, params, bytes, opaque)."""
     totals = dataclasses.asdict(graph.totals())
     totals["opaque"] = list(totals["opaque"])
     return {
@@ -48,6 +49,7 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
         "nodes": [node_to_dict(n) for n in graph.nodes],
         "outputs": [str(r) for r in graph.outputs],
         "folded_ops": list(graph.folded_ops),
+        "folded_shapes": [{"inputs": _plain(ins), "outputs": _plain(outs)} for ins, outs in graph.folded_shapes],
         "fused_calls": [{"module": cls, "nodes": list(names)} for cls, names in graph.fused_calls],
         "totals": totals,
     }

@@ -29,6 +29,7 @@ __all__ = [
     "ModelPrediction",
     "available_devices",
     "deduction_of",
+    "folded_work_ops",
     "graph_ops",
     "kernel_profile_of",
     "load_device_model",
@@ -38,6 +39,7 @@ __all__ = [
     "predict_models",
     "resolve_method",
     "shipped_devices",
+    "with_skipped",
 ]
 
 DEFAULT_DEVICE = "torch-fp32-1t"
@@ -145,7 +147,66 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
     elif deduction != "as-source":
         raise InvalidInputError(f"unknown kernel deduction {deduction!r}; use as-source, fold-zeros or "
                                 "fold-constants")
-    return _featurize(graph, kernels)
+    ops, skipped = _featurize(graph, kernels)
+    if deduction == "as-source" and graph.folded_ops:
+        folded, not_priced = folded_work_ops(graph, kernel_profile)
+        ops, skipped = ops + folded, skipped + not_priced
+    return ops, skipped
+
+
+def folded_work_ops(graph: Graph, kernel_profile: str) -> tuple[list[OpInput], list[str]]:
+    """The graph's folded operators (:attr:`~edgeplan.ir.Graph.folded_ops`) that ``kernel_profile``'s runtime runs
+    at every call, as predictor inputs, and those that cannot be priced, by name.
+
+    Only a runtime whose rules have ``folded_work`` (eager PyTorch) runs them; the others fold them when the model
+    is loaded. Each folded operator but a view (the rules' ``views``) is an op of kernel kind ``aten::{op}``, named
+    ``aten::{op}@folded#{i}`` (``i`` its index in ``folded_ops``), in the ``concat`` category for the rules'
+    ``concat`` operators and the ``elementwise`` category otherwise, with the shapes of
+    :attr:`~edgeplan.ir.Graph.folded_shapes` (MobileOne's and NFNets' identity additions and scalings of
+    activations). Returned by name instead, never priced 0: a folded convolution or product (its attributes are
+    not recorded); an operator the rules list as ``unpriced`` (NFNets' weight standardization, ``aten::batch_norm``
+    over each weight at every call, a third of their eager latency, whose kind of work no predictor learnt); and
+    every folded operator of a graph without shapes.
+
+    Parameters
+    ----------
+    graph
+        The model's graph.
+    kernel_profile
+        The runtime profile (:func:`edgeplan.ir.kernels.profiles`).
+
+    Returns
+    -------
+    tuple[list[OpInput], list[str]]
+        The folded ops to price, and ``"{name} ({kind})"`` of those that cannot be.
+    """
+    from edgeplan.ir.kernels.rules import load_rules
+    from edgeplan.latency.features import computes_product
+
+    rules: dict[str, Any] = dict(load_rules(kernel_profile).data.get("folded_work", {}))
+    if not rules:
+        return [], []
+    views, concat, unpriced = set(rules.get("views", ())), set(rules.get("concat", ())), set(rules.get("unpriced", ()))
+    renamed: dict[str, str] = rules.get("renamed", {})
+    ops: list[OpInput] = []
+    skipped: list[str] = []
+    for i, op in enumerate(graph.folded_ops):
+        if op in views:
+            continue
+        kind = renamed.get(op, f"aten::{op}")
+        name = f"{kind}@folded#{i}"
+        why = ("no shapes recorded" if not graph.folded_shapes else "no predictor" if op in unpriced
+               else "attributes not recorded" if computes_product(kind) else None)
+        if why is not None:
+            skipped.append(f"{name} ({kind}, folded: {why})")
+            continue
+        ins, outs = graph.folded_shapes[i]
+        lead: dict[str, Any] = {"op": "concat" if op in concat else "folded", "attrs": {}, "params": 0,
+                                "flops": 0, "input_shapes": [list(s) for s in ins],
+                                "output_shapes": [list(s) for s in outs] or [[1]]}
+        cat, x = features([lead], kind)
+        ops.append(OpInput(name, kind, predictor_key(kind, lead), cat, x, lead=lead))
+    return ops, skipped
 
 
 def _featurize(graph: Graph, kernels: Sequence[tuple[str, str, Sequence[str]]]) -> tuple[list[OpInput], list[str]]:
@@ -200,10 +261,10 @@ def spec_ops(spec: str, kernel_profile: str, home: str | Path | None = None,
 def predict_graph(graph: Graph, model: LatencyModel | CalibratedDevice, kernel_profile: str) -> Prediction:
     """Predict ``graph`` with ``model``; kernels that cannot be featurized count as unpredicted."""
     ops, skipped = graph_ops(graph, kernel_profile, deduction_of(model))
-    return _with_skipped(model.predict_ops(ops), skipped)
+    return with_skipped(model.predict_ops(ops), skipped)
 
 
-def _with_skipped(pred: Prediction, skipped: Sequence[str]) -> Prediction:
+def with_skipped(pred: Prediction, skipped: Sequence[str]) -> Prediction:
     """``pred`` with the kernels that could not be featurized listed as unpredicted ops."""
     if not skipped:
         return pred
@@ -330,5 +391,5 @@ def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: s
     preds = model.predict_batch([ops for ops, _ in featurized])
     out = []
     for spec, pred, (_, skipped) in zip(specs, preds, featurized, strict=True):
-        out.append(ModelPrediction(spec, device, method, _with_skipped(pred, skipped)))
+        out.append(ModelPrediction(spec, device, method, with_skipped(pred, skipped)))
     return out
