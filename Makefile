@@ -131,20 +131,20 @@ bench-li2023-2t: $(STAMP)
 # training (~6 min)
 XEON_WARM := edgeplan/data/latency/xeon/torch-fp32-2t.warm-all
 bench-li2023-2t-xeon: $(STAMP)
-	$(BIN)/edgeplan reproduce li2023 --data $(XEON_WARM).jsonl.gz --repeat-data $(XEON_WARM).repeat.jsonl.gz \
+	$(BIN)/edgeplan reproduce li2023 --data $(XEON_WARM).jsonl.xz --repeat-data $(XEON_WARM).repeat.jsonl.xz \
 		--method gbdt --statistic median
-	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.gz --method gbdt --with-spaces \
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.xz --method gbdt --with-spaces \
 		--implementations
 
 # warm-all's noise floor, then GBDT trained on li2023's synthetic networks alone and with edgeplan's spaces, each
 # keyed by kernel kind and by the implementation PyTorch selects (~5 min each, one core)
 bench-li2023-2t-xeon-warm: $(STAMP)
-	$(BIN)/edgeplan reproduce li2023 --floor --data $(XEON_WARM).jsonl.gz --repeat-data $(XEON_WARM).repeat.jsonl.gz \
+	$(BIN)/edgeplan reproduce li2023 --floor --data $(XEON_WARM).jsonl.xz --repeat-data $(XEON_WARM).repeat.jsonl.xz \
 		--statistic median
-	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.gz --method gbdt
-	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.gz --method gbdt --implementations
-	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.gz --method gbdt --with-spaces
-	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.gz --method gbdt --with-spaces \
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.xz --method gbdt
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.xz --method gbdt --implementations
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.xz --method gbdt --with-spaces
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.xz --method gbdt --with-spaces \
 		--implementations
 
 bench-li2023-threads: $(STAMP)
@@ -182,4 +182,4 @@ bench-calibrate-here-2t: $(STAMP)
 # vision transformers held out of the torch profiles' extensions (5-fold), 1 and 2 threads (~9 min each, one core)
 bench-transformers: $(STAMP)
 	$(BIN)/python benchmarks/bench_transformers.py
-	$(BIN)/python benchmarks/bench_transformers.py --data edgeplan/data/latency/torch-fp32-2t.transformers.jsonl.gz
+	$(BIN)/python benchmarks/bench_transformers.py --data edgeplan/data/latency/torch-fp32-2t.transformers.jsonl.xz

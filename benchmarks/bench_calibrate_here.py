@@ -13,7 +13,7 @@ The samples' operations were measured too, so the ``per-op`` correction (:mod:`e
 is a candidate, as for ``edgeplan calibrate --measure``, and is also scored on its own.
 
 The campaigns live in the Store under ``--home`` (default ``campaigns/calibrate_here``; a run resumes where the last
-stopped) and are exported to ``main.jsonl.gz`` / ``again.jsonl.gz`` there. ``--measured DIR`` scores the exported
+stopped) and are exported to ``main.jsonl.xz`` / ``again.jsonl.xz`` there. ``--measured DIR`` scores the exported
 files of an earlier run (say on another machine) without measuring; edgeplan ships three, an Intel Xeon's in
 ``torch-fp32-1t`` (:data:`SHIPPED`), in ``ort-fp32-1t`` (``edgeplan/data/latency/fewshot/xeon-ort-fp32-1t``, with
 ``--source ort-fp32-1t``) and in ``torch-fp32-2t`` (``.../xeon-torch-fp32-2t``, ``--source torch-fp32-2t``): the main
@@ -51,7 +51,7 @@ def campaign(home: Path, source: str, models: list[str], repeat: str, budget_s: 
         print(f"note: the {repeat or 'main'} campaign did not measure every model (above); scoring the others",
               file=sys.stderr)
     subprocess.run([*edgeplan, "ops", "export", "--scenario", source, *tag,
-                    "--out", str(home / f"{repeat or 'main'}.jsonl.gz")], check=True)
+                    "--out", str(home / f"{repeat or 'main'}.jsonl.xz")], check=True)
 
 
 def main() -> int:
@@ -67,7 +67,7 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=5400.0, help="seconds of measuring per campaign (resumable)")
     ap.add_argument("--home", type=Path, default=Path("campaigns/calibrate_here"))
     ap.add_argument("--measured", type=Path, default=None,
-                    help="score main.jsonl.gz (and again.jsonl.gz or again.csv) of this folder; measure nothing "
+                    help="score main.jsonl.xz (and again.jsonl.xz or again.csv) of this folder; measure nothing "
                          f"(shipped: {SHIPPED})")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -91,8 +91,8 @@ def main() -> int:
         if args.repeat_models:
             campaign(args.home, args.source, args.repeat_models, "again", args.budget)
         print(f"measured in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    main_file = folder / "main.jsonl.gz"
-    again_file = next((f for f in (folder / "again.jsonl.gz", folder / "again.csv") if f.exists()), None)
+    main_file = folder / "main.jsonl.xz"
+    again_file = next((f for f in (folder / "again.jsonl.xz", folder / "again.csv") if f.exists()), None)
     data = load_dataset(main_file)  # read once: its provenance, latencies and measured operations
     records = {r["model"]: r for r in data.records}
     first = [(m, float(record_latency(r))) for m, r in records.items()]

@@ -6,7 +6,7 @@ linear layers over tokens are priced by the predictor of their category (element
 other kernels. ``LatencyModel.extended`` adds predictors for the operation kinds a model lacks, fitted on
 measured transformers, and keeps every predictor it had.
 
-On the transformers of a dataset (default the shipped ``torch-fp32-1t.transformers.jsonl.gz``), grouped k-fold
+On the transformers of a dataset (default the shipped ``torch-fp32-1t.transformers.jsonl.xz``), grouped k-fold
 over the models (``--folds``; every model held out once), for each method:
 
 - **base**: the scenario's model without its extensions (the synthetic-CNN predictors alone): the models it
@@ -49,7 +49,7 @@ def covered_error(model: Any, record: dict[str, Any]) -> tuple[float, float, int
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA / "torch-fp32-1t.transformers.jsonl.gz")
+    parser.add_argument("--data", type=Path, default=DATA / "torch-fp32-1t.transformers.jsonl.xz")
     parser.add_argument("--device", default=None, help="The scenario's model (default: the dataset's scenario).")
     parser.add_argument("--methods", nargs="+", default=["lasso", "gbdt"])
     parser.add_argument("--folds", type=int, default=5)

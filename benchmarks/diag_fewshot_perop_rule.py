@@ -10,9 +10,9 @@ rule from then until ``calibrate.PER_OP_EVIDENCE_SE`` became 2), the same with t
 
 Data: the shipped Intel Xeon measurements (``edgeplan/data/latency/fewshot/xeon-torch-fp32-1t``), the shipped AMD
 EPYC ``torch-fp32-1t`` profile as the source; or ``--source ort-fp32-1t --data
-edgeplan/data/latency/fewshot/xeon-ort-fp32-1t/main.jsonl.gz`` (models with an operation the source cannot predict
+edgeplan/data/latency/fewshot/xeon-ort-fp32-1t/main.jsonl.xz`` (models with an operation the source cannot predict
 left out, named). Any other per-op export works as ``--data``, e.g. the shipped AMD EPYC ``torch-fp32-2t`` dataset
-(``--data edgeplan/data/latency/torch-fp32-2t.jsonl.gz``: the one-thread profile calibrated to two threads); only its
+(``--data edgeplan/data/latency/torch-fp32-2t.jsonl.xz``: the one-thread profile calibrated to two threads); only its
 synthetic test networks (``synthetic:900-999``) and real-world models are used, never the source's training networks.
 Simplified against ``make bench-calibrate-here``: the models' source terms come from their measured operations (not
 their graphs), and only the source's kernels (no ``fold-zeros`` test). Draws of ``--samples`` models from all models
@@ -23,13 +23,13 @@ loo-min / rule-1se / rule-2se / per-op; logs in ``campaigns/``):
 
 - EPYC -> Xeon, PyTorch (the defaults; ``diag_perop_rule_torch20.log``): 10.94 / 10.24 / 10.08 / 10.08 |
   10.38 / 9.92 / 9.98 / 9.98
-- EPYC -> Xeon, ONNX Runtime (``--source ort-fp32-1t --data .../xeon-ort-fp32-1t/main.jsonl.gz``,
+- EPYC -> Xeon, ONNX Runtime (``--source ort-fp32-1t --data .../xeon-ort-fp32-1t/main.jsonl.xz``,
   ``diag_perop_rule_ort.log``): 9.26 / 9.02 / 9.00 / 9.00 | 13.95 / 12.23 / 11.30 / 10.59
-- EPYC one thread -> two (``--data edgeplan/data/latency/torch-fp32-2t.jsonl.gz``, ``diag_perop_1t_to_2t.log``):
+- EPYC one thread -> two (``--data edgeplan/data/latency/torch-fp32-2t.jsonl.xz``, ``diag_perop_1t_to_2t.log``):
   9.87 / 9.31 / 9.16 / 9.16 | 15.67 / 11.89 / 9.96 / 9.65
-- EPYC two threads -> one (``--source torch-fp32-2t --data edgeplan/data/latency/torch-fp32-1t.jsonl.gz``,
+- EPYC two threads -> one (``--source torch-fp32-2t --data edgeplan/data/latency/torch-fp32-1t.jsonl.xz``,
   ``diag_perop_2t_to_1t.log``): 8.18 / 8.18 / 8.18 / 8.18 | 9.55 / 9.13 / 8.76 / 8.76
-- EPYC ONNX Runtime fp32 -> int8 (``--source ort-fp32-1t --data edgeplan/data/latency/ort-int8-1t.jsonl.gz``,
+- EPYC ONNX Runtime fp32 -> int8 (``--source ort-fp32-1t --data edgeplan/data/latency/ort-int8-1t.jsonl.xz``,
   ``diag_perop_ort_to_int8.log``; TResNet-M left out, its ``Pad``): 19.60 / 17.94 / 17.94 / 18.20 |
   18.05 / 17.25 / 17.25 / 17.25
 
@@ -38,7 +38,7 @@ The two-standard-error bar does as well as one or better in 9 of the 10 pools (0
 as a check on data it was not chosen on. Measured after it was adopted:
 
 - EPYC -> Xeon, two threads (``--source torch-fp32-2t --data
-  edgeplan/data/latency/fewshot/xeon-torch-fp32-2t/main.jsonl.gz``, ``diag_perop_xeon2t.log``): 10.96 / 9.53 / 9.23 /
+  edgeplan/data/latency/fewshot/xeon-torch-fp32-2t/main.jsonl.xz``, ``diag_perop_xeon2t.log``): 10.96 / 9.53 / 9.23 /
   9.23 | 11.32 / 10.44 / 9.65 / 9.65
 """
 
@@ -71,7 +71,7 @@ from edgeplan.latency.op_correction import measured_ops
 from edgeplan.latency.predict import load_device_model
 from edgeplan.measure.model_sets import expand_models
 
-DATA = "edgeplan/data/latency/fewshot/xeon-torch-fp32-1t/main.jsonl.gz"
+DATA = "edgeplan/data/latency/fewshot/xeon-torch-fp32-1t/main.jsonl.xz"
 
 
 def main() -> int:

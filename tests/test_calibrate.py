@@ -552,13 +552,13 @@ def test_the_shipped_measurements_of_a_second_cpu_are_whole(scenario: str, least
     from edgeplan.latency.predict import load_device_model
 
     folder = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / "fewshot" / f"xeon-{scenario}"
-    data = load_dataset(folder / "main.jsonl.gz")
-    source = load_dataset(Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / f"{scenario}.jsonl.gz")
+    data = load_dataset(folder / "main.jsonl.xz")
+    source = load_dataset(Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / f"{scenario}.jsonl.xz")
     here, there = data.provenance["device"], source.provenance["device"]
     assert data.provenance["scenario"] == scenario and here["runtime"] == there["runtime"]
     assert here["cpu_model"] != there["cpu_model"] and data.provenance["reference"]["model"] == "synthetic:0"
     provenance = json.loads((folder / "provenance.json").read_text())
-    assert scenario in provenance["what"] and provenance["main.jsonl.gz"]["measured_from"]
+    assert scenario in provenance["what"] and provenance["main.jsonl.xz"]["measured_from"]
     models = [r["model"] for r in data.records]
     assert len(models) == len(set(models)) >= least and all(record_latency(r) > 0 for r in data.records)
     again = read_measurements(folder / "again.csv")

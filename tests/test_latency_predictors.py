@@ -497,10 +497,10 @@ def test_the_second_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
     from edgeplan.latency.model import record_latency
 
     folder = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / "xeon"
-    data = load_dataset(folder / f"{name}.jsonl.gz")
-    repeat = load_dataset(folder / f"{name}.repeat.jsonl.gz")
+    data = load_dataset(folder / f"{name}.jsonl.xz")
+    repeat = load_dataset(folder / f"{name}.repeat.jsonl.xz")
     assert bool(data.provenance["reference"].get("warm")) is bool(repeat.provenance["reference"].get("warm")) is warm
-    shipped = json.loads(gzip.open(dataset_path("torch-fp32-2t"), "rt").readline())
+    shipped = load_dataset(dataset_path("torch-fp32-2t")).provenance
     assert data.scenario == repeat.scenario == "torch-fp32-2t" and data.provenance["device"]["threads"] == 2
     assert data.provenance["device"]["cpu_model"] != shipped["device"]["cpu_model"]
     train, test, zoo = _split(data)
@@ -511,7 +511,7 @@ def test_the_second_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
     floor = noise_floor(data, repeat, "median")
     assert floor is not None and floor["models"] == len(repeat.records) == 88
     provenance = json.loads((folder / "provenance.json").read_text())
-    assert sum(c["models"] for c in provenance[f"{name}.jsonl.gz"]["campaigns"]) == len(data.records)
+    assert sum(c["models"] for c in provenance[f"{name}.jsonl.xz"]["campaigns"]) == len(data.records)
 
 
 def test_speedup_insight_per_category(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -590,7 +590,7 @@ def test_the_shipped_torch_profiles_are_extended_with_their_transformer_datasets
     from edgeplan.latency.predict import load_device_model
 
     cnns = load_dataset(dataset_path(scenario))
-    transformers = load_dataset(dataset_path(scenario).with_name(f"{scenario}.transformers.jsonl.gz"))
+    transformers = load_dataset(dataset_path(scenario).with_name(f"{scenario}.transformers.jsonl.xz"))
     reference = transformers.provenance["reference"]
     assert transformers.scenario == scenario and reference["ms"] == cnns.provenance["reference"]["ms"]
     assert reference["scale_from"]["file"].endswith(f"{scenario}.jsonl.gz")

@@ -15,12 +15,16 @@ import pytest
 from edgeplan.cli.main import main
 from edgeplan.errors import InvalidInputError, MeasurementError
 from edgeplan.ir.kernels import Kernel, KernelDeduction
+from edgeplan.latency.campaign import SIGNIFICANT_DIGITS
 from edgeplan.measure import Store, TimingConfig
 from edgeplan.measure.model_sets import expand_models, model_set
 from edgeplan.measure.scenarios import SCENARIOS, get_scenario
 
 CELL = "nb201:|nor_conv_3x3~0|+|avg_pool_3x3~0|nor_conv_1x1~1|+|skip_connect~0|none~1|nor_conv_3x3~2|"
 FAST = TimingConfig(warmup=1, min_repeats=3, max_repeats=3, max_time_s=5.0)
+
+# A value read back from a dataset file keeps SIGNIFICANT_DIGITS significant digits: its relative error.
+FILE = 10.0 ** (1 - SIGNIFICANT_DIGITS)
 
 
 # --- scenarios and model sets -----------------------------------------------------------------------------------
@@ -569,7 +573,8 @@ def test_export_merges_an_earlier_dataset_file(tmp_path: Path) -> None:
     merged = load_dataset(shipped)
     assert n == 3 and merged.models() == [CELL, third, other]  # the earlier file's own model first
     assert merged.records[0] == earlier.records[0]
-    assert {r["model"]: r["latency_ms"] for r in merged.records[1:]} == pytest.approx(newer)  # the Store's wins
+    # the Store's wins
+    assert {r["model"]: r["latency_ms"] for r in merged.records[1:]} == pytest.approx(newer, rel=FILE)
     info = merged.provenance["merged"]
     assert (info["kept_models"], info["replaced_models"]) == (1, 1) and info["provenance"] == earlier.provenance
     assert merged.provenance["models"] == 3 and merged.provenance["export_command"] == "second"
@@ -604,11 +609,11 @@ def test_a_paired_campaign_merges_into_an_unpaired_file_at_a_matched_scale(tmp_p
     merged = load_dataset(shipped)
     scale = merged.provenance["reference"]
     factors = [earlier[m]["latency_ms"] / paired[m]["ratio"] for m in (CELL, other)]
-    assert scale["ms"] == pytest.approx(sum(factors) / 2)  # the median of the two shared models' factors
+    assert scale["ms"] == pytest.approx(sum(factors) / 2, rel=FILE)  # the median of the two shared models' factors
     assert scale["matched"]["models"] == 2 and scale["matched"]["file"] == str(shipped)
     rows = {r["model"]: r for r in merged.records}
-    assert rows[third]["latency_ms"] == pytest.approx(paired[third]["ratio"] * scale["ms"])
-    assert rows[third]["latency_min_ms"] == pytest.approx(paired[third]["min_ratio"] * scale["min_ms"])
+    assert rows[third]["latency_ms"] == pytest.approx(paired[third]["ratio"] * scale["ms"], rel=FILE)
+    assert rows[third]["latency_min_ms"] == pytest.approx(paired[third]["min_ratio"] * scale["min_ms"], rel=FILE)
     assert scale["matched"]["match_on"] is None
 
 
@@ -638,11 +643,13 @@ def test_match_on_restricts_the_models_a_matched_scale_comes_from(tmp_path: Path
         assert export_dataset(store, scenario, shipped, merge=shipped, match_on=[other]) == 2
     merged = load_dataset(shipped)
     scale = merged.provenance["reference"]
-    assert scale["ms"] == pytest.approx(earlier[other]["latency_ms"] / paired[other]["ratio"])  # from `other` alone
+    # from `other` alone
+    assert scale["ms"] == pytest.approx(earlier[other]["latency_ms"] / paired[other]["ratio"], rel=FILE)
     assert scale["matched"]["models"] == 1 and scale["matched"]["match_on"] == 1
     rows = {r["model"]: r for r in merged.records}
     assert rows[other] == earlier[other]  # the bridge keeps the file's row
-    assert rows[CELL]["latency_ms"] == pytest.approx(paired[CELL]["ratio"] * scale["ms"])  # the rest is replaced
+    # the rest is replaced
+    assert rows[CELL]["latency_ms"] == pytest.approx(paired[CELL]["ratio"] * scale["ms"], rel=FILE)
     assert merged.provenance["merged"]["bridge_models"] == 1 and merged.provenance["models"] == 2
 
 
@@ -701,17 +708,17 @@ def test_campaign_with_a_reference_exports_normalised_times(scenario: str, tmp_p
     scale = data.provenance["reference"]
     assert scale["model"] == CELL and scale["models"] == 2 and scale["from_campaign"] == f"ops/{scenario}"
     refs = [raw[m].extra["reference"] for m in (CELL, other)]
-    assert scale["ms"] == pytest.approx(sum(r["ms"] for r in refs) / 2)  # the median of two
+    assert scale["ms"] == pytest.approx(sum(r["ms"] for r in refs) / 2, rel=FILE)  # the median of two
     # The repeat converts its ratios with the main campaign's reference latency.
     assert again.provenance["reference"] == {**scale}
     for rec in data.records:
         ref = raw[rec["model"]].extra["reference"]
-        assert rec["latency_ms"] == pytest.approx(ref["ratio"] * scale["ms"])
-        assert rec["latency_min_ms"] == pytest.approx(ref["min_ratio"] * scale["min_ms"])
-        assert rec["raw_latency_ms"] == pytest.approx(raw[rec["model"]].latency_ms)
-        assert rec["op_sum_ms"] == pytest.approx(sum(o["ms"] for o in rec["ops"]))
+        assert rec["latency_ms"] == pytest.approx(ref["ratio"] * scale["ms"], rel=FILE)
+        assert rec["latency_min_ms"] == pytest.approx(ref["min_ratio"] * scale["min_ms"], rel=FILE)
+        assert rec["raw_latency_ms"] == pytest.approx(raw[rec["model"]].latency_ms, rel=FILE)
+        assert rec["op_sum_ms"] == pytest.approx(sum(o["ms"] for o in rec["ops"]), rel=FILE)
         for o in rec["ops"]:
-            assert o["ms"] == pytest.approx(o["ratio"] * scale["ms"]) and "raw_ms" in o
+            assert o["ms"] == pytest.approx(o["ratio"] * scale["ms"], rel=FILE) and "raw_ms" in o
     # A model that is its own reference runs at one reference: ratio 1 up to the noise between two calls.
     cell = next(r for r in data.records if r["model"] == CELL)
     assert 0.5 < cell["latency_ms"] / scale["ms"] < 2.0
@@ -1075,7 +1082,7 @@ def test_a_profile_fitted_on_cnns_is_extended_with_other_models_on_its_scale(cap
     own_scale = load_dataset(own).provenance["reference"]
     assert own_scale["ms"] == ours["scale_from"]["campaign_reference_ms"]
     for key, ms in (("latency_ms", "ms"), ("latency_min_ms", "min_ms")):  # B's ratios, at A's reference latency
-        assert row[key] / own_row[key] == pytest.approx(scale[ms] / own_scale[ms], rel=1e-9)
+        assert row[key] / own_row[key] == pytest.approx(scale[ms] / own_scale[ms], rel=2 * FILE)
     for args, message in [(["--scale-from", str(base), "--merge", str(base)], "drop --scale-from"),
                           (["--only", third], "none of the 1 models to export"),
                           (["--only", "synthetic:3", "--merge", str(own)], "use one or the other"),

@@ -18,7 +18,7 @@ __all__ = ["calibrate"]
 @click.command()
 @click.option("--measurements", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="CSV with columns model,latency_ms (zoo strings, e.g. nb201:|...|, measured on the device), or "
-                   "a dataset of `edgeplan ops profile` runs there (`ops export`, .jsonl.gz: median end-to-end "
+                   "a dataset of `edgeplan ops profile` runs there (`ops export`, .jsonl.gz or .xz: median end-to-end "
                    "times, and the operations' times for the per-op correction). With --primitives: a timing "
                    "table in the mulder2021 format measured on the device (default: measure "
                    "layers here).")
@@ -234,12 +234,12 @@ def _note_other_scenario(dataset: Path, source: str, model: Any) -> None:
     """Say so when an ``ops export`` was measured in another scenario than the source's: its end-to-end latencies
     are calibrated as given, but its operations are another runtime's kernels, which the source predicts by their
     category at best."""
-    import gzip
     import json
 
+    from edgeplan.latency.campaign import open_dataset_file
     from edgeplan.measure.scenarios import SCENARIOS
 
-    with gzip.open(dataset, "rt", encoding="utf-8") as f:
+    with open_dataset_file(dataset) as f:
         measured = json.loads(f.readline()).get("scenario")
     expected = source if source in SCENARIOS else model.info.get("source_scenario")
     if measured and expected and measured != expected:

@@ -1,6 +1,6 @@
 """li2023 (Li et al., ICPE 2023) on this machine: operation-wise latency prediction, paper vs edgeplan.
 
-Every figure is computed from shipped per-op datasets (``edgeplan/data/latency/{scenario}.jsonl.gz``, made by
+Every figure is computed from shipped per-op datasets (``edgeplan/data/latency/{scenario}.jsonl.xz``, made by
 ``edgeplan ops profile`` + ``edgeplan ops export``); nothing is measured here.
 
 - **§5.1** synthetic NAS space: train on ``synthetic:0-899``, test on ``synthetic:900-999``, all four methods;
@@ -16,7 +16,7 @@ Every figure is computed from shipped per-op datasets (``edgeplan/data/latency/{
   Fig. 24).
 
 The noise floor printed beside the errors is the MAPE between two independent measurements of the same models
-(the ``{scenario}.repeat.jsonl.gz`` dataset, ``edgeplan ops profile --repeat``): no predictor can be expected to
+(the ``{scenario}.repeat.jsonl.xz`` dataset, ``edgeplan ops profile --repeat``): no predictor can be expected to
 beat it on this machine. With zoo CNNs in the repeat it is given per group, and §5.3 prints the zoo's.
 """
 
@@ -92,7 +92,7 @@ _SIZES = (30, 100, 900)
 
 def dataset_path(scenario: str, repeat: bool = False) -> Path:
     """The shipped dataset of ``scenario`` (or its independent re-measurement)."""
-    name = f"{scenario}.repeat.jsonl.gz" if repeat else f"{scenario}.jsonl.gz"
+    name = f"{scenario}.repeat.jsonl.xz" if repeat else f"{scenario}.jsonl.xz"
     return Path(str(resources.files("edgeplan.data").joinpath(f"latency/{name}")))
 
 
@@ -725,8 +725,8 @@ def measured_terms(models: Sequence[str], source: LatencyModel, deductions: Sequ
 
 def measured_latencies(path: str | Path, statistic: str = "median") -> list[tuple[str, float]]:
     """``(model, latency_ms)`` of a measurements CSV (``model,latency_ms``, checked as ``calibrate`` checks it) or of
-    a dataset exported by ``edgeplan ops export`` (``.jsonl.gz``: each model's end-to-end ``statistic`` over runs,
-    paired with the reference model when the campaign had one)."""
+    a dataset exported by ``edgeplan ops export`` (``.jsonl.gz`` or ``.jsonl.xz``: each model's end-to-end
+    ``statistic`` over runs, paired with the reference model when the campaign had one)."""
     return measured_records(path, statistic)[0]
 
 
@@ -734,7 +734,7 @@ def measured_records(path: str | Path, statistic: str = "median",
                      ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]] | None]:
     """:func:`measured_latencies` of ``path`` read once, and for a dataset its records by model (the operations
     measured too, which the ``per-op`` correction learns from); None for a CSV."""
-    if str(path).endswith((".jsonl.gz", ".gz")):
+    if str(path).endswith((".gz", ".xz")):
         records = load_dataset(path).records
         return ([(r["model"], float(record_latency(r, statistic))) for r in records],
                 {r["model"]: r for r in records})
