@@ -316,3 +316,28 @@ def test_reproduce_li2023_defaults_to_the_median(tmp_path: Path, capsys: pytest.
     assert main(["reproduce", "li2023", "--help"]) == 0
     help_text = " ".join(capsys.readouterr().out.split())
     assert "[default: median]" in help_text and "[default: min]" not in help_text
+
+
+def _with_grouped(i: int, rng: np.random.Generator) -> dict[str, Any]:
+    """:func:`_record` with a grouped convolution (4 groups) as well."""
+    r = _record(i, rng)
+    c = r["nodes"]["c1"]["attrs"]["in_channels"]
+    r["nodes"]["g"] = {**conv(c, c, 28, groups=4), "name": "g"}
+    ms = 1.5e-6 * r["nodes"]["g"]["flops"] + 0.03
+    r["ops"].append({"kernel": "g", "kind": "aten::conv2d", "nodes": ["g"], "ms": 1.2 * ms, "min_ms": ms, "iqr_rel": 0})
+    return r
+
+
+def test_grouped_convolutions_need_min_family_samples_for_a_predictor_of_their_own() -> None:
+    from edgeplan.latency.model import MIN_FAMILY_SAMPLES, MIN_SAMPLES
+
+    rng = np.random.default_rng(5)
+    few = [_with_grouped(i, rng) for i in range(MIN_FAMILY_SAMPLES - 1)]  # more than MIN_SAMPLES, fewer than 20
+    assert MIN_SAMPLES < len(few) < MIN_FAMILY_SAMPLES
+    model = LatencyModel.fit(few, "lasso", "torch-fp32-1t")
+    assert not any(k.endswith("|gconv") for k in model.predictors) and "aten::conv2d|dwconv" in model.predictors
+    (g,) = [o for o in model.predict_ops(record_ops(few[0])).ops if o.name.startswith("g@")]
+    assert g.fallback_for == "gconv" and g.predicted_by == "aten::conv2d|conv"
+    assert model.info["min_family_samples"] == MIN_FAMILY_SAMPLES
+    enough = [*few, _with_grouped(99, rng)]
+    assert "aten::conv2d|gconv" in LatencyModel.fit(enough, "lasso", "torch-fp32-1t").predictors

@@ -64,6 +64,21 @@ MODEL_FORMAT = "edgeplan-latency-model/1"
 #: Fewest training operations a key needs for its own predictor.
 MIN_SAMPLES = 8
 
+#: Fewest training operations a key (or category) with a family (:data:`FAMILY`: grouped convolutions) needs for
+#: its own predictor; with fewer, the family's predictor, trained on many more, prices its operations. li2023's first
+#: 100 synthetic networks hold 10 grouped convolutions, all narrow (32-84 input channels): their own GBDT priced
+#: the zoo's RegNet and ResNeXt grouped convolutions (up to 7,392 channels) at 5.9x their measured time in sum, and
+#: §5.5's zoo MAPE from 100 networks was 54.7%; the dense convolutions' predictor gives 16.8% (Xeon warm-all data,
+#: 2026-11-27). From 20 ops on, a 5-fold CV holds out 4 per fold; no key of the 900 networks, nor of 30 networks of
+#: edgeplan's spaces (38 and more), is that small.
+MIN_FAMILY_SAMPLES = 20
+
+
+def _min_ops(category: str, min_samples: int) -> int:
+    """Fewest training ops a key of ``category`` needs for its own predictor (:data:`MIN_FAMILY_SAMPLES`)."""
+    return max(min_samples, MIN_FAMILY_SAMPLES) if category in FAMILY else min_samples
+
+
 #: Smallest op latency a predictor is trained on (ms): the profilers report microseconds, and a relative-error
 #: fit on a target below their resolution would weigh a rounding error like a real one.
 MIN_TARGET_MS = 1e-3
@@ -337,7 +352,8 @@ class LatencyModel:
         info
             Extra provenance to keep.
         min_samples
-            Fewest training operations a key (or category) needs for a predictor of its own.
+            Fewest training operations a key (or category) needs for a predictor of its own; a grouped
+            convolution's at least :data:`MIN_FAMILY_SAMPLES`.
         statistic
             Learn the fastest runs (``min``, default) or the medians.
         threads
@@ -359,7 +375,7 @@ class LatencyModel:
                 by_key[keyed.key_of(o)].append(o)
                 by_cat["*|" + o.category].append(o)
             gaps.append(record_latency(r, statistic) - sum(o.measured_ms or 0.0 for o in ops))
-        groups = {k: v for k, v in {**by_key, **by_cat}.items() if len(v) >= min_samples}
+        groups = {k: v for k, v in {**by_key, **by_cat}.items() if len(v) >= _min_ops(v[0].category, min_samples)}
         predictors: dict[str, OpPredictor] = {}
         from edgeplan.measure.progress import counting_bar
 
@@ -367,7 +383,7 @@ class LatencyModel:
             for key, ops in sorted(groups.items()):
                 predictors[key] = _fit_ops(ops, method, seed)
                 advance(1)
-        meta = {"models": len(records), "min_samples": min_samples,
+        meta = {"models": len(records), "min_samples": min_samples, "min_family_samples": MIN_FAMILY_SAMPLES,
                 "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"),
                 "ops_per_key": {k: len(v) for k, v in sorted(by_key.items())}, **dict(info or {})}
         return cls(scenario, method, predictors, float(np.mean(gaps)), meta, statistic, threads=threads)
@@ -420,7 +436,7 @@ class LatencyModel:
             if key in self.predictors:
                 continue
             shapes = len({tuple(o.x) for o in ops})
-            if len(ops) < min_samples or len(models[key]) < min_models or shapes < 2:
+            if len(ops) < _min_ops(ops[0].category, min_samples) or len(models[key]) < min_models or shapes < 2:
                 skipped[key] = f"{len(ops)} ops of {len(models[key])} model(s), {shapes} feature vector(s)"
             else:
                 new[key] = ops
