@@ -95,7 +95,7 @@ def test_the_table_counts_unpredicted_ops_of_one_kind_and_reason() -> None:
 
 
 def test_li2023_evaluation_counts_a_records_folded_work_as_predict_does() -> None:
-    from edgeplan.experiments.li2023 import predict_with_folded_work
+    from edgeplan.experiments.li2023 import _evaluate, predict_with_folded_work
     from edgeplan.latency.campaign import load_dataset
 
     path = SHIPPED / "xeon" / "torch-fp32-2t.warm-all.jsonl.xz"
@@ -111,3 +111,6 @@ def test_li2023_evaluation_counts_a_records_folded_work_as_predict_does() -> Non
                                                  + sum(o.ms or 0.0 for o in added))
     nf = predict_with_folded_work(model, records["timm:nf_resnet50"])  # its weight standardizations, by name
     assert len(nf.unpredicted) == 53 and all("aten::batch_norm@folded#" in u for u in nf.unpredicted)
+    # the report names each kind once, with why
+    assert _evaluate(model, [records["timm:nf_resnet50"]])["unpredicted"] == [
+        "aten::batch_norm (aten::batch_norm, folded: no predictor)"]

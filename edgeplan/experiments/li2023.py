@@ -295,7 +295,7 @@ def predict_with_folded_work(model: LatencyModel, record: Mapping[str, Any]) -> 
 
 def _evaluate(model: LatencyModel, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     preds = [predict_with_folded_work(model, r) for r in records]
-    unpredicted = sorted({u.split("@")[0] + " " + u.rsplit(" ", 1)[-1] for p in preds for u in p.unpredicted})
+    unpredicted = sorted({u.split("@")[0] + " (" + u.rsplit(" (", 1)[-1] for p in preds for u in p.unpredicted})
     truth = [record_latency(r, model.statistic) for r in records]
     return {"models": len(records), "mape": mape([p.latency_ms for p in preds], truth),
             "unpredicted": unpredicted}
