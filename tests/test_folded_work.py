@@ -114,3 +114,21 @@ def test_li2023_evaluation_counts_a_records_folded_work_as_predict_does() -> Non
     # the report names each kind once, with why
     assert _evaluate(model, [records["timm:nf_resnet50"]])["unpredicted"] == [
         "aten::batch_norm (aten::batch_norm, folded: no predictor)"]
+
+
+def test_a_records_folded_work_that_cannot_be_rebuilt_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import edgeplan.frontends.zoo as zoo
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.experiments import li2023
+
+    def refuse(spec: str, **_: object) -> object:
+        raise InvalidInputError(f"unknown model {spec!r}")
+
+    monkeypatch.setattr(zoo, "load_graph", refuse)
+    li2023._folded_work.cache_clear()
+    model = load_device_model("torch-fp32-2t", "gbdt")
+    record = {"model": "timm:not_a_model", "latency_ms": 5.0, "raw_folded_work_ms": 1.0, "ops": [], "nodes": {}}
+    pred = li2023.predict_with_folded_work(model, record)
+    li2023._folded_work.cache_clear()
+    assert pred.unpredicted == ["folded work@timm:not_a_model (its graph did not import here: unknown model "
+                                "'timm:not_a_model')"]

@@ -167,8 +167,9 @@ def retrace_cmd(ctx: Context, data_path: Path, models: tuple[str, ...], out: Pat
 def compact_cmd(ctx: Context, src: Path, out: Path, remove_src: bool) -> None:
     """Rewrite the dataset SRC as OUT with its real numbers to 6 significant digits (nothing is re-measured).
 
-    A millionth of a time is far below the profiler's resolution and the runs' spread, so no figure changes; the
-    xz file is about a third of the gzip'd one with every digit. The header records the rewrite (``compacted``).
+    A millionth of a time is far below the runs' spread; the xz file is about a third of the gzip'd one with every
+    digit. Noise floors are unchanged, fitted GBDT figures move by tenths of a point (their own fit noise). The
+    header records the rewrite (``compacted``).
     """
     from edgeplan.latency.campaign import compact_dataset, load_dataset
 
