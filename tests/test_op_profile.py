@@ -1085,11 +1085,18 @@ def test_a_profile_fitted_on_cnns_is_extended_with_other_models_on_its_scale(cap
         assert row[key] / own_row[key] == pytest.approx(scale[ms] / own_scale[ms], rel=2 * FILE)
     for args, message in [(["--scale-from", str(base), "--merge", str(base)], "drop --scale-from"),
                           (["--only", third], "none of the 1 models to export"),
-                          (["--only", "synthetic:3", "--merge", str(own)], "use one or the other"),
                           (["--scale-from", str(tmp_path / "missing.jsonl.gz")], "does not exist")]:
         assert main(["--home", b, *export, "--out", str(tmp_path / "x.jsonl.gz"), *args]) != 0
         assert message in capsys.readouterr().err
     assert not (tmp_path / "x.jsonl.gz").exists()
+    # --only with --merge: only the named models join the file; it keeps its own rows of the others the Store holds
+    assert main(["--home", a, "ops", "profile", "synthetic:3", *paired]) == 0  # A holds synthetic:3 now
+    capsys.readouterr()
+    merged = tmp_path / "merged.jsonl.gz"
+    assert main(["--home", a, *export, "--out", str(merged), "--merge", str(one), "--only", "synthetic:3"]) == 0
+    rows = {r["model"]: r for r in load_dataset(merged).records}
+    assert list(rows) == [third, "synthetic:3"]
+    assert rows[third] == load_dataset(one).records[0]  # the file's row, though the Store holds the model too
 
     devices = Path(a) / "devices"
     fit = ["--home", a, "ops", "fit", "--method", "lasso", "--min-samples", "2"]

@@ -1,4 +1,5 @@
-"""edgeplan's synthetic spaces (``synthetic-wide:SEED``, ``synthetic-aligned:SEED``): sampled as documented,
+"""edgeplan's synthetic spaces (``synthetic-wide:SEED``, ``synthetic-aligned:SEED``, ``synthetic-heads:SEED``):
+sampled as documented,
 independent of li2023's space, built node for node by the direct builder, usable as zoo strings and ranges, and
 reported by ``reproduce li2023`` §5.3."""
 
@@ -8,6 +9,7 @@ import gzip
 import json
 from collections import Counter
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import pytest
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.synthetic import STRIDES, SyntheticArch, build_synthetic, sample_synthetic
 from edgeplan.frontends.zoo import load_graph
+from edgeplan.ir.ops import OpKind
 from edgeplan.latency.campaign import DATASET_FORMAT
 from edgeplan.measure.model_sets import expand_models
 
@@ -230,3 +233,83 @@ def test_seed_0_gives_the_pinned_aligned_architecture() -> None:
     arch = sample_synthetic(0, "aligned")
     summary = [(b.kind, b.out_channels, b.stride, b.kernel, b.groups) for b in arch.blocks]
     assert (arch.stem_channels, arch.head_channels, summary) == PINNED_ALIGNED_0
+
+
+# --- the heads space (``synthetic-heads:SEED``) ---------------------------------------------------------------------
+
+
+@cache
+def _heads_archs() -> tuple[SyntheticArch, ...]:
+    return tuple(sample_synthetic(seed, "heads") for seed in range(300))
+
+
+def _multiple_of_16_in(value: int, low: int, high: int) -> bool:
+    return value % 16 == 0 and low <= value <= high
+
+
+def test_heads_classifiers_are_sampled_in_their_documented_ranges() -> None:
+    for arch in _heads_archs():
+        assert arch.space == "heads" and arch.name == f"synthetic-heads:{arch.seed}"
+        assert _multiple_of_16_in(arch.head_channels, *((64, 512) if arch.flatten else (512, 2048))), arch
+        assert arch.classifier_inputs == arch.head_channels * (49 if arch.flatten else 1)
+        assert len(arch.hidden) <= 2 and all(_multiple_of_16_in(w, 256, 4096) for w in arch.hidden), arch
+        assert arch.classes == 1000 or _multiple_of_16_in(arch.classes, 64, 4096), arch
+        for block in arch.blocks:  # the aligned space's body
+            assert block.out_channels % 16 == 0 or block.kind in ("pool", "split"), arch
+
+
+def test_heads_sampling_covers_the_zoos_classifiers() -> None:
+    """Both readouts and every hidden-layer count occur, output widths other than 1000 too, and the inputs reach
+    VGG's 25,088 and the widths AlexNet's 4,096."""
+    archs = _heads_archs()
+    combos = Counter((a.flatten, len(a.hidden)) for a in archs)
+    assert set(combos) == {(f, n) for f in (False, True) for n in range(3)} and min(combos.values()) >= 20
+    assert 0.35 < sum(a.classes != 1000 for a in archs) / len(archs) < 0.65
+    assert max(a.classifier_inputs for a in archs) >= 20000
+    assert max(w for a in archs for w in a.hidden) >= 3500 and min(w for a in archs for w in a.hidden) <= 300
+
+
+def test_heads_seeds_are_their_own_draws() -> None:
+    assert sample_synthetic(5, "heads") == sample_synthetic(5, "heads")
+    same = sum(sample_synthetic(s, "heads").blocks == sample_synthetic(s, "aligned").blocks for s in range(50))
+    assert same == 0
+    for space in ("li2023", "wide", "aligned"):  # the other spaces keep their one classifier
+        arch = sample_synthetic(7, space)
+        assert (arch.flatten, arch.hidden, arch.classes, arch.classifier_inputs) == (False, (), 1000,
+                                                                                     arch.head_channels)
+
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_heads_direct_graph_equals_the_traced_graph(seed: int) -> None:
+    import torch
+
+    from edgeplan.frontends.direct import synthetic_graph
+    from edgeplan.frontends.torch_frontend import graph_from_torch
+
+    arch = sample_synthetic(seed, "heads")
+    assert arch.hidden  # seed 1 flattens the map, seed 3 pools it; both have two hidden layers
+    module, shapes = build_synthetic(seed, "heads")
+    with torch.no_grad():
+        assert module(torch.randn(*shapes[0])).shape == (1, arch.classes)
+    traced = graph_from_torch(module, [torch.randn(*shapes[0])], name=f"synthetic-heads:{seed}")
+    direct = synthetic_graph(seed, "heads")
+    assert direct.nodes == traced.nodes and direct.outputs == traced.outputs
+    linears = [n.attrs for n in direct.nodes if n.kind is OpKind.LINEAR]
+    widths = [arch.classifier_inputs, *arch.hidden, arch.classes]
+    assert [(a.in_features, a.out_features) for a in linears] == list(pairwise(widths))
+    assert load_graph(f"synthetic-heads:{seed}") is direct
+    assert expand_models(["synthetic-heads:2-3"]) == ["synthetic-heads:2", "synthetic-heads:3"]
+    assert expand_models(["set:synthetic-heads"]) == [f"synthetic-heads:{i}" for i in range(300)]
+
+
+#: Seed 1 of the heads space, as sampled when the space was made (its networks are measured under their names).
+PINNED_HEADS_1 = (32, 288, True, (2944, 1280), 448, [
+    ("bottleneck", 80, 1, 7, None), ("pool", 80, 2, 1, None), ("split", 80, 2, None, None), ("pool", 80, 1, 1, None),
+    ("dwsep", 928, 2, 7, None), ("bottleneck", 64, 1, 5, None), ("split", 64, 2, None, None),
+    ("bottleneck", 1536, 1, 3, None), ("dwsep", 704, 1, 5, None)])
+
+
+def test_seed_1_gives_the_pinned_heads_architecture() -> None:
+    arch = sample_synthetic(1, "heads")
+    summary = [(b.kind, b.out_channels, b.stride, b.kernel, b.groups) for b in arch.blocks]
+    assert (arch.stem_channels, arch.head_channels, arch.flatten, arch.hidden, arch.classes, summary) == PINNED_HEADS_1

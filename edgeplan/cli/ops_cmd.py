@@ -46,9 +46,10 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
                 reference: str | None, as_json: bool) -> None:
     """Measure MODELS per op and end to end in each scenario, into the Store; resumable.
 
-    MODELS are zoo strings; ``synthetic:0-999`` (or ``synthetic-wide:0-299``, ``synthetic-aligned:0-299``) is a
-    range and ``set:NAME`` a model set (synthetic, synthetic-wide, synthetic-aligned, torchvision-cnns,
-    timm-cnns, timm-transformers, nb201-sample). Running the same command again measures only what is missing.
+    MODELS are zoo strings; ``synthetic:0-999`` (or ``synthetic-wide:0-299``, ``synthetic-aligned:0-299``,
+    ``synthetic-heads:0-299``) is a range and ``set:NAME`` a model set (synthetic, synthetic-wide,
+    synthetic-aligned, synthetic-heads, torchvision-cnns, timm-cnns, timm-transformers, nb201-sample). Running the
+    same command again measures only what is missing.
     """
     from edgeplan.errors import InvalidInputError
     from edgeplan.latency.campaign import run_op_campaign
@@ -98,8 +99,8 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
               help="Write the times at this dataset file's reference latency (a file of the scenario measured beside "
                    "the same reference), so that a new file of other models shares its scale.")
 @click.option("--only", "only", multiple=True,
-              help="Write only these models (zoo strings, ranges, sets; repeat for several); default all. Not with "
-                   "--merge.")
+              help="Write only these models (zoo strings, ranges, sets; repeat for several); default all. With "
+                   "--merge, only these join the earlier file, which keeps its own rows of the others.")
 def export_cmd(scenario_name: str, repeat: str, out: Path, merge: Path | None, match_on: tuple[str, ...],
                scale_from: Path | None, only: tuple[str, ...]) -> None:
     """Write a scenario's measured models to a dataset file.

@@ -15,8 +15,7 @@ from functools import lru_cache
 
 from edgeplan.frontends.nb201 import _CELLS_PER_STAGE, _INPUT_SHAPE, _NUM_NODES, _STEM_CHANNELS, parse_cell
 from edgeplan.frontends.synthetic import INPUT_SIZE as SYN_INPUT
-from edgeplan.frontends.synthetic import NUM_CLASSES as SYN_CLASSES
-from edgeplan.frontends.synthetic import SyntheticBlock, sample_synthetic
+from edgeplan.frontends.synthetic import SyntheticArch, SyntheticBlock, sample_synthetic
 from edgeplan.ir.graph import Graph, Node, Ref
 from edgeplan.ir.ops import (
     Activation,
@@ -273,6 +272,22 @@ def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str) -> s
     return b.add(b.function(name, "cat"), OpKind.CONCAT, AxisAttrs(1), parts, (n, c, h, w), "aten.cat.default")
 
 
+def _synthetic_classifier(b: _Builder, arch: SyntheticArch, x: str) -> str:
+    """The heads space's classifier: global pooling unless it flattens the map, then the hidden linear layers with
+    their ReLUs and the output layer."""
+    n = b.shapes[x][0]
+    if not arch.flatten:
+        x = b.global_pool("global_pool", x)
+    features = arch.classifier_inputs
+    x = b.add("flatten", OpKind.FLATTEN, FlattenAttrs(1, -1), [x], (n, features), "aten.flatten.using_ints")
+    for index, width in enumerate(arch.hidden, start=1):
+        x = b.add(f"fc{index}", OpKind.LINEAR, LinearAttrs(features, width), [x], (n, width), "aten.linear.default")
+        x = b.relu(f"fc{index}_relu", x, inplace=True)
+        features = width
+    return b.add("classifier", OpKind.LINEAR, LinearAttrs(features, arch.classes), [x], (n, arch.classes),
+                 "aten.linear.default")
+
+
 def synthetic_graph(seed: int, space: str = "li2023") -> Graph:
     """The IR of synthetic network ``seed`` of ``space`` (the graph ``load_graph(arch.name)`` returns; cached, so
     that ``synthetic_graph(3)`` and ``synthetic_graph(3, "li2023")`` are the same object).
@@ -296,5 +311,5 @@ def _synthetic_graph(seed: int, space: str) -> Graph:
     for index, block in enumerate(arch.blocks, start=1):
         x = _synthetic_block(b, f"block{index}_{block.kind}", block, x)
     x = _conv_bn(b, "head_conv", x, arch.head_channels, 1, 1)
-    x = b.head(x, SYN_CLASSES)
+    x = _synthetic_classifier(b, arch, x) if arch.flatten or arch.hidden else b.head(x, arch.classes)
     return Graph(name=arch.name, nodes=tuple(b.nodes), outputs=(Ref(x),)).validate()

@@ -68,7 +68,23 @@ where RegNet and ResNeXt run up to hundreds of groups of 4-256 channels. The ali
 - a grouped ``conv`` block's group count drawn uniformly among the divisors of the two channel counts' greatest
   common divisor that leave at least 4 channels per group (so group widths from 4 to half the channels).
 
-Sampling uses only ``numpy.random.default_rng(seed)`` (``integers``, and ``uniform`` for the wide space's widths),
+**The heads space** (``synthetic-heads:SEED``, edgeplan's). Every network of the other spaces ends on a linear
+layer to 1000 classes from a global average, so a predictor trained on them has seen fully connected layers of one
+output width only, and of at most 2048 inputs: the zoo's VGGs and AlexNet, whose classifiers read the flattened
+feature map (9,216 or 25,088 inputs) through two hidden layers of 4,096, are out of its range, and how an FC
+layer's time grows with its output width is not identified at all. The heads space is the aligned space's body with
+a classifier sampled as well:
+
+- the classifier reads the global average (as in the other spaces) or, with probability 1/2, the flattened 7x7
+  map (VGG's and AlexNet's classifiers), whose head conv then has [64, 512] channels (3,136-25,088 inputs);
+- 0, 1 or 2 hidden linear layers, each followed by ReLU, of widths in [256, 4096];
+- the output layer has 1000 classes with probability 1/2, else a width in [64, 4096];
+
+the widths log-uniform and aligned as the aligned space's. A heads seed draws from its own stream
+(``default_rng([seed, 0x68656164])``), so ``synthetic-heads:5`` shares nothing with ``synthetic-aligned:5``.
+
+Sampling uses only ``numpy.random.default_rng(seed)`` (the heads space's ``default_rng([seed, 0x68656164])``;
+``integers``, and ``uniform`` for the edgeplan spaces' widths),
 so a seed gives the same architecture on every machine (NumPy does not formally promise stream stability across
 versions; a golden-architecture test per space guards it).
 :func:`sample_synthetic` does not import torch.
@@ -124,9 +140,9 @@ _HEAD_CHANNELS = (1200, 1800)  # C10
 _NUM_SMALL = 5
 _MAX_GROUP_K = 16
 
-SPACES: tuple[str, ...] = ("li2023", "wide", "aligned")
-"""The synthetic spaces: li2023's (``synthetic:SEED``) and edgeplan's wide and aligned ones (``synthetic-wide:SEED``,
-``synthetic-aligned:SEED``)."""
+SPACES: tuple[str, ...] = ("li2023", "wide", "aligned", "heads")
+"""The synthetic spaces: li2023's (``synthetic:SEED``) and edgeplan's wide, aligned and heads ones
+(``synthetic-wide:SEED``, ``synthetic-aligned:SEED``, ``synthetic-heads:SEED``)."""
 
 _WIDE_STEM = (16, 64)
 _WIDE_CHANNELS = {112: (16, 128), 56: (24, 256), 28: (32, 512), 14: (64, 1024), 7: (128, 1536)}
@@ -137,6 +153,13 @@ _WIDE_MAX_HIDDEN = 3072
 _ALIGN = 8
 _ALIGNED_ALIGNS = (16, 32, 64, 64)  # drawn uniformly: 64 with probability 1/2
 _MIN_GROUP_WIDTH = 4
+_HEADS_STREAM = 0x68656164  # "head": the heads space's seeds draw from their own streams
+_FLAT_HEAD = (64, 512)  # head conv channels of a classifier on the flattened 7x7 map
+_HIDDEN_FC = (256, 4096)
+_MAX_HIDDEN_FC = 2
+_CLASSES = (64, 4096)
+FINAL_MAP = INPUT_SIZE // 32
+"""Side of every synthetic network's last feature map (7)."""
 
 
 @dataclass(frozen=True)
@@ -198,6 +221,14 @@ class SyntheticArch:
         The space it was sampled from (:data:`SPACES`).
     stem_channels
         Output channels of the stem (32 in li2023's space).
+    flatten
+        Whether the classifier reads the flattened :data:`FINAL_MAP` x :data:`FINAL_MAP` map (the heads space's
+        VGG-like heads) instead of its global average.
+    hidden
+        Widths of the hidden linear layers (each followed by ReLU) before the output layer; empty but in the heads
+        space.
+    classes
+        Width of the output layer (1000 but in the heads space).
     """
 
     seed: int
@@ -205,11 +236,18 @@ class SyntheticArch:
     head_channels: int
     space: str = "li2023"
     stem_channels: int = STEM_CHANNELS
+    flatten: bool = False
+    hidden: tuple[int, ...] = ()
+    classes: int = NUM_CLASSES
+
+    @property
+    def classifier_inputs(self) -> int:
+        """Inputs of the first linear layer: the head width, times the map's pixels for a flattening head."""
+        return self.head_channels * (FINAL_MAP * FINAL_MAP if self.flatten else 1)
 
     @property
     def name(self) -> str:
-        """The zoo string of the architecture: ``synthetic:SEED``, ``synthetic-wide:SEED`` or
-        ``synthetic-aligned:SEED``."""
+        """The zoo string of the architecture: ``synthetic:SEED`` or ``synthetic-{space}:SEED``."""
         return f"{family_of(self.space)}:{self.seed}"
 
 
@@ -226,7 +264,7 @@ def sample_synthetic(seed: int, space: str = "li2023") -> SyntheticArch:
     seed
         A non-negative integer; the same seed always gives the same architecture.
     space
-        ``li2023`` (the paper's space, default), ``wide`` or ``aligned`` (see the module docstring).
+        ``li2023`` (the paper's space, default), ``wide``, ``aligned`` or ``heads`` (see the module docstring).
 
     Returns
     -------
@@ -244,7 +282,7 @@ def sample_synthetic(seed: int, space: str = "li2023") -> SyntheticArch:
         raise InvalidInputError(f"unknown synthetic space {space!r}; choose one of {', '.join(SPACES)}")
     import numpy as np
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng([seed, _HEADS_STREAM] if space == "heads" else seed)
     if space != "li2023":
         return _sample_wide(rng, seed, space)
     blocks: list[SyntheticBlock] = []
@@ -258,8 +296,8 @@ def sample_synthetic(seed: int, space: str = "li2023") -> SyntheticArch:
 
 
 def _sample_wide(rng: np.random.Generator, seed: int, space: str = "wide") -> SyntheticArch:
-    """An architecture of the wide or the aligned space (see the module docstring)."""
-    aligned = space == "aligned"
+    """An architecture of the wide, the aligned or the heads space (see the module docstring)."""
+    aligned = space in ("aligned", "heads")
 
     def width(low: int, high: int) -> int:
         return _aligned(rng, low, high, int(_pick(rng, _ALIGNED_ALIGNS)) if aligned else _ALIGN)
@@ -285,8 +323,15 @@ def _sample_wide(rng: np.random.Generator, seed: int, space: str = "wide") -> Sy
             block = _KIND_SAMPLERS[kind](rng, base)
         blocks.append(block)
         channels = block.out_channels
-    head = width(*_WIDE_HEAD)
-    return SyntheticArch(seed=seed, blocks=tuple(blocks), head_channels=head, space=space, stem_channels=stem)
+    if space != "heads":
+        return SyntheticArch(seed=seed, blocks=tuple(blocks), head_channels=width(*_WIDE_HEAD), space=space,
+                             stem_channels=stem)
+    flatten = bool(rng.integers(2))
+    head = width(*(_FLAT_HEAD if flatten else _WIDE_HEAD))
+    hidden = tuple(width(*_HIDDEN_FC) for _ in range(int(rng.integers(_MAX_HIDDEN_FC + 1))))
+    classes = NUM_CLASSES if rng.integers(2) else width(*_CLASSES)
+    return SyntheticArch(seed=seed, blocks=tuple(blocks), head_channels=head, space=space, stem_channels=stem,
+                         flatten=flatten, hidden=hidden, classes=classes)
 
 
 def _aligned(rng: np.random.Generator, low: int, high: int, align: int = _ALIGN) -> int:
@@ -380,12 +425,13 @@ def build_synthetic(seed: int, space: str = "li2023") -> tuple[torch.nn.Module, 
     seed
         A non-negative integer (see :func:`sample_synthetic`).
     space
-        ``li2023`` (default) or ``wide``.
+        ``li2023`` (default), ``wide``, ``aligned`` or ``heads``.
 
     Returns
     -------
     module, input_shapes
-        The network (input ``(1, 3, 224, 224)``, output ``(1, 1000)`` logits) and its example input shapes.
+        The network (input ``(1, 3, 224, 224)``, output ``(1, classes)`` logits, 1000 classes but in the heads
+        space) and its example input shapes.
 
     Raises
     ------
@@ -497,9 +543,15 @@ def _torch_layers() -> _Layers:
             parts[f"block{index}_{block.kind}"] = block_module(block)
         last = arch.blocks[-1].out_channels
         parts["head_conv"] = conv_bn(last, arch.head_channels, 1, 1)
-        parts["global_pool"] = nn.AdaptiveAvgPool2d(1)
+        if not arch.flatten:
+            parts["global_pool"] = nn.AdaptiveAvgPool2d(1)
         parts["flatten"] = nn.Flatten(1)
-        parts["classifier"] = nn.Linear(arch.head_channels, NUM_CLASSES)
+        features = arch.classifier_inputs
+        for index, hidden in enumerate(arch.hidden, start=1):
+            parts[f"fc{index}"] = nn.Linear(features, hidden)
+            parts[f"fc{index}_relu"] = nn.ReLU(inplace=True)
+            features = hidden
+        parts["classifier"] = nn.Linear(features, arch.classes)
         return nn.Sequential(OrderedDict(parts))
 
     return _Layers(network=network)

@@ -11,6 +11,7 @@ spec                       what it builds                                       
 ``synthetic:SEED``         a network of li2023's synthetic NAS space (§4.3.2), seeded              1x3x224x224
 ``synthetic-wide:SEED``    a network of edgeplan's wide synthetic space (the zoo CNNs' widths)     1x3x224x224
 ``synthetic-aligned:SEED`` the wide space at the zoo's channel alignment and group counts          1x3x224x224
+``synthetic-heads:SEED``   the aligned space with sampled classifiers (VGG-like FC heads)          1x3x224x224
 ``PATH.onnx``              an ONNX file                                                            from the file
 =========================  =====================================================================  ===============
 
@@ -68,6 +69,8 @@ FAMILIES: tuple[Family, ...] = (
            ("synthetic-wide:0", "synthetic-wide:42"), "1x3x224x224"),
     Family("synthetic-aligned", "the wide space with the zoo's channel alignment and group counts (edgeplan's), "
            "seeded", ("synthetic-aligned:0", "synthetic-aligned:42"), "1x3x224x224"),
+    Family("synthetic-heads", "the aligned space with sampled classifiers: flattened maps, hidden FC layers, output "
+           "widths (edgeplan's), seeded", ("synthetic-heads:0", "synthetic-heads:42"), "1x3x224x224"),
     Family("onnx", "an ONNX file given by its path", ("model.onnx",), "from the file"),
 )
 
@@ -185,7 +188,8 @@ def _synthetic_seed(family: str, name: str) -> int:
 
 
 #: Zoo family of each synthetic space -> the space (:data:`edgeplan.frontends.synthetic.SPACES`).
-_SYNTHETIC_SPACES = {"synthetic": "li2023", "synthetic-wide": "wide", "synthetic-aligned": "aligned"}
+_SYNTHETIC_SPACES = {"synthetic": "li2023", "synthetic-wide": "wide", "synthetic-aligned": "aligned",
+                     "synthetic-heads": "heads"}
 
 
 def _synthetic(family: str) -> Any:
@@ -257,7 +261,8 @@ def load_graph(spec: str, input_shape: Shape | None = None, opaque: bool = False
     ----------
     spec
         ``torchvision:NAME``, ``timm:NAME``, ``paper:NAME``, ``nb201:CELL``, ``nb201-official:CELL``,
-        ``synthetic:SEED``, ``synthetic-wide:SEED``, ``synthetic-aligned:SEED`` or ``PATH.onnx``.
+        ``synthetic:SEED``, ``synthetic-wide:SEED``, ``synthetic-aligned:SEED``, ``synthetic-heads:SEED`` or
+        ``PATH.onnx``.
     input_shape
         Overrides the first input's default shape (batch included).
     opaque

@@ -228,7 +228,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         Recorded under ``reference.scale_from``. Not with ``merge``, which converts at its file's latency anyway.
     only
         Write only these models of the Store's (at least one; the others stay in the Store, and those not measured
-        are named in a warning). Not with ``merge``, which keeps every model of its file.
+        are named in a warning). With ``merge``, only these join the file: it keeps its own rows of the others the
+        Store holds too (models measured again only to check the two measurements agree).
 
     Returns
     -------
@@ -241,7 +242,7 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         When the Store has no rows for the scenario, ``merge`` is not a dataset of the same scenario, repeat and
         reference, ``match_on`` is given where no scale is matched, ``scale_from`` is not a file of the scenario
         measured beside the campaign's reference model (or comes with ``merge``), or ``only`` names none of the
-        Store's models (or comes with ``merge``). Nothing is written then (``out`` is replaced only once the new
+        Store's models. Nothing is written then (``out`` is replaced only once the new
         file is complete).
     """
     name = campaign_name(scenario, repeat)
@@ -258,9 +259,6 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         scale["warm"] = True  # the reference was timed after an untimed call of it (op_profile._timed_reference)
     campaign_records, wanted = records, None if only is None else set(only)
     if wanted is not None:
-        if merge is not None:
-            raise InvalidInputError("--only writes a file of some models; --merge keeps every model of an earlier "
-                                    "file: use one or the other")
         records = [r for r in records if r.model in wanted]
         if not records:
             raise InvalidInputError(f"none of the {len(wanted)} models to export (--only) is measured in campaign "

@@ -1,6 +1,7 @@
 """Named sets of zoo models for campaigns, and expansion of ranges such as ``synthetic:0-999``.
 
-Ranges work for every synthetic space: ``synthetic:0-999``, ``synthetic-wide:0-299``, ``synthetic-aligned:0-299``.
+Ranges work for every synthetic space: ``synthetic:0-999``, ``synthetic-wide:0-299``, ``synthetic-aligned:0-299``,
+``synthetic-heads:0-299``.
 
 ============================  ===============================================================================
 set                           models
@@ -10,6 +11,8 @@ set                           models
                               (:mod:`edgeplan.frontends.synthetic`): training networks at the zoo CNNs' widths
 ``synthetic-aligned``         ``synthetic-aligned:0`` .. ``synthetic-aligned:299``, the wide space at the zoo's
                               channel alignment (multiples of 16-64) and group counts
+``synthetic-heads``           ``synthetic-heads:0`` .. ``synthetic-heads:299``, the aligned space's body with
+                              sampled classifiers (flattened maps, hidden FC layers, output widths)
 ``torchvision-cnns``          every torchvision classification model but the transformers (ViT, Swin, MaxViT)
 ``timm-cnns``                 the timm CNNs listed in ``edgeplan/data/model_sets/timm_cnns.txt`` (60 families'
                               representatives, from ResNets and EfficientNets to RepVGG and ConvNeXt)
@@ -32,11 +35,11 @@ from edgeplan.errors import InvalidInputError
 __all__ = ["MODEL_SETS", "expand_models", "model_set"]
 
 #: Names accepted by :func:`model_set`.
-MODEL_SETS: tuple[str, ...] = ("synthetic", "synthetic-wide", "synthetic-aligned", "torchvision-cnns", "timm-cnns",
-                               "timm-transformers", "nb201-sample")
+MODEL_SETS: tuple[str, ...] = ("synthetic", "synthetic-wide", "synthetic-aligned", "synthetic-heads",
+                               "torchvision-cnns", "timm-cnns", "timm-transformers", "nb201-sample")
 
 _TRANSFORMERS = re.compile(r"^(vit_|swin_|maxvit_)")
-_RANGE = re.compile(r"^(synthetic(?:-wide|-aligned)?):(\d+)-(\d+)$")
+_RANGE = re.compile(r"^(synthetic(?:-wide|-aligned|-heads)?):(\d+)-(\d+)$")
 
 
 def _timm_list(file: str) -> list[str]:
@@ -69,7 +72,7 @@ def model_set(name: str) -> list[str]:
     """
     if name == "synthetic":
         return [f"synthetic:{i}" for i in range(1000)]
-    if name in ("synthetic-wide", "synthetic-aligned"):
+    if name in ("synthetic-wide", "synthetic-aligned", "synthetic-heads"):
         return [f"{name}:{i}" for i in range(300)]
     if name == "torchvision-cnns":
         from edgeplan.frontends.zoo import torchvision_names
@@ -89,7 +92,7 @@ MAX_RANGE = 100_000
 
 
 def expand_models(specs: Iterable[str]) -> list[str]:
-    """Expand ``synthetic:A-B``, ``synthetic-wide:A-B`` and ``synthetic-aligned:A-B`` ranges (both ends included)
+    """Expand ``synthetic:A-B`` and ``synthetic-{wide,aligned,heads}:A-B`` ranges (both ends included)
     and ``set:NAME``; keep order, drop repeats.
 
     Raises
