@@ -4,7 +4,8 @@ overhead per op learnt on the training networks (the gap between end-to-end and 
 
 By default the scenario's shipped models and dataset (no timing, no fitting). With ``--data FILE`` (an ``edgeplan
 ops export`` of your own campaign, e.g. another machine's) the methods are fitted on that file's training networks
-first: li2023's synthetic:0-899, with ``--with-spaces`` also edgeplan's synthetic spaces the file holds. The
+first: li2023's synthetic:0-899, with ``--with-spaces`` also edgeplan's synthetic spaces the file holds (``--space
+FAMILY``, repeatable: only those, e.g. ``synthetic-heads``). The
 synthetic test networks (synthetic:900-999) are then reported beside the zoo, and for both groups the MAPE of the
 measured op sum plus the learnt overhead ("ops as measured"): what a predictor without op error would score, so that
 the op predictors' share of the error and the overhead's can be told apart. Last, per op kind, the zoo's operations
@@ -19,8 +20,8 @@ convolution, :mod:`edgeplan.ir.kernels.selection`), deduced for the scenario's t
 Usage, from the repository root::
 
     python benchmarks/bench_li2023_zoo_bias.py [--scenario torch-fp32-2t] [--method gbdt --method lasso]
-    python benchmarks/bench_li2023_zoo_bias.py --data FILE [--with-spaces] [--same-models-as OTHER] [--implementations]
-        [--method gbdt]
+    python benchmarks/bench_li2023_zoo_bias.py --data FILE [--with-spaces [--space FAMILY]] [--same-models-as OTHER]
+        [--implementations] [--method gbdt]
 """
 
 from __future__ import annotations
@@ -119,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, help="fit on this dataset file's training networks instead")
     parser.add_argument("--with-spaces", action="store_true",
                         help="with --data: train on edgeplan's synthetic spaces too")
+    parser.add_argument("--space", action="append", dest="spaces", metavar="FAMILY",
+                        help="with --with-spaces: only this space (e.g. synthetic-heads); repeat for several")
     parser.add_argument("--statistic", default="median", choices=("median", "min"), help="with --data")
     parser.add_argument("--same-models-as", type=Path, help="with --data: only the models this dataset also holds")
     parser.add_argument("--implementations", action="store_true",
@@ -131,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.with_spaces and args.data is None:
         parser.error("--with-spaces fits on a --data file's networks; give --data")
+    if args.spaces and not args.with_spaces:
+        parser.error("--space picks among --with-spaces's spaces; give --with-spaces")
     if args.same_models_as is not None and args.data is None:
         parser.error("--same-models-as cuts a --data file; give --data")
     if args.implementations and args.data is None:
@@ -142,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     train, test, zoo = _split(data)
     _reference_beside(data.provenance.get("reference"), train + test, zoo)
     if args.with_spaces:
-        train = train + [r for rs in _spaces(data).values() for r in rs]
+        spaces = _spaces(data)
+        unknown = sorted(set(args.spaces or ()) - set(spaces))
+        if unknown:
+            parser.error(f"{args.data} holds no network of {', '.join(unknown)}; it holds "
+                         f"{', '.join(spaces) or 'none'}")
+        train = train + [r for f, rs in spaces.items() if not args.spaces or f in args.spaces for r in rs]
     where = (f"{args.data} ({data.provenance.get('device', {}).get('cpu_model', '?')}), fitted on {len(train)} "
              "training networks" + (" per implementation" if args.implementations else "")
              if args.data else f"{args.scenario}, shipped models")
