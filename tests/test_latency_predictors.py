@@ -485,13 +485,17 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
     assert err < 30.0  # a broken model is off by far more; the measured figure is in the README
 
 
-@pytest.mark.parametrize(("name", "warm"), [("torch-fp32-2t", False), ("torch-fp32-2t.warm-all", True)])
-def test_the_second_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(name: str, warm: bool) -> None:
-    """``edgeplan/data/latency/xeon`` (``make bench-li2023-2t-xeon``): li2023's training and test networks, both of
-    edgeplan's synthetic spaces and the zoo CNNs, measured on another CPU than the shipped profile's, every model
-    beside the reference and at one scale with its repeat, so that ``reproduce li2023`` prints its noise floor; the
-    first measurement timed the reference straight after each model, the second (``warm-all``) after a call of its
-    own, and says so."""
+@pytest.mark.parametrize(("name", "warm", "spaces"), [
+    ("torch-fp32-2t", False, ("synthetic-wide", "synthetic-aligned")),
+    ("torch-fp32-2t.warm-all", True, ("synthetic-wide", "synthetic-aligned")),
+    ("torch-fp32-2t.all-spaces", True, ("synthetic-wide", "synthetic-aligned", "synthetic-heads"))])
+def test_the_second_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(name: str, warm: bool,
+                                                                               spaces: tuple[str, ...]) -> None:
+    """``edgeplan/data/latency/xeon`` (``make bench-li2023-2t-xeon``, ``-xeon-spaces``): li2023's training and test
+    networks, edgeplan's synthetic spaces and the zoo CNNs, measured on another CPU than the shipped profile's, every
+    model beside the reference and at one scale with its repeat, so that ``reproduce li2023`` prints its noise floor;
+    the first measurement timed the reference straight after each model, the later ones (``warm-all``, and
+    ``all-spaces`` on another VM of the kind, with the heads space too) after a call of its own, and say so."""
     from edgeplan.experiments.li2023 import _same_scale, _spaces, _split, dataset_path, noise_floor
     from edgeplan.latency.campaign import load_dataset
     from edgeplan.latency.model import record_latency
@@ -505,7 +509,7 @@ def test_the_second_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
     assert data.provenance["device"]["cpu_model"] != shipped["device"]["cpu_model"]
     train, test, zoo = _split(data)
     assert [r["model"] for r in train] == [f"synthetic:{i}" for i in range(900)] and len(test) == 100
-    assert {k: len(v) for k, v in _spaces(data).items()} == {"synthetic-wide": 300, "synthetic-aligned": 300}
+    assert {k: len(v) for k, v in _spaces(data).items()} == dict.fromkeys(spaces, 300)
     assert len(zoo) == 128 and all(record_latency(r) > 0 for r in data.records)
     assert _same_scale(data, repeat) and {r["model"] for r in repeat.records} <= {r["model"] for r in data.records}
     floor = noise_floor(data, repeat, "median")
