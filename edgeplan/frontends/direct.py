@@ -273,8 +273,8 @@ def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str) -> s
 
 
 def _synthetic_classifier(b: _Builder, arch: SyntheticArch, x: str) -> str:
-    """The heads space's classifier: global pooling unless it flattens the map, then the hidden linear layers with
-    their ReLUs and the output layer."""
+    """A synthetic network's classifier: global pooling unless it flattens the map (the heads space), then the
+    hidden linear layers with their ReLUs (the heads space's) and the output layer."""
     n = b.shapes[x][0]
     if not arch.flatten:
         x = b.global_pool("global_pool", x)
@@ -311,5 +311,5 @@ def _synthetic_graph(seed: int, space: str) -> Graph:
     for index, block in enumerate(arch.blocks, start=1):
         x = _synthetic_block(b, f"block{index}_{block.kind}", block, x)
     x = _conv_bn(b, "head_conv", x, arch.head_channels, 1, 1)
-    x = _synthetic_classifier(b, arch, x) if arch.flatten or arch.hidden else b.head(x, arch.classes)
+    x = _synthetic_classifier(b, arch, x)
     return Graph(name=arch.name, nodes=tuple(b.nodes), outputs=(Ref(x),)).validate()
