@@ -485,28 +485,29 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
     assert err < 30.0  # a broken model is off by far more; the measured figure is in the README
 
 
-@pytest.mark.parametrize(("name", "warm", "spaces"), [
-    ("torch-fp32-2t", False, ("synthetic-wide", "synthetic-aligned")),
-    ("torch-fp32-2t.warm-all", True, ("synthetic-wide", "synthetic-aligned")),
-    ("torch-fp32-2t.all-spaces", True, ("synthetic-wide", "synthetic-aligned", "synthetic-heads"))])
-def test_the_second_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(name: str, warm: bool,
-                                                                               spaces: tuple[str, ...]) -> None:
-    """``edgeplan/data/latency/xeon`` (``make bench-li2023-2t-xeon``, ``-xeon-spaces``): li2023's training and test
-    networks, edgeplan's synthetic spaces and the zoo CNNs, measured on another CPU than the shipped profile's, every
-    model beside the reference and at one scale with its repeat, so that ``reproduce li2023`` prints its noise floor;
-    the first measurement timed the reference straight after each model, the later ones (``warm-all``, and
-    ``all-spaces`` on another VM of the kind, with the heads space too) after a call of its own, and say so."""
+@pytest.mark.parametrize(("folder", "name", "warm", "spaces"), [
+    ("xeon", "torch-fp32-2t.warm-all", True, ("synthetic-wide", "synthetic-aligned")),
+    ("xeon", "torch-fp32-2t.all-spaces", True, ("synthetic-wide", "synthetic-aligned", "synthetic-heads")),
+    ("epyc-zen5", "torch-fp32-2t", True, ("synthetic-aligned", "synthetic-heads"))])
+def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(folder: str, name: str, warm: bool,
+                                                                            spaces: tuple[str, ...]) -> None:
+    """``edgeplan/data/latency/xeon`` and ``epyc-zen5`` (``make bench-li2023-2t-xeon``, ``-xeon-spaces``,
+    ``-zen5``): li2023's training and test networks, edgeplan's synthetic spaces and the zoo CNNs, measured on
+    another machine than the shipped profile's, every model beside the reference (timed after a call of its own) and
+    at one scale with its repeat, so that ``reproduce li2023`` prints its noise floor. The Zen 5 EPYC reports the
+    same CPU name as the shipped profile's EPYC; it runs the reference more than twice as fast."""
     from edgeplan.experiments.li2023 import _same_scale, _spaces, _split, dataset_path, noise_floor
     from edgeplan.latency.campaign import load_dataset
     from edgeplan.latency.model import record_latency
 
-    folder = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / "xeon"
-    data = load_dataset(folder / f"{name}.jsonl.xz")
-    repeat = load_dataset(folder / f"{name}.repeat.jsonl.xz")
+    path = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / folder
+    data = load_dataset(path / f"{name}.jsonl.xz")
+    repeat = load_dataset(path / f"{name}.repeat.jsonl.xz")
     assert bool(data.provenance["reference"].get("warm")) is bool(repeat.provenance["reference"].get("warm")) is warm
     shipped = load_dataset(dataset_path("torch-fp32-2t")).provenance
     assert data.scenario == repeat.scenario == "torch-fp32-2t" and data.provenance["device"]["threads"] == 2
-    assert data.provenance["device"]["cpu_model"] != shipped["device"]["cpu_model"]
+    other_cpu = data.provenance["device"]["cpu_model"] != shipped["device"]["cpu_model"]
+    assert other_cpu or data.provenance["reference"]["ms"] < 0.5 * shipped["reference"]["ms"]
     train, test, zoo = _split(data)
     assert [r["model"] for r in train] == [f"synthetic:{i}" for i in range(900)] and len(test) == 100
     assert {k: len(v) for k, v in _spaces(data).items()} == dict.fromkeys(spaces, 300)
@@ -514,7 +515,7 @@ def test_the_second_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
     assert _same_scale(data, repeat) and {r["model"] for r in repeat.records} <= {r["model"] for r in data.records}
     floor = noise_floor(data, repeat, "median")
     assert floor is not None and floor["models"] == len(repeat.records) == 88
-    provenance = json.loads((folder / "provenance.json").read_text())
+    provenance = json.loads((path / "provenance.json").read_text())
     assert sum(c["models"] for c in provenance[f"{name}.jsonl.xz"]["campaigns"]) == len(data.records)
 
 

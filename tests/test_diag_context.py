@@ -1,0 +1,58 @@
+"""The composition forms of benchmarks/diag_li2023_context.py: each recovers the overhead it can express."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+
+def _diag() -> ModuleType:
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "diag_li2023_context.py"
+    spec = importlib.util.spec_from_file_location("diag_li2023_context", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rows(c: float, b: float, k: float, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    s = rng.uniform(2.0, 300.0, 200)
+    n = rng.integers(30, 700, 200).astype(float)
+    return np.column_stack([c + b * s + k * n, s, n])
+
+
+def test_the_linear_form_recovers_a_gap_that_grows_with_the_ops_and_the_constant_one_cannot() -> None:
+    diag = _diag()
+    rows = _rows(0.3, 1.04, 0.008)
+    predict, params = diag.fit_form(rows, scale=True, per_op=True)
+    assert params == pytest.approx([0.3, 1.04, 0.008], rel=1e-6, abs=1e-9)
+    assert np.allclose(predict(rows), rows[:, 0])
+    constant, p0 = diag.fit_form(rows, scale=False, per_op=False)
+    assert p0[0] == pytest.approx(float(np.mean(rows[:, 0] - rows[:, 1])))  # li2023: the mean gap
+    assert p0[1] == 1.0 and p0[2] == 0.0
+    # the constant misprices both ends: small networks over, large ones under
+    err = constant(rows) / rows[:, 0]
+    assert err[np.argmin(rows[:, 1])] > 1.0 and err[np.argmax(rows[:, 1])] < 1.0
+
+
+def test_each_restricted_form_keeps_its_fixed_terms() -> None:
+    diag = _diag()
+    rows = _rows(0.5, 1.0, 0.012, seed=1)
+    _, per_op = diag.fit_form(rows, scale=False, per_op=True)
+    assert per_op[1] == 1.0 and per_op[2] == pytest.approx(0.012, rel=1e-6)
+    _, scale = diag.fit_form(_rows(0.2, 1.05, 0.0, seed=2), scale=True, per_op=False)
+    assert scale[2] == 0.0 and scale[1] == pytest.approx(1.05, rel=1e-6)
+
+
+def test_predictions_keep_the_floor_of_half_the_op_sum() -> None:
+    diag = _diag()
+    train = np.array([[1.0, 10.0, 5.0], [2.0, 20.0, 5.0], [3.0, 30.0, 5.0]])  # e2e far below the ops: gap < 0
+    predict, params = diag.fit_form(train, scale=False, per_op=False)
+    assert params[0] < 0
+    tiny = np.array([[0.2, 0.4, 2.0]])
+    assert predict(tiny)[0] == pytest.approx(0.2)  # max(c + 0.4, 0.5 * 0.4)
