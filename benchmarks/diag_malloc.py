@@ -1,0 +1,131 @@
+"""Whether glibc's allocator slows some networks' operations down: op times with its default, adaptive settings
+against the same with its memory never handed back to the system.
+
+glibc's ``malloc`` serves large blocks with ``mmap`` and trims the top of its heap when enough of it is free (both
+thresholds adapt as blocks are freed); memory handed back and taken again is touched anew, and the page faults land
+in whichever operation writes the fresh output. Whether a network pays that depends on the sequence of its tensors'
+sizes (and those of the reference model timed before it), not on any one operation's features, so it is a context
+that no per-op predictor can see. Each model is profiled as ``edgeplan ops profile --reference synthetic:0`` does
+(the reference called before each profiled call, the per-op median over the runs) in fresh processes, alternately
+with the default settings and with ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_`` and ``MALLOC_TOP_PAD_`` set
+so that nothing is unmapped or trimmed; the report is each model's summed op time under both, and their ratio.
+
+Usage, from the repository root (``--worker`` is the child process)::
+
+    python benchmarks/diag_malloc.py [--models synthetic-aligned:0-11 synthetic:0-7 torchvision:resnet50 ...]
+        [--rounds 2] [--runs 8] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections import defaultdict
+
+import numpy as np
+
+#: glibc tunables that keep freed memory in the process: no block is served by mmap, the heap is never trimmed.
+NO_RETURN = {"MALLOC_MMAP_THRESHOLD_": str(2**30), "MALLOC_TRIM_THRESHOLD_": str(2**32),
+             "MALLOC_TOP_PAD_": str(2**28)}
+
+DEFAULT_MODELS = ("synthetic-aligned:0-11", "synthetic:0-7", "torchvision:resnet50", "torchvision:mobilenet_v2",
+                  "torchvision:regnet_x_3_2gf", "torchvision:densenet121", "timm:efficientnet_b0",
+                  "timm:mixnet_s", "torchvision:resnet18", "torchvision:shufflenet_v2_x1_0")
+
+
+def _expand(specs: list[str]) -> list[str]:
+    out = []
+    for spec in specs:
+        family, _, name = spec.partition(":")
+        lo, dash, hi = name.partition("-")
+        if family.startswith("synthetic") and dash and lo.isdigit() and hi.isdigit():
+            out += [f"{family}:{i}" for i in range(int(lo), int(hi) + 1)]
+        else:
+            out.append(spec)
+    return out
+
+
+def _worker(models: list[str], runs: int, threads: int) -> dict[str, float]:
+    """Per model, the summed per-op median time (ms) of ``runs`` profiled calls, each after a reference call."""
+    import torch
+
+    from edgeplan.frontends.zoo import build_model
+
+    torch.set_num_threads(threads)
+    ref = build_model("synthetic:0").module.eval()
+    x0 = torch.randn(1, 3, 224, 224)
+    out = {}
+    for name in models:
+        zm = build_model(name)
+        module = zm.module.eval()
+        x = torch.randn(*zm.input_shapes[0])
+        per: dict[int, list[float]] = defaultdict(list)
+        with torch.inference_mode():
+            for _ in range(3):
+                module(x)
+                ref(x0)
+            for _ in range(runs):
+                ref(x0)
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof, \
+                        torch.profiler.record_function("RUN"):
+                    module(x)
+                events = list(prof.events())
+                mark = next(e for e in events if e.name == "RUN")
+                top = [e for e in events if e.cpu_parent is not None and e.cpu_parent.id == mark.id]
+                for i, e in enumerate(top):
+                    per[i].append(e.time_range.elapsed_us() / 1000)
+        out[name] = float(sum(np.median(v) for v in per.values()))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the workers alternately under both settings and print the comparison."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
+    parser.add_argument("--rounds", type=int, default=2, help="alternations of the two settings")
+    parser.add_argument("--runs", type=int, default=8, help="profiled calls per model")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    models = _expand(args.models)
+    if args.worker:
+        print(json.dumps(_worker(models, args.runs, args.threads)))
+        return 0
+    if platform.system() != "Linux":
+        parser.error("the tunables are glibc's: run this on Linux")
+    env_default = {k: v for k, v in os.environ.items() if k not in NO_RETURN}
+    times: dict[str, dict[str, list[float]]] = {"default": defaultdict(list), "no-return": defaultdict(list)}
+    cmd = [sys.executable, __file__, "--worker", "--runs", str(args.runs), "--threads", str(args.threads),
+           "--models", *models]
+    for r in range(args.rounds):
+        for setting, env in (("default", env_default), ("no-return", {**env_default, **NO_RETURN})):
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            line = next(x for x in done.stdout.splitlines() if x.startswith("{"))
+            for name, ms in json.loads(line).items():
+                times[setting][name].append(ms)
+            print(f"round {r + 1}/{args.rounds}: {setting} done", file=sys.stderr)
+    from edgeplan.measure.device import describe_device
+
+    cpu = describe_device("torch", args.threads).cpu_model
+    print(f"summed op times (ms, per-op medians of {args.runs} profiled calls, {args.threads} threads) on {cpu}: "
+          f"glibc's default allocator settings against no memory handed back ({', '.join(NO_RETURN)})")
+    groups: dict[str, list[float]] = defaultdict(list)
+    for name in models:
+        a, b = times["default"][name], times["no-return"][name]
+        ratio = float(np.median(b) / np.median(a))
+        groups["synthetic" if name.startswith("synthetic") else "zoo"].append(ratio)
+        print(f"  {name:<30} default {' '.join(f'{t:7.2f}' for t in a)}   no-return "
+              f"{' '.join(f'{t:7.2f}' for t in b)}   ratio {ratio:.3f}")
+    for group, ratios in groups.items():
+        q1, q2, q3 = np.percentile(ratios, [25, 50, 75])
+        print(f"{group}: no-return / default median {q2:.3f} (quartiles {q1:.3f}-{q3:.3f}, min {min(ratios):.3f}) "
+              f"over {len(ratios)} models; {sum(x < 0.9 for x in ratios)} faster by over 10%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
