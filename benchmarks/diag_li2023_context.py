@@ -37,8 +37,6 @@ import numpy as np
 FORMS: dict[str, tuple[bool, bool]] = {"constant (li2023)": (False, False), "scale": (True, False),
                                        "per-op": (False, True), "linear": (True, True)}
 
-_Row = tuple[float, float, int]  # end to end, measured op sum, op count
-
 
 def _rows(records: Sequence[Mapping[str, Any]], statistic: str) -> np.ndarray:
     from edgeplan.latency.model import record_latency, record_ops
