@@ -38,13 +38,13 @@ FORMS: dict[str, tuple[bool, bool]] = {"constant (li2023)": (False, False), "sca
                                        "per-op": (False, True), "linear": (True, True)}
 
 
-def _rows(records: Sequence[Mapping[str, Any]], statistic: str) -> np.ndarray:
-    from edgeplan.latency.model import record_latency, record_ops
+def _rows(records: Sequence[Mapping[str, Any]], ops: Mapping[str, Sequence[Any]], statistic: str) -> np.ndarray:
+    from edgeplan.latency.model import record_latency
 
     out = []
     for r in records:
-        ops = record_ops(r, statistic)
-        out.append((record_latency(r, statistic), sum(o.measured_ms or 0.0 for o in ops), len(ops)))
+        mine = ops[r["model"]]
+        out.append((record_latency(r, statistic), sum(o.measured_ms or 0.0 for o in mine), len(mine)))
     return np.array(out, dtype=float)
 
 
@@ -103,12 +103,10 @@ _SIZE = ((0, 16, "< 16 MiB"), (16, 64, "16-64 MiB"), (64, 256, "64-256 MiB"), (2
 
 
 def _context(train: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence[Mapping[str, Any]]],
-             statistic: str) -> None:
-    from edgeplan.latency.model import record_ops
-
+             ops: Mapping[str, Sequence[Any]]) -> None:
     seen: dict[tuple[str, tuple[float, ...]], list[float]] = defaultdict(list)
     for r in train:
-        for o in record_ops(r, statistic):
+        for o in ops[r["model"]]:
             if o.measured_ms:
                 seen[(o.key, tuple(o.x))].append(o.measured_ms)
     print("\n2. context: an op's time over the training networks' median time for the same key and features "
@@ -117,7 +115,7 @@ def _context(train: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence[M
         by: dict[str, list[float]] = defaultdict(list)
         for r in records:
             size = _weight_mib(r)
-            for i, o in enumerate(record_ops(r, statistic)):
+            for i, o in enumerate(ops[r["model"]]):
                 times = seen.get((o.key, tuple(o.x)))
                 if not o.measured_ms or not times or len(times) < 3:
                     continue
@@ -148,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from edgeplan.experiments.li2023 import _spaces, _split
     from edgeplan.latency.campaign import load_dataset
+    from edgeplan.latency.model import record_ops
 
     data = load_dataset(args.data)
     train, test, zoo = _split(data)
@@ -163,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
           + (f" (li2023's and {', '.join(args.spaces)})" if args.spaces else " (li2023's)")
           + f", {len(test)} synthetic test networks, {len(zoo)} zoo CNNs")
     groups = {"synthetic test": test, "zoo CNNs": zoo} if test else {"zoo CNNs": zoo}
-    _composition(_rows(train, args.statistic), {g: _rows(rs, args.statistic) for g, rs in groups.items()})
-    _context(train, groups, args.statistic)
+    ops = {r["model"]: record_ops(r, args.statistic) for r in [*train, *test, *zoo]}  # featurized once for both
+    _composition(_rows(train, ops, args.statistic), {g: _rows(rs, ops, args.statistic) for g, rs in groups.items()})
+    _context(train, groups, ops)
     return 0
 
 

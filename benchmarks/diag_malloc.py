@@ -37,18 +37,6 @@ DEFAULT_MODELS = ("synthetic-aligned:0-11", "synthetic:0-7", "torchvision:resnet
                   "timm:mixnet_s", "torchvision:resnet18", "torchvision:shufflenet_v2_x1_0")
 
 
-def _expand(specs: list[str]) -> list[str]:
-    out = []
-    for spec in specs:
-        family, _, name = spec.partition(":")
-        lo, dash, hi = name.partition("-")
-        if family.startswith("synthetic") and dash and lo.isdigit() and hi.isdigit():
-            out += [f"{family}:{i}" for i in range(int(lo), int(hi) + 1)]
-        else:
-            out.append(spec)
-    return out
-
-
 def _worker(models: list[str], runs: int, threads: int) -> dict[str, float]:
     """Per model, the summed per-op median time (ms) of ``runs`` profiled calls, each after a reference call."""
     import torch
@@ -91,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    models = _expand(args.models)
+    from edgeplan.measure.model_sets import expand_models
+
+    models = expand_models(args.models)
     if args.worker:
         print(json.dumps(_worker(models, args.runs, args.threads)))
         return 0
