@@ -10,10 +10,15 @@ that no per-op predictor can see. Each model is profiled as ``edgeplan ops profi
 with the default settings and with ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_`` and ``MALLOC_TOP_PAD_`` set
 so that nothing is unmapped or trimmed; the report is each model's summed op time under both, and their ratio.
 
+``--env NAME=VALUE ...`` compares the default with other settings of the environment instead, for instance
+``OMP_WAIT_POLICY=ACTIVE`` or ``PASSIVE`` (whether OpenMP's threads, spinning or asleep between parallel operations,
+slow some networks more than others; on the Zen 5 VM of 2026-11-28 both slowed the zoo CNNs more than the
+synthetic networks: ACTIVE 1.098x against 1.044x, PASSIVE 2.294x against 1.601x, medians).
+
 Usage, from the repository root (``--worker`` is the child process)::
 
     python benchmarks/diag_malloc.py [--models synthetic-aligned:0-11 synthetic:0-7 torchvision:resnet50 ...]
-        [--rounds 2] [--runs 8] [--threads 2]
+        [--rounds 2] [--runs 8] [--threads 2] [--env NAME=VALUE ...]
 """
 
 from __future__ import annotations
@@ -77,22 +82,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="alternations of the two settings")
     parser.add_argument("--runs", type=int, default=8, help="profiled calls per model")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--env", nargs="+", metavar="NAME=VALUE",
+                        help="compare the default with these environment settings instead of the allocator's")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    variant = dict(NO_RETURN)
+    if args.env:
+        bad = [e for e in args.env if "=" not in e or not e.split("=", 1)[0]]
+        if bad:
+            parser.error(f"--env takes NAME=VALUE, not {' '.join(bad)}")
+        variant = dict(e.split("=", 1) for e in args.env)
     from edgeplan.measure.model_sets import expand_models
 
     models = expand_models(args.models)
     if args.worker:
         print(json.dumps(_worker(models, args.runs, args.threads)))
         return 0
-    if platform.system() != "Linux":
+    if platform.system() != "Linux" and not args.env:
         parser.error("the tunables are glibc's: run this on Linux")
-    env_default = {k: v for k, v in os.environ.items() if k not in NO_RETURN}
-    times: dict[str, dict[str, list[float]]] = {"default": defaultdict(list), "no-return": defaultdict(list)}
+    label = "no-return" if not args.env else "variant"
+    env_default = {k: v for k, v in os.environ.items() if k not in variant}
+    times: dict[str, dict[str, list[float]]] = {"default": defaultdict(list), label: defaultdict(list)}
     cmd = [sys.executable, __file__, "--worker", "--runs", str(args.runs), "--threads", str(args.threads),
            "--models", *models]
     for r in range(args.rounds):
-        for setting, env in (("default", env_default), ("no-return", {**env_default, **NO_RETURN})):
+        for setting, env in (("default", env_default), (label, {**env_default, **variant})):
             done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
             line = next(x for x in done.stdout.splitlines() if x.startswith("{"))
             for name, ms in json.loads(line).items():
@@ -101,18 +115,20 @@ def main(argv: list[str] | None = None) -> int:
     from edgeplan.measure.device import describe_device
 
     cpu = describe_device("torch", args.threads).cpu_model
+    what = (f"glibc's default allocator settings against no memory handed back ({', '.join(NO_RETURN)})"
+            if not args.env else f"the default environment against {' '.join(args.env)}")
     print(f"summed op times (ms, per-op medians of {args.runs} profiled calls, {args.threads} threads) on {cpu}: "
-          f"glibc's default allocator settings against no memory handed back ({', '.join(NO_RETURN)})")
+          f"{what}")
     groups: dict[str, list[float]] = defaultdict(list)
     for name in models:
-        a, b = times["default"][name], times["no-return"][name]
+        a, b = times["default"][name], times[label][name]
         ratio = float(np.median(b) / np.median(a))
         groups["synthetic" if name.startswith("synthetic") else "zoo"].append(ratio)
-        print(f"  {name:<30} default {' '.join(f'{t:7.2f}' for t in a)}   no-return "
+        print(f"  {name:<30} default {' '.join(f'{t:7.2f}' for t in a)}   {label} "
               f"{' '.join(f'{t:7.2f}' for t in b)}   ratio {ratio:.3f}")
     for group, ratios in groups.items():
         q1, q2, q3 = np.percentile(ratios, [25, 50, 75])
-        print(f"{group}: no-return / default median {q2:.3f} (quartiles {q1:.3f}-{q3:.3f}, min {min(ratios):.3f}) "
+        print(f"{group}: {label} / default median {q2:.3f} (quartiles {q1:.3f}-{q3:.3f}, min {min(ratios):.3f}) "
               f"over {len(ratios)} models; {sum(x < 0.9 for x in ratios)} faster by over 10%")
     return 0
 

@@ -11,8 +11,17 @@ import numpy as np
 import pytest
 
 from edgeplan.errors import InvalidInputError
-from edgeplan.latency.features import CATEGORY_FEATURES, category, computes_product, features, lead_node, predictor_key
-from edgeplan.latency.model import LatencyModel, mape, record_ops
+from edgeplan.latency.features import (
+    CATEGORY_FEATURES,
+    CONTEXT_CAPS,
+    CONTEXT_FEATURES,
+    category,
+    computes_product,
+    features,
+    lead_node,
+    predictor_key,
+)
+from edgeplan.latency.model import LatencyModel, mape, record_ops, with_context
 from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
 
 
@@ -346,7 +355,73 @@ def test_an_extended_model_adds_the_kinds_it_lacked_and_keeps_its_own(tmp_path: 
     # A model saved before a category existed records no features for it: its new predictors record theirs.
     unlisted = LatencyModel(base.scenario, base.method, base.predictors, base.overhead_ms, dict(base.info),
                             base.statistic, {c: n for c, n in base.feature_names.items() if c != "elementwise"})
-    assert unlisted.extended(tokens[:30]).feature_names["elementwise"] == CATEGORY_FEATURES["elementwise"]
+    assert unlisted.extended(tokens[:30]).feature_names["elementwise"] == (*CATEGORY_FEATURES["elementwise"],
+                                                                            *CONTEXT_FEATURES)
+    # A model fitted without context features extends with none either.
+    plain = LatencyModel.fit(cnns, "lasso", "test-scenario", context=False)
+    assert plain.extended(tokens[:30]).feature_names["elementwise"] == CATEGORY_FEATURES["elementwise"]
+
+
+def _repeating_record(i: int, rng: np.random.Generator, repeats: int) -> dict[str, Any]:
+    """A made-up network of one convolution shape run ``1 + repeats`` times, a ReLU after each: every run of a
+    shape after its first takes 0.8x the time (an op runs faster when the same kernel at the same shapes ran
+    earlier in the pass)."""
+    c = int(rng.integers(8, 64))
+    nodes, ops = {}, []
+    for j in range(1 + repeats):
+        nodes[f"c{j}"] = {**conv(c, c, 28), "name": f"c{j}"}
+        nodes[f"r{j}"] = {"name": f"r{j}", "op": "activation", "input_shapes": [[1, c, 28, 28]],
+                          "output_shapes": [[1, c, 28, 28]], "flops": c * 784}
+        slow = 1.0 if j == 0 else 0.8
+        for n, ms, kind in ((f"c{j}", slow * (1e-6 * nodes[f"c{j}"]["flops"] + 0.05), "aten::conv2d"),
+                            (f"r{j}", slow * (1e-5 * c + 0.01), "aten::relu")):
+            ops.append({"kernel": n, "kind": kind, "nodes": [n], "ms": ms, "min_ms": ms, "iqr_rel": 0})
+    total = sum(o["ms"] for o in ops)
+    return {"model": f"m{i}", "latency_ms": total + 0.2, "latency_min_ms": total + 0.2, "op_sum_ms": total,
+            "ops": ops, "nodes": nodes}
+
+
+def test_context_features_count_the_same_op_and_kind_before_it() -> None:
+    """Each op of a record carries how many ops before it in the run have its key and features, and how many have
+    its key, capped; ops built without them get them from ``with_context``, in the order given."""
+    rec = _repeating_record(0, np.random.default_rng(0), repeats=10)
+    ops = record_ops(rec, "min")
+    convs = [o.context for o in ops if o.kind == "aten::conv2d"]
+    cap_op, cap_kind = CONTEXT_CAPS["same_op_before"], CONTEXT_CAPS["same_kind_before"]
+    assert convs == [(float(min(j, cap_op)), float(min(j, cap_kind))) for j in range(11)]
+    assert all(len(o.vector) == len(CATEGORY_FEATURES[o.category]) + len(CONTEXT_FEATURES) for o in ops)
+    # A convolution of another shape is a first occurrence of its features, not of its kind.
+    other = {**conv(3, 8, 14), "name": "o"}
+    mixed = record_ops({"model": "x", "nodes": {**rec["nodes"], "o": other},
+                        "ops": [*rec["ops"][:2], {"kernel": "o", "kind": "aten::conv2d", "nodes": ["o"], "ms": 1.0,
+                                                  "iqr_rel": 0}]}, "min")
+    assert mixed[-1].context == (0.0, 1.0)
+    bare = [o.__class__(o.name, o.kind, o.key, o.category, o.x, o.measured_ms, o.lead) for o in ops]
+    assert not bare[0].context and [o.context for o in with_context(bare)] == [o.context for o in ops]
+
+
+def test_the_context_features_price_repeated_ops() -> None:
+    """Trained on networks in which a repeated op runs faster, a model with context features predicts a network
+    of many repeats well and one without them over-predicts it; the model records which features it takes and
+    refuses ops that lack them."""
+    rng = np.random.default_rng(5)
+    train = [_repeating_record(i, rng, repeats=int(rng.integers(0, 3))) for i in range(60)]
+    many = [_repeating_record(100 + i, rng, repeats=6) for i in range(5)]
+    truth = [r["latency_min_ms"] for r in many]
+    with_ctx = LatencyModel.fit(train, "gbdt", "test-scenario")
+    without = LatencyModel.fit(train, "gbdt", "test-scenario", context=False)
+    assert with_ctx.uses_context and not without.uses_context
+    assert without.feature_names["conv"] == CATEGORY_FEATURES["conv"]
+    assert mape([with_ctx.predict_record(r).latency_ms for r in many], truth) < 4.0
+    assert mape([without.predict_record(r).latency_ms for r in many], truth) > 8.0
+    loaded = LatencyModel.from_dict(json.loads(json.dumps(with_ctx.to_dict())))
+    assert loaded.uses_context and loaded.predict_record(many[0]).latency_ms == pytest.approx(
+        with_ctx.predict_record(many[0]).latency_ms)
+    ops = record_ops(many[0], "min")
+    bare = [o.__class__(o.name, o.kind, o.key, o.category, o.x, o.measured_ms, o.lead) for o in ops]
+    with pytest.raises(ValueError, match="without context features"):
+        with_ctx.predict_ops(bare)
+    assert without.predict_ops(bare).latency_ms == pytest.approx(without.predict_ops(ops).latency_ms)
 
 
 def _write_dataset(path: Path, records: list[dict[str, Any]], scenario: str = "torch-fp32-1t") -> Path:
@@ -367,10 +442,12 @@ def test_a_saved_model_predicts_from_its_own_feature_names(tmp_path: Path) -> No
     records = [_record(i, rng) for i in range(30)]
     model = LatencyModel.fit(records, "lasso", "test-scenario")
     saved = json.loads(model.save(tmp_path).read_text())
-    assert saved["features"]["conv"] == list(CATEGORY_FEATURES["conv"])
-    legacy = {k: v for k, v in saved.items() if k != "features"}
+    assert saved["features"]["conv"] == [*CATEGORY_FEATURES["conv"], *CONTEXT_FEATURES]
+    # Saved before models recorded their features, a model took the op's own (no context).
+    plain = LatencyModel.fit(records, "lasso", "test-scenario", context=False)
+    legacy = {k: v for k, v in plain.to_dict().items() if k != "features"}
     assert LatencyModel.from_dict(legacy).predict_record(records[3]).latency_ms == pytest.approx(
-        model.predict_record(records[3]).latency_ms)
+        plain.predict_record(records[3]).latency_ms)
     # A conv predictor of FLOPs alone, then of (filters, flops): each gets its own columns from a full vector.
     ops = [o for r in records for o in record_ops(r, "min") if o.key == "aten::conv2d|conv"]
     names = CATEGORY_FEATURES["conv"]
@@ -437,6 +514,21 @@ def test_li2023_report_keys_convolutions_by_implementation_unless_asked_not_to(t
     assert (by_impl["keys"], by_kind["keys"]) == ("implementation", "kind")
     assert "implementation the runtime selects" in format_report(by_impl)[0]
     assert "kernel kind (li2023)" in format_report(by_kind)[0]
+    # Context features by default; --no-context fits on the op's own, as li2023.
+    seen_ctx: list[bool] = []
+
+    def spy_ctx(cls: type[LatencyModel], *args: Any, **kwargs: Any) -> LatencyModel:
+        model = fit(cls, *args, **kwargs)
+        seen_ctx.append(model.uses_context)
+        return model
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LatencyModel, "fit", classmethod(spy_ctx))
+        plain = reproduce(methods=("lasso",), data_file=data, context=False)
+        assert seen_ctx and set(seen_ctx) == {False}
+    assert (by_impl["context"], plain["context"]) == (True, False)
+    assert "its place in the network" in format_report(by_impl)[0]
+    assert "features: the op's own (li2023)" in format_report(plain)[0]
 
 
 def test_noise_floor_compares_paired_and_raw_times(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -879,6 +879,19 @@ def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str],
     assert main(["ops", "fit", "--data", str(data), "--out", str(tmp_path / "x"), "--extend", "mine",
                  "--implementations"]) != 0
     assert "drop one of --extend and --implementations" in capsys.readouterr().err
+    # By default the predictors take the op's context too; --no-context fits on its own features, as li2023.
+    assert main(["ops", "fit", "--data", str(data), "--method", "lasso", "--out", str(tmp_path / "devices" / "plain"),
+                 "--json", "--min-samples", "3", "--no-context"]) == 0
+    capsys.readouterr()
+    saved = {name: json.loads((tmp_path / "devices" / name / "lasso.json").read_text())["features"]["conv"]
+             for name in ("mine", "plain")}
+    assert saved["mine"][-2:] == ["same_op_before", "same_kind_before"] and "same_op_before" not in saved["plain"]
+    assert main(["--home", home, "predict", CELL, "--device", "plain", "--method", "lasso", "--json"]) == 0
+    (plain,) = json.loads(capsys.readouterr().out)
+    assert plain["latency_ms"] > 0 and plain["unpredicted_ops"] == []
+    assert main(["ops", "fit", "--data", str(data), "--out", str(tmp_path / "x"), "--extend", "mine",
+                 "--no-context"]) != 0
+    assert "drop one of --extend and --no-context" in capsys.readouterr().err
     assert main(["--home", home, "predict", CELL, "--device", "mine", "--method", "lasso", "--measure", "2"]) != 0
     assert "--measure runs the model here" in capsys.readouterr().err
     assert main(["ops", "fit", "--data", str(data), "--method", "lasso", "--out",

@@ -211,10 +211,13 @@ def compact_cmd(ctx: Context, src: Path, out: Path, remove_src: bool) -> None:
 @click.option("--implementations", is_flag=True,
               help="Separate predictors per implementation the runtime selects by shape (eager PyTorch's oneDNN or "
                    "native convolution, deduced for the scenario's threads; kernel_rules/torch.json).")
+@click.option("--no-context", is_flag=True,
+              help="Fit on each op's own features alone, as li2023 does; by default the predictors also see its place "
+                   "in the network (how often the same op and the same kind ran before it in the same run).")
 @click.option("--json", "as_json", is_flag=True)
 def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, ...], out: Path, seed: int,
             min_samples: int, statistic: str | None, extend: str | None, min_models: int, implementations: bool,
-            as_json: bool) -> None:
+            no_context: bool, as_json: bool) -> None:
     """Fit operation-wise predictors (li2023 §4.2) on a dataset; write one model per method.
 
     With --extend DEVICE, the device's models gain predictors for the operation kinds of --data they have none for
@@ -225,6 +228,11 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
     With --implementations, a kernel kind the runtime runs with one of several implementations chosen by shape gets
     a predictor per implementation (`aten::conv2d:native|conv`, `aten::conv2d:onednn|conv`); the model records the
     threads the choice was deduced for.
+
+    By default every predictor also takes the op's place in its network: how many ops before it in the same run
+    are the same op (kind and features) and how many are of its kind. An op runs faster when the same kernel at
+    the same shapes ran earlier in the pass, and real CNNs repeat their blocks far more than synthetic networks do;
+    --no-context fits on the op's own features alone, as li2023 does.
     """
     from edgeplan.errors import InvalidInputError
     from edgeplan.latency.campaign import load_dataset
@@ -239,9 +247,10 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
         records = [r for r in records if r["model"] in keep]
         if not records:
             raise InvalidInputError(f"none of the --train models is in {data_path}")
-    if extend is not None and implementations:
-        raise InvalidInputError("--implementations fits a new model; an extension keeps the keys of the model it "
-                                "extends: drop one of --extend and --implementations")
+    if extend is not None and (implementations or no_context):
+        flag = "--implementations" if implementations else "--no-context"
+        raise InvalidInputError(f"{flag} fits a new model; an extension keeps the keys and features of the model it "
+                                f"extends: drop one of --extend and {flag}")
     if extend is not None:
         bases = {m: _extendable(extend, m, data, statistic) for m in methods}
     created = not out.exists()
@@ -263,7 +272,8 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
             else:
                 models.append(LatencyModel.fit(records, m, scenario.name, seed=seed, progress=not as_json, info=info,
                                                min_samples=min_samples, statistic=statistic or "min",
-                                               threads=scenario.threads if implementations else None))
+                                               threads=scenario.threads if implementations else None,
+                                               context=not no_context))
     except InvalidInputError:
         if created and not any(out.iterdir()):  # refused: no empty device folder left behind
             out.rmdir()

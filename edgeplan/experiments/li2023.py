@@ -371,7 +371,7 @@ def _nnmeter(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any
 
 def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS, data_file: Path | None = None,
               repeat_file: Path | None = None, progress: bool = False, statistic: str = "min",
-              implementations: bool = True) -> dict[str, Any]:
+              implementations: bool = True, context: bool = True) -> dict[str, Any]:
     """Compute §5.1, §5.3, §5.5 and §5.6 on a scenario's dataset.
 
     Parameters
@@ -392,6 +392,10 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
         oneDNN or native convolution at the scenario's threads: :meth:`LatencyModel.key_of`, li2023 §3.2's
         "kernels selected differently"); False keys every predictor by kernel kind alone. The nn-Meter-like
         baseline (§5.6) keeps its own keys either way.
+    context
+        Give the predictors each op's place in its network (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`:
+        how often the same op and the same kind ran before it); False fits on the op's own features alone, as
+        li2023 does. The nn-Meter-like baseline keeps its own features either way.
 
     Returns
     -------
@@ -421,11 +425,12 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
                            "noise_floor": noise_floor(data, repeat, statistic), "paper": PAPER,
                            "statistic": statistic}
     out["keys"] = "implementation" if implementations else "kind"
+    out["context"] = context
     threads = scenario_threads(data.scenario) if implementations else None
     sizes = sorted({min(n, len(train)) for n in _SIZES})
     full = sizes[-1]
     fitted = {(m, n): LatencyModel.fit(train[:n], m, data.scenario, progress=progress, statistic=statistic,
-                                       threads=threads)
+                                       threads=threads, context=context)
               for m in methods
               for n in sizes}
     out["5.1"] = {m: {**_evaluate(fitted[(m, full)], test), "per_category": _per_category(fitted[(m, full)], test)}
@@ -451,7 +456,7 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
         for m in methods:
             def fit(records: Sequence[Mapping[str, Any]], m: str = m) -> LatencyModel:
                 return LatencyModel.fit(records, m, data.scenario, progress=progress, statistic=statistic,
-                                        threads=threads)
+                                        threads=threads, context=context)
 
             both = fit(train + wide)
             out["5.3-wide"][m] = {
@@ -469,7 +474,9 @@ def format_report(result: Mapping[str, Any]) -> list[str]:
              f"{result['test']} synthetic and {result['zoo']} real-world zoo CNNs; latency = the {result['statistic']} "
              "over runs; predictors keyed by "
              + ("kernel kind and the implementation the runtime selects (--kind-keys: kind alone, as li2023)"
-                if result.get("keys", "kind") == "implementation" else "kernel kind (li2023)")]
+                if result.get("keys", "kind") == "implementation" else "kernel kind (li2023)")
+             + ("; features: the op's own and its place in the network (--no-context: its own alone, as li2023)"
+                if result.get("context") else "; features: the op's own (li2023)")]
     dev = result.get("device") or {}
     if dev:
         lines.append(f"  measured on: {dev.get('cpu_model')} ({dev.get('threads')} thread(s), {dev.get('runtime')} "
@@ -582,12 +589,13 @@ def nb201_terms_by(cells: Sequence[str], source: LatencyModel, deductions: Seque
                 ops, skipped = graph_ops(graph, profile, deduction)
                 if skipped:
                     raise InvalidInputError(f"{graph.name}: kernels without IR nodes: {', '.join(skipped)}")
-                todo: list[OpInput] = [o for o in ops if (o.key, tuple(o.x)) not in memo]
+                todo: list[OpInput] = [o for o in ops if (o.key, tuple(o.vector)) not in memo]
                 if todo:
                     fresh = source.predict_ops(todo)
                     for o, p in zip(todo, fresh.ops, strict=True):
-                        memo[(o.key, tuple(o.x))] = p
-                out[deduction].append(source_terms(source.prediction([memo[(o.key, tuple(o.x))] for o in ops]), ops))
+                        memo[(o.key, tuple(o.vector))] = p
+                done = source.prediction([memo[(o.key, tuple(o.vector))] for o in ops])
+                out[deduction].append(source_terms(done, ops))
             advance(1)
     return out
 

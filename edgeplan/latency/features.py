@@ -58,8 +58,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["CATEGORY_FEATURES", "LEGACY_FEATURES", "category", "computes_product", "features", "lead_node",
-           "predictor_key"]
+__all__ = ["CATEGORY_FEATURES", "CONTEXT_CAPS", "CONTEXT_FEATURES", "LEGACY_FEATURES", "category",
+           "computes_product", "features", "lead_node", "predictor_key"]
 
 _CONV = ("in_h", "in_w", "in_c", "out_h", "out_w", "stride", "k_h", "k_w", "filters", "input_size", "output_size",
          "kernel_size", "flops")
@@ -83,6 +83,22 @@ CATEGORY_FEATURES: dict[str, tuple[str, ...]] = {
 
 #: Feature names of models saved before a model recorded its own: they predict with these.
 LEGACY_FEATURES: dict[str, tuple[str, ...]] = dict(CATEGORY_FEATURES)
+
+#: Features of an operation's place in its network, after its own (:func:`edgeplan.latency.model.with_context`):
+#: how many operations before it in the same run have its predictor key and identical features
+#: (``same_op_before``), and how many have its key (``same_kind_before``), each capped (:data:`CONTEXT_CAPS`).
+#: An operation runs faster when the same kernel at the same shapes ran earlier in the same forward pass: in the
+#: synthetic training networks themselves (li2023's 900 and ``synthetic-aligned``, eager PyTorch at 2 threads on
+#: the Zen 5 file of 2026-11-28), the first repeat of an op takes 0.85x the median time of its (key, features)
+#: group and the second and third 0.76x, while first occurrences sit at 1.00x. Real-world CNNs repeat their blocks
+#: far more than random networks do (on that file, 67% of the zoo CNNs' ops have the same op before them, against
+#: 8-10% of the synthetic networks'), so a predictor of the op alone priced them at the synthetic networks' mostly
+#: first-occurrence speed. Computed from the op order alone, the same way from a measured record and from a graph
+#: to predict.
+CONTEXT_FEATURES: tuple[str, ...] = ("same_op_before", "same_kind_before")
+
+#: The cap of each context feature: the training networks hold few operations with more repeats than this.
+CONTEXT_CAPS: dict[str, int] = {"same_op_before": 3, "same_kind_before": 8}
 
 _MEAN_OPS = {"global_pool", "adaptive_pool2d", "mean", "reduce"}
 

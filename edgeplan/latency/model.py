@@ -23,7 +23,7 @@ import functools
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,8 @@ from edgeplan.errors import InvalidInputError
 from edgeplan.ir.kernels.selection import implementation
 from edgeplan.latency.features import (
     CATEGORY_FEATURES,
+    CONTEXT_CAPS,
+    CONTEXT_FEATURES,
     LEGACY_FEATURES,
     PRODUCT_CATEGORIES,
     features,
@@ -55,6 +57,7 @@ __all__ = [
     "record_latency",
     "record_ops",
     "scenario_threads",
+    "with_context",
     "write_json",
 ]
 
@@ -136,6 +139,9 @@ class OpInput:
 
     ``lead`` is its first IR node (a node dict, :func:`~edgeplan.latency.features.lead_node`), from which a model
     deduces the implementation the runtime selects for it (:meth:`LatencyModel.key_of`); ``key`` does not carry it.
+    ``x`` holds the op's own features (:data:`~edgeplan.latency.features.CATEGORY_FEATURES`), ``context`` those of
+    its place in its network (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`, set by :func:`with_context`;
+    empty until then).
     """
 
     name: str
@@ -145,6 +151,28 @@ class OpInput:
     x: list[float]
     measured_ms: float | None = None
     lead: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    context: tuple[float, ...] = ()
+
+    @property
+    def vector(self) -> list[float]:
+        """Own features, then context features: what a model's columns (:meth:`LatencyModel._columns`) index."""
+        return [*self.x, *self.context]
+
+
+def with_context(ops: Sequence[OpInput]) -> list[OpInput]:
+    """``ops`` (one network's, in execution order) with their context features set
+    (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`): per op, how many ops before it have its key and identical
+    features, and how many have its key, each capped at :data:`~edgeplan.latency.features.CONTEXT_CAPS`."""
+    same: dict[tuple[str, tuple[float, ...]], int] = defaultdict(int)
+    kind: dict[str, int] = defaultdict(int)
+    cap_op, cap_kind = CONTEXT_CAPS["same_op_before"], CONTEXT_CAPS["same_kind_before"]
+    out = []
+    for o in ops:
+        exact = (o.key, tuple(o.x))
+        out.append(replace(o, context=(float(min(same[exact], cap_op)), float(min(kind[o.key], cap_kind)))))
+        same[exact] += 1
+        kind[o.key] += 1
+    return out
 
 
 def op_ms(op: Mapping[str, Any], statistic: str = "median") -> float:
@@ -153,7 +181,8 @@ def op_ms(op: Mapping[str, Any], statistic: str = "median") -> float:
 
 
 def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpInput]:
-    """The operations of a dataset record (see :func:`edgeplan.latency.campaign.load_dataset`) with features.
+    """The operations of a dataset record (see :func:`edgeplan.latency.campaign.load_dataset`) with features,
+    their context's included (:func:`with_context`, in the order they ran).
 
     ``measured_ms`` is the op's ``statistic`` (``min_ms`` or ``ms``, the median).
 
@@ -180,7 +209,7 @@ def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpI
         lead = lead_node(ns, op["kind"])
         out.append(OpInput(op["kernel"] + "@" + op["nodes"][0], op["kind"], predictor_key(op["kind"], lead), cat, x,
                            measured, lead))
-    return out
+    return with_context(out)
 
 
 @dataclass(frozen=True)
@@ -258,24 +287,31 @@ class Prediction:
         return [f"{o.name} ({o.kind})" for o in self.ops if o.ms is None]
 
 
-def _fit_ops(ops: Sequence[OpInput], method: str, seed: int) -> OpPredictor:
-    """One key's predictor, fitted on its operations' features and measured times (floored at
-    :data:`MIN_TARGET_MS`); on a seeded subsample of :data:`MAX_FIT_OPS` of them when there are more. A product's
-    predictor puts the weight of features tied in its data on :data:`WORK_FEATURES`."""
+def _fit_ops(ops: Sequence[OpInput], method: str, seed: int, names: Mapping[str, tuple[str, ...]]) -> OpPredictor:
+    """One key's predictor, fitted on its operations' features ``names`` (by category) and measured times (floored
+    at :data:`MIN_TARGET_MS`); on a seeded subsample of :data:`MAX_FIT_OPS` of them when there are more. A
+    product's predictor puts the weight of features tied in its data on :data:`WORK_FEATURES`."""
     if len(ops) > MAX_FIT_OPS:
         keep = np.sort(np.random.default_rng(seed).choice(len(ops), MAX_FIT_OPS, replace=False))
         ops = [ops[i] for i in keep]
-    x = np.array([o.x for o in ops])
-    y = np.array([max(o.measured_ms or 0.0, MIN_TARGET_MS) for o in ops])
     cat = ops[0].category
-    prefer = [n in WORK_FEATURES for n in CATEGORY_FEATURES[cat]] if cat in PRODUCT_CATEGORIES else None
+    cols = _column_index(tuple(names[cat]), cat)
+    x = np.array([_take(o.vector, cols) for o in ops])
+    y = np.array([max(o.measured_ms or 0.0, MIN_TARGET_MS) for o in ops])
+    prefer = [n in WORK_FEATURES for n in names[cat]] if cat in PRODUCT_CATEGORIES else None
     return fit_predictor(x, y, method, seed=seed, prefer=prefer)
+
+
+def _feature_names(context: bool) -> dict[str, tuple[str, ...]]:
+    """Every category's feature names for a new fit: its own, then :data:`CONTEXT_FEATURES` when ``context``."""
+    return {c: (*names, *CONTEXT_FEATURES) if context else names for c, names in CATEGORY_FEATURES.items()}
 
 
 @functools.lru_cache(maxsize=256)
 def _column_index(names: tuple[str, ...], of: str) -> list[int] | slice:
-    """Where the features ``names`` are in an op vector of category ``of`` (:meth:`LatencyModel._columns`)."""
-    have = CATEGORY_FEATURES[of]
+    """Where the features ``names`` are in an op vector (:attr:`OpInput.vector`) of category ``of``
+    (:meth:`LatencyModel._columns`)."""
+    have = (*CATEGORY_FEATURES[of], *CONTEXT_FEATURES)
     cols = [have.index(n) for n in names]
     return slice(0, len(cols)) if cols == list(range(len(cols))) else cols
 
@@ -304,8 +340,9 @@ class LatencyModel:
     info
         Provenance: training models, date, dataset.
     feature_names
-        By category, the features its predictors take, by name (a model saved by an older edgeplan keeps its
-        own: :data:`~edgeplan.latency.features.LEGACY_FEATURES`).
+        By category, the features its predictors take, by name: the op's own, then its context's
+        (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`) for a model fitted with them (a model saved by an
+        older edgeplan keeps its own: :data:`~edgeplan.latency.features.LEGACY_FEATURES`).
     threads
         The intra-op threads the runtime's implementation choices are deduced for (:meth:`key_of`); None for a
         model whose keys carry no implementation (fitted without ``threads``, or saved by an older edgeplan).
@@ -317,7 +354,7 @@ class LatencyModel:
     overhead_ms: float
     info: dict[str, Any] = field(default_factory=dict)
     statistic: str = "median"
-    feature_names: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(CATEGORY_FEATURES))
+    feature_names: dict[str, tuple[str, ...]] = field(default_factory=lambda: _feature_names(True))
     threads: int | None = None
 
     def key_of(self, op: OpInput) -> str:
@@ -334,7 +371,8 @@ class LatencyModel:
     @classmethod
     def fit(cls, records: Sequence[Mapping[str, Any]], method: str, scenario: str, seed: int = 0,
             progress: bool = False, info: Mapping[str, Any] | None = None,
-            min_samples: int = MIN_SAMPLES, statistic: str = "min", threads: int | None = None) -> LatencyModel:
+            min_samples: int = MIN_SAMPLES, statistic: str = "min", threads: int | None = None,
+            context: bool = True) -> LatencyModel:
         """Fit every operation key's predictor and the overhead on ``records``.
 
         Parameters
@@ -359,6 +397,9 @@ class LatencyModel:
         threads
             Key the predictors by the implementation the runtime selects at this many intra-op threads
             (:meth:`key_of`; :func:`scenario_threads` gives a scenario's); None keys by kernel kind alone.
+        context
+            Give the predictors the op's place in its network too (:data:`CONTEXT_FEATURES`); False fits on the
+            op's own features alone, as li2023 does.
         """
         _check_statistic(statistic)
         if method not in METHODS:
@@ -366,6 +407,7 @@ class LatencyModel:
         if not records:
             raise InvalidInputError("no training models")
         keyed = cls(scenario, method, {}, 0.0, threads=threads)
+        names = _feature_names(context)
         by_key: dict[str, list[OpInput]] = defaultdict(list)
         by_cat: dict[str, list[OpInput]] = defaultdict(list)
         gaps = []
@@ -381,12 +423,12 @@ class LatencyModel:
 
         with counting_bar(progress, f"fitting {method}", total=len(groups)) as advance:
             for key, ops in sorted(groups.items()):
-                predictors[key] = _fit_ops(ops, method, seed)
+                predictors[key] = _fit_ops(ops, method, seed, names)
                 advance(1)
         meta = {"models": len(records), "min_samples": min_samples, "min_family_samples": MIN_FAMILY_SAMPLES,
                 "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"),
                 "ops_per_key": {k: len(v) for k, v in sorted(by_key.items())}, **dict(info or {})}
-        return cls(scenario, method, predictors, float(np.mean(gaps)), meta, statistic, threads=threads)
+        return cls(scenario, method, predictors, float(np.mean(gaps)), meta, statistic, names, threads)
 
     def extended(self, records: Sequence[Mapping[str, Any]], *, seed: int = 0, min_samples: int = MIN_SAMPLES,
                  min_models: int = MIN_EXTENSION_MODELS, info: Mapping[str, Any] | None = None) -> LatencyModel:
@@ -448,18 +490,19 @@ class LatencyModel:
                                     "shape: nothing to add" + (f" (it was extended already: {earlier})"
                                                                if earlier else ""))
         feature_names = dict(self.feature_names)
+        want = _feature_names(self.uses_context)
         for cat in sorted({k.rsplit("|", 1)[1] for k in new}):
-            if tuple(feature_names.get(cat, CATEGORY_FEATURES[cat])) == CATEGORY_FEATURES[cat]:
-                feature_names[cat] = CATEGORY_FEATURES[cat]  # recorded: the new predictors take these
+            if tuple(feature_names.get(cat, want[cat])) == want[cat]:
+                feature_names[cat] = want[cat]  # recorded: the new predictors take these
                 continue
             if any(k.rsplit("|", 1)[1] == cat for k in self.predictors):
                 raise InvalidInputError(f"this {self.scenario} {self.method} model's {cat!r} predictors take the "
                                         "features of an older edgeplan; refit it (`edgeplan ops fit`) before "
                                         "extending it")
-            feature_names[cat] = CATEGORY_FEATURES[cat]  # no predictor of its own used the old list
+            feature_names[cat] = want[cat]  # no predictor of its own used the old list
         predictors = dict(self.predictors)
         for key, ops in sorted(new.items()):
-            predictors[key] = _fit_ops(ops, self.method, seed)
+            predictors[key] = _fit_ops(ops, self.method, seed, feature_names)
         added = {k: len(v) for k, v in sorted(new.items())}
         meta = dict(self.info)
         meta["extensions"] = [*meta.get("extensions", []),
@@ -493,7 +536,10 @@ class LatencyModel:
         for key, idx in groups.items():
             cat = key.rsplit("|", 1)[1]
             cols = {c: self._columns(cat, c) for c in {ops[i].category for i in idx}}
-            ms = self.predictors[key].predict(np.array([_take(ops[i].x, cols[ops[i].category]) for i in idx]))
+            if self.uses_context and any(not ops[i].context for i in idx):
+                raise ValueError("ops without context features (edgeplan.latency.model.with_context) given to a "
+                                 "model that takes them")
+            ms = self.predictors[key].predict(np.array([_take(ops[i].vector, cols[ops[i].category]) for i in idx]))
             for i, v in zip(idx, ms, strict=True):
                 out[i] = OpPrediction(ops[i].name, ops[i].kind, keys[i], max(float(v), 0.0), key != keys[i], key)
         return self.prediction(tuple(o for o in out if o is not None))
@@ -521,7 +567,13 @@ class LatencyModel:
         """Where the features of this model's ``category`` predictors are in an op vector of category ``of``
         (the same category, or a grouped convolution predicted as a dense one: :data:`FAMILY`); a slice when they
         are its first ones, in order (the usual case, and the fast one)."""
-        return _column_index(tuple(self.feature_names.get(category, CATEGORY_FEATURES[category])), of)
+        names = self.feature_names.get(category) or _feature_names(self.uses_context)[category]
+        return _column_index(tuple(names), of)
+
+    @property
+    def uses_context(self) -> bool:
+        """Whether its predictors take the op's context (:data:`CONTEXT_FEATURES`) beside its own features."""
+        return any(n in CONTEXT_FEATURES for names in self.feature_names.values() for n in names)
 
     def _family_key(self, own: str, category: str) -> str | None:
         """The predictor of an op's family (:data:`FAMILY`) when its own key ``own`` (:meth:`key_of`) and its

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.graph import Graph
 from edgeplan.latency.features import features, lead_node, predictor_key
-from edgeplan.latency.model import MODEL_FORMAT, LatencyModel, OpInput, Prediction
+from edgeplan.latency.model import MODEL_FORMAT, LatencyModel, OpInput, Prediction, with_context
 
 if TYPE_CHECKING:
     from edgeplan.latency.calibrate import CalibratedDevice
@@ -206,7 +206,7 @@ def folded_work_ops(graph: Graph, kernel_profile: str) -> tuple[list[OpInput], l
                                 "output_shapes": [list(s) for s in outs] or [[1]]}
         cat, x = features([lead], kind)
         ops.append(OpInput(name, kind, predictor_key(kind, lead), cat, x, lead=lead))
-    return ops, skipped
+    return with_context(ops), skipped
 
 
 def _featurize(graph: Graph, kernels: Sequence[tuple[str, str, Sequence[str]]]) -> tuple[list[OpInput], list[str]]:
@@ -225,7 +225,7 @@ def _featurize(graph: Graph, kernels: Sequence[tuple[str, str, Sequence[str]]]) 
         cat, x = features(dicts, kind)
         lead = lead_node(dicts, kind)
         ops.append(OpInput(f"{name}@{nodes[0]}", kind, predictor_key(kind, lead), cat, x, lead=lead))
-    return ops, skipped
+    return with_context(ops), skipped
 
 
 def onnxruntime_ops(spec: str, kernel_profile: str, home: str | Path | None = None,
