@@ -10,8 +10,11 @@ time, so the figures say what a perfect op predictor would leave):
    measured on the synthetic test networks (synthetic:900-999) and on the zoo CNNs.
 2. **Context.** The same operation (same predictor key, identical features) timed inside a zoo CNN and inside the
    training networks: the median of the zoo time over the training networks' median time, per category, by the op's
-   position in its network and by the network's weight size; the synthetic test networks' ops beside them as the
-   control (about 1 by construction). No predictor can price a difference here: the features are the same.
+   position in its network, by the network's weight size, and by how many times the same op (key and features)
+   ran before it in the same network (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`); the synthetic test
+   networks' ops beside them as the control (about 1 by construction), and the training networks' own ops (in
+   sample: each against its group's median) by the same repeat count. No predictor of the op's own features can
+   price a difference here; the context features can price the part that follows the repeats.
 
 Training networks: li2023's synthetic:0-899, with ``--space FAMILY`` (repeatable) also that edgeplan space's networks
 the file holds.
@@ -99,6 +102,7 @@ def _weight_mib(record: Mapping[str, Any]) -> float:
 
 
 _POSITION = ((0, 10, "ops 1-10"), (10, 50, "ops 11-50"), (50, 10**9, "ops 51-"))
+_REPEAT = ((0, 1, "first of its kind"), (1, 2, "1 same op before"), (2, 10**9, "2+ same ops before"))
 _SIZE = ((0, 16, "< 16 MiB"), (16, 64, "16-64 MiB"), (64, 256, "64-256 MiB"), (256, 10**12, ">= 256 MiB"))
 
 
@@ -111,7 +115,10 @@ def _context(train: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence[M
                 seen[(o.key, tuple(o.x))].append(o.measured_ms)
     print("\n2. context: an op's time over the training networks' median time for the same key and features "
           "(median, quartiles; ops whose features occur at least 3 times in training)")
-    for label, records in groups.items():
+    for label, records in {**groups, "training (in sample)": train}.items():
+        every = [o for r in records for o in ops[r["model"]]]
+        share = 100 * sum(o.context[0] > 0 for o in every) / max(len(every), 1)
+        print(f"   {label}: {share:.1f}% of its {len(every)} ops have the same op before them in their network")
         by: dict[str, list[float]] = defaultdict(list)
         for r in records:
             size = _weight_mib(r)
@@ -124,16 +131,17 @@ def _context(train: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence[M
                 by["category " + o.category].append(ratio)
                 by[next(name for lo, hi, name in _POSITION if lo <= i < hi)].append(ratio)
                 by["weights " + next(name for lo, hi, name in _SIZE if lo <= size < hi)].append(ratio)
-        print(f"   {label}:")
+                by["repeat: " + next(name for lo, hi, name in _REPEAT if lo <= o.context[0] < hi)].append(ratio)
         if not by:
             print("     no op has a training op's features")
             continue
         order = (["all"] + sorted((k for k in by if k.startswith("category")), key=lambda k: -len(by[k]))[:6]
-                 + [name for _, _, name in _POSITION] + ["weights " + name for _, _, name in _SIZE])
+                 + [name for _, _, name in _POSITION] + ["weights " + name for _, _, name in _SIZE]
+                 + ["repeat: " + name for _, _, name in _REPEAT])
         for key in order:
             if key in by:
                 q1, q2, q3 = np.exp(np.percentile(by[key], [25, 50, 75]))
-                print(f"     {key:<22} {len(by[key]):>6} ops  {q2:.3f}x ({q1:.3f}-{q3:.3f}x)")
+                print(f"     {key:<28} {len(by[key]):>6} ops  {q2:.3f}x ({q1:.3f}-{q3:.3f}x)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -56,3 +56,36 @@ def test_predictions_keep_the_floor_of_half_the_op_sum() -> None:
     assert params[0] < 0
     tiny = np.array([[0.2, 0.4, 2.0]])
     assert predict(tiny)[0] == pytest.approx(0.2)  # max(c + 0.4, 0.5 * 0.4)
+
+
+def _conv(c: int, name: str) -> dict[str, object]:
+    return {"name": name, "op": "conv2d", "attrs": {"kernel": [3, 3], "stride": [1], "groups": 1},
+            "input_shapes": [[1, c, 28, 28]], "output_shapes": [[1, c, 28, 28]], "params": c * c * 9,
+            "flops": 2 * c * c * 9 * 784}
+
+
+def _network(i: int, c: int, repeats: int) -> dict[str, object]:
+    """``1 + repeats`` convolutions of one shape; each after the first takes 0.8x the first's time."""
+    nodes = {f"c{j}": _conv(c, f"c{j}") for j in range(1 + repeats)}
+    ops = [{"kernel": f"c{j}", "kind": "aten::conv2d", "nodes": [f"c{j}"], "ms": (1.0 if j == 0 else 0.8) * c / 10,
+            "iqr_rel": 0} for j in range(1 + repeats)]
+    return {"model": f"m{i}", "nodes": nodes, "ops": ops, "latency_ms": sum(float(o["ms"]) for o in ops)}
+
+
+def test_the_context_diagnostic_splits_ops_by_how_often_the_same_op_ran_before(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from edgeplan.latency.model import record_ops
+
+    diag = _diag()
+    train = [_network(i, 8 + i % 4, repeats=i % 2) for i in range(40)]  # half the networks repeat their conv once
+    zoo = [_network(100 + i, 8 + i % 4, repeats=5) for i in range(4)]
+    ops = {r["model"]: record_ops(r, "median") for r in [*train, *zoo]}
+    diag._context(train, {"zoo CNNs": zoo}, ops)
+    out = capsys.readouterr().out
+    assert "zoo CNNs: 83.3% of its 24 ops have the same op before them" in out
+    assert "training (in sample): 33.3% of its 60 ops" in out
+    zoo_part = out.split("training (in sample)")[0]
+    first = next(line for line in zoo_part.splitlines() if "repeat: first of its kind" in line)
+    again = next(line for line in zoo_part.splitlines() if "repeat: 2+ same ops before" in line)
+    # the training median of a shape mixes first runs (1.0) and repeats (0.8): a zoo repeat sits below it
+    assert float(first.split("x (")[0].split()[-1]) > float(again.split("x (")[0].split()[-1])
