@@ -184,6 +184,28 @@ def test_tied_features_put_their_weight_on_the_preferred_ones(method: str) -> No
     assert wide == pytest.approx(narrow, rel=0.05)
 
 
+@pytest.mark.parametrize("method", ["lasso", "gbdt"])
+def test_features_kept_from_the_linear_parts_get_no_linear_weight(method: str) -> None:
+    """A feature marked not ``linear`` (a context feature) gets no weight in Lasso or in the forests' baseline,
+    even where it explains the data linearly; the trees may still split on it."""
+    rng = np.random.default_rng(1)
+    size = rng.uniform(1.0, 10.0, 200)
+    repeats = rng.integers(0, 4, 200).astype(float)
+    x = np.c_[size, repeats]
+    y = (0.5 * size + 2.0 * repeats + 0.1) * rng.lognormal(0, 0.01, 200)
+    free = fit_predictor(x, y, method, seed=0)
+    kept = fit_predictor(x, y, method, seed=0, linear=[True, False])
+    w_free = np.asarray(free.params["w"] if method == "lasso" else free.params["base"]["w"])
+    w_kept = np.asarray(kept.params["w"] if method == "lasso" else kept.params["base"]["w"])
+    assert w_free[1] > 0 and w_kept[1] == 0 and w_kept[0] > 0
+    if method == "gbdt":  # the trees learn what the baseline may not
+        probe = np.array([[5.0, 0.0], [5.0, 3.0]])
+        low, high = kept.predict(probe)
+        assert high > 2 * low
+    with pytest.raises(InvalidInputError, match="linear marks 1 features"):
+        fit_predictor(x, y, method, linear=[True])
+
+
 def test_lasso_weights_are_non_negative_and_sparse() -> None:
     x, y = _linear_data()
     x = np.c_[x, -x[:, 0]]  # negatively correlated with latency: its weight must stay 0

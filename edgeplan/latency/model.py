@@ -290,7 +290,9 @@ class Prediction:
 def _fit_ops(ops: Sequence[OpInput], method: str, seed: int, names: Mapping[str, tuple[str, ...]]) -> OpPredictor:
     """One key's predictor, fitted on its operations' features ``names`` (by category) and measured times (floored
     at :data:`MIN_TARGET_MS`); on a seeded subsample of :data:`MAX_FIT_OPS` of them when there are more. A
-    product's predictor puts the weight of features tied in its data on :data:`WORK_FEATURES`."""
+    product's predictor puts the weight of features tied in its data on :data:`WORK_FEATURES`; the linear parts
+    (Lasso, the forests' baseline) take no context feature (:func:`~edgeplan.latency.predictors.fit_predictor`'s
+    ``linear``)."""
     if len(ops) > MAX_FIT_OPS:
         keep = np.sort(np.random.default_rng(seed).choice(len(ops), MAX_FIT_OPS, replace=False))
         ops = [ops[i] for i in keep]
@@ -299,7 +301,8 @@ def _fit_ops(ops: Sequence[OpInput], method: str, seed: int, names: Mapping[str,
     x = np.array([_take(o.vector, cols) for o in ops])
     y = np.array([max(o.measured_ms or 0.0, MIN_TARGET_MS) for o in ops])
     prefer = [n in WORK_FEATURES for n in names[cat]] if cat in PRODUCT_CATEGORIES else None
-    return fit_predictor(x, y, method, seed=seed, prefer=prefer)
+    linear = [n not in CONTEXT_FEATURES for n in names[cat]]  # the context reaches the trees and the MLP only
+    return fit_predictor(x, y, method, seed=seed, prefer=prefer, linear=linear)
 
 
 def _feature_names(context: bool) -> dict[str, tuple[str, ...]]:

@@ -192,6 +192,14 @@ def _folds(n: int, k: int, seed: int) -> list[tuple[Array, Array]]:
     return [(np.concatenate([parts[j] for j in range(k) if j != i]), parts[i]) for i in range(k)]
 
 
+@dataclass(frozen=True)
+class _Columns:
+    """What the linear parts may do with each feature (:func:`fit_predictor`'s ``prefer`` and ``linear``)."""
+
+    prefer: tuple[bool, ...] | None = None
+    linear: tuple[bool, ...] | None = None
+
+
 def _standardize(x: Array) -> tuple[Array, Array]:
     mean = x.mean(axis=0)
     std = x.std(axis=0)
@@ -200,7 +208,7 @@ def _standardize(x: Array) -> tuple[Array, Array]:
 
 
 def fit_predictor(x: Array, y: Array, method: str, seed: int = 0,
-                  prefer: Sequence[bool] | None = None) -> OpPredictor:
+                  prefer: Sequence[bool] | None = None, linear: Sequence[bool] | None = None) -> OpPredictor:
     """Fit one operation kind's predictor, with hyperparameters chosen by 5-fold CV on MAPE.
 
     Parameters
@@ -216,6 +224,12 @@ def fit_predictor(x: Array, y: Array, method: str, seed: int = 0,
     prefer
         Per feature, whether it carries the weight of features tied with it in the training data
         (:func:`_lasso_train`); None: the first of each tied group does.
+    linear
+        Per feature, whether the linear parts (Lasso, and the baseline of the forests: :func:`_baseline`) may
+        weigh it; None: all. A feature left out reaches the trees and the MLP only: the context features
+        (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`) discount an op's time, which a non-negative linear
+        weight cannot express, and a linear term in a repeat count extrapolates to the zoo's longer runs of
+        repeats (one window of 30 training networks priced the zoo at 52.9% MAPE with it).
 
     Returns
     -------
@@ -240,7 +254,11 @@ def fit_predictor(x: Array, y: Array, method: str, seed: int = 0,
     k = min(5, len(y))
     folds = _folds(len(y), k, seed) if k >= 2 else []
     fit = {"lasso": _fit_lasso, "rf": _fit_rf, "gbdt": _fit_gbdt, "mlp": _fit_mlp}[method]
-    params, hyper, score = fit(z, y, folds, seed, tuple(prefer) if prefer is not None else None)
+    if linear is not None and len(linear) != x.shape[1]:
+        raise InvalidInputError(f"linear marks {len(linear)} features, the matrix has {x.shape[1]}")
+    cols = _Columns(tuple(bool(v) for v in prefer) if prefer is not None else None,
+                    None if linear is None or all(linear) else tuple(bool(v) for v in linear))
+    params, hyper, score = fit(z, y, folds, seed, cols)
     return OpPredictor(method, mean.tolist(), std.tolist(), params, hyper, score, len(y))
 
 
@@ -278,10 +296,11 @@ def _tied_columns(z: Array) -> list[list[int]]:
     return groups
 
 
-def _lasso_train(z: Array, y: Array, h: Mapping[str, Any], prefer: Sequence[bool] | None = None
+def _lasso_train(z: Array, y: Array, h: Mapping[str, Any], cols: _Columns | None = None
                  ) -> tuple[Array, float]:
     """Non-negative Lasso on relative error (module docstring), one weight per group of tied columns
-    (:func:`_tied_columns`), carried by the group's ``prefer``-red columns in equal parts, or by its first.
+    (:func:`_tied_columns`), carried by the group's ``prefer``-red columns in equal parts, or by its first; the
+    columns ``cols.linear`` leaves out get no weight.
 
     The data cannot tell tied features apart. For a fully connected layer in li2023's space, every head has 1000
     outputs, so ``in_c``, ``param_size`` and ``flops`` tie, and with the weight on ``in_c`` (the first) a
@@ -298,9 +317,12 @@ def _lasso_train(z: Array, y: Array, h: Mapping[str, Any], prefer: Sequence[bool
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import Lasso
 
-    groups = _tied_columns(z)
+    use = [j for j in range(z.shape[1]) if cols is None or cols.linear is None or cols.linear[j]]
+    prefer = [cols.prefer[j] for j in use] if cols is not None and cols.prefer is not None else None
+    sub = z[:, use]
+    groups = _tied_columns(sub)
     carriers = [[j for j in g if prefer[j]] or g[:1] for g in groups] if prefer is not None else [g[:1] for g in groups]
-    kept = z[:, [g[0] for g in groups]]
+    kept = sub[:, [g[0] for g in groups]]
     design = np.hstack([kept, np.ones((len(z), 1))]) / y[:, None]
     model = Lasso(alpha=float(h["alpha"]), positive=True, fit_intercept=False, max_iter=20000, tol=1e-6)
     with warnings.catch_warnings():
@@ -309,7 +331,7 @@ def _lasso_train(z: Array, y: Array, h: Mapping[str, Any], prefer: Sequence[bool
     coef = np.asarray(model.coef_, dtype=float)
     w = np.zeros(z.shape[1])
     for g, c in zip(carriers, coef[:-1], strict=True):
-        w[g] = c / len(g)
+        w[[use[j] for j in g]] = c / len(g)
     return w, float(coef[-1])
 
 
@@ -318,10 +340,10 @@ def _lasso_predict(m: tuple[Array, float], z: Array) -> Array:
 
 
 def _fit_lasso(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int,
-               prefer: Sequence[bool] | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
+               cols: _Columns | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
     grid = [{"alpha": float(a)} for a in np.logspace(-5, 2, 15)]
-    hyper, score = _search(z, y, folds, grid, functools.partial(_lasso_train, prefer=prefer), _lasso_predict)
-    w, b = _lasso_train(z, y, hyper, prefer)
+    hyper, score = _search(z, y, folds, grid, functools.partial(_lasso_train, cols=cols), _lasso_predict)
+    w, b = _lasso_train(z, y, hyper, cols)
     return {"w": w.tolist(), "b": b}, hyper, score
 
 
@@ -342,7 +364,7 @@ TREES_ON_BASELINE = True
 _BASE_ALPHA = 1e-4
 
 
-def _baseline(z: Array, y: Array, prefer: Sequence[bool] | None = None) -> dict[str, Any] | None:
+def _baseline(z: Array, y: Array, cols: _Columns | None = None) -> dict[str, Any] | None:
     """A non-negative linear latency model whose ratio to ``y`` the trees then learn, or None when switched off.
 
     Trees predict a constant beyond the range of their training features: an operation larger than any in
@@ -353,15 +375,15 @@ def _baseline(z: Array, y: Array, prefer: Sequence[bool] | None = None) -> dict[
     """
     if not TREES_ON_BASELINE:
         return None
-    w, b = _lasso_train(z, y, {"alpha": _BASE_ALPHA}, prefer)
+    w, b = _lasso_train(z, y, {"alpha": _BASE_ALPHA}, cols)
     return {"w": w.tolist(), "b": b, "floor": float(np.min(y)) / 10.0}
 
 
-def _rf_train(z: Array, y: Array, trees: int, min_split: int, seed: int, prefer: Sequence[bool] | None = None
+def _rf_train(z: Array, y: Array, trees: int, min_split: int, seed: int, cols: _Columns | None = None
               ) -> tuple[Any, dict[str, Any] | None]:
     from sklearn.ensemble import RandomForestRegressor
 
-    base = _baseline(z, y, prefer)
+    base = _baseline(z, y, cols)
     model = RandomForestRegressor(n_estimators=trees, min_samples_split=min_split, random_state=seed, n_jobs=1)
     return model.fit(z, np.log(y) - np.log(_base(base, z))), base
 
@@ -373,19 +395,19 @@ def _rf_staged(m: tuple[Any, dict[str, Any] | None], z: Array) -> dict[int, Arra
 
 
 def _fit_rf(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int,
-            prefer: Sequence[bool] | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
+            cols: _Columns | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
     hyper, score = _staged_search(z, y, folds, _RF_SPLITS, lambda zz, yy, s: _rf_train(zz, yy, max(_RF_TREES), s,
-                                                                                        seed, prefer), _rf_staged)
-    model, base = _rf_train(z, y, hyper["count"], hyper["min_split"], seed, prefer)
+                                                                                        seed, cols), _rf_staged)
+    model, base = _rf_train(z, y, hyper["count"], hyper["min_split"], seed, cols)
     return {"trees": [_export_tree(e) for e in model.estimators_], "base": base}, {
         "trees": hyper["count"], "min_split": hyper["min_split"]}, score
 
 
-def _gbdt_train(z: Array, y: Array, stages: int, min_split: int, seed: int, prefer: Sequence[bool] | None = None
+def _gbdt_train(z: Array, y: Array, stages: int, min_split: int, seed: int, cols: _Columns | None = None
                 ) -> tuple[Any, float, dict[str, Any] | None]:
     from sklearn.ensemble import GradientBoostingRegressor
 
-    base = _baseline(z, y, prefer)
+    base = _baseline(z, y, cols)
     target = np.log(y) - np.log(_base(base, z))
     init = float(target.mean())
     model = GradientBoostingRegressor(n_estimators=stages, min_samples_split=min_split, learning_rate=0.1,
@@ -403,11 +425,11 @@ def _gbdt_staged(m: tuple[Any, float, dict[str, Any] | None], z: Array) -> dict[
 
 
 def _fit_gbdt(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int,
-              prefer: Sequence[bool] | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
+              cols: _Columns | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
     hyper, score = _staged_search(z, y, folds, _GBDT_SPLITS,
-                                  lambda zz, yy, s: _gbdt_train(zz, yy, max(_GBDT_STAGES), s, seed, prefer),
+                                  lambda zz, yy, s: _gbdt_train(zz, yy, max(_GBDT_STAGES), s, seed, cols),
                                   _gbdt_staged)
-    model, init, base = _gbdt_train(z, y, hyper["count"], hyper["min_split"], seed, prefer)
+    model, init, base = _gbdt_train(z, y, hyper["count"], hyper["min_split"], seed, cols)
     trees = [_export_tree(e) for e in model.estimators_[:, 0]]
     return ({"init": init, "rate": float(model.learning_rate), "trees": trees, "base": base},
             {"stages": hyper["count"], "min_split": hyper["min_split"]}, score)
@@ -497,8 +519,8 @@ def _mlp_train(z: Array, y: Array, h: Mapping[str, Any], seed: int, max_epochs: 
 
 
 def _fit_mlp(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int,
-             prefer: Sequence[bool] | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
-    del prefer  # the MLP has no linear part: tied columns are one input repeated
+             cols: _Columns | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
+    del cols  # the MLP has no linear part: tied columns are one input repeated, and it takes every feature
     rng = np.random.default_rng(seed)
     if len(y) > _MLP_MAX_ROWS:  # a seeded subsample keeps the fit within minutes on 2 cores
         keep = rng.choice(len(y), size=_MLP_MAX_ROWS, replace=False)
