@@ -9,6 +9,7 @@ spread of the figure over draws from the same space can be read beside it. Predi
 Usage, from the repository root::
 
     python benchmarks/bench_li2023_few.py --data FILE [--space synthetic-aligned] [--networks 30] [--windows 10]
+        [--no-context]
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", type=int, default=10, help="most windows per space")
     parser.add_argument("--method", default="gbdt", choices=("gbdt", "lasso", "rf", "mlp"))
     parser.add_argument("--statistic", default="median", choices=("median", "min"))
+    parser.add_argument("--no-context", action="store_true",
+                        help="fit on each op's own features alone, as li2023 (before 2026-11-28, the only way)")
     args = parser.parse_args(argv)
     from edgeplan.experiments.li2023 import _evaluate, _spaces, _split
     from edgeplan.latency.campaign import load_dataset
@@ -47,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"CNNs and the spaces {', '.join(spaces) or 'none'}")
     threads = scenario_threads(data.scenario)
     print(f"{args.data} on {data.provenance.get('device', {}).get('cpu_model', '?')} (run on {platform.node()}): "
-          f"{args.method} ({args.statistic}) trained on {args.networks} networks of one space, zoo MAPE over "
+          f"{args.method} ({args.statistic}{', own features' if args.no_context else ', with context features'}) "
+          f"trained on {args.networks} networks of one space, zoo MAPE over "
           f"{len(zoo)} CNNs")
     for family, records in spaces.items():
         if args.spaces and family not in args.spaces:
@@ -55,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         figures = []
         for w in range(min(args.windows, len(records) // args.networks)):
             window = records[w * args.networks:(w + 1) * args.networks]
-            model = LatencyModel.fit(window, args.method, data.scenario, statistic=args.statistic, threads=threads)
+            model = LatencyModel.fit(window, args.method, data.scenario, statistic=args.statistic, threads=threads,
+                                     context=not args.no_context)
             figures.append(_evaluate(model, zoo)["mape"])
             seeds = f"{window[0]['model'].split(':')[1]}-{window[-1]['model'].split(':')[1]}"
             print(f"  {family:<18} seeds {seeds:<9} zoo MAPE {figures[-1]:6.2f}%", flush=True)

@@ -21,7 +21,7 @@ Usage, from the repository root::
 
     python benchmarks/bench_li2023_zoo_bias.py [--scenario torch-fp32-2t] [--method gbdt --method lasso]
     python benchmarks/bench_li2023_zoo_bias.py --data FILE [--with-spaces [--space FAMILY]] [--same-models-as OTHER]
-        [--implementations] [--method gbdt]
+        [--implementations] [--no-context] [--method gbdt]
 """
 
 from __future__ import annotations
@@ -126,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--same-models-as", type=Path, help="with --data: only the models this dataset also holds")
     parser.add_argument("--implementations", action="store_true",
                         help="with --data: predictors per implementation the runtime selects (oneDNN or native)")
+    parser.add_argument("--no-context", action="store_true",
+                        help="with --data: fit on each op's own features alone, as li2023 (before 2026-11-28, the "
+                             "only way)")
     args = parser.parse_args(argv)
     from edgeplan.experiments.li2023 import _spaces, _split, dataset_path
     from edgeplan.latency.campaign import load_dataset
@@ -155,12 +158,13 @@ def main(argv: list[str] | None = None) -> int:
         train = train + [r for f, rs in spaces.items() if not args.spaces or f in args.spaces for r in rs]
     where = (f"{args.data} ({data.provenance.get('device', {}).get('cpu_model', '?')}), fitted on {len(train)} "
              "training networks" + (" per implementation" if args.implementations else "")
+             + (", own features" if args.no_context else ", with context features")
              if args.data else f"{args.scenario}, shipped models")
     for method in args.methods or ["gbdt", "lasso"]:
         if args.data is not None:
             threads = scenario_threads(data.scenario) if args.implementations else None
             model = LatencyModel.fit(train, method, data.scenario, statistic=args.statistic, progress=True,
-                                     threads=threads)
+                                     threads=threads, context=not args.no_context)
             trained = train
         else:
             loaded = load_device_model(args.scenario, method)

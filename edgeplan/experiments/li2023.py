@@ -581,6 +581,10 @@ def nb201_terms_by(cells: Sequence[str], source: LatencyModel, deductions: Seque
 
     profile = kernel_profile_of(source)
     memo: dict[tuple[str, tuple[float, ...]], OpPrediction] = {}
+
+    def seen(o: OpInput) -> tuple[float, ...]:  # what the source's prediction of an op depends on
+        return tuple(o.vector) if source.uses_context else tuple(o.x)
+
     out: dict[str, list[dict[str, float]]] = {d: [] for d in deductions}
     with counting_bar(progress, "NAS-Bench-201 graphs", total=len(cells)) as advance:
         for cell in cells:
@@ -589,12 +593,12 @@ def nb201_terms_by(cells: Sequence[str], source: LatencyModel, deductions: Seque
                 ops, skipped = graph_ops(graph, profile, deduction)
                 if skipped:
                     raise InvalidInputError(f"{graph.name}: kernels without IR nodes: {', '.join(skipped)}")
-                todo: list[OpInput] = [o for o in ops if (o.key, tuple(o.vector)) not in memo]
+                todo: list[OpInput] = [o for o in ops if (o.key, seen(o)) not in memo]
                 if todo:
                     fresh = source.predict_ops(todo)
                     for o, p in zip(todo, fresh.ops, strict=True):
-                        memo[(o.key, tuple(o.vector))] = p
-                done = source.prediction([memo[(o.key, tuple(o.vector))] for o in ops])
+                        memo[(o.key, seen(o))] = p
+                done = source.prediction([memo[(o.key, seen(o))] for o in ops])
                 out[deduction].append(source_terms(done, ops))
             advance(1)
     return out
