@@ -32,6 +32,10 @@ category         features
                  views and everything else
 ===============  ===================================================================================================
 
+Beyond Table 3, every operation has two features of its place in its network (:data:`CONTEXT_FEATURES`, set by
+:func:`edgeplan.latency.model.with_context` from the op order): how many ops before it in the same run are the same
+op, and how many are of its kind.
+
 Neither of the last two categories appears in li2023 or in the synthetic CNNs the shipped profiles are fitted on:
 a model that has them (a vision transformer) gets them reported as unpredicted by name, not priced by another
 category's predictor (the element-wise one priced ViT-B/16's attention at 0.05 ms an op), unless its profile was
