@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -418,7 +419,7 @@ def test_context_features_count_the_same_op_and_kind_before_it() -> None:
                         "ops": [*rec["ops"][:2], {"kernel": "o", "kind": "aten::conv2d", "nodes": ["o"], "ms": 1.0,
                                                   "iqr_rel": 0}]}, "min")
     assert mixed[-1].context == (0.0, 1.0)
-    bare = [o.__class__(o.name, o.kind, o.key, o.category, o.x, o.measured_ms, o.lead) for o in ops]
+    bare = [dataclasses.replace(o, context=()) for o in ops]
     assert not bare[0].context and [o.context for o in with_context(bare)] == [o.context for o in ops]
 
 
@@ -440,7 +441,7 @@ def test_the_context_features_price_repeated_ops() -> None:
     assert loaded.uses_context and loaded.predict_record(many[0]).latency_ms == pytest.approx(
         with_ctx.predict_record(many[0]).latency_ms)
     ops = record_ops(many[0], "min")
-    bare = [o.__class__(o.name, o.kind, o.key, o.category, o.x, o.measured_ms, o.lead) for o in ops]
+    bare = [dataclasses.replace(o, context=()) for o in ops]
     with pytest.raises(ValueError, match="without context features"):
         with_ctx.predict_ops(bare)
     assert without.predict_ops(bare).latency_ms == pytest.approx(without.predict_ops(ops).latency_ms)
@@ -518,36 +519,28 @@ def test_li2023_report_keys_convolutions_by_implementation_unless_asked_not_to(t
     from edgeplan.latency.model import LatencyModel
 
     data = _write_dataset(tmp_path / "d.jsonl.gz", _li2023_records(45, seed=3), scenario="torch-fp32-2t")
-    seen: list[int | None] = []
+    seen: list[LatencyModel] = []
     fit = LatencyModel.fit.__func__  # type: ignore[attr-defined]
 
     def spy(cls: type[LatencyModel], *args: Any, **kwargs: Any) -> LatencyModel:
         model = fit(cls, *args, **kwargs)
-        seen.append(model.threads)
+        seen.append(model)
         return model
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(LatencyModel, "fit", classmethod(spy))
         by_impl = reproduce(methods=("lasso",), data_file=data)
-        assert seen and set(seen) == {2}
+        assert seen and {m.threads for m in seen} == {2}
         seen.clear()
         by_kind = reproduce(methods=("lasso",), data_file=data, implementations=False)
-        assert seen and set(seen) == {None}
+        assert seen and {m.threads for m in seen} == {None}
+        # Context features by default; --no-context fits on the op's own, as li2023.
+        seen.clear()
+        plain = reproduce(methods=("lasso",), data_file=data, context=False)
+        assert seen and {m.uses_context for m in seen} == {False}
     assert (by_impl["keys"], by_kind["keys"]) == ("implementation", "kind")
     assert "implementation the runtime selects" in format_report(by_impl)[0]
     assert "kernel kind (li2023)" in format_report(by_kind)[0]
-    # Context features by default; --no-context fits on the op's own, as li2023.
-    seen_ctx: list[bool] = []
-
-    def spy_ctx(cls: type[LatencyModel], *args: Any, **kwargs: Any) -> LatencyModel:
-        model = fit(cls, *args, **kwargs)
-        seen_ctx.append(model.uses_context)
-        return model
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(LatencyModel, "fit", classmethod(spy_ctx))
-        plain = reproduce(methods=("lasso",), data_file=data, context=False)
-        assert seen_ctx and set(seen_ctx) == {False}
     assert (by_impl["context"], plain["context"]) == (True, False)
     assert "its place in the network" in format_report(by_impl)[0]
     assert "features: the op's own (li2023)" in format_report(plain)[0]

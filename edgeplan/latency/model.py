@@ -536,10 +536,11 @@ class LatencyModel:
                 groups[family].append(i)
             else:
                 out[i] = OpPrediction(o.name, o.kind, own, None)
+        needs_context = self.uses_context
         for key, idx in groups.items():
             cat = key.rsplit("|", 1)[1]
             cols = {c: self._columns(cat, c) for c in {ops[i].category for i in idx}}
-            if self.uses_context and any(not ops[i].context for i in idx):
+            if needs_context and any(not ops[i].context for i in idx):
                 raise ValueError("ops without context features (edgeplan.latency.model.with_context) given to a "
                                  "model that takes them")
             ms = self.predictors[key].predict(np.array([_take(ops[i].vector, cols[ops[i].category]) for i in idx]))
