@@ -11,6 +11,7 @@ sampled architectures) from the architecture alone, without importing torch.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from functools import lru_cache
 
 from edgeplan.frontends.nb201 import _CELLS_PER_STAGE, _INPUT_SHAPE, _NUM_NODES, _STEM_CHANNELS, parse_cell
@@ -213,6 +214,9 @@ def _conv_bn(b: _Builder, prefix: str, x: str, c_out: int, kernel: int, stride: 
 
 
 def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str) -> str:
+    if block.residual:  # a stages-space copy: x + body(x)
+        y = _synthetic_block(b, f"{name}.body", replace(block, residual=False), x)
+        return b.binary(name, EltwiseOp.ADD, x, y)
     if block.kind == "conv":
         return _conv_bn(b, name, x, block.out_channels, block.kernel or 3, block.stride, block.groups or 1)
     if block.kind == "dwsep":

@@ -12,6 +12,7 @@ spec                       what it builds                                       
 ``synthetic-wide:SEED``    a network of edgeplan's wide synthetic space (the zoo CNNs' widths)     1x3x224x224
 ``synthetic-aligned:SEED`` the wide space at the zoo's channel alignment and group counts          1x3x224x224
 ``synthetic-heads:SEED``   the aligned space with sampled classifiers (VGG-like FC heads)          1x3x224x224
+``synthetic-stages:SEED``  the aligned space in stages of repeated blocks with residuals           1x3x224x224
 ``PATH.onnx``              an ONNX file                                                            from the file
 =========================  =====================================================================  ===============
 
@@ -71,6 +72,8 @@ FAMILIES: tuple[Family, ...] = (
            "seeded", ("synthetic-aligned:0", "synthetic-aligned:42"), "1x3x224x224"),
     Family("synthetic-heads", "the aligned space with sampled classifiers: flattened maps, hidden FC layers, output "
            "widths (edgeplan's), seeded", ("synthetic-heads:0", "synthetic-heads:42"), "1x3x224x224"),
+    Family("synthetic-stages", "the aligned space in stages: blocks repeated at stride 1 with residuals, as real "
+           "CNNs' stages (edgeplan's), seeded", ("synthetic-stages:0", "synthetic-stages:42"), "1x3x224x224"),
     Family("onnx", "an ONNX file given by its path", ("model.onnx",), "from the file"),
 )
 
@@ -189,7 +192,7 @@ def _synthetic_seed(family: str, name: str) -> int:
 
 #: Zoo family of each synthetic space -> the space (:data:`edgeplan.frontends.synthetic.SPACES`).
 _SYNTHETIC_SPACES = {"synthetic": "li2023", "synthetic-wide": "wide", "synthetic-aligned": "aligned",
-                     "synthetic-heads": "heads"}
+                     "synthetic-heads": "heads", "synthetic-stages": "stages"}
 
 
 def _synthetic(family: str) -> Any:
