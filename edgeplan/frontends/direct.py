@@ -31,6 +31,7 @@ from edgeplan.ir.ops import (
     LinearAttrs,
     NormAttrs,
     OpKind,
+    PermuteAttrs,
     PoolAttrs,
     PoolMode,
     SplitAttrs,
@@ -62,9 +63,9 @@ class _Builder:
         return f"{scope}/{op}" + (f"_{n}" if n else "")
 
     def conv(self, name: str, x: str, c_out: int, kernel: int, stride: int, groups: int = 1,
-             bias: bool = False) -> str:
+             bias: bool = False, padding: int | None = None) -> str:
         n, c, h, w = self.shapes[x]
-        pad = kernel // 2
+        pad = kernel // 2 if padding is None else padding
         oh, ow = (h + 2 * pad - kernel) // stride + 1, (w + 2 * pad - kernel) // stride + 1
         attrs = ConvAttrs(c, c_out, (kernel, kernel), (stride, stride), (pad, pad, pad, pad), groups=groups,
                           bias=bias)
@@ -203,32 +204,73 @@ def nb201_graph(cell: str, num_classes: int = 10, official: bool = False) -> Gra
     return Graph(name=f"{family}:{text}", nodes=tuple(b.nodes), outputs=(Ref(x),)).validate()
 
 
+#: The synthetic spaces' activations (:data:`edgeplan.frontends.synthetic.ACTIVATIONS`) as the torch frontend
+#: records their modules (in place but GELU): function, ATen source, and ReLU6's clamp.
+_ACTIVATIONS: dict[str, tuple[Activation, str, float | None, float | None]] = {
+    "relu6": (Activation.RELU6, "aten.hardtanh_.default", 0.0, 6.0),
+    "relu": (Activation.RELU, "aten.relu_.default", None, None),
+    "silu": (Activation.SILU, "aten.silu_.default", None, None),
+    "hardswish": (Activation.HARDSWISH, "aten.hardswish_.default", None, None),
+    "gelu": (Activation.GELU, "aten.gelu.default", None, None),
+}
+
+
 def _conv_bn(b: _Builder, prefix: str, x: str, c_out: int, kernel: int, stride: int, groups: int = 1,
-             act: bool = True) -> str:
-    """The synthetic space's ``conv_bn``: conv (no bias), batch norm, ReLU6 (``hardtanh_``)."""
-    x = b.conv(f"{prefix}.0", x, c_out, kernel, stride, groups)
+             act: str | None = "relu6", padding: int | None = None) -> str:
+    """The synthetic space's ``conv_bn``: conv (no bias), batch norm, the activation (ReLU6, ``hardtanh_``, but in
+    the modern space)."""
+    x = b.conv(f"{prefix}.0", x, c_out, kernel, stride, groups, padding=padding)
     x = b.bn(f"{prefix}.1", x)
     if act:
-        x = b.activation(f"{prefix}.2", x, Activation.RELU6, "aten.hardtanh_.default", 0.0, 6.0)
+        fn, source, low, high = _ACTIVATIONS[act]
+        x = b.activation(f"{prefix}.2", x, fn, source, low, high)
     return x
 
 
-def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str) -> str:
+def _permute(b: _Builder, scope: str, x: str, dims: tuple[int, ...]) -> str:
+    shape = b.shapes[x]
+    return b.add(b.function(scope, "permute"), OpKind.PERMUTE, PermuteAttrs(dims), [x],
+                 tuple(shape[d] for d in dims), "aten.permute.default")
+
+
+def _convnext_block(b: _Builder, name: str, block: SyntheticBlock, x: str) -> str:
+    """torchvision's ConvNeXt block as the modern space builds it (a downsampling conv first where needed)."""
+    c, hidden = block.out_channels, block.out_channels * (block.expansion or 4)
+    if block.stride != 1 or block.in_channels != c:
+        x = _conv_bn(b, f"{name}.down", x, c, block.stride, block.stride, act=None, padding=0)
+    y = b.conv(f"{name}.block.0", x, c, block.kernel or 7, 1, c, bias=True)
+    y = _permute(b, f"{name}.block.1", y, (0, 2, 3, 1))
+    n, h, w, _ = b.shapes[y]
+    y = b.add(f"{name}.block.2", OpKind.LAYER_NORM, NormAttrs(c, eps=1e-6, axis=-1), [y], (n, h, w, c),
+              "aten.layer_norm.default")
+    y = b.add(f"{name}.block.3", OpKind.LINEAR, LinearAttrs(c, hidden), [y], (n, h, w, hidden), "aten.linear.default")
+    y = b.activation(f"{name}.block.4", y, Activation.GELU, "aten.gelu.default")
+    y = b.add(f"{name}.block.5", OpKind.LINEAR, LinearAttrs(hidden, c), [y], (n, h, w, c), "aten.linear.default")
+    y = _permute(b, f"{name}.block.6", y, (0, 3, 1, 2))
+    y = b.add(b.function(name, "mul"), OpKind.ELTWISE, EltwiseAttrs(EltwiseOp.MUL, const_shape=(c, 1, 1)), [y],
+              b.shapes[y], "aten.mul.Tensor")
+    return b.add(b.function(name, "add_"), OpKind.ELTWISE, EltwiseAttrs(EltwiseOp.ADD), [y, x], b.shapes[y],
+                 "aten.add_.Tensor")
+
+
+def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str, act: str = "relu6") -> str:
     if block.residual:  # a stages-space copy: x + body(x)
-        y = _synthetic_block(b, f"{name}.body", replace(block, residual=False), x)
+        y = _synthetic_block(b, f"{name}.body", replace(block, residual=False), x, act)
         return b.binary(name, EltwiseOp.ADD, x, y)
     if block.kind == "conv":
-        return _conv_bn(b, name, x, block.out_channels, block.kernel or 3, block.stride, block.groups or 1)
+        return _conv_bn(b, name, x, block.out_channels, block.kernel or 3, block.stride, block.groups or 1, act)
     if block.kind == "dwsep":
-        x = _conv_bn(b, f"{name}.0", x, block.in_channels, block.kernel or 3, block.stride, block.in_channels)
-        return _conv_bn(b, f"{name}.1", x, block.out_channels, 1, 1)
+        x = _conv_bn(b, f"{name}.0", x, block.in_channels, block.kernel or 3, block.stride, block.in_channels, act)
+        return _conv_bn(b, f"{name}.1", x, block.out_channels, 1, 1, act=act)
+    if block.kind == "convnext":
+        return _convnext_block(b, name, block, x)
     if block.kind == "bottleneck":
         hidden = block.in_channels * (block.expansion or 1)
         y, i = x, 0
         if block.expansion != 1:
-            y = _conv_bn(b, f"{name}.body.{i}", y, hidden, 1, 1)
+            y = _conv_bn(b, f"{name}.body.{i}", y, hidden, 1, 1, act=act)
             i += 1
-        y = _conv_bn(b, f"{name}.body.{i}", y, hidden, block.kernel or 3, block.stride, hidden)
+        y = _conv_bn(b, f"{name}.body.{i}", y, hidden, block.kernel or 3, block.stride, hidden, act)
         i += 1
         if block.se:
             gate = f"{name}.body.{i}.gate"
@@ -239,7 +281,7 @@ def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str) -> s
             g = b.activation(f"{gate}.4", g, Activation.SIGMOID, "aten.sigmoid.default")
             y = b.binary(f"{name}.body.{i}", EltwiseOp.MUL, y, g)
             i += 1
-        y = _conv_bn(b, f"{name}.body.{i}", y, block.out_channels, 1, 1, act=False)
+        y = _conv_bn(b, f"{name}.body.{i}", y, block.out_channels, 1, 1, act=None)
         if block.stride == 1 and block.in_channels == block.out_channels:
             return b.binary(name, EltwiseOp.ADD, x, y)
         return y
@@ -311,9 +353,9 @@ def _synthetic_graph(seed: int, space: str) -> Graph:
     shape = (1, 3, SYN_INPUT, SYN_INPUT)
     b.shapes["input"] = shape
     b.nodes.append(Node("input", OpKind.INPUT, InputAttrs(0), (), (), (shape,), source="placeholder"))
-    x = _conv_bn(b, "stem", "input", arch.stem_channels, 3, 2)
+    x = _conv_bn(b, "stem", "input", arch.stem_channels, 3, 2, act=arch.activation)
     for index, block in enumerate(arch.blocks, start=1):
-        x = _synthetic_block(b, f"block{index}_{block.kind}", block, x)
-    x = _conv_bn(b, "head_conv", x, arch.head_channels, 1, 1)
+        x = _synthetic_block(b, f"block{index}_{block.kind}", block, x, arch.activation)
+    x = _conv_bn(b, "head_conv", x, arch.head_channels, 1, 1, act=arch.activation)
     x = _synthetic_classifier(b, arch, x)
     return Graph(name=arch.name, nodes=tuple(b.nodes), outputs=(Ref(x),)).validate()

@@ -101,8 +101,25 @@ so a network has 9 to 45 blocks (10 to 34 over seeds 0-299, a median of 22; 3.6 
 the aligned space). A stages seed draws from its own stream
 (``default_rng([seed, 0x73746167])``).
 
-Sampling uses only ``numpy.random.default_rng(seed)`` (the heads and stages spaces' ``default_rng([seed, 0x68656164])``
-and ``default_rng([seed, 0x73746167])``;
+**The modern space** (``synthetic-modern:SEED``, edgeplan's). The zoo's newer CNNs run operations none of the
+other spaces has: ConvNeXt's blocks spend most of their time in linear layers over every pixel of a channels-last
+map (3136 rows at 56x56), between a LayerNorm and a GELU; EfficientNet, MobileNetV3 and RegNetY activate with SiLU
+or hard-swish; ResNets and VGGs with an in-place ReLU over whole maps (the other spaces' in-place ReLUs are their
+squeeze-and-excite gates', at 1x1). A predictor that never saw those prices them by their category's other ops
+(on the Zen 5 file, ConvNeXt's linear layers at 0.60x their time, its GELUs at 0.36x). The modern space is the
+stages space with
+
+- one activation per network for every convolution's, drawn uniformly among ReLU6, ReLU, SiLU, hard-swish (all
+  in place) and GELU;
+- a sixth block kind, ``convnext`` (torchvision's ConvNeXt block), drawn with weight 2 (conv 3, bottleneck 2,
+  convnext 2, dwsep 1, pool 1, split 1): at a stride-2 position or a change of width, a downsampling convolution
+  (kernel and stride 2, or 1x1) with batch norm first; then a 7x7 depthwise convolution, a permute to channels
+  last, a LayerNorm, a linear layer to ``expansion`` (2, 3 or 4, the expanded width at most 3072) times the width,
+  GELU, a linear layer back, a permute back, a per-channel scale (layer scale) and the residual; repeated as the
+  stages space repeats its blocks, the copies without the downsampling.
+
+Sampling uses only ``numpy.random.default_rng(seed)`` (the heads, stages and modern spaces'
+``default_rng([seed, 0x68656164])``, ``default_rng([seed, 0x73746167])`` and ``default_rng([seed, 0x6d6f6465])``;
 ``integers``, and ``uniform`` for the edgeplan spaces' widths),
 so a seed gives the same architecture on every machine (NumPy does not formally promise stream stability across
 versions; a golden-architecture test per space guards it).
@@ -159,9 +176,13 @@ _HEAD_CHANNELS = (1200, 1800)  # C10
 _NUM_SMALL = 5
 _MAX_GROUP_K = 16
 
-SPACES: tuple[str, ...] = ("li2023", "wide", "aligned", "heads", "stages")
-"""The synthetic spaces: li2023's (``synthetic:SEED``) and edgeplan's wide, aligned, heads and stages ones
-(``synthetic-wide:SEED``, ``synthetic-aligned:SEED``, ``synthetic-heads:SEED``, ``synthetic-stages:SEED``)."""
+SPACES: tuple[str, ...] = ("li2023", "wide", "aligned", "heads", "stages", "modern")
+"""The synthetic spaces: li2023's (``synthetic:SEED``) and edgeplan's wide, aligned, heads, stages and modern ones
+(``synthetic-wide:SEED``, ``synthetic-aligned:SEED``, ``synthetic-heads:SEED``, ``synthetic-stages:SEED``,
+``synthetic-modern:SEED``)."""
+
+ACTIVATIONS: tuple[str, ...] = ("relu6", "relu", "silu", "hardswish", "gelu")
+"""The convolutions' activations of the modern space (every other space's is ReLU6)."""
 
 _WIDE_STEM = (16, 64)
 _WIDE_CHANNELS = {112: (16, 128), 56: (24, 256), 28: (32, 512), 14: (64, 1024), 7: (128, 1536)}
@@ -174,7 +195,11 @@ _ALIGNED_ALIGNS = (16, 32, 64, 64)  # drawn uniformly: 64 with probability 1/2
 _MIN_GROUP_WIDTH = 4
 _HEADS_STREAM = 0x68656164  # "head": the heads space's seeds draw from their own streams
 _STAGES_STREAM = 0x73746167  # "stag": the stages space's
-_STAGE_KINDS = ("conv", "dwsep", "bottleneck")  # the kinds the stages space repeats
+_STAGE_KINDS = ("conv", "dwsep", "bottleneck", "convnext")  # the kinds the stages and modern spaces repeat
+_MODERN_STREAM = 0x6d6f6465  # "mode": the modern space's
+_MODERN_KINDS = _WIDE_KINDS + ("convnext",) * 2
+_CONVNEXT_EXPANSIONS = (2, 3, 4)
+_CONVNEXT_KERNEL = 7
 _MAX_COPIES = 4
 _FLAT_HEAD = (64, 512)  # head conv channels of a classifier on the flattened 7x7 map
 _HIDDEN_FC = (256, 4096)
@@ -191,7 +216,7 @@ class SyntheticBlock:
     Attributes
     ----------
     kind
-        One of :data:`BLOCK_KINDS`.
+        One of :data:`BLOCK_KINDS`, or ``convnext`` (the modern space's).
     in_channels, out_channels
         Channels in and out; equal for ``pool`` and ``split`` blocks.
     stride
@@ -203,7 +228,7 @@ class SyntheticBlock:
         Number of groups of a ``conv`` block (a multiple of 4 up to 64; in the aligned space any divisor of both
         channel counts), or ``None`` for a dense conv and for other kinds.
     expansion
-        Expansion rate (1, 3, 6) of a ``bottleneck``, else ``None``.
+        Expansion rate (1, 3, 6) of a ``bottleneck``, (2, 3, 4) of a ``convnext``, else ``None``.
     se
         Whether a ``bottleneck`` has squeeze-and-excite (always ``False`` for other kinds).
     pool
@@ -256,8 +281,10 @@ class SyntheticArch:
     classes
         Width of the output layer (1000 but in the heads space).
     stages
-        The stages space's: per sampled block, the blocks of its stage (itself and its copies, 1 to 5), so that
-        ``blocks`` splits into 9 stages; empty in the other spaces, where every block stands alone.
+        The stages and modern spaces': per sampled block, the blocks of its stage (itself and its copies, 1 to 5),
+        so that ``blocks`` splits into 9 stages; empty in the other spaces, where every block stands alone.
+    activation
+        The convolutions' activation (:data:`ACTIVATIONS`): ReLU6 but in the modern space.
     """
 
     seed: int
@@ -269,6 +296,7 @@ class SyntheticArch:
     hidden: tuple[int, ...] = ()
     classes: int = NUM_CLASSES
     stages: tuple[int, ...] = ()
+    activation: str = "relu6"
 
     @property
     def classifier_inputs(self) -> int:
@@ -294,8 +322,8 @@ def sample_synthetic(seed: int, space: str = "li2023") -> SyntheticArch:
     seed
         A non-negative integer; the same seed always gives the same architecture.
     space
-        ``li2023`` (the paper's space, default), ``wide``, ``aligned``, ``heads`` or ``stages`` (see the module
-        docstring).
+        ``li2023`` (the paper's space, default), ``wide``, ``aligned``, ``heads``, ``stages`` or ``modern`` (see
+        the module docstring).
 
     Returns
     -------
@@ -313,7 +341,7 @@ def sample_synthetic(seed: int, space: str = "li2023") -> SyntheticArch:
         raise InvalidInputError(f"unknown synthetic space {space!r}; choose one of {', '.join(SPACES)}")
     import numpy as np
 
-    streams = {"heads": [seed, _HEADS_STREAM], "stages": [seed, _STAGES_STREAM]}
+    streams = {"heads": [seed, _HEADS_STREAM], "stages": [seed, _STAGES_STREAM], "modern": [seed, _MODERN_STREAM]}
     rng = np.random.default_rng(streams.get(space, seed))
     if space != "li2023":
         return _sample_wide(rng, seed, space)
@@ -328,8 +356,11 @@ def sample_synthetic(seed: int, space: str = "li2023") -> SyntheticArch:
 
 
 def _sample_wide(rng: np.random.Generator, seed: int, space: str = "wide") -> SyntheticArch:
-    """An architecture of the wide, the aligned, the heads or the stages space (see the module docstring)."""
-    aligned = space in ("aligned", "heads", "stages")
+    """An architecture of the wide, the aligned, the heads, the stages or the modern space (see the module
+    docstring)."""
+    aligned = space in ("aligned", "heads", "stages", "modern")
+    staged = space in ("stages", "modern")
+    activation = str(_pick(rng, ACTIVATIONS)) if space == "modern" else "relu6"
 
     def width(low: int, high: int) -> int:
         return _aligned(rng, low, high, int(_pick(rng, _ALIGNED_ALIGNS)) if aligned else _ALIGN)
@@ -340,7 +371,7 @@ def _sample_wide(rng: np.random.Generator, seed: int, space: str = "wide") -> Sy
     channels, size = stem, INPUT_SIZE // 2
     for stride in STRIDES:
         size //= stride
-        kind = str(_pick(rng, _WIDE_KINDS))
+        kind = str(_pick(rng, _MODERN_KINDS if space == "modern" else _WIDE_KINDS))
         base = SyntheticBlock(kind, in_channels=channels, out_channels=width(*_WIDE_CHANNELS[size]), stride=stride)
         if kind == "conv":
             kernel = int(_pick(rng, _WIDE_CONV_KERNELS))
@@ -352,17 +383,21 @@ def _sample_wide(rng: np.random.Generator, seed: int, space: str = "wide") -> Sy
             block = _sample_bottleneck(rng, base)
             cap = max(e for e in _EXPANSIONS if e == 1 or channels * e <= _WIDE_MAX_HIDDEN)
             block = replace(block, expansion=min(block.expansion or 1, cap))
+        elif kind == "convnext":
+            expansion = int(_pick(rng, _CONVNEXT_EXPANSIONS))
+            cap = max(e for e in _CONVNEXT_EXPANSIONS if e == 2 or base.out_channels * e <= _WIDE_MAX_HIDDEN)
+            block = replace(base, kernel=_CONVNEXT_KERNEL, expansion=min(expansion, cap))
         else:
             block = _KIND_SAMPLERS[kind](rng, base)
         blocks.append(block)
         channels = block.out_channels
-        if space == "stages":
+        if staged:
             copies = int(rng.integers(_MAX_COPIES + 1)) if kind in _STAGE_KINDS else 0
             blocks += [_copy(block)] * copies
             stages.append(1 + copies)
     if space != "heads":
         return SyntheticArch(seed=seed, blocks=tuple(blocks), head_channels=width(*_WIDE_HEAD), space=space,
-                             stem_channels=stem, stages=tuple(stages))
+                             stem_channels=stem, stages=tuple(stages), activation=activation)
     flatten = bool(rng.integers(2))
     head = width(*(_FLAT_HEAD if flatten else _WIDE_HEAD))
     hidden = tuple(width(*_HIDDEN_FC) for _ in range(int(rng.integers(_MAX_HIDDEN_FC + 1))))
@@ -372,9 +407,10 @@ def _sample_wide(rng: np.random.Generator, seed: int, space: str = "wide") -> Sy
 
 
 def _copy(block: SyntheticBlock) -> SyntheticBlock:
-    """A later block of the stage ``block`` starts (the stages space): stride 1, its output channels in and out, a
-    residual; a bottleneck's expansion capped for its new input."""
-    copy = replace(block, in_channels=block.out_channels, stride=1, residual=block.kind != "bottleneck")
+    """A later block of the stage ``block`` starts (the stages and modern spaces): stride 1, its output channels in
+    and out, a residual (a bottleneck's and a convnext block's are their own); a bottleneck's expansion capped for
+    its new input."""
+    copy = replace(block, in_channels=block.out_channels, stride=1, residual=block.kind in ("conv", "dwsep"))
     if block.kind == "bottleneck":
         cap = max(e for e in _EXPANSIONS if e == 1 or block.out_channels * e <= _WIDE_MAX_HIDDEN)
         copy = replace(copy, expansion=min(block.expansion or 1, cap))
@@ -503,14 +539,58 @@ def _torch_layers() -> _Layers:
     import torch
     from torch import nn
 
-    def conv_bn(c_in: int, c_out: int, kernel: int, stride: int, groups: int = 1, act: bool = True) -> nn.Module:
+    def activation(name: str) -> nn.Module:
+        if name == "gelu":
+            return nn.GELU()
+        return {"relu6": nn.ReLU6, "relu": nn.ReLU, "silu": nn.SiLU, "hardswish": nn.Hardswish}[name](inplace=True)
+
+    def conv_bn(c_in: int, c_out: int, kernel: int, stride: int, groups: int = 1, act: str | None = "relu6",
+                padding: int | None = None) -> nn.Module:
         layers: list[nn.Module] = [
-            nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=kernel // 2, groups=groups, bias=False),
+            nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=kernel // 2 if padding is None else padding,
+                      groups=groups, bias=False),
             nn.BatchNorm2d(c_out),
         ]
         if act:
-            layers.append(nn.ReLU6(inplace=True))
+            layers.append(activation(act))
         return nn.Sequential(*layers)
+
+    class Permute(nn.Module):
+        """``x.permute(dims)``: to channels last and back, around a ConvNeXt block's LayerNorm and linear layers."""
+
+        def __init__(self, dims: tuple[int, ...]) -> None:
+            super().__init__()
+            self.dims = dims
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.permute(x, self.dims)
+
+    class ConvNeXt(nn.Module):
+        """torchvision's ConvNeXt block (a downsampling conv first where the stride or the width changes)."""
+
+        def __init__(self, block: SyntheticBlock) -> None:
+            super().__init__()
+            assert block.expansion is not None
+            c = block.out_channels
+            self.down = (conv_bn(block.in_channels, c, block.stride, block.stride, act=None, padding=0)
+                         if block.stride != 1 or block.in_channels != c else None)
+            self.block = nn.Sequential(
+                nn.Conv2d(c, c, _CONVNEXT_KERNEL, padding=_CONVNEXT_KERNEL // 2, groups=c, bias=True),
+                Permute((0, 2, 3, 1)),
+                nn.LayerNorm(c, eps=1e-6),
+                nn.Linear(c, block.expansion * c),
+                nn.GELU(),
+                nn.Linear(block.expansion * c, c),
+                Permute((0, 3, 1, 2)),
+            )
+            self.layer_scale = nn.Parameter(torch.full((c, 1, 1), 1e-6))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if self.down is not None:
+                x = self.down(x)
+            y = self.layer_scale * self.block(x)
+            y += x
+            return y
 
     class SqueezeExcite(nn.Module):
         """Squeeze-and-excite: x * sigmoid(W2 relu(W1 avgpool(x)))."""
@@ -532,17 +612,17 @@ def _torch_layers() -> _Layers:
     class Bottleneck(nn.Module):
         """MobileNetV2 linear bottleneck, optionally with squeeze-and-excite."""
 
-        def __init__(self, block: SyntheticBlock) -> None:
+        def __init__(self, block: SyntheticBlock, act: str) -> None:
             super().__init__()
             assert block.kernel is not None and block.expansion is not None
             hidden = block.in_channels * block.expansion
             layers: list[nn.Module] = []
             if block.expansion != 1:
-                layers.append(conv_bn(block.in_channels, hidden, 1, 1))
-            layers.append(conv_bn(hidden, hidden, block.kernel, block.stride, groups=hidden))
+                layers.append(conv_bn(block.in_channels, hidden, 1, 1, act=act))
+            layers.append(conv_bn(hidden, hidden, block.kernel, block.stride, groups=hidden, act=act))
             if block.se:
                 layers.append(SqueezeExcite(hidden))
-            layers.append(conv_bn(hidden, block.out_channels, 1, 1, act=False))
+            layers.append(conv_bn(hidden, block.out_channels, 1, 1, act=None))
             self.body = nn.Sequential(*layers)
             self.residual = block.stride == 1 and block.in_channels == block.out_channels
 
@@ -575,20 +655,24 @@ def _torch_layers() -> _Layers:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x + self.body(x)
 
-    def block_module(block: SyntheticBlock) -> nn.Module:
+    def block_module(block: SyntheticBlock, act: str) -> nn.Module:
         if block.residual:
-            return Residual(block_module(replace(block, residual=False)))
+            return Residual(block_module(replace(block, residual=False), act))
         if block.kind == "conv":
             assert block.kernel is not None
-            return conv_bn(block.in_channels, block.out_channels, block.kernel, block.stride, block.groups or 1)
+            return conv_bn(block.in_channels, block.out_channels, block.kernel, block.stride, block.groups or 1,
+                           act=act)
         if block.kind == "dwsep":
             assert block.kernel is not None
             return nn.Sequential(
-                conv_bn(block.in_channels, block.in_channels, block.kernel, block.stride, groups=block.in_channels),
-                conv_bn(block.in_channels, block.out_channels, 1, 1),
+                conv_bn(block.in_channels, block.in_channels, block.kernel, block.stride, groups=block.in_channels,
+                        act=act),
+                conv_bn(block.in_channels, block.out_channels, 1, 1, act=act),
             )
         if block.kind == "bottleneck":
-            return Bottleneck(block)
+            return Bottleneck(block, act)
+        if block.kind == "convnext":
+            return ConvNeXt(block)
         if block.kind == "pool":
             assert block.kernel is not None
             if block.pool == "avg":
@@ -597,11 +681,12 @@ def _torch_layers() -> _Layers:
         return SplitElementwise(block)
 
     def network(arch: SyntheticArch) -> nn.Module:
-        parts: dict[str, nn.Module] = {"stem": conv_bn(3, arch.stem_channels, 3, 2)}
+        act = arch.activation
+        parts: dict[str, nn.Module] = {"stem": conv_bn(3, arch.stem_channels, 3, 2, act=act)}
         for index, block in enumerate(arch.blocks, start=1):
-            parts[f"block{index}_{block.kind}"] = block_module(block)
+            parts[f"block{index}_{block.kind}"] = block_module(block, act)
         last = arch.blocks[-1].out_channels
-        parts["head_conv"] = conv_bn(last, arch.head_channels, 1, 1)
+        parts["head_conv"] = conv_bn(last, arch.head_channels, 1, 1, act=act)
         if not arch.flatten:
             parts["global_pool"] = nn.AdaptiveAvgPool2d(1)
         parts["flatten"] = nn.Flatten(1)

@@ -13,6 +13,7 @@ spec                       what it builds                                       
 ``synthetic-aligned:SEED`` the wide space at the zoo's channel alignment and group counts          1x3x224x224
 ``synthetic-heads:SEED``   the aligned space with sampled classifiers (VGG-like FC heads)          1x3x224x224
 ``synthetic-stages:SEED``  the aligned space in stages of repeated blocks with residuals           1x3x224x224
+``synthetic-modern:SEED``  the stages space with ConvNeXt blocks and other activations             1x3x224x224
 ``PATH.onnx``              an ONNX file                                                            from the file
 =========================  =====================================================================  ===============
 
@@ -74,6 +75,8 @@ FAMILIES: tuple[Family, ...] = (
            "widths (edgeplan's), seeded", ("synthetic-heads:0", "synthetic-heads:42"), "1x3x224x224"),
     Family("synthetic-stages", "the aligned space in stages: blocks repeated at stride 1 with residuals, as real "
            "CNNs' stages (edgeplan's), seeded", ("synthetic-stages:0", "synthetic-stages:42"), "1x3x224x224"),
+    Family("synthetic-modern", "the stages space with ConvNeXt blocks and SiLU, hard-swish, ReLU and GELU "
+           "activations (edgeplan's), seeded", ("synthetic-modern:0", "synthetic-modern:42"), "1x3x224x224"),
     Family("onnx", "an ONNX file given by its path", ("model.onnx",), "from the file"),
 )
 
@@ -192,7 +195,7 @@ def _synthetic_seed(family: str, name: str) -> int:
 
 #: Zoo family of each synthetic space -> the space (:data:`edgeplan.frontends.synthetic.SPACES`).
 _SYNTHETIC_SPACES = {"synthetic": "li2023", "synthetic-wide": "wide", "synthetic-aligned": "aligned",
-                     "synthetic-heads": "heads", "synthetic-stages": "stages"}
+                     "synthetic-heads": "heads", "synthetic-stages": "stages", "synthetic-modern": "modern"}
 
 
 def _synthetic(family: str) -> Any:

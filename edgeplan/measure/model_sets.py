@@ -1,7 +1,7 @@
 """Named sets of zoo models for campaigns, and expansion of ranges such as ``synthetic:0-999``.
 
 Ranges work for every synthetic space: ``synthetic:0-999``, ``synthetic-wide:0-299``, ``synthetic-aligned:0-299``,
-``synthetic-heads:0-299``, ``synthetic-stages:0-299``.
+``synthetic-heads:0-299``, ``synthetic-stages:0-299``, ``synthetic-modern:0-299``.
 
 ============================  ===============================================================================
 set                           models
@@ -15,6 +15,8 @@ set                           models
                               sampled classifiers (flattened maps, hidden FC layers, output widths)
 ``synthetic-stages``          ``synthetic-stages:0`` .. ``synthetic-stages:299``, the aligned space in stages:
                               blocks repeated at stride 1 with residuals, as in real CNNs' stages
+``synthetic-modern``          ``synthetic-modern:0`` .. ``synthetic-modern:299``, the stages space with ConvNeXt
+                              blocks and SiLU, hard-swish, ReLU and GELU activations
 ``torchvision-cnns``          every torchvision classification model but the transformers (ViT, Swin, MaxViT)
 ``timm-cnns``                 the timm CNNs listed in ``edgeplan/data/model_sets/timm_cnns.txt`` (60 families'
                               representatives, from ResNets and EfficientNets to RepVGG and ConvNeXt)
@@ -38,10 +40,11 @@ __all__ = ["MODEL_SETS", "expand_models", "model_set"]
 
 #: Names accepted by :func:`model_set`.
 MODEL_SETS: tuple[str, ...] = ("synthetic", "synthetic-wide", "synthetic-aligned", "synthetic-heads",
-                               "synthetic-stages", "torchvision-cnns", "timm-cnns", "timm-transformers", "nb201-sample")
+                               "synthetic-stages", "synthetic-modern", "torchvision-cnns", "timm-cnns",
+                               "timm-transformers", "nb201-sample")
 
 _TRANSFORMERS = re.compile(r"^(vit_|swin_|maxvit_)")
-_RANGE = re.compile(r"^(synthetic(?:-wide|-aligned|-heads|-stages)?):(\d+)-(\d+)$")
+_RANGE = re.compile(r"^(synthetic(?:-wide|-aligned|-heads|-stages|-modern)?):(\d+)-(\d+)$")
 
 
 def _timm_list(file: str) -> list[str]:
@@ -74,7 +77,7 @@ def model_set(name: str) -> list[str]:
     """
     if name == "synthetic":
         return [f"synthetic:{i}" for i in range(1000)]
-    if name in ("synthetic-wide", "synthetic-aligned", "synthetic-heads", "synthetic-stages"):
+    if name in ("synthetic-wide", "synthetic-aligned", "synthetic-heads", "synthetic-stages", "synthetic-modern"):
         return [f"{name}:{i}" for i in range(300)]
     if name == "torchvision-cnns":
         from edgeplan.frontends.zoo import torchvision_names
