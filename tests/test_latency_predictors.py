@@ -595,7 +595,8 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
 @pytest.mark.parametrize(("folder", "name", "warm", "spaces"), [
     ("xeon", "torch-fp32-2t.warm-all", True, ("synthetic-wide", "synthetic-aligned")),
     ("xeon", "torch-fp32-2t.all-spaces", True, ("synthetic-wide", "synthetic-aligned", "synthetic-heads")),
-    ("epyc-zen5", "torch-fp32-2t", True, ("synthetic-aligned", "synthetic-heads", "synthetic-stages"))])
+    ("epyc-zen5", "torch-fp32-2t", True,
+     ("synthetic-aligned", "synthetic-heads", "synthetic-stages", "synthetic-modern"))])
 def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(folder: str, name: str, warm: bool,
                                                                             spaces: tuple[str, ...]) -> None:
     """``edgeplan/data/latency/xeon`` and ``epyc-zen5`` (``make bench-li2023-2t-xeon``, ``-xeon-spaces``,
