@@ -15,13 +15,15 @@ the reference's typical time beside the synthetic networks and beside the zoo CN
 its converted one, times the file's reference latency): a reference slowed by the model timed before it shows here.
 ``--same-models-as OTHER`` keeps only the models OTHER also holds (to compare two measurements of the same models).
 ``--implementations`` fits predictors per implementation the runtime selects (eager PyTorch's oneDNN or native
-convolution, :mod:`edgeplan.ir.kernels.selection`), deduced for the scenario's threads.
+convolution, :mod:`edgeplan.ir.kernels.selection`), deduced for the scenario's threads. ``--worst N`` lists the N
+zoo CNNs predicted furthest from their measured time, with the same ratio for their op sums (a model whose op sum is
+right and whose end to end is not runs work outside its profiled ops).
 
 Usage, from the repository root::
 
     python benchmarks/bench_li2023_zoo_bias.py [--scenario torch-fp32-2t] [--method gbdt --method lasso]
     python benchmarks/bench_li2023_zoo_bias.py --data FILE [--with-spaces [--space FAMILY]] [--same-models-as OTHER]
-        [--implementations] [--no-context] [--method gbdt]
+        [--implementations] [--no-context] [--method gbdt] [--worst 15]
 """
 
 from __future__ import annotations
@@ -54,7 +56,19 @@ def _group_rows(model: Any, records: Sequence[Mapping[str, Any]]) -> dict[str, A
                 true_cat[o.category] += o.measured_ms
         rows.append((len(ops), sum(q.ms or 0.0 for q in p.ops), sum(o.measured_ms or 0.0 for o in ops),
                      record_latency(r, model.statistic), p.latency_ms))
-    return {"rows": np.array(rows), "pred_cat": dict(pred_cat), "true_cat": dict(true_cat)}
+    return {"rows": np.array(rows), "pred_cat": dict(pred_cat), "true_cat": dict(true_cat),
+            "models": [r["model"] for r in records]}
+
+
+def worst(group: Mapping[str, Any], n: int) -> list[str]:
+    """Lines for the ``n`` models of a :func:`_group_rows` group predicted furthest from their measured end-to-end
+    time (by the ratio's distance from 1), worst first: measured time, predicted / measured end to end, predicted /
+    measured op sum, op count."""
+    a = group["rows"]
+    e2e, ops = a[:, 4] / a[:, 3], a[:, 1] / a[:, 2]
+    order = np.argsort(-np.abs(np.log(e2e)), kind="stable")[:n]
+    return [f"    {group['models'][i]:<36} {a[i, 3]:8.2f} ms  predicted {e2e[i]:.3f}x, op sum {ops[i]:.3f}x, "
+            f"{int(a[i, 0])} ops" for i in order]
 
 
 def _report(label: str, group: Mapping[str, Any], overhead: float) -> None:
@@ -126,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--same-models-as", type=Path, help="with --data: only the models this dataset also holds")
     parser.add_argument("--implementations", action="store_true",
                         help="with --data: predictors per implementation the runtime selects (oneDNN or native)")
+    parser.add_argument("--worst", type=int, default=0, metavar="N",
+                        help="list the N zoo CNNs predicted furthest from their measured time")
     parser.add_argument("--no-context", action="store_true",
                         help="with --data: fit on each op's own features alone, as li2023 (before 2026-11-28, the "
                              "only way)")
@@ -182,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
             groups = {"synthetic test": _group_rows(model, test), **groups}
         for label, group in groups.items():
             _report(label, group, model.overhead_ms)
+        if args.worst > 0:
+            print(f"  the {args.worst} zoo CNNs predicted furthest from their measured time:")
+            print("\n".join(worst(groups["zoo CNNs"], args.worst)))
         if len(trained) < 2:
             print("  (the model records no training networks of this dataset: no per-op overhead fit)")
             continue
