@@ -1,4 +1,5 @@
-"""The composition forms of benchmarks/diag_li2023_context.py: each recovers the overhead it can express."""
+"""The composition forms of benchmarks/diag_li2023_context.py: each recovers the overhead it can express; its
+context split; and bench_li2023_zoo_bias.py's list of the worst-predicted models."""
 
 from __future__ import annotations
 
@@ -10,13 +11,17 @@ import numpy as np
 import pytest
 
 
-def _diag() -> ModuleType:
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "diag_li2023_context.py"
-    spec = importlib.util.spec_from_file_location("diag_li2023_context", path)
+def _benchmark(name: str) -> ModuleType:
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _diag() -> ModuleType:
+    return _benchmark("diag_li2023_context")
 
 
 def _rows(c: float, b: float, k: float, seed: int = 0) -> np.ndarray:
@@ -89,3 +94,16 @@ def test_the_context_diagnostic_splits_ops_by_how_often_the_same_op_ran_before(
     again = next(line for line in zoo_part.splitlines() if "repeat: 2+ same ops before" in line)
     # the training median of a shape mixes first runs (1.0) and repeats (0.8): a zoo repeat sits below it
     assert float(first.split("x (")[0].split()[-1]) > float(again.split("x (")[0].split()[-1])
+
+
+def test_worst_ranks_by_distance_from_one_on_a_log_scale_both_ways() -> None:
+    # per model: ops, predicted op sum, measured op sum, measured end to end, predicted end to end
+    rows = np.array([[10, 9.0, 10.0, 10.0, 9.0],     # 0.9x
+                     [20, 20.0, 10.0, 10.0, 20.0],   # 2x: as far as 0.5x
+                     [30, 5.0, 10.0, 10.0, 5.0],     # 0.5x
+                     [40, 10.0, 10.0, 20.0, 21.0]])  # 1.05x, op sum right: work outside the ops
+    group = {"rows": rows, "models": ["a", "b", "c", "d"]}
+    lines = _benchmark("bench_li2023_zoo_bias").worst(group, 3)
+    assert [line.split()[0] for line in lines] == ["b", "c", "a"]
+    assert "predicted 2.000x, op sum 2.000x, 20 ops" in lines[0]
+    assert "20.00 ms  predicted 1.050x, op sum 1.000x" in _benchmark("bench_li2023_zoo_bias").worst(group, 4)[3]
