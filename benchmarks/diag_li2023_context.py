@@ -7,7 +7,10 @@ time, so the figures say what a perfect op predictor would leave):
    end-to-end and summed op times on the training networks. Here that constant is set beside three other forms
    fitted on the same training networks by relative least squares: ``c + b * sum`` (``scale``), ``c + sum + k * n``
    with ``n`` the op count (``per-op``), and ``c + b * sum + k * n`` (``linear``). Each is scored with the ops as
-   measured on the synthetic test networks (synthetic:900-999) and on the zoo CNNs.
+   measured on the synthetic test networks (synthetic:900-999) and on the zoo CNNs. With ``--predicted METHOD``
+   also with the ops as a predictor of that method predicts them (fitted on the same training networks, keyed by
+   implementation, with the context features), the forms still fitted on the measured ops as li2023 fits its
+   constant: what each form gives end to end, where the op predictions' own bias may add to or cancel the form's.
 2. **Context.** The same operation (same predictor key, identical features) timed inside a zoo CNN and inside the
    training networks: the median of the zoo time over the training networks' median time, per category, by the op's
    position in its network, by the network's weight size, and by how many times the same op (key and features)
@@ -22,7 +25,7 @@ the file holds.
 Usage, from the repository root::
 
     python benchmarks/diag_li2023_context.py --data edgeplan/data/latency/xeon/torch-fp32-2t.all-spaces.jsonl.xz \
-        [--space synthetic-aligned] [--statistic median]
+        [--space synthetic-aligned] [--statistic median] [--predicted gbdt]
 """
 
 from __future__ import annotations
@@ -49,6 +52,16 @@ def _rows(records: Sequence[Mapping[str, Any]], ops: Mapping[str, Sequence[Any]]
         mine = ops[r["model"]]
         out.append((record_latency(r, statistic), sum(o.measured_ms or 0.0 for o in mine), len(mine)))
     return np.array(out, dtype=float)
+
+
+def predicted_rows(model: Any, records: Sequence[Mapping[str, Any]], ops: Mapping[str, Sequence[Any]]) -> np.ndarray:
+    """Rows (end to end as measured, the op sum as ``model`` predicts it, op count) of ``records``; an unpredicted op
+    counts 0, as in the model's own total."""
+    from edgeplan.latency.model import record_latency
+
+    return np.array([(record_latency(r, model.statistic),
+                      sum(q.ms or 0.0 for q in model.predict_ops(ops[r["model"]]).ops), len(ops[r["model"]]))
+                     for r in records], dtype=float)
 
 
 def fit_form(train: np.ndarray, scale: bool, per_op: bool) -> tuple[Callable[[np.ndarray], np.ndarray], np.ndarray]:
@@ -85,15 +98,16 @@ def _mape(pred: np.ndarray, rows: np.ndarray) -> float:
     return float(100 * np.mean(np.abs(pred - rows[:, 0]) / rows[:, 0]))
 
 
-def _composition(train: np.ndarray, groups: Mapping[str, np.ndarray]) -> None:
-    print(f"1. composition, every op at its measured time ({len(train)} training networks; MAPE)")
+def _composition(train: np.ndarray, groups: Mapping[str, np.ndarray], ops_as: str = "at its measured time") -> None:
+    print(f"1. composition, every op {ops_as} ({len(train)} training networks; MAPE)")
     print(f"   {'form':<18} {'c ms':>7} {'b':>6} {'k us':>6}  " + "  ".join(f"{g:>16}" for g in groups))
     for name, (scale, per_op) in FORMS.items():
         predict, p = fit_form(train, scale, per_op)
         print(f"   {name:<18} {p[0]:>7.3f} {p[1]:>6.3f} {1000 * p[2]:>6.2f}  "
               + "  ".join(f"{_mape(predict(rows), rows):>15.2f}%" for rows in groups.values()))
     gaps = {g: rows[:, 0] / rows[:, 1] for g, rows in {"training": train, **groups}.items()}
-    print("   end to end over the measured op sum, median (quartiles): " + ", ".join(
+    summed = "measured" if ops_as == "at its measured time" else "predicted"
+    print(f"   end to end over the {summed} op sum, median (quartiles): " + ", ".join(
         f"{g} {np.median(v):.3f} ({np.percentile(v, 25):.3f}-{np.percentile(v, 75):.3f})" for g, v in gaps.items()))
 
 
@@ -151,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--space", action="append", dest="spaces", default=[], metavar="FAMILY",
                         help="train on this edgeplan space's networks too (e.g. synthetic-aligned); repeatable")
     parser.add_argument("--statistic", default="median", choices=("median", "min"))
+    parser.add_argument("--predicted", choices=("gbdt", "lasso", "rf", "mlp"),
+                        help="also score the forms on the ops as this method predicts them")
     args = parser.parse_args(argv)
     from edgeplan.experiments.li2023 import _spaces, _split
     from edgeplan.latency.campaign import load_dataset
@@ -171,7 +187,15 @@ def main(argv: list[str] | None = None) -> int:
           + f", {len(test)} synthetic test networks, {len(zoo)} zoo CNNs")
     groups = {"synthetic test": test, "zoo CNNs": zoo} if test else {"zoo CNNs": zoo}
     ops = {r["model"]: record_ops(r, args.statistic) for r in [*train, *test, *zoo]}  # featurized once for both
-    _composition(_rows(train, ops, args.statistic), {g: _rows(rs, ops, args.statistic) for g, rs in groups.items()})
+    train_rows = _rows(train, ops, args.statistic)
+    _composition(train_rows, {g: _rows(rs, ops, args.statistic) for g, rs in groups.items()})
+    if args.predicted:
+        from edgeplan.latency.model import LatencyModel, scenario_threads
+
+        model = LatencyModel.fit(train, args.predicted, data.scenario, statistic=args.statistic, progress=True,
+                                 threads=scenario_threads(data.scenario))
+        predicted = {g: predicted_rows(model, rs, ops) for g, rs in groups.items()}
+        _composition(train_rows, predicted, f"as {args.predicted} predicts it")
     _context(train, groups, ops)
     return 0
 

@@ -107,3 +107,18 @@ def test_worst_ranks_by_distance_from_one_on_a_log_scale_both_ways() -> None:
     assert [line.split()[0] for line in lines] == ["b", "c", "a"]
     assert "predicted 2.000x, op sum 2.000x, 20 ops" in lines[0]
     assert "20.00 ms  predicted 1.050x, op sum 1.000x" in _benchmark("bench_li2023_zoo_bias").worst(group, 4)[3]
+
+
+def test_predicted_rows_keep_the_measured_time_and_count_and_take_the_models_op_sum() -> None:
+    from edgeplan.latency.model import LatencyModel, record_latency, record_ops
+
+    diag = _diag()
+    train = [_network(i, 8 + i % 4, repeats=i % 2) for i in range(40)]
+    model = LatencyModel.fit(train, "lasso", "torch-fp32-2t", statistic="median")
+    ops = {r["model"]: record_ops(r, "median") for r in train[:5]}
+    rows = diag.predicted_rows(model, train[:5], ops)
+    assert rows.shape == (5, 3)
+    assert list(rows[:, 0]) == [record_latency(r, "median") for r in train[:5]]
+    assert list(rows[:, 2]) == [len(ops[r["model"]]) for r in train[:5]]
+    for r, row in zip(train[:5], rows, strict=True):
+        assert row[1] == pytest.approx(model.predict_ops(ops[r["model"]]).latency_ms - model.overhead_ms)
