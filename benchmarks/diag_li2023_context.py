@@ -106,8 +106,8 @@ def _composition(train: np.ndarray, groups: Mapping[str, np.ndarray], ops_as: st
         print(f"   {name:<18} {p[0]:>7.3f} {p[1]:>6.3f} {1000 * p[2]:>6.2f}  "
               + "  ".join(f"{_mape(predict(rows), rows):>15.2f}%" for rows in groups.values()))
     gaps = {g: rows[:, 0] / rows[:, 1] for g, rows in {"training": train, **groups}.items()}
-    summed = "measured" if ops_as == "at its measured time" else "predicted"
-    print(f"   end to end over the {summed} op sum, median (quartiles): " + ", ".join(
+    summed = "measured op sum" if ops_as == "at its measured time" else "op sum (measured in training, else predicted)"
+    print(f"   end to end over the {summed}, median (quartiles): " + ", ".join(
         f"{g} {np.median(v):.3f} ({np.percentile(v, 25):.3f}-{np.percentile(v, 75):.3f})" for g, v in gaps.items()))
 
 
