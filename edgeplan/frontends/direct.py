@@ -254,7 +254,7 @@ def _convnext_block(b: _Builder, name: str, block: SyntheticBlock, x: str) -> st
 
 
 def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str, act: str = "relu6") -> str:
-    if block.residual:  # a stages-space copy: x + body(x)
+    if block.residual:  # a copy in the stages or modern space: x + body(x)
         y = _synthetic_block(b, f"{name}.body", replace(block, residual=False), x, act)
         return b.binary(name, EltwiseOp.ADD, x, y)
     if block.kind == "conv":

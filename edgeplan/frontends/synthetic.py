@@ -105,9 +105,9 @@ the aligned space). A stages seed draws from its own stream
 other spaces has: ConvNeXt's blocks spend most of their time in linear layers over every pixel of a channels-last
 map (3136 rows at 56x56), between a LayerNorm and a GELU; EfficientNet, MobileNetV3 and RegNetY activate with SiLU
 or hard-swish; ResNets and VGGs with an in-place ReLU over whole maps (the other spaces' in-place ReLUs are their
-squeeze-and-excite gates', at 1x1). A predictor that never saw those prices them by their category's other ops
-(on the Zen 5 file, ConvNeXt's linear layers at 0.60x their time, its GELUs at 0.36x). The modern space is the
-stages space with
+squeeze-and-excite gates', at 1x1). A predictor that never saw those prices them by their category's other ops:
+trained on li2023's networks and the stages space, the Zen 5 file's ConvNeXts are predicted at 0.51-0.63x their
+measured time (``benchmarks/bench_li2023_zoo_bias.py --worst``). The modern space is the stages space with
 
 - one activation per network for every convolution's, drawn uniformly among ReLU6, ReLU, SiLU, hard-swish (all
   in place) and GELU;
@@ -238,8 +238,9 @@ class SyntheticBlock:
     elementwise
         The element-wise op of each part of a ``split`` block (from :data:`ELEMENTWISE_OPS`), else ``None``.
     residual
-        Whether a ``conv`` or ``dwsep`` block adds its input to its output (the stages space's copies; always
-        ``False`` elsewhere). A ``bottleneck``'s residual follows from its stride and channels.
+        Whether a ``conv`` or ``dwsep`` block adds its input to its output (the stages and modern spaces' copies;
+        always ``False`` elsewhere). A ``bottleneck``'s residual follows from its stride and channels, a
+        ``convnext`` block always has one.
     """
 
     kind: str
@@ -265,7 +266,7 @@ class SyntheticArch:
     seed
         The seed it was sampled from.
     blocks
-        The blocks in order: 9, but in the stages space, whose copies follow the block they repeat.
+        The blocks in order: 9, but in the stages and modern spaces, whose copies follow the block they repeat.
     head_channels
         C10, the channels of the final 1x1 conv.
     space
