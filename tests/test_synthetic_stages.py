@@ -72,8 +72,8 @@ def test_stages_are_the_aligned_blocks_followed_by_0_to_4_copies(space: str) -> 
 
 
 def test_a_stages_network_repeats_operations_as_the_zoos_cnns_do() -> None:
-    """Most of a stages network's ops run after the same op (key and features) ran before, as 67% of the zoo CNNs'
-    ops do; in the aligned space under a tenth do."""
+    """About half of a stages network's ops run after the same op (key and features) ran before, nearer the zoo
+    CNNs' 67% than the aligned space's tenth."""
     from edgeplan.latency.predict import graph_ops
 
     def repeated(space: str) -> float:
