@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgeplan.errors import InvalidInputError
+from edgeplan.frontends.synthetic import SPACES, family_of
 
 if TYPE_CHECKING:
     import torch
@@ -194,8 +195,7 @@ def _synthetic_seed(family: str, name: str) -> int:
 
 
 #: Zoo family of each synthetic space -> the space (:data:`edgeplan.frontends.synthetic.SPACES`).
-_SYNTHETIC_SPACES = {"synthetic": "li2023", "synthetic-wide": "wide", "synthetic-aligned": "aligned",
-                     "synthetic-heads": "heads", "synthetic-stages": "stages", "synthetic-modern": "modern"}
+_SYNTHETIC_SPACES = {family_of(space): space for space in SPACES}
 
 
 def _synthetic(family: str) -> Any:

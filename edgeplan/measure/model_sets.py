@@ -35,16 +35,19 @@ from collections.abc import Iterable
 from importlib import resources
 
 from edgeplan.errors import InvalidInputError
+from edgeplan.frontends.synthetic import SPACES, family_of
 
 __all__ = ["MODEL_SETS", "expand_models", "model_set"]
 
+#: The sets of edgeplan's synthetic spaces (300 seeds each): one per space but li2023's.
+_SPACE_SETS: tuple[str, ...] = tuple(family_of(space) for space in SPACES if space != "li2023")
+
 #: Names accepted by :func:`model_set`.
-MODEL_SETS: tuple[str, ...] = ("synthetic", "synthetic-wide", "synthetic-aligned", "synthetic-heads",
-                               "synthetic-stages", "synthetic-modern", "torchvision-cnns", "timm-cnns",
-                               "timm-transformers", "nb201-sample")
+MODEL_SETS: tuple[str, ...] = ("synthetic", *_SPACE_SETS, "torchvision-cnns", "timm-cnns", "timm-transformers",
+                               "nb201-sample")
 
 _TRANSFORMERS = re.compile(r"^(vit_|swin_|maxvit_)")
-_RANGE = re.compile(r"^(synthetic(?:-wide|-aligned|-heads|-stages|-modern)?):(\d+)-(\d+)$")
+_RANGE = re.compile(rf"^({'|'.join(family_of(space) for space in SPACES)}):(\d+)-(\d+)$")
 
 
 def _timm_list(file: str) -> list[str]:
@@ -77,7 +80,7 @@ def model_set(name: str) -> list[str]:
     """
     if name == "synthetic":
         return [f"synthetic:{i}" for i in range(1000)]
-    if name in ("synthetic-wide", "synthetic-aligned", "synthetic-heads", "synthetic-stages", "synthetic-modern"):
+    if name in _SPACE_SETS:
         return [f"{name}:{i}" for i in range(300)]
     if name == "torchvision-cnns":
         from edgeplan.frontends.zoo import torchvision_names
