@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-__all__ = ["Context", "check_positive", "emit_json", "model_specs", "refuse_failures"]
+__all__ = ["KEEP_MEMORY_HELP", "Context", "check_positive", "emit_json", "keep_memory", "model_specs",
+           "refuse_failures"]
+
+#: Help of the ``--keep-memory`` option of the commands that measure.
+KEEP_MEMORY_HELP = ("Measure under glibc malloc tunables that keep freed memory in the process (as a caching "
+                    "allocator does), so that no operation pays page faults for buffers over 32 MiB that the "
+                    "allocator handed back: re-runs the command with them set. Recorded with the measurements; a "
+                    "campaign is measured all with it or all without.")
 
 
 @dataclass
@@ -25,6 +34,24 @@ class Context:
     def command(self) -> str:
         """The command line, as recorded with every measurement."""
         return " ".join(("edgeplan", *self.argv))
+
+
+def keep_memory(ctx: Context) -> None:
+    """Make sure this process runs under :data:`edgeplan.measure.allocator.KEEP_MEMORY`: return if it does, else
+    run the same command again in its place with the tunables set (glibc reads them when a process starts only).
+
+    Parameters
+    ----------
+    ctx
+        The command's context: its :attr:`Context.argv` is run as ``python -m edgeplan ARGV``.
+    """
+    from edgeplan.measure.allocator import keeps_memory, with_keep_memory
+
+    if keeps_memory():
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "edgeplan", *ctx.argv], with_keep_memory())
 
 
 def emit_json(data: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from edgeplan.cli.common import Context, check_positive, emit_json
+from edgeplan.cli.common import KEEP_MEMORY_HELP, Context, check_positive, emit_json, keep_memory
 
 __all__ = ["measure"]
 
@@ -17,10 +17,11 @@ __all__ = ["measure"]
               help="Exactly this many timed runs (default: adaptive, until the median's 95% CI is within +-2%).")
 @click.option("--max-time", "max_time_s", type=float, default=10.0, show_default=True, help="Time cap in seconds.")
 @click.option("--input-shape", default=None, help="Override the default input shape, e.g. 1x3x160x160.")
+@click.option("--keep-memory", "keep", is_flag=True, help=KEEP_MEMORY_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def measure(ctx: Context, model: str, threads: int, runtime: str, repeats: int | None, max_time_s: float,
-            input_shape: str | None, as_json: bool) -> None:
+            input_shape: str | None, keep: bool, as_json: bool) -> None:
     """Measure the end-to-end latency of MODEL on this machine and store it (median of repeated runs)."""
     import os
 
@@ -39,6 +40,8 @@ def measure(ctx: Context, model: str, threads: int, runtime: str, repeats: int |
     config = (TimingConfig(min_repeats=repeats, max_repeats=repeats, max_time_s=max_time_s) if repeats
               else TimingConfig(max_time_s=max_time_s))
     shape = parse_shape(input_shape) if input_shape else None
+    if keep:
+        keep_memory(ctx)
     from rich.console import Console
 
     with Console(stderr=True).status(f"measuring {model} ({runtime}, {threads} thread(s))", spinner="dots"):

@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from edgeplan.cli.common import Context, check_positive, emit_json, model_specs, refuse_failures
+from edgeplan.cli.common import (
+    KEEP_MEMORY_HELP,
+    Context,
+    check_positive,
+    emit_json,
+    keep_memory,
+    model_specs,
+    refuse_failures,
+)
 
 if TYPE_CHECKING:
     from edgeplan.latency.campaign import OpDataset
@@ -39,11 +47,12 @@ def ops() -> None:
 @click.option("--reference", default=None, metavar="MODEL",
               help="Zoo model timed before every call; times are kept as ratios to it, which cancels most of a "
                    "shared machine's drift (the shipped campaigns use synthetic:0).")
+@click.option("--keep-memory", "keep", is_flag=True, help=KEEP_MEMORY_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
 @click.pass_obj
 def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str, ...], models_file: Path | None,
                 runs: int, plain_per_run: int, max_time_s: float, budget_s: float | None, repeat: str,
-                reference: str | None, as_json: bool) -> None:
+                reference: str | None, keep: bool, as_json: bool) -> None:
     """Measure MODELS per op and end to end in each scenario, into the Store; resumable.
 
     MODELS are zoo strings; ``synthetic:0-999`` (or ``synthetic-wide:0-299``, ``synthetic-aligned:0-299``,
@@ -64,6 +73,8 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
         raise InvalidInputError(f"--budget must be positive, got {budget_s}")
     check_positive("--max-time", max_time_s, "a positive number of seconds")
     config = TimingConfig(max_time_s=max_time_s)
+    if keep:
+        keep_memory(ctx)
     reports = []
     with Store.open(default_store_path(ctx.home)) as store:
         for s in scenario_names:

@@ -142,6 +142,8 @@ def run_op_campaign(
     tasks = [Task(key=f"{m}|{onnx_file_digest(m)}" if is_onnx_path(m) else m, model=m, kind="model_ops")
              for m in models]
     params: dict[str, Any] = {"scenario": scenario.name, "runs": runs, "plain_per_run": plain_per_run}
+    if device.allocator is not None:  # freed memory kept or not changes big operations' times: never one campaign
+        params["allocator"] = device.allocator
     if reference:
         params["reference"] = reference
         params["reference_warm"] = True  # timed after an untimed call of it (op_profile._timed_reference)
@@ -151,6 +153,11 @@ def run_op_campaign(
     if earlier is not None and dict(earlier) != params:
         settings = f"--runs {earlier.get('runs')} --plain-per-run {earlier.get('plain_per_run')}" + (
             f" --reference {earlier['reference']}" if earlier.get("reference") else " and no --reference")
+        if earlier.get("allocator") != params.get("allocator"):
+            settings += (f" under allocator settings {earlier['allocator']}" if earlier.get("allocator")
+                         else " under glibc's default allocator") + (
+                f" (this process runs under {params['allocator']})" if params.get("allocator")
+                else " (this process runs under glibc's defaults)")
         if earlier.get("reference") and not earlier.get("reference_warm"):
             settings += (" by an edgeplan that timed the reference right after each call (before 2026-11-27; its "
                          "ratios are not comparable with this one's)")

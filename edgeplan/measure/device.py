@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from edgeplan.errors import InvalidInputError, MeasurementError
+from edgeplan.measure.allocator import allocator_settings
 from edgeplan.measure.harness import check_thread_count
 
 __all__ = [
@@ -74,6 +75,11 @@ class DeviceDescriptor:
         GPU name when the runtime ran on CUDA, else ``None``.
     hostname, os, python
         Provenance only; not part of :attr:`key`.
+    allocator
+        The memory-allocator settings the process ran under
+        (:func:`edgeplan.measure.allocator.allocator_settings`, e.g. glibc's tunables that keep freed memory), None
+        for glibc's defaults. Part of :attr:`key` when set: which blocks fault fresh pages changes big operations'
+        latency severalfold. Descriptors stored before it was recorded read as None.
     """
 
     cpu_model: str
@@ -87,11 +93,15 @@ class DeviceDescriptor:
     hostname: str
     os: str
     python: str
+    allocator: str | None = None
 
     @property
     def key(self) -> str:
         """Stable 16-hex-digit id of the fields that change latency (not hostname, OS or Python)."""
-        payload = json.dumps({name: getattr(self, name) for name in _KEY_FIELDS}, sort_keys=True)
+        fields_ = {name: getattr(self, name) for name in _KEY_FIELDS}
+        if self.allocator is not None:  # glibc's defaults keep the keys of the measurements made before it counted
+            fields_["allocator"] = self.allocator
+        payload = json.dumps(fields_, sort_keys=True)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, object]:
@@ -118,7 +128,7 @@ class DeviceDescriptor:
         """
         names = {f.name for f in fields(cls)}
         given = {k: v for k, v in data.items() if k != "key"}
-        missing, unknown = names - given.keys(), given.keys() - names
+        missing, unknown = names - given.keys() - {"allocator"}, given.keys() - names
         if missing or unknown:
             raise InvalidInputError(
                 f"device descriptor: missing fields {sorted(missing)}, unknown fields {sorted(unknown)}; "
@@ -145,10 +155,10 @@ class DeviceDescriptor:
             raise InvalidInputError(
                 f"device descriptor: physical_cores must be an integer or null, got {self.physical_cores!r}"
             )
-        if self.accelerator is not None and not isinstance(self.accelerator, str):
-            raise InvalidInputError(
-                f"device descriptor: accelerator must be a string or null, got {self.accelerator!r}"
-            )
+        for name in ("accelerator", "allocator"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise InvalidInputError(f"device descriptor: {name} must be a string or null, got {value!r}")
 
 
 def describe_device(runtime: str, threads: int, dtype: str = "float32", device: str = "cpu") -> DeviceDescriptor:
@@ -189,6 +199,7 @@ def describe_device(runtime: str, threads: int, dtype: str = "float32", device: 
         hostname=socket.gethostname(),
         os=platform.platform(),
         python=platform.python_version(),
+        allocator=allocator_settings(),
     )
 
 
