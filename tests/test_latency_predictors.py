@@ -24,6 +24,7 @@ from edgeplan.latency.features import (
 )
 from edgeplan.latency.model import LatencyModel, mape, record_ops, with_context
 from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
+from edgeplan.measure.allocator import KEEP_MEMORY, allocator_settings
 
 
 def conv(c: int, k: int, size: int, groups: int = 1, kernel: int = 3, stride: int = 1) -> dict[str, Any]:
@@ -596,14 +597,18 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
     ("xeon", "torch-fp32-2t.warm-all", True, ("synthetic-wide", "synthetic-aligned")),
     ("xeon", "torch-fp32-2t.all-spaces", True, ("synthetic-wide", "synthetic-aligned", "synthetic-heads")),
     ("epyc-zen5", "torch-fp32-2t", True,
+     ("synthetic-aligned", "synthetic-heads", "synthetic-stages", "synthetic-modern")),
+    ("epyc-zen5-keep", "torch-fp32-2t", True,
      ("synthetic-aligned", "synthetic-heads", "synthetic-stages", "synthetic-modern"))])
 def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(folder: str, name: str, warm: bool,
                                                                             spaces: tuple[str, ...]) -> None:
-    """``edgeplan/data/latency/xeon`` and ``epyc-zen5`` (``make bench-li2023-2t-xeon``, ``-xeon-spaces``,
-    ``-zen5``): li2023's training and test networks, edgeplan's synthetic spaces and the zoo CNNs, measured on
-    another machine than the shipped profile's, every model beside the reference (timed after a call of its own) and
-    at one scale with its repeat, so that ``reproduce li2023`` prints its noise floor. The Zen 5 EPYC reports the
-    same CPU name as the shipped profile's EPYC; it runs the reference more than twice as fast."""
+    """``edgeplan/data/latency/xeon``, ``epyc-zen5`` and ``epyc-zen5-keep`` (``make bench-li2023-2t-xeon``,
+    ``-xeon-spaces``, ``-zen5``, ``-zen5-keep``): li2023's training and test networks, edgeplan's synthetic spaces
+    and the zoo CNNs, measured on another machine than the shipped profile's, every model beside the reference
+    (timed after a call of its own) and at one scale with its repeat, so that ``reproduce li2023`` prints its noise
+    floor. The Zen 5 EPYC reports the same CPU name as the shipped profile's EPYC; it runs the reference more than
+    twice as fast. The ``-keep`` files were measured, repeat included, with glibc's allocator keeping freed memory
+    (``--keep-memory``), and their device says so; the others under glibc's defaults."""
     from edgeplan.experiments.li2023 import _same_scale, _spaces, _split, dataset_path, noise_floor
     from edgeplan.latency.campaign import load_dataset
     from edgeplan.latency.model import record_latency
@@ -614,6 +619,8 @@ def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(fol
     assert bool(data.provenance["reference"].get("warm")) is bool(repeat.provenance["reference"].get("warm")) is warm
     shipped = load_dataset(dataset_path("torch-fp32-2t")).provenance
     assert data.scenario == repeat.scenario == "torch-fp32-2t" and data.provenance["device"]["threads"] == 2
+    allocator = allocator_settings(KEEP_MEMORY) if folder.endswith("-keep") else None
+    assert data.provenance["device"].get("allocator") == repeat.provenance["device"].get("allocator") == allocator
     other_cpu = data.provenance["device"]["cpu_model"] != shipped["device"]["cpu_model"]
     assert other_cpu or data.provenance["reference"]["ms"] < 0.5 * shipped["reference"]["ms"]
     train, test, zoo = _split(data)
