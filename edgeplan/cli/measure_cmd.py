@@ -23,6 +23,8 @@ __all__ = ["measure"]
 def measure(ctx: Context, model: str, threads: int, runtime: str, repeats: int | None, max_time_s: float,
             input_shape: str | None, keep: bool, as_json: bool) -> None:
     """Measure the end-to-end latency of MODEL on this machine and store it (median of repeated runs)."""
+    if keep:  # first: what this process would print before, its replacement prints again
+        keep_memory(ctx)
     import os
 
     from edgeplan.api import measure_model
@@ -40,8 +42,6 @@ def measure(ctx: Context, model: str, threads: int, runtime: str, repeats: int |
     config = (TimingConfig(min_repeats=repeats, max_repeats=repeats, max_time_s=max_time_s) if repeats
               else TimingConfig(max_time_s=max_time_s))
     shape = parse_shape(input_shape) if input_shape else None
-    if keep:
-        keep_memory(ctx)
     from rich.console import Console
 
     with Console(stderr=True).status(f"measuring {model} ({runtime}, {threads} thread(s))", spinner="dots"):

@@ -61,6 +61,8 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
     torchvision-cnns, timm-cnns, timm-transformers, nb201-sample). Running the
     same command again measures only what is missing.
     """
+    if keep:  # first: what this process would print before, its replacement prints again
+        keep_memory(ctx)
     from edgeplan.errors import InvalidInputError
     from edgeplan.latency.campaign import run_op_campaign
     from edgeplan.measure import Store, TimingConfig, default_store_path
@@ -73,8 +75,6 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
         raise InvalidInputError(f"--budget must be positive, got {budget_s}")
     check_positive("--max-time", max_time_s, "a positive number of seconds")
     config = TimingConfig(max_time_s=max_time_s)
-    if keep:
-        keep_memory(ctx)
     reports = []
     with Store.open(default_store_path(ctx.home)) as store:
         for s in scenario_names:

@@ -27,6 +27,7 @@ from typing import IO, Any
 import numpy as np
 
 from edgeplan.errors import EdgeplanError, InvalidInputError, MeasurementError
+from edgeplan.measure.allocator import KEEP_MEMORY, allocator_settings
 from edgeplan.measure.campaign import CampaignReport, MeasurementResult, Task, run_campaign
 from edgeplan.measure.device import describe_device
 from edgeplan.measure.harness import TimingConfig
@@ -151,13 +152,15 @@ def run_op_campaign(
     found = store.find_campaign(name)
     earlier = found.params if found is not None else None
     if earlier is not None and dict(earlier) != params:
-        settings = f"--runs {earlier.get('runs')} --plain-per-run {earlier.get('plain_per_run')}" + (
-            f" --reference {earlier['reference']}" if earlier.get("reference") else " and no --reference")
+        allocator = ""
         if earlier.get("allocator") != params.get("allocator"):
-            settings += (f" under allocator settings {earlier['allocator']}" if earlier.get("allocator")
-                         else " under glibc's default allocator") + (
+            kept = earlier.get("allocator") == allocator_settings(KEEP_MEMORY)
+            allocator = (" --keep-memory" if kept else f" under allocator settings {earlier['allocator']}"
+                         if earlier.get("allocator") else " under glibc's default allocator") + (
                 f" (this process runs under {params['allocator']})" if params.get("allocator")
                 else " (this process runs under glibc's defaults)")
+        settings = f"--runs {earlier.get('runs')} --plain-per-run {earlier.get('plain_per_run')}{allocator}" + (
+            f" --reference {earlier['reference']}" if earlier.get("reference") else " and no --reference")
         if earlier.get("reference") and not earlier.get("reference_warm"):
             settings += (" by an edgeplan that timed the reference right after each call (before 2026-11-27; its "
                          "ratios are not comparable with this one's)")
