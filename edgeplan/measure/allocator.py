@@ -11,9 +11,11 @@ before it (``benchmarks/diag_malloc.py``). No per-operation predictor can see th
 
 :data:`KEEP_MEMORY` sets glibc's tunables so that no block is served by ``mmap`` and the heap is never trimmed:
 freed memory stays in the process and is reused, as it is under the caching allocators serving deployments use
-(jemalloc, tcmalloc; PyTorch's own on a GPU). Measured under it, the convolution above takes the same 5.3-7.7 ms
-in every network. glibc reads the tunables when a process starts, so :func:`keep_memory_command` re-runs a command
-with them set. Whatever allocator settings a process runs under are part of its measurements' device
+(jemalloc, tcmalloc; PyTorch's own on a GPU). Measured under it, the convolution above takes 5.3-5.4 ms in
+``wide_resnet50_2`` and 7.6-7.7 ms in a network whose tensors are channels-last (a memory format oneDNN runs more
+slowly), against 5.1 and 23 ms under the defaults. glibc reads the tunables when a process starts only, so
+``--keep-memory`` (:func:`edgeplan.cli.common.keep_memory`) re-runs its command with them set
+(:func:`with_keep_memory`). Whatever allocator settings a process runs under are part of its measurements' device
 (:func:`allocator_settings`, :attr:`edgeplan.measure.device.DeviceDescriptor.allocator`).
 """
 
