@@ -33,9 +33,7 @@ from collections import defaultdict
 
 import numpy as np
 
-#: glibc tunables that keep freed memory in the process: no block is served by mmap, the heap is never trimmed.
-NO_RETURN = {"MALLOC_MMAP_THRESHOLD_": str(2**30), "MALLOC_TRIM_THRESHOLD_": str(2**32),
-             "MALLOC_TOP_PAD_": str(2**28)}
+from edgeplan.measure.allocator import KEEP_MEMORY as NO_RETURN  # what ops profile --keep-memory sets
 
 DEFAULT_MODELS = ("synthetic-aligned:0-11", "synthetic:0-7", "torchvision:resnet50", "torchvision:mobilenet_v2",
                   "torchvision:regnet_x_3_2gf", "torchvision:densenet121", "timm:efficientnet_b0",
