@@ -1,6 +1,6 @@
 """Where a scenario's predictors err on the zoo CNNs: the ratio of predicted to measured end-to-end times, the same
-for the sum of the ops alone and per op category, and the zoo MAPE with the learnt constant overhead against an
-overhead per op learnt on the training networks (the gap between end-to-end and op times, linear in the op count).
+for the sum of the ops alone and per op category, and the MAPE with each overhead form
+(:data:`~edgeplan.latency.model.OVERHEAD_FORMS`) learnt on the training networks, on the same op predictions.
 
 By default the scenario's shipped models and dataset (no timing, no fitting). With ``--data FILE`` (an ``edgeplan
 ops export`` of your own campaign, e.g. another machine's) the methods are fitted on that file's training networks
@@ -71,13 +71,19 @@ def worst(group: Mapping[str, Any], n: int) -> list[str]:
             f"{int(a[i, 0])} ops" for i in order]
 
 
-def _report(label: str, group: Mapping[str, Any], overhead: float) -> None:
+def _overhead(params: Sequence[float], rows: np.ndarray) -> np.ndarray:
+    """The overhead ``(constant, per op, share)`` of :func:`~edgeplan.latency.model.fit_overhead` for
+    :func:`_group_rows` rows, on their measured op sums."""
+    return params[0] + params[1] * rows[:, 0] + params[2] * rows[:, 2]
+
+
+def _report(label: str, group: Mapping[str, Any], overhead: Sequence[float]) -> None:
     from edgeplan.latency.model import mape
 
     a = group["rows"]
     e2e = a[:, 4] / a[:, 3]
     q1, q3 = np.percentile(e2e, [25, 75])
-    oracle = mape(list(np.maximum(a[:, 2] + overhead, 0.5 * a[:, 2])), list(a[:, 3]))
+    oracle = mape(list(np.maximum(a[:, 2] + _overhead(overhead, a), 0.5 * a[:, 2])), list(a[:, 3]))
     print(f"  {label} ({len(a)}): end-to-end MAPE {mape(list(a[:, 4]), list(a[:, 3])):.2f}%, with the ops as "
           f"measured {oracle:.2f}%; predicted / measured end to end median {np.median(e2e):.3f}x (quartiles "
           f"{q1:.3f}-{q3:.3f}x); op sums {np.median(a[:, 1] / a[:, 2]):.3f}x")
@@ -148,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from edgeplan.experiments.li2023 import _spaces, _split, dataset_path
     from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import LatencyModel, mape, scenario_threads
+    from edgeplan.latency.model import OVERHEAD_FORMS, LatencyModel, fit_overhead, mape, scenario_threads
     from edgeplan.latency.predict import load_device_model
 
     if args.with_spaces and args.data is None:
@@ -192,12 +198,14 @@ def main(argv: list[str] | None = None) -> int:
         if not zoo:
             print(f"{where} {method}: no zoo CNNs in the dataset")
             continue
-        print(f"{where}: {method} ({model.statistic}), overhead {model.overhead_ms:.3f} ms")
+        learnt = (model.overhead_ms, model.overhead_per_op_ms, model.overhead_share)
+        print(f"{where}: {method} ({model.statistic}), overhead {model.overhead_ms:.3f} ms + "
+              f"{1000 * model.overhead_per_op_ms:.2f} us per op + {100 * model.overhead_share:.2f}% of the op sum")
         groups = {"zoo CNNs": _group_rows(model, zoo)}
         if args.data is not None and test:
             groups = {"synthetic test": _group_rows(model, test), **groups}
         for label, group in groups.items():
-            _report(label, group, model.overhead_ms)
+            _report(label, group, learnt)
         if args.worst > 0:
             print(f"  the {args.worst} zoo CNNs predicted furthest from their measured time:")
             print("\n".join(worst(groups["zoo CNNs"], args.worst)))
@@ -205,15 +213,17 @@ def main(argv: list[str] | None = None) -> int:
             print("  (the model records no training networks of this dataset: no per-op overhead fit)")
             continue
         _same_features(trained, zoo, model.statistic)
-        a, t = groups["zoo CNNs"]["rows"], _group_rows(model, trained)["rows"]
-        gap = t[:, 3] - t[:, 2]  # end to end minus the measured ops, on the training networks
-        slope, intercept = np.polyfit(t[:, 0], gap, 1)
-        constant = np.full(len(a), float(np.mean(gap)))
-        for name, overhead in (("constant", constant), ("per op", intercept + slope * a[:, 0])):
-            total = np.maximum(a[:, 1] + overhead, 0.5 * a[:, 1])
-            print(f"  overhead {name:<8} zoo MAPE {mape(list(total), list(a[:, 3])):.2f}%"
-                  + (f"  ({intercept:.2f} ms + {1000 * slope:.1f} us per op, from {len(t)} training networks)"
-                     if name == "per op" else f"  ({np.mean(gap):.2f} ms)"))
+        t = _group_rows(model, trained)["rows"]  # the training networks: op count, sums, end to end
+        for form in OVERHEAD_FORMS:  # both overheads on the same op predictions
+            params = fit_overhead(t[:, 3], t[:, 2], t[:, 0], form)
+            scores = []
+            for label, group in groups.items():
+                a = group["rows"]
+                ops = params[0] + params[1] * a[:, 0] + params[2] * a[:, 1]  # on the predicted op sums
+                total = np.maximum(a[:, 1] + ops, 0.5 * a[:, 1])
+                scores.append(f"{label} MAPE {mape(list(total), list(a[:, 3])):.2f}%")
+            print(f"  overhead {form:<6} {', '.join(scores)}  ({params[0]:.3f} ms + {1000 * params[1]:.2f} us per op "
+                  f"+ {100 * params[2]:.2f}% of the op sum, from {len(t)} training networks)")
     return 0
 
 

@@ -22,7 +22,7 @@ from edgeplan.latency.features import (
     lead_node,
     predictor_key,
 )
-from edgeplan.latency.model import LatencyModel, mape, record_ops, with_context
+from edgeplan.latency.model import LatencyModel, fit_overhead, mape, record_ops, with_context
 from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
 from edgeplan.measure.allocator import KEEP_MEMORY, allocator_settings
 
@@ -293,6 +293,45 @@ def test_end_to_end_model_fits_predicts_and_saves(tmp_path: Path) -> None:
         LatencyModel.load(bad)
     with pytest.raises(InvalidInputError, match="not matched to IR nodes"):
         record_ops({"model": "m", "nodes": {}, "ops": [{"kernel": "k", "kind": "Conv", "nodes": [], "ms": 1}]})
+
+
+def test_the_linear_overhead_recovers_a_cost_per_op_and_a_share_and_shrugs_off_busy_runs() -> None:
+    """``fit_overhead``'s linear form finds ``a + b * ops + (1 + s) * sum`` by least relative error: a few models
+    measured while the machine was busy (3x their time) do not move it, where they pull li2023's mean."""
+    rng = np.random.default_rng(1)
+    sums = rng.uniform(2.0, 40.0, 200)
+    counts = rng.integers(20, 300, 200)
+    latency = 0.1 + 0.004 * counts + 1.03 * sums
+    busy = latency.copy()
+    busy[:8] *= 3.0
+    a, b, s = fit_overhead(busy, sums, counts)
+    assert (a, b, s) == pytest.approx((0.1, 0.004, 0.03), rel=1e-3, abs=1e-6)
+    mean, b0, s0 = fit_overhead(busy, sums, counts, "mean")
+    assert (b0, s0) == (0.0, 0.0) and mean == pytest.approx(float(np.mean(busy - sums)))
+    assert mean > 2 * (a + 0.004 * counts.mean() + 0.03 * sums.mean())  # the busy runs pull the mean up
+    # Every model with as many ops: the cost per op is the constant's; too few models: li2023's mean.
+    same = 0.1 + 0.004 * 50 + 1.03 * sums
+    assert fit_overhead(same, sums, np.full(200, 50)) == pytest.approx((0.1 + 0.2, 0.0, 0.03), abs=1e-6)
+    assert fit_overhead(latency[:5], sums[:5], counts[:5])[1:] == (0.0, 0.0)
+
+
+def test_a_model_with_a_linear_overhead_predicts_saves_and_old_files_read_as_constant(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    model = LatencyModel.fit([_record(i, rng) for i in range(30)], "lasso", "test-scenario")
+    grown = dataclasses.replace(model, overhead_per_op_ms=0.01, overhead_share=0.05)
+    ops = record_ops(_record(99, rng))
+    base, more = model.predict_ops(ops), grown.predict_ops(ops)
+    ops_ms = sum(o.ms or 0.0 for o in base.ops)
+    assert more.latency_ms == pytest.approx(base.latency_ms + 0.01 * len(ops) + 0.05 * ops_ms)
+    assert more.overhead_ms == pytest.approx(more.latency_ms - ops_ms) and not more.overhead_clamped
+    loaded = LatencyModel.load(grown.save(tmp_path / "grown.json"))
+    assert (loaded.overhead_per_op_ms, loaded.overhead_share) == (0.01, 0.05)
+    assert loaded.predict_ops(ops).latency_ms == pytest.approx(more.latency_ms)
+    old = grown.to_dict()
+    del old["overhead_per_op_ms"], old["overhead_share"]  # a file saved before the linear overhead
+    assert LatencyModel.from_dict(old).predict_ops(ops).latency_ms == pytest.approx(base.latency_ms)
+    with pytest.raises(InvalidInputError, match="unknown overhead form"):
+        LatencyModel.fit([_record(i, rng) for i in range(10)], "lasso", "s", overhead="median")
 
 
 def test_a_key_with_more_ops_than_the_cap_trains_on_a_seeded_subsample(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,8 @@ from edgeplan.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from edgeplan.latency.campaign import OpDataset
     from edgeplan.latency.model import LatencyModel
 
@@ -226,10 +228,13 @@ def compact_cmd(ctx: Context, src: Path, out: Path, remove_src: bool) -> None:
 @click.option("--no-context", is_flag=True,
               help="Fit on each op's own features alone, as li2023 does; by default the predictors also see its place "
                    "in the network (how often the same op and the same kind ran before it in the same run).")
+@click.option("--overhead", type=click.Choice(["linear", "mean"]), default="linear", show_default=True,
+              help="How the end-to-end overhead over the ops' sum is learnt: a constant plus a cost per op plus a "
+                   "share of the ops' sum, by least relative error (linear), or li2023's mean difference (mean).")
 @click.option("--json", "as_json", is_flag=True)
 def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, ...], out: Path, seed: int,
             min_samples: int, statistic: str | None, extend: str | None, min_models: int, implementations: bool,
-            no_context: bool, as_json: bool) -> None:
+            no_context: bool, overhead: str, as_json: bool) -> None:
     """Fit operation-wise predictors (li2023 §4.2) on a dataset; write one model per method.
 
     With --extend DEVICE, the device's models gain predictors for the operation kinds of --data they have none for
@@ -285,7 +290,7 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
                 models.append(LatencyModel.fit(records, m, scenario.name, seed=seed, progress=not as_json, info=info,
                                                min_samples=min_samples, statistic=statistic or "min",
                                                threads=scenario.threads if implementations else None,
-                                               context=not no_context))
+                                               context=not no_context, overhead=overhead))
     except InvalidInputError:
         if created and not any(out.iterdir()):  # refused: no empty device folder left behind
             out.rmdir()
@@ -293,7 +298,8 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
     written: list[dict[str, Any]] = []
     for m, model in zip(methods, models, strict=True):
         entry = {"method": m, "path": str(model.save(out)), "models": len(records),
-                 "predictors": len(model.predictors), "overhead_ms": model.overhead_ms}
+                 "predictors": len(model.predictors), "overhead_ms": model.overhead_ms,
+                 "overhead_per_op_ms": model.overhead_per_op_ms, "overhead_share": model.overhead_share}
         if extend is not None:
             entry["added"] = sorted(model.info["extensions"][-1]["added_ops_per_key"])
         written.append(entry)
@@ -306,7 +312,16 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
                        f"{w['models']} models ({', '.join(w['added'])}) -> {w['path']}")
             continue
         click.echo(f"{w['method']}: {w['predictors']} predictors from {w['models']} models, overhead "
-                   f"{w['overhead_ms']:.3f} ms -> {w['path']}")
+                   f"{_overhead_text(w)} -> {w['path']}")
+
+
+def _overhead_text(entry: Mapping[str, Any]) -> str:
+    """A fitted model's overhead in words: the constant, and the parts that grow with the model if any."""
+    text = f"{entry['overhead_ms']:.3f} ms"
+    if entry["overhead_per_op_ms"] or entry["overhead_share"]:
+        text += (f" + {1000 * entry['overhead_per_op_ms']:.2f} us per op + {100 * entry['overhead_share']:.2f} % "
+                 "of the ops' sum")
+    return text
 
 
 def _extendable(device: str, method: str, data: OpDataset, statistic: str | None) -> LatencyModel:

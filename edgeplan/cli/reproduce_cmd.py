@@ -229,12 +229,15 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
 @click.option("--no-context", is_flag=True,
               help="Fit the op predictors on each op's own features alone, as li2023 does, without its place in the "
                    "network (how often the same op and the same kind ran before it in the same run).")
+@click.option("--overhead", type=click.Choice(["linear", "mean"]), default="linear", show_default=True,
+              help="How the end-to-end overhead over the ops' sum is learnt: a constant plus a cost per op plus a "
+                   "share of the ops' sum (linear), or li2023's mean difference (mean).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Path | None, repeat_file: Path | None,
            statistic: str, nb201: bool, insight: str | None, floor_only: bool, versus_file: Path | None,
            help_data: Path, source: str, source_method: str, seeds: int, samples: int, nb201_module: str,
-           no_fold_zeros: bool, fewshot_file: Path | None, kind_keys: bool, no_context: bool,
+           no_fold_zeros: bool, fewshot_file: Path | None, kind_keys: bool, no_context: bool, overhead: str,
            as_json: bool) -> None:
     """Latency prediction (§5.1, §5.3, §5.5, §5.6) on this machine's per-op datasets, --nb201 few-shot, --fewshot
     on your own measurements, or an --insight of §3.1."""
@@ -302,7 +305,7 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
         _emit(few, format_nb201(few), as_json)
         return
     result = run(scenario, methods, data_file, repeat_file, progress=not as_json, statistic=statistic,
-                 implementations=not kind_keys, context=not no_context)
+                 implementations=not kind_keys, context=not no_context, overhead=overhead)
     _emit(result, format_report(result), as_json)
 
 

@@ -372,7 +372,7 @@ def _nnmeter(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any
 
 def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS, data_file: Path | None = None,
               repeat_file: Path | None = None, progress: bool = False, statistic: str = "min",
-              implementations: bool = True, context: bool = True) -> dict[str, Any]:
+              implementations: bool = True, context: bool = True, overhead: str = "linear") -> dict[str, Any]:
     """Compute §5.1, §5.3, §5.5 and §5.6 on a scenario's dataset.
 
     Parameters
@@ -397,6 +397,9 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
         Give the predictors each op's place in its network (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`:
         how often the same op and the same kind ran before it); False fits on the op's own features alone, as
         li2023 does. The nn-Meter-like baseline keeps its own features either way.
+    overhead
+        How the end-to-end overhead is learnt (:func:`~edgeplan.latency.model.fit_overhead`): ``linear`` (default)
+        or li2023's ``mean``.
 
     Returns
     -------
@@ -427,11 +430,12 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
                            "statistic": statistic}
     out["keys"] = "implementation" if implementations else "kind"
     out["context"] = context
+    out["overhead"] = overhead
     threads = scenario_threads(data.scenario) if implementations else None
     sizes = sorted({min(n, len(train)) for n in _SIZES})
     full = sizes[-1]
     fitted = {(m, n): LatencyModel.fit(train[:n], m, data.scenario, progress=progress, statistic=statistic,
-                                       threads=threads, context=context)
+                                       threads=threads, context=context, overhead=overhead)
               for m in methods
               for n in sizes}
     out["5.1"] = {m: {**_evaluate(fitted[(m, full)], test), "per_category": _per_category(fitted[(m, full)], test)}
@@ -457,7 +461,7 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
         for m in methods:
             def fit(records: Sequence[Mapping[str, Any]], m: str = m) -> LatencyModel:
                 return LatencyModel.fit(records, m, data.scenario, progress=progress, statistic=statistic,
-                                        threads=threads, context=context)
+                                        threads=threads, context=context, overhead=overhead)
 
             both = fit(train + wide)
             out["5.3-wide"][m] = {
@@ -477,7 +481,9 @@ def format_report(result: Mapping[str, Any]) -> list[str]:
              + ("kernel kind and the implementation the runtime selects (--kind-keys: kind alone, as li2023)"
                 if result.get("keys", "kind") == "implementation" else "kernel kind (li2023)")
              + ("; features: the op's own and its place in the network (--no-context: its own alone, as li2023)"
-                if result.get("context") else "; features: the op's own (li2023)")]
+                if result.get("context") else "; features: the op's own (li2023)")
+             + ("; overhead: linear in the op count and the ops' sum (--overhead mean: li2023's mean difference)"
+                if result.get("overhead") == "linear" else "; overhead: the mean difference (li2023)")]
     dev = result.get("device") or {}
     if dev:
         lines.append(f"  measured on: {dev.get('cpu_model')} ({dev.get('threads')} thread(s), {dev.get('runtime')} "
