@@ -16,6 +16,7 @@ from edgeplan.latency.features import (
     CATEGORY_FEATURES,
     CONTEXT_CAPS,
     CONTEXT_FEATURES,
+    LEGACY_FEATURES,
     category,
     computes_product,
     features,
@@ -43,7 +44,15 @@ def test_categories_and_feature_vectors() -> None:
     named = dict(zip(CATEGORY_FEATURES[cat], x, strict=True))
     assert named == {"in_h": 32, "in_w": 32, "in_c": 8, "out_h": 16, "out_w": 16, "stride": 2, "k_h": 5, "k_w": 5,
                      "filters": 16, "input_size": 8 * 32 * 32, "output_size": 16 * 16 * 16,
-                     "kernel_size": 16 * 2 * 25, "flops": named["flops"], "groups": 4}
+                     "kernel_size": 16 * 2 * 25, "flops": named["flops"], "groups": 4,
+                     "in_c_by8": 1, "in_c_by16": 0, "filters_by8": 1, "filters_by16": 1,
+                     "in_per_group": 2, "out_per_group": 4, "per_group_by8": 0, "per_group_by16": 0}
+    # A saved model without its own feature names reads the features of before the alignment ones.
+    assert LEGACY_FEATURES["gconv"] == (*CATEGORY_FEATURES["conv"][:13], "groups")
+    _, x48 = features([conv(48, 96, 16, groups=3)])
+    named48 = dict(zip(CATEGORY_FEATURES["gconv"], x48, strict=True))
+    assert (named48["in_c_by16"], named48["in_per_group"], named48["per_group_by8"],
+            named48["per_group_by16"]) == (1, 16, 1, 1)
     cat_node = {"op": "concat", "input_shapes": [[1, 3, 4, 4], [1, 5, 4, 4]], "output_shapes": [[1, 8, 4, 4]]}
     cat, x = features([cat_node])
     assert cat == "concat" and dict(zip(CATEGORY_FEATURES[cat], x, strict=True))["in_c"] == 8
@@ -497,7 +506,7 @@ def _write_dataset(path: Path, records: list[dict[str, Any]], scenario: str = "t
     return path
 
 
-def test_a_saved_model_predicts_from_its_own_feature_names(tmp_path: Path) -> None:
+def test_a_saved_model_predicts_from_its_own_feature_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A model records the features its predictors take, by name, and predicts with those: one saved by an edgeplan
     whose feature lists differ (fewer, or in another order) keeps working; one without the record uses the lists
     of the edgeplan that introduced it."""
@@ -506,8 +515,10 @@ def test_a_saved_model_predicts_from_its_own_feature_names(tmp_path: Path) -> No
     model = LatencyModel.fit(records, "lasso", "test-scenario")
     saved = json.loads(model.save(tmp_path).read_text())
     assert saved["features"]["conv"] == [*CATEGORY_FEATURES["conv"], *CONTEXT_FEATURES]
-    # Saved before models recorded their features, a model took the op's own (no context).
-    plain = LatencyModel.fit(records, "lasso", "test-scenario", context=False)
+    # Saved before models recorded their features, a model took the op's own (no context, no alignment).
+    with monkeypatch.context() as patch:
+        patch.setattr("edgeplan.latency.model._feature_names", lambda context: dict(LEGACY_FEATURES))
+        plain = LatencyModel.fit(records, "lasso", "test-scenario", context=False)
     legacy = {k: v for k, v in plain.to_dict().items() if k != "features"}
     assert LatencyModel.from_dict(legacy).predict_record(records[3]).latency_ms == pytest.approx(
         plain.predict_record(records[3]).latency_ms)

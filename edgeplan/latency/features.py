@@ -13,9 +13,12 @@ square, and a few additions marked +):
 category         features
 ===============  ===================================================================================================
 ``conv``         in_h, in_w, in_c, out_h, out_w, stride, k_h, k_w, filters, input_size, output_size, kernel_size,
-                 flops
+                 flops, and in_c_by8, in_c_by16, filters_by8, filters_by16 (+: whether each channel count is a
+                 multiple of 8, of 16)
 ``dwconv``       the same (a depthwise convolution: groups == in_c)
-``gconv``        the same and groups
+``gconv``        the same and groups, and in_per_group, out_per_group, per_group_by8, per_group_by16 (+: the
+                 channels of one group, in and out, and whether a group's input channels are a multiple of 8, of
+                 16)
 ``fc``           in_c, filters, param_size, flops (a linear layer over one vector; over more rows, H x W tokens as
                  ConvNeXt's or a sequence as a transformer's, it is a 1x1 ``conv`` over them)
 ``matmul``       batch, rows, in_c, filters, input_size, output_size, flops (+: a product of two activations,
@@ -31,6 +34,16 @@ category         features
 ``elementwise``  in_h, in_w, in_c, input_size, inputs (+), output_size (+): activations, batch norm, add, mul,
                  views and everything else
 ===============  ===================================================================================================
+
+The alignment features (+) are edgeplan's. The CPU's convolution kernels block channels by 8 or 16 (AVX2's and
+AVX-512's float lanes), and a count that is not a multiple of the block pays for a partial one: a tree cannot tell
+a multiple of 16 from its neighbours by thresholds on the count itself. A grouped convolution's speed follows the
+width of its groups more than their number (RegNet and ResNeXt run 16-64 groups of 8-256 channels, the synthetic
+spaces mostly 2-8 groups). On the Zen 5 keep-memory file of 2026-11-28 (eager PyTorch, 2 threads; GBDT on
+li2023's 900 networks and edgeplan's four spaces, each key alone), the zoo CNNs' grouped convolutions went from
+34.8% to 14.0% MAPE per op (each model's grouped-convolution sum from a median 1.24x to 1.03x its measured time),
+the oneDNN dense ones from 10.4% to 9.6%, the depthwise ones from 15.2% to 14.3%; the cross-validated MAPE on the
+training ops fell with them (18.7 -> 16.9%, 9.9 -> 9.4%, 13.7 -> 13.1%).
 
 Beyond Table 3, every operation has two features of its place in its network (:data:`CONTEXT_FEATURES`, set by
 :func:`edgeplan.latency.model.with_context` from the op order): how many ops before it in the same run are the same
@@ -67,10 +80,12 @@ __all__ = ["CATEGORY_FEATURES", "CONTEXT_CAPS", "CONTEXT_FEATURES", "LEGACY_FEAT
 
 _CONV = ("in_h", "in_w", "in_c", "out_h", "out_w", "stride", "k_h", "k_w", "filters", "input_size", "output_size",
          "kernel_size", "flops")
+_ALIGNED = ("in_c_by8", "in_c_by16", "filters_by8", "filters_by16")
+_GROUPS = ("groups", "in_per_group", "out_per_group", "per_group_by8", "per_group_by16")
 _JOIN = ("in_h", "in_w", "in_c", "parts", "out_c", "input_size", "output_size")
 
-#: Feature names of every category, in vector order.
-CATEGORY_FEATURES: dict[str, tuple[str, ...]] = {
+#: Feature names of models saved before a model recorded its own: they predict with these.
+LEGACY_FEATURES: dict[str, tuple[str, ...]] = {
     "conv": _CONV,
     "dwconv": _CONV,
     "gconv": (*_CONV, "groups"),
@@ -85,8 +100,13 @@ CATEGORY_FEATURES: dict[str, tuple[str, ...]] = {
     "attention": ("batch", "q_len", "kv_len", "in_c", "filters", "flops"),
 }
 
-#: Feature names of models saved before a model recorded its own: they predict with these.
-LEGACY_FEATURES: dict[str, tuple[str, ...]] = dict(CATEGORY_FEATURES)
+#: Feature names of every category, in vector order: the legacy ones, and the alignment features of convolutions.
+CATEGORY_FEATURES: dict[str, tuple[str, ...]] = {
+    **LEGACY_FEATURES,
+    "conv": (*_CONV, *_ALIGNED),
+    "dwconv": (*_CONV, *_ALIGNED),
+    "gconv": (*_CONV, *_ALIGNED, *_GROUPS),
+}
 
 #: Features of an operation's place in its network, after its own (:func:`edgeplan.latency.model.with_context`):
 #: how many operations before it in the same run have its predictor key and identical features
@@ -286,4 +306,15 @@ def features(nodes: Sequence[Mapping[str, Any]], kind: str | None = None) -> tup
         value["q_len"] = q[-2] if len(q) > 1 else 1
         value["kv_len"] = v[-2] if len(v) > 1 else 1
         value["in_c"], value["filters"] = q[-1], v[-1]
+    groups = max(int(value["groups"]), 1)
+    per_group = int(value["in_c"]) // groups
+    value.update({"in_c_by8": _multiple(value["in_c"], 8), "in_c_by16": _multiple(value["in_c"], 16),
+                  "filters_by8": _multiple(value["filters"], 8), "filters_by16": _multiple(value["filters"], 16),
+                  "in_per_group": value["in_c"] / groups, "out_per_group": value["filters"] / groups,
+                  "per_group_by8": _multiple(per_group, 8), "per_group_by16": _multiple(per_group, 16)})
     return cat, [float(value[f]) for f in CATEGORY_FEATURES[cat]]
+
+
+def _multiple(count: float, of: int) -> float:
+    """1.0 when the channel count ``count`` is a multiple of ``of``, else 0.0."""
+    return float(int(count) % of == 0)
