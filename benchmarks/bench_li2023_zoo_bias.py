@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         _same_features(trained, zoo, model.statistic)
         t = _group_rows(model, trained)["rows"]  # the training networks: op count, sums, end to end
         for form in OVERHEAD_FORMS:  # both overheads on the same op predictions
-            params = fit_overhead(t[:, 3], t[:, 2], t[:, 0], form)
+            params = fit_overhead(t[:, 3], t[:, 1 if form == "stacked" else 2], t[:, 0], form)
             scores = []
             for label, group in groups.items():
                 a = group["rows"]

@@ -339,6 +339,12 @@ def test_a_model_with_a_linear_overhead_predicts_saves_and_old_files_read_as_con
     old = grown.to_dict()
     del old["overhead_per_op_ms"], old["overhead_share"]  # a file saved before the linear overhead
     assert LatencyModel.from_dict(old).predict_ops(ops).latency_ms == pytest.approx(base.latency_ms)
+    # Stacked: the same linear form over the op sums the fitted predictors give the training networks.
+    train = [_record(i, rng) for i in range(30)]
+    stacked = LatencyModel.fit(train, "lasso", "test-scenario", overhead="stacked")
+    sums = [sum(o.ms or 0.0 for o in stacked.predict_record(r).ops) for r in train]
+    want = fit_overhead([r["latency_min_ms"] for r in train], sums, [len(r["ops"]) for r in train])
+    assert (stacked.overhead_ms, stacked.overhead_per_op_ms, stacked.overhead_share) == pytest.approx(want)
     with pytest.raises(InvalidInputError, match="unknown overhead form"):
         LatencyModel.fit([_record(i, rng) for i in range(10)], "lasso", "s", overhead="median")
 

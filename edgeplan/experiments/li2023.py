@@ -398,8 +398,8 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
         how often the same op and the same kind ran before it); False fits on the op's own features alone, as
         li2023 does. The nn-Meter-like baseline keeps its own features either way.
     overhead
-        How the end-to-end overhead is learnt (:func:`~edgeplan.latency.model.fit_overhead`): ``linear`` (default)
-        or li2023's ``mean``.
+        How the end-to-end overhead is learnt (:data:`~edgeplan.latency.model.OVERHEAD_FORMS`): ``linear``
+        (default), ``stacked`` or li2023's ``mean``.
 
     Returns
     -------
@@ -482,8 +482,11 @@ def format_report(result: Mapping[str, Any]) -> list[str]:
                 if result.get("keys", "kind") == "implementation" else "kernel kind (li2023)")
              + ("; features: the op's own and its place in the network (--no-context: its own alone, as li2023)"
                 if result.get("context") else "; features: the op's own (li2023)")
-             + ("; overhead: linear in the op count and the ops' sum (--overhead mean: li2023's mean difference)"
-                if result.get("overhead") == "linear" else "; overhead: the mean difference (li2023)")]
+             + {"linear": "; overhead: linear in the op count and the measured ops' sum (--overhead mean: li2023's "
+                          "mean difference)",
+                "stacked": "; overhead: linear in the op count and the ops' sum as the fitted predictors give it "
+                           "(--overhead stacked)"}.get(result.get("overhead", "mean"),
+                                                       "; overhead: the mean difference (li2023)")]
     dev = result.get("device") or {}
     if dev:
         lines.append(f"  measured on: {dev.get('cpu_model')} ({dev.get('threads')} thread(s), {dev.get('runtime')} "

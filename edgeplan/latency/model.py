@@ -294,8 +294,10 @@ class Prediction:
         return [f"{o.name} ({o.kind})" for o in self.ops if o.ms is None]
 
 
-#: How :meth:`LatencyModel.fit` learns the overhead (:func:`fit_overhead`).
-OVERHEAD_FORMS: tuple[str, ...] = ("linear", "mean")
+#: How :meth:`LatencyModel.fit` learns the overhead (:func:`fit_overhead`): ``linear`` over the training networks'
+#: measured op sums, ``stacked`` the same form over the sums its own predictors give them (which also corrects
+#: their bias on networks like those), ``mean`` li2023's.
+OVERHEAD_FORMS: tuple[str, ...] = ("linear", "stacked", "mean")
 
 #: Fewest training models the ``linear`` overhead is fitted on; with fewer, three parameters would follow their
 #: noise, and the overhead is li2023's mean difference.
@@ -321,8 +323,8 @@ def fit_overhead(latencies: Sequence[float], op_sums: Sequence[float], op_counts
         Per training model: its measured end-to-end latency (ms), the sum of its measured ops (ms) and how many
         ops it has.
     form
-        ``linear`` or ``mean`` (:data:`OVERHEAD_FORMS`); ``linear`` with fewer than
-        :data:`MIN_LINEAR_OVERHEAD_MODELS` models is ``mean``.
+        ``mean``, or ``linear`` (also for ``stacked``, whose sums are the predicted ones: :data:`OVERHEAD_FORMS`);
+        ``linear`` with fewer than :data:`MIN_LINEAR_OVERHEAD_MODELS` models is ``mean``.
 
     Returns
     -------
@@ -467,7 +469,10 @@ class LatencyModel:
             op's own features alone, as li2023 does.
         overhead
             How the overhead is learnt (:data:`OVERHEAD_FORMS`, :func:`fit_overhead`): ``linear`` in the op count
-            and the ops' sum (default), or ``mean``, li2023's mean difference.
+            and the measured ops' sum (default); ``stacked``, the same over the ops' sum as the fitted predictors
+            give it for each training network, so that it also absorbs their bias there (predictors fitted on a
+            log target price an op at the geometric mean of its times, below their mean); or ``mean``, li2023's
+            mean difference.
         """
         _check_statistic(statistic)
         if overhead not in OVERHEAD_FORMS:
@@ -480,9 +485,10 @@ class LatencyModel:
         names = _feature_names(context)
         by_key: dict[str, list[OpInput]] = defaultdict(list)
         by_cat: dict[str, list[OpInput]] = defaultdict(list)
-        latencies, sums, counts = [], [], []
+        latencies, sums, counts, every = [], [], [], []
         for r in records:
             ops = record_ops(r, statistic)
+            every.append(ops)
             for o in ops:
                 by_key[keyed.key_of(o)].append(o)
                 by_cat["*|" + o.category].append(o)
@@ -500,9 +506,12 @@ class LatencyModel:
         meta = {"models": len(records), "min_samples": min_samples, "min_family_samples": MIN_FAMILY_SAMPLES,
                 "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"),
                 "ops_per_key": {k: len(v) for k, v in sorted(by_key.items())}, **dict(info or {})}
-        const, per_op, share = fit_overhead(latencies, sums, counts, overhead)
+        fitted = cls(scenario, method, predictors, 0.0, meta, statistic, names, threads)
+        if overhead == "stacked":  # the linear form over the sums the predictors give the training networks
+            sums = [sum(o.ms or 0.0 for o in p.ops) for p in fitted.predict_batch(every)]
+        const, per_op, share = fit_overhead(latencies, sums, counts, "mean" if overhead == "mean" else "linear")
         meta["overhead"] = overhead if per_op or share else "mean"
-        return cls(scenario, method, predictors, const, meta, statistic, names, threads, per_op, share)
+        return replace(fitted, overhead_ms=const, overhead_per_op_ms=per_op, overhead_share=share)
 
     def extended(self, records: Sequence[Mapping[str, Any]], *, seed: int = 0, min_samples: int = MIN_SAMPLES,
                  min_models: int = MIN_EXTENSION_MODELS, info: Mapping[str, Any] | None = None) -> LatencyModel:
