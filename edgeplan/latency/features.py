@@ -40,7 +40,8 @@ AVX-512's float lanes), and a count that is not a multiple of the block pays for
 a multiple of 16 from its neighbours by thresholds on the count itself. A grouped convolution's speed follows the
 width of its groups more than their number (RegNet and ResNeXt run 16-64 groups of 8-256 channels, the synthetic
 spaces mostly 2-8 groups). On the Zen 5 keep-memory file of 2026-11-28 (eager PyTorch, 2 threads; GBDT on
-li2023's 900 networks and edgeplan's four spaces, each key alone), the zoo CNNs' grouped convolutions went from
+li2023's 900 networks and edgeplan's four spaces, each key alone; an ad hoc script, figures in the closing note
+of that session), the zoo CNNs' grouped convolutions went from
 34.8% to 14.0% MAPE per op (each model's grouped-convolution sum from a median 1.24x to 1.03x its measured time),
 the oneDNN dense ones from 10.4% to 9.6%, the depthwise ones from 15.2% to 14.3%; the cross-validated MAPE on the
 training ops fell with them (18.7 -> 16.9%, 9.9 -> 9.4%, 13.7 -> 13.1%).

@@ -315,7 +315,8 @@ def fit_overhead(latencies: Sequence[float], op_sums: Sequence[float], op_counts
     threads, allocator keeping memory), fitted on li2023's 900 synthetic networks with their measured op sums,
     it was ``a = -0.12 ms, b = 3.1 us per op, s = 1.8 %``. With the measured op sums of held-out networks (no op
     prediction error), the constant gave 1.96 % MAPE on the synthetic networks 900-999 and 4.07 % on the 128 zoo
-    CNNs; the linear form 1.36 % and 2.47 %.
+    CNNs; the linear form 1.36 % and 2.47 % (an ad hoc check; ``bench_li2023_zoo_bias.py`` prints every form's
+    MAPE on predicted ops).
 
     Parameters
     ----------
