@@ -129,8 +129,16 @@ bench-li2023-2t: $(STAMP)
 # the same on a second machine's shipped data (an Intel Xeon VM, 2 cores), measured whole with the reference warmed
 # (warm-all; GBDT only, ~25 min on one core), then where its predictors err on the zoo CNNs with edgeplan's spaces in
 # training (~6 min)
-XEON_WARM := edgeplan/data/latency/xeon/torch-fp32-2t.warm-all
-bench-li2023-2t-xeon: $(STAMP)
+# Datasets taken out of the tree (it must stay under the 64 MiB a GPU machine's run carries) are read from the commit
+# that last held them, into out/history (needs the git checkout)
+HISTORY := 5b0cd9a
+out/history/%.jsonl.xz:
+	@mkdir -p $(dir $@)
+	git show $(HISTORY):edgeplan/data/latency/$*.jsonl.xz > $@.tmp && mv $@.tmp $@
+
+XEON_WARM := out/history/xeon/torch-fp32-2t.warm-all
+XEON_WARM_FILES := $(XEON_WARM).jsonl.xz $(XEON_WARM).repeat.jsonl.xz
+bench-li2023-2t-xeon: $(STAMP) $(XEON_WARM_FILES)
 	$(BIN)/edgeplan reproduce li2023 --data $(XEON_WARM).jsonl.xz --repeat-data $(XEON_WARM).repeat.jsonl.xz \
 		--method gbdt --statistic median
 	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.xz --method gbdt --with-spaces \
@@ -138,7 +146,7 @@ bench-li2023-2t-xeon: $(STAMP)
 
 # warm-all's noise floor, then GBDT trained on li2023's synthetic networks alone and with edgeplan's spaces, each
 # keyed by kernel kind and by the implementation PyTorch selects (~5 min each, one core)
-bench-li2023-2t-xeon-warm: $(STAMP)
+bench-li2023-2t-xeon-warm: $(STAMP) $(XEON_WARM_FILES)
 	$(BIN)/edgeplan reproduce li2023 --floor --data $(XEON_WARM).jsonl.xz --repeat-data $(XEON_WARM).repeat.jsonl.xz \
 		--statistic median
 	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_WARM).jsonl.xz --method gbdt
@@ -160,8 +168,8 @@ bench-li2023-2t-xeon-spaces: $(STAMP)
 # the same on a third machine, a Zen 5 AMD EPYC VM (2 cores; li2023's 1000, the aligned and heads spaces and the zoo,
 # 1728 models; GBDT only, ~30 min on one core), then what limits the zoo once no op predictor errs: the overhead's
 # form and the same operations' time inside the zoo CNNs and inside the synthetic networks (~1 min)
-ZEN5 := edgeplan/data/latency/epyc-zen5/torch-fp32-2t
-bench-li2023-2t-zen5: $(STAMP)
+ZEN5 := out/history/epyc-zen5/torch-fp32-2t
+bench-li2023-2t-zen5: $(STAMP) $(ZEN5).jsonl.xz $(ZEN5).repeat.jsonl.xz
 	$(BIN)/edgeplan reproduce li2023 --data $(ZEN5).jsonl.xz --repeat-data $(ZEN5).repeat.jsonl.xz \
 		--method gbdt --statistic median
 	$(BIN)/python benchmarks/diag_li2023_context.py --data $(ZEN5).jsonl.xz --space synthetic-aligned

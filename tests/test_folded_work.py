@@ -98,7 +98,7 @@ def test_li2023_evaluation_counts_a_records_folded_work_as_predict_does() -> Non
     from edgeplan.experiments.li2023 import _evaluate, predict_with_folded_work
     from edgeplan.latency.campaign import load_dataset
 
-    path = SHIPPED / "xeon" / "torch-fp32-2t.warm-all.jsonl.xz"
+    path = SHIPPED / "xeon" / "torch-fp32-2t.all-spaces.jsonl.xz"
     wanted = {"timm:mobileone_s0", "timm:nf_resnet50", "synthetic:900"}
     records = {str(r["model"]): r for r in load_dataset(path).records if r["model"] in wanted}
     model = load_device_model("torch-fp32-2t", "gbdt")

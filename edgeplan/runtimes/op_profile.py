@@ -195,7 +195,8 @@ def _timed_reference(reference: Callable[[], object]) -> float:
     models' ratios came out low (the zoo's convolutions at 0.92x synthetic ones of the same features, 0.98x with the
     reference warmed). One untimed call first removes part of that, not all: over the whole re-measured Xeon dataset
     the reference still took 11.15 ms beside the CNNs against 9.98 ms beside the synthetic networks (the first line of
-    ``benchmarks/bench_li2023_zoo_bias.py --data edgeplan/data/latency/xeon/torch-fp32-2t.warm-all.jsonl.xz``).
+    ``benchmarks/bench_li2023_zoo_bias.py --data out/history/xeon/torch-fp32-2t.warm-all.jsonl.xz``, the file
+    written out of git by ``make`` of that path).
     """
     reference()
     return _timed(reference)
