@@ -71,10 +71,10 @@ def worst(group: Mapping[str, Any], n: int) -> list[str]:
             f"{int(a[i, 0])} ops" for i in order]
 
 
-def _overhead(params: Sequence[float], rows: np.ndarray) -> np.ndarray:
+def _overhead(params: Sequence[float], rows: np.ndarray, sums: int = 2) -> np.ndarray:
     """The overhead ``(constant, per op, share)`` of :func:`~edgeplan.latency.model.fit_overhead` for
-    :func:`_group_rows` rows, on their measured op sums."""
-    return params[0] + params[1] * rows[:, 0] + params[2] * rows[:, 2]
+    :func:`_group_rows` rows, on their measured op sums (column ``sums`` 2; 1 for the predicted ones)."""
+    return params[0] + params[1] * rows[:, 0] + params[2] * rows[:, sums]
 
 
 def _report(label: str, group: Mapping[str, Any], overhead: Sequence[float]) -> None:
@@ -219,8 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             scores = []
             for label, group in groups.items():
                 a = group["rows"]
-                ops = params[0] + params[1] * a[:, 0] + params[2] * a[:, 1]  # on the predicted op sums
-                total = np.maximum(a[:, 1] + ops, 0.5 * a[:, 1])
+                total = np.maximum(a[:, 1] + _overhead(params, a, sums=1), 0.5 * a[:, 1])  # on predicted sums
                 scores.append(f"{label} MAPE {mape(list(total), list(a[:, 3])):.2f}%")
             print(f"  overhead {form:<6} {', '.join(scores)}  ({params[0]:.3f} ms + {1000 * params[1]:.2f} us per op "
                   f"+ {100 * params[2]:.2f}% of the op sum, from {len(t)} training networks)")

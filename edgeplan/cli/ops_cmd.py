@@ -9,6 +9,7 @@ import click
 
 from edgeplan.cli.common import (
     KEEP_MEMORY_HELP,
+    OVERHEAD_OPTION,
     Context,
     check_positive,
     emit_json,
@@ -228,12 +229,7 @@ def compact_cmd(ctx: Context, src: Path, out: Path, remove_src: bool) -> None:
 @click.option("--no-context", is_flag=True,
               help="Fit on each op's own features alone, as li2023 does; by default the predictors also see its place "
                    "in the network (how often the same op and the same kind ran before it in the same run).")
-@click.option("--overhead", type=click.Choice(["linear", "stacked", "mean"]), default="linear",
-              show_default=True,
-              help="How the end-to-end overhead over the ops' sum is learnt: a constant plus a cost per op plus a "
-                   "share of the ops' sum, by least relative error, over the training networks' measured op sums "
-                   "(linear) or over the sums the fitted predictors give them (stacked: also corrects the "
-                   "predictors' bias there); or li2023's mean difference (mean).")
+@OVERHEAD_OPTION
 @click.option("--json", "as_json", is_flag=True)
 def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, ...], out: Path, seed: int,
             min_samples: int, statistic: str | None, extend: str | None, min_models: int, implementations: bool,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from edgeplan.cli.common import Context, emit_json
+from edgeplan.cli.common import OVERHEAD_OPTION, Context, emit_json
 from edgeplan.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -229,12 +229,7 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
 @click.option("--no-context", is_flag=True,
               help="Fit the op predictors on each op's own features alone, as li2023 does, without its place in the "
                    "network (how often the same op and the same kind ran before it in the same run).")
-@click.option("--overhead", type=click.Choice(["linear", "stacked", "mean"]), default="linear",
-              show_default=True,
-              help="How the end-to-end overhead over the ops' sum is learnt: a constant plus a cost per op plus a "
-                   "share of the ops' sum, by least relative error, over the training networks' measured op sums "
-                   "(linear) or over the sums the fitted predictors give them (stacked: also corrects the "
-                   "predictors' bias there); or li2023's mean difference (mean).")
+@OVERHEAD_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Path | None, repeat_file: Path | None,
