@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
 
 install: $(STAMP)
 
@@ -30,7 +30,7 @@ lint: $(STAMP)
 bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
        bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points \
        bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer \
-       bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
+       bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
 
 bench-help: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli_help.py
@@ -176,14 +176,21 @@ bench-li2023-2t-zen5: $(STAMP) $(ZEN5).jsonl.xz $(ZEN5).repeat.jsonl.xz
 
 # the same machine measured again whole with glibc's allocator keeping freed memory (ops profile --keep-memory): no
 # operation pays page faults for buffers over 32 MiB that the allocator handed back (~30 min on one core)
-ZEN5KEEP := edgeplan/data/latency/epyc-zen5-keep/torch-fp32-2t
+# li2023 on the Zen 5 keep-memory files of one thread count (2t, 1t): $(call ZEN5KEEP,2t)
+ZEN5KEEP = $(BIN)/edgeplan reproduce li2023 --data edgeplan/data/latency/epyc-zen5-keep/torch-fp32-$(1).jsonl.xz \
+	--repeat-data edgeplan/data/latency/epyc-zen5-keep/torch-fp32-$(1).repeat.jsonl.xz --method gbdt --statistic median
+
 bench-li2023-2t-zen5-keep: $(STAMP)
-	$(BIN)/edgeplan reproduce li2023 --data $(ZEN5KEEP).jsonl.xz --repeat-data $(ZEN5KEEP).repeat.jsonl.xz \
-		--method gbdt --statistic median
+	$(call ZEN5KEEP,2t)
 
 bench-li2023-2t-zen5-keep-stacked: $(STAMP)
-	$(BIN)/edgeplan reproduce li2023 --data $(ZEN5KEEP).jsonl.xz --repeat-data $(ZEN5KEEP).repeat.jsonl.xz \
-		--method gbdt --statistic median --overhead stacked
+	$(call ZEN5KEEP,2t) --overhead stacked
+
+bench-li2023-1t-zen5-keep: $(STAMP)
+	$(call ZEN5KEEP,1t)
+
+bench-li2023-1t-zen5-keep-stacked: $(STAMP)
+	$(call ZEN5KEEP,1t) --overhead stacked
 
 bench-li2023-threads: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --insight threads --statistic median

@@ -9,6 +9,7 @@ from collections import Counter
 from functools import cache
 
 import pytest
+from synthetic_check import direct_graph_checked
 
 from edgeplan.frontends.synthetic import STRIDES, SyntheticArch, SyntheticBlock, build_synthetic, sample_synthetic
 from edgeplan.frontends.zoo import load_graph
@@ -144,26 +145,15 @@ def test_modern_networks_draw_their_activation_and_convnext_blocks() -> None:
 def test_modern_direct_graph_equals_the_traced_graph(seed: int) -> None:
     """Seed 1 activates with hard-swish, 5 with ReLU6, 13 with GELU; all three run ConvNeXt blocks: linear layers
     over channels-last maps between a LayerNorm and a GELU, as torchvision's ConvNeXt does."""
-    import torch
-
-    from edgeplan.frontends.direct import synthetic_graph
-    from edgeplan.frontends.torch_frontend import graph_from_torch
-
     arch = sample_synthetic(seed, "modern")
     assert any(b.kind == "convnext" for b in arch.blocks)
-    module, shapes = build_synthetic(seed, "modern")
-    with torch.no_grad():
-        assert module(torch.randn(*shapes[0])).shape == (1, 1000)
-    traced = graph_from_torch(module, [torch.randn(*shapes[0])], name=f"synthetic-modern:{seed}")
-    direct = synthetic_graph(seed, "modern")
-    assert direct.nodes == traced.nodes and direct.outputs == traced.outputs
+    direct = direct_graph_checked(seed, "modern")
     kinds = Counter(n.kind for n in direct.nodes)
     assert kinds[OpKind.LAYER_NORM] and kinds[OpKind.PERMUTE] and kinds[OpKind.LINEAR] > 1
     rows = [n.output_shapes[0] for n in direct.nodes if n.kind is OpKind.LINEAR and len(n.output_shapes[0]) == 4]
     assert rows and all(shape[1] * shape[2] >= 49 for shape in rows)  # a linear layer over every pixel
     acts = {n.attrs.fn.value for n in direct.nodes if n.kind is OpKind.ACTIVATION}
     assert arch.activation in acts and "gelu" in acts
-    assert load_graph(f"synthetic-modern:{seed}") is direct
     assert expand_models(["synthetic-modern:2-3"]) == ["synthetic-modern:2", "synthetic-modern:3"]
 
 

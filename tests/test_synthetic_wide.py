@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from synthetic_check import direct_graph_checked
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.synthetic import STRIDES, SyntheticArch, build_synthetic, sample_synthetic
@@ -281,23 +282,12 @@ def test_heads_seeds_are_their_own_draws() -> None:
 
 @pytest.mark.parametrize("seed", [1, 3])
 def test_heads_direct_graph_equals_the_traced_graph(seed: int) -> None:
-    import torch
-
-    from edgeplan.frontends.direct import synthetic_graph
-    from edgeplan.frontends.torch_frontend import graph_from_torch
-
     arch = sample_synthetic(seed, "heads")
     assert arch.hidden  # seed 1 flattens the map, seed 3 pools it; both have two hidden layers
-    module, shapes = build_synthetic(seed, "heads")
-    with torch.no_grad():
-        assert module(torch.randn(*shapes[0])).shape == (1, arch.classes)
-    traced = graph_from_torch(module, [torch.randn(*shapes[0])], name=f"synthetic-heads:{seed}")
-    direct = synthetic_graph(seed, "heads")
-    assert direct.nodes == traced.nodes and direct.outputs == traced.outputs
+    direct = direct_graph_checked(seed, "heads")
     linears = [n.attrs for n in direct.nodes if n.kind is OpKind.LINEAR]
     widths = [arch.classifier_inputs, *arch.hidden, arch.classes]
     assert [(a.in_features, a.out_features) for a in linears] == list(pairwise(widths))
-    assert load_graph(f"synthetic-heads:{seed}") is direct
     assert expand_models(["synthetic-heads:2-3"]) == ["synthetic-heads:2", "synthetic-heads:3"]
     assert expand_models(["set:synthetic-heads"]) == [f"synthetic-heads:{i}" for i in range(300)]
 

@@ -8,7 +8,7 @@ Every figure is computed from shipped per-op datasets (``edgeplan/data/latency/{
 - **§5.3** trained on the 900 synthetic networks, tested on the real-world zoo CNNs of the dataset (none of which
   is in training; paper Fig. 18a). When the dataset also holds networks of edgeplan's synthetic spaces
   (``synthetic-wide:SEED``, ``synthetic-aligned:SEED``, ``synthetic-heads:SEED``, ``synthetic-stages:SEED``,
-  ``synthetic-modern:SEED``,
+  ``synthetic-modern:SEED``, ``synthetic-mixed:SEED``,
   :mod:`edgeplan.frontends.synthetic`), §5.3 is also reported trained on the 900 plus all of those, on the 900 plus
   each space (with two or more), and on the first 30
   networks of each space alone: still synthetic networks only, none of the zoo's.

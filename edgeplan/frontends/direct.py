@@ -253,6 +253,68 @@ def _convnext_block(b: _Builder, name: str, block: SyntheticBlock, x: str) -> st
                  "aten.add_.Tensor")
 
 
+def _squeeze_excite(b: _Builder, scope: str, y: str) -> str:
+    """The synthetic spaces' squeeze-and-excite on ``y``: global average, 1x1 conv to a quarter (at least 8), ReLU,
+    1x1 conv back, sigmoid, product."""
+    channels = b.shapes[y][1]
+    g = b.global_pool(f"{scope}.gate.0", y)
+    g = b.conv(f"{scope}.gate.1", g, max(8, channels // 4), 1, 1, bias=True)
+    g = b.activation(f"{scope}.gate.2", g, Activation.RELU, "aten.relu_.default")
+    g = b.conv(f"{scope}.gate.3", g, channels, 1, 1, bias=True)
+    g = b.activation(f"{scope}.gate.4", g, Activation.SIGMOID, "aten.sigmoid.default")
+    return b.binary(scope, EltwiseOp.MUL, y, g)
+
+
+def _act(b: _Builder, name: str, x: str, act: str) -> str:
+    fn, source, low, high = _ACTIVATIONS[act]
+    return b.activation(name, x, fn, source, low, high)
+
+
+def _resnet_block(b: _Builder, name: str, block: SyntheticBlock, x: str, act: str) -> str:
+    """The mixed space's ResNet / ResNeXt / RegNet bottleneck (``ResNetBlock`` of the synthetic module)."""
+    w = block.width or block.out_channels
+    y = _conv_bn(b, f"{name}.body.0", x, w, 1, 1, act=act)
+    y = _conv_bn(b, f"{name}.body.1", y, w, 3, block.stride, block.groups or 1, act)
+    i = 2
+    if block.se:
+        y = _squeeze_excite(b, f"{name}.body.{i}", y)
+        i += 1
+    y = _conv_bn(b, f"{name}.body.{i}", y, block.out_channels, 1, 1, act=None)
+    shortcut = x
+    if block.stride != 1 or block.in_channels != block.out_channels:
+        shortcut = _conv_bn(b, f"{name}.shortcut", x, block.out_channels, 1, block.stride, act=None)
+    y = b.add(b.function(name, "add_"), OpKind.ELTWISE, EltwiseAttrs(EltwiseOp.ADD), [y, shortcut], b.shapes[y],
+              "aten.add_.Tensor")
+    return _act(b, f"{name}.act", y, act)
+
+
+def _concat(b: _Builder, scope: str, parts: list[str]) -> str:
+    n, _, h, w = b.shapes[parts[0]]
+    c = sum(b.shapes[p][1] for p in parts)
+    return b.add(b.function(scope, "cat"), OpKind.CONCAT, AxisAttrs(1), parts, (n, c, h, w), "aten.cat.default")
+
+
+def _dense_block(b: _Builder, name: str, block: SyntheticBlock, x: str, act: str) -> str:
+    """The mixed space's DenseNet block and transition (``DenseBlock`` of the synthetic module)."""
+    growth = block.growth or 32
+    features = [x]
+    for i in range(block.layers or 0):
+        scope = f"{name}.layers.{i}"
+        y = features[0] if len(features) == 1 else _concat(b, scope, features)
+        y = b.bn(f"{scope}.body.0", y)
+        y = _act(b, f"{scope}.body.1", y, act)
+        y = b.conv(f"{scope}.body.2", y, 4 * growth, 1, 1)
+        y = b.bn(f"{scope}.body.3", y)
+        y = _act(b, f"{scope}.body.4", y, act)
+        features.append(b.conv(f"{scope}.body.5", y, growth, 3, 1))
+    y = b.bn(f"{name}.transition.0", _concat(b, name, features))
+    y = _act(b, f"{name}.transition.1", y, act)
+    y = b.conv(f"{name}.transition.2", y, block.out_channels, 1, 1)
+    if block.stride == 2:
+        y = b.avg_pool(f"{name}.transition.3", y, 2, 2, 0, include_pad=True)
+    return y
+
+
 def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str, act: str = "relu6") -> str:
     if block.residual:  # a copy in the stages or modern space: x + body(x)
         y = _synthetic_block(b, f"{name}.body", replace(block, residual=False), x, act)
@@ -273,23 +335,22 @@ def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str, act:
         y = _conv_bn(b, f"{name}.body.{i}", y, hidden, block.kernel or 3, block.stride, hidden, act)
         i += 1
         if block.se:
-            gate = f"{name}.body.{i}.gate"
-            g = b.global_pool(f"{gate}.0", y)
-            g = b.conv(f"{gate}.1", g, max(8, hidden // 4), 1, 1, bias=True)
-            g = b.activation(f"{gate}.2", g, Activation.RELU, "aten.relu_.default")
-            g = b.conv(f"{gate}.3", g, hidden, 1, 1, bias=True)
-            g = b.activation(f"{gate}.4", g, Activation.SIGMOID, "aten.sigmoid.default")
-            y = b.binary(f"{name}.body.{i}", EltwiseOp.MUL, y, g)
+            y = _squeeze_excite(b, f"{name}.body.{i}", y)
             i += 1
         y = _conv_bn(b, f"{name}.body.{i}", y, block.out_channels, 1, 1, act=None)
         if block.stride == 1 and block.in_channels == block.out_channels:
             return b.binary(name, EltwiseOp.ADD, x, y)
         return y
+    if block.kind == "resnet":
+        return _resnet_block(b, name, block, x, act)
+    if block.kind == "dense":
+        return _dense_block(b, name, block, x, act)
     if block.kind == "pool":
         k = block.kernel or 1
+        pad = 0 if k % 2 == 0 else k // 2
         if block.pool == "avg":
-            return b.avg_pool(name, x, k, block.stride, k // 2, include_pad=False)
-        return b.max_pool(name, x, k, block.stride, k // 2)
+            return b.avg_pool(name, x, k, block.stride, pad, include_pad=False)
+        return b.max_pool(name, x, k, block.stride, pad)
     # split: optional subsampling, split, an element-wise op per part, concatenation
     if block.stride == 2:
         x = b.max_pool(f"{name}.subsample", x, 1, 2, 0)

@@ -116,8 +116,30 @@ measured time (``benchmarks/bench_li2023_zoo_bias.py --worst``). The modern spac
   GELU, a linear layer back, a permute back, a per-channel scale (layer scale) and the residual; repeated as the
   stages space repeats its blocks, the copies without the downsampling.
 
-Sampling uses only ``numpy.random.default_rng(seed)`` (the heads, stages and modern spaces'
-``default_rng([seed, 0x68656164])``, ``default_rng([seed, 0x73746167])`` and ``default_rng([seed, 0x6d6f6465])``;
+**The mixed space** (``synthetic-mixed:SEED``, edgeplan's). Trained on 30 networks of one of the spaces above, the
+zoo's CNNs built of blocks none of those 30 has are mispredicted most (30 stages networks on the Zen 5 keep-memory
+file: ConvNeXts at 0.53-0.61x, VGG's 2x2 max pools and DenseNets' 49-part concatenations far below their time,
+RegNets at 0.79-0.90x; ``benchmarks/bench_li2023_zoo_bias.py``). The mixed space puts the zoo's block families into
+every draw, so that few networks cover them all: it is the modern space (activation per network, aligned widths,
+stages of 0 to 4 copies) with the heads space's classifiers and
+
+- block kinds drawn with weights conv 2, resnet 2, bottleneck 2, convnext 1, dense 1, dwsep 1, pool 1, split 1;
+- ``resnet``: the bottleneck of ResNet-50, ResNeXt and RegNet: 1x1 conv to ``width``, 3x3 conv with the stride
+  and groups, optional squeeze-and-excite (RegNetY, probability 1/3), 1x1 conv to the output width; the shortcut a
+  1x1 conv with batch norm where the stride or the width changes, added in place, then the activation. ``width`` is
+  1/4 (ResNet), 1/2 (ResNeXt) or 1 (RegNet) of the output width, rounded down to a multiple of the group width,
+  which is drawn among 8, 16, 24, 32, 48, 64, 128 channels and dense (those not above the width);
+- ``dense``: a DenseNet-BC block: ``layers`` layers, each the concatenation of the block's input and every earlier
+  layer's output (the first reads the input alone), batch norm, activation, 1x1 conv to 4 x ``growth`` channels,
+  batch norm, activation, 3x3 conv to ``growth`` (12, 16, 24, 32 or 48) channels; then the transition: the
+  concatenation of all, batch norm, activation, 1x1 conv to the block's width and, at a stride of 2, a 2x2 average
+  pool. 2 to 6, 12, 24, 48 or 32 layers on a 112, 56, 28, 14 or 7 pixel input (DenseNet-121 runs 6, 12, 24 and
+  16, DenseNet-201 up to 48), and at most 3072 concatenated channels;
+- a ``pool`` block at a stride of 2 may also have a 2x2 window (unpadded, VGG's max pool).
+
+Sampling uses only ``numpy.random.default_rng(seed)`` (the heads, stages, modern and mixed spaces'
+``default_rng([seed, 0x68656164])``, ``default_rng([seed, 0x73746167])``, ``default_rng([seed, 0x6d6f6465])`` and
+``default_rng([seed, 0x6d697864])``;
 ``integers``, and ``uniform`` for the edgeplan spaces' widths),
 so a seed gives the same architecture on every machine (NumPy does not formally promise stream stability across
 versions; a golden-architecture test per space guards it).
@@ -174,10 +196,10 @@ _HEAD_CHANNELS = (1200, 1800)  # C10
 _NUM_SMALL = 5
 _MAX_GROUP_K = 16
 
-SPACES: tuple[str, ...] = ("li2023", "wide", "aligned", "heads", "stages", "modern")
-"""The synthetic spaces: li2023's (``synthetic:SEED``) and edgeplan's wide, aligned, heads, stages and modern ones
-(``synthetic-wide:SEED``, ``synthetic-aligned:SEED``, ``synthetic-heads:SEED``, ``synthetic-stages:SEED``,
-``synthetic-modern:SEED``)."""
+SPACES: tuple[str, ...] = ("li2023", "wide", "aligned", "heads", "stages", "modern", "mixed")
+"""The synthetic spaces: li2023's (``synthetic:SEED``) and edgeplan's wide, aligned, heads, stages, modern and mixed
+ones (``synthetic-wide:SEED``, ``synthetic-aligned:SEED``, ``synthetic-heads:SEED``, ``synthetic-stages:SEED``,
+``synthetic-modern:SEED``, ``synthetic-mixed:SEED``)."""
 
 ACTIVATIONS: tuple[str, ...] = ("relu6", "relu", "silu", "hardswish", "gelu")
 """The convolutions' activations of the modern space (every other space's is ReLU6)."""
@@ -198,6 +220,17 @@ _MODERN_STREAM = 0x6d6f6465  # "mode": the modern space's
 _MODERN_KINDS = _WIDE_KINDS + ("convnext",) * 2
 _CONVNEXT_EXPANSIONS = (2, 3, 4)
 _CONVNEXT_KERNEL = 7
+_MIXED_STREAM = 0x6d697864  # "mixd": the mixed space's
+_MIXED_KINDS = ("conv",) * 2 + ("resnet",) * 2 + ("bottleneck",) * 2 + ("convnext", "dense", "dwsep", "pool",
+                                                                          "split")
+_MIXED_STAGE_KINDS = ("conv", "dwsep", "bottleneck", "convnext", "resnet")
+_RESNET_RATIOS = (0.25, 0.5, 1.0)  # bottleneck width / output width: ResNet's, ResNeXt's (32x4d), RegNet's
+_GROUP_WIDTHS = (8, 16, 24, 32, 48, 64, 128, 0)  # channels per group of a resnet block's 3x3 conv; 0: dense
+_DENSE_GROWTHS = (12, 16, 24, 32, 48)
+_DENSE_MAX_LAYERS = {112: 6, 56: 12, 28: 24, 14: 48, 7: 32}  # by the block's input side
+_DENSE_MAX_CHANNELS = 3072  # the block's concatenated output
+_MIXED_POOL_WINDOWS = (1, 2, 3)  # at a stride of 2 (2: VGG's and DenseNet's 2x2 windows, unpadded)
+_BOTTLENECK_FACTOR = 4  # a dense layer's 1x1 conv has 4 x growth channels (DenseNet-BC)
 _MAX_COPIES = 4
 _FLAT_HEAD = (64, 512)  # head conv channels of a classifier on the flattened 7x7 map
 _HIDDEN_FC = (256, 4096)
@@ -214,14 +247,15 @@ class SyntheticBlock:
     Attributes
     ----------
     kind
-        One of :data:`BLOCK_KINDS`, or ``convnext`` (the modern space's).
+        One of :data:`BLOCK_KINDS`, or ``convnext`` (the modern and mixed spaces'), ``resnet`` or ``dense`` (the
+        mixed space's).
     in_channels, out_channels
         Channels in and out; equal for ``pool`` and ``split`` blocks.
     stride
         1 or 2, fixed by the block's position (:data:`STRIDES`).
     kernel
-        Convolution kernel (3, 5, 7) for ``conv``, ``dwsep`` and ``bottleneck``; pooling window (1, 3) for
-        ``pool``; ``None`` for ``split``.
+        Convolution kernel (3, 5, 7) for ``conv``, ``dwsep`` and ``bottleneck``; pooling window (1, 3; 2 at a
+        stride of 2 in the mixed space) for ``pool``; ``None`` for ``split``.
     groups
         Number of groups of a ``conv`` block (a multiple of 4 up to 64; in the aligned space any divisor of both
         channel counts), or ``None`` for a dense conv and for other kinds.
@@ -238,7 +272,11 @@ class SyntheticBlock:
     residual
         Whether a ``conv`` or ``dwsep`` block adds its input to its output (the stages and modern spaces' copies;
         always ``False`` elsewhere). A ``bottleneck``'s residual follows from its stride and channels, a
-        ``convnext`` block always has one.
+        ``convnext`` and a ``resnet`` block always have one.
+    width
+        The channels of a ``resnet`` block's grouped 3x3 convolution (the mixed space's), else ``None``.
+    layers, growth
+        A ``dense`` block's layer count and growth rate (the mixed space's), else ``None``.
     """
 
     kind: str
@@ -253,6 +291,9 @@ class SyntheticBlock:
     splits: int | None = None
     elementwise: tuple[str, ...] | None = None
     residual: bool = False
+    width: int | None = None
+    layers: int | None = None
+    growth: int | None = None
 
 
 @dataclass(frozen=True)
@@ -280,10 +321,10 @@ class SyntheticArch:
     classes
         Width of the output layer (1000 but in the heads space).
     stages
-        The stages and modern spaces': per sampled block, the blocks of its stage (itself and its copies, 1 to 5),
-        so that ``blocks`` splits into 9 stages; empty in the other spaces, where every block stands alone.
+        The stages, modern and mixed spaces': per sampled block, the blocks of its stage (itself and its copies, 1
+        to 5), so that ``blocks`` splits into 9 stages; empty in the other spaces, where every block stands alone.
     activation
-        The convolutions' activation (:data:`ACTIVATIONS`): ReLU6 but in the modern space.
+        The convolutions' activation (:data:`ACTIVATIONS`): ReLU6 but in the modern and mixed spaces.
     """
 
     seed: int
@@ -321,8 +362,8 @@ def sample_synthetic(seed: int, space: str = "li2023") -> SyntheticArch:
     seed
         A non-negative integer; the same seed always gives the same architecture.
     space
-        ``li2023`` (the paper's space, default), ``wide``, ``aligned``, ``heads``, ``stages`` or ``modern`` (see
-        the module docstring).
+        ``li2023`` (the paper's space, default), ``wide``, ``aligned``, ``heads``, ``stages``, ``modern`` or
+        ``mixed`` (see the module docstring).
 
     Returns
     -------
@@ -340,8 +381,11 @@ def sample_synthetic(seed: int, space: str = "li2023") -> SyntheticArch:
         raise InvalidInputError(f"unknown synthetic space {space!r}; choose one of {', '.join(SPACES)}")
     import numpy as np
 
-    streams = {"heads": [seed, _HEADS_STREAM], "stages": [seed, _STAGES_STREAM], "modern": [seed, _MODERN_STREAM]}
+    streams = {"heads": [seed, _HEADS_STREAM], "stages": [seed, _STAGES_STREAM], "modern": [seed, _MODERN_STREAM],
+               "mixed": [seed, _MIXED_STREAM]}
     rng = np.random.default_rng(streams.get(space, seed))
+    if space == "mixed":
+        return _sample_mixed(rng, seed)
     if space != "li2023":
         return _sample_wide(rng, seed, space)
     blocks: list[SyntheticBlock] = []
@@ -372,22 +416,7 @@ def _sample_wide(rng: np.random.Generator, seed: int, space: str = "wide") -> Sy
         size //= stride
         kind = str(_pick(rng, _MODERN_KINDS if space == "modern" else _WIDE_KINDS))
         base = SyntheticBlock(kind, in_channels=channels, out_channels=width(*_WIDE_CHANNELS[size]), stride=stride)
-        if kind == "conv":
-            kernel = int(_pick(rng, _WIDE_CONV_KERNELS))
-            valid = (_divisor_groups(base.in_channels, base.out_channels) if aligned
-                     else _valid_groups(base.in_channels, base.out_channels))
-            grouped = bool(rng.integers(2)) and bool(valid)
-            block = replace(base, kernel=kernel, groups=valid[int(rng.integers(len(valid)))] if grouped else None)
-        elif kind == "bottleneck":
-            block = _sample_bottleneck(rng, base)
-            cap = max(e for e in _EXPANSIONS if e == 1 or channels * e <= _WIDE_MAX_HIDDEN)
-            block = replace(block, expansion=min(block.expansion or 1, cap))
-        elif kind == "convnext":
-            expansion = int(_pick(rng, _CONVNEXT_EXPANSIONS))
-            cap = max(e for e in _CONVNEXT_EXPANSIONS if e == 2 or base.out_channels * e <= _WIDE_MAX_HIDDEN)
-            block = replace(base, kernel=_CONVNEXT_KERNEL, expansion=min(expansion, cap))
-        else:
-            block = _KIND_SAMPLERS[kind](rng, base)
+        block = _wide_block(rng, base, aligned)
         blocks.append(block)
         channels = block.out_channels
         if staged:
@@ -397,12 +426,94 @@ def _sample_wide(rng: np.random.Generator, seed: int, space: str = "wide") -> Sy
     if space != "heads":
         return SyntheticArch(seed=seed, blocks=tuple(blocks), head_channels=width(*_WIDE_HEAD), space=space,
                              stem_channels=stem, stages=tuple(stages), activation=activation)
+    flatten, head, hidden, classes = _sample_classifier(rng, width)
+    return SyntheticArch(seed=seed, blocks=tuple(blocks), head_channels=head, space=space, stem_channels=stem,
+                         flatten=flatten, hidden=hidden, classes=classes)
+
+
+def _wide_block(rng: np.random.Generator, base: SyntheticBlock, aligned: bool) -> SyntheticBlock:
+    """The parameters of a block of the wide space and those built on it, its kind, widths and stride drawn."""
+    if base.kind == "conv":
+        kernel = int(_pick(rng, _WIDE_CONV_KERNELS))
+        valid = (_divisor_groups(base.in_channels, base.out_channels) if aligned
+                 else _valid_groups(base.in_channels, base.out_channels))
+        grouped = bool(rng.integers(2)) and bool(valid)
+        return replace(base, kernel=kernel, groups=valid[int(rng.integers(len(valid)))] if grouped else None)
+    if base.kind == "bottleneck":
+        block = _sample_bottleneck(rng, base)
+        cap = max(e for e in _EXPANSIONS if e == 1 or base.in_channels * e <= _WIDE_MAX_HIDDEN)
+        return replace(block, expansion=min(block.expansion or 1, cap))
+    if base.kind == "convnext":
+        expansion = int(_pick(rng, _CONVNEXT_EXPANSIONS))
+        cap = max(e for e in _CONVNEXT_EXPANSIONS if e == 2 or base.out_channels * e <= _WIDE_MAX_HIDDEN)
+        return replace(base, kernel=_CONVNEXT_KERNEL, expansion=min(expansion, cap))
+    return _KIND_SAMPLERS[base.kind](rng, base)
+
+
+def _sample_classifier(rng: np.random.Generator, width: Callable[[int, int], int]
+                       ) -> tuple[bool, int, tuple[int, ...], int]:
+    """The heads space's classifier: whether it flattens the map, the head conv's width, the hidden layers' widths
+    and the output width."""
     flatten = bool(rng.integers(2))
     head = width(*(_FLAT_HEAD if flatten else _WIDE_HEAD))
     hidden = tuple(width(*_HIDDEN_FC) for _ in range(int(rng.integers(_MAX_HIDDEN_FC + 1))))
     classes = NUM_CLASSES if rng.integers(2) else width(*_CLASSES)
-    return SyntheticArch(seed=seed, blocks=tuple(blocks), head_channels=head, space=space, stem_channels=stem,
-                         flatten=flatten, hidden=hidden, classes=classes)
+    return flatten, head, hidden, classes
+
+
+def _sample_mixed(rng: np.random.Generator, seed: int) -> SyntheticArch:
+    """An architecture of the mixed space (see the module docstring)."""
+    activation = str(_pick(rng, ACTIVATIONS))
+
+    def width(low: int, high: int) -> int:
+        return _aligned(rng, low, high, int(_pick(rng, _ALIGNED_ALIGNS)))
+
+    stem = width(*_WIDE_STEM)
+    blocks: list[SyntheticBlock] = []
+    stages: list[int] = []
+    channels, size = stem, INPUT_SIZE // 2
+    for stride in STRIDES:
+        side, size = size, size // stride
+        kind = str(_pick(rng, _MIXED_KINDS))
+        base = SyntheticBlock(kind, in_channels=channels, out_channels=width(*_WIDE_CHANNELS[size]), stride=stride)
+        if kind == "resnet":
+            block = _sample_resnet(rng, base)
+        elif kind == "dense":
+            block = _sample_dense(rng, base, side)
+        elif kind == "pool":
+            window = int(_pick(rng, _MIXED_POOL_WINDOWS if stride == 2 else _POOL_WINDOWS))
+            block = replace(base, out_channels=channels, kernel=window, pool=str(_pick(rng, _POOL_KINDS)))
+        else:
+            block = _wide_block(rng, base, aligned=True)
+        blocks.append(block)
+        channels = block.out_channels
+        copies = int(rng.integers(_MAX_COPIES + 1)) if kind in _MIXED_STAGE_KINDS else 0
+        blocks += [_copy(block)] * copies
+        stages.append(1 + copies)
+    flatten, head, hidden, classes = _sample_classifier(rng, width)
+    return SyntheticArch(seed=seed, blocks=tuple(blocks), head_channels=head, space="mixed", stem_channels=stem,
+                         flatten=flatten, hidden=hidden, classes=classes, stages=tuple(stages),
+                         activation=activation)
+
+
+def _sample_resnet(rng: np.random.Generator, base: SyntheticBlock) -> SyntheticBlock:
+    """A ResNet, ResNeXt or RegNet bottleneck: its 3x3 conv's width (a ratio of the output width, a multiple of the
+    group width, which is drawn among those not above that width), groups and squeeze-and-excite (RegNetY's, with
+    probability 1/3)."""
+    target = max(_ALIGN, base.out_channels * _RESNET_RATIOS[int(rng.integers(len(_RESNET_RATIOS)))])
+    group_width = int(_pick(rng, tuple(g for g in _GROUP_WIDTHS if g <= target)))  # 0 (dense) always fits
+    unit = group_width or _ALIGN
+    inner = unit * max(1, int(target // unit))  # not above the target: a bottleneck never widens
+    groups = inner // group_width if group_width and inner > group_width else None
+    return replace(base, kernel=3, width=inner, groups=groups, se=bool(rng.integers(3) == 0))
+
+
+def _sample_dense(rng: np.random.Generator, base: SyntheticBlock, side: int) -> SyntheticBlock:
+    """A DenseNet block on a ``side`` x ``side`` input: its growth rate and layer count (at least 2, at most the
+    side's :data:`_DENSE_MAX_LAYERS` and what keeps the concatenation within :data:`_DENSE_MAX_CHANNELS`)."""
+    growth = int(_pick(rng, _DENSE_GROWTHS))
+    most = max(2, min(_DENSE_MAX_LAYERS[side], (_DENSE_MAX_CHANNELS - base.in_channels) // growth))
+    return replace(base, kernel=3, layers=int(rng.integers(2, most + 1)), growth=growth)
 
 
 def _copy(block: SyntheticBlock) -> SyntheticBlock:
@@ -507,7 +618,7 @@ def build_synthetic(seed: int, space: str = "li2023") -> tuple[torch.nn.Module, 
     seed
         A non-negative integer (see :func:`sample_synthetic`).
     space
-        ``li2023`` (default), ``wide``, ``aligned`` or ``heads``.
+        ``li2023`` (default) or one of edgeplan's spaces (:data:`SPACES`).
 
     Returns
     -------
@@ -644,6 +755,68 @@ def _torch_layers() -> _Layers:
             parts = torch.split(self.subsample(x), self.sizes, dim=1)
             return torch.cat([_elementwise(op, part) for op, part in zip(self.ops, parts, strict=True)], dim=1)
 
+    class ResNetBlock(nn.Module):
+        """A ResNet / ResNeXt / RegNet bottleneck (the mixed space's): 1x1 conv, grouped 3x3 conv (with the stride),
+        optional squeeze-and-excite, 1x1 conv, the shortcut (a 1x1 conv with batch norm where the stride or the
+        width changes) added in place, then the activation."""
+
+        def __init__(self, block: SyntheticBlock, act: str) -> None:
+            super().__init__()
+            assert block.width is not None
+            w = block.width
+            layers: list[nn.Module] = [conv_bn(block.in_channels, w, 1, 1, act=act),
+                                       conv_bn(w, w, 3, block.stride, groups=block.groups or 1, act=act)]
+            if block.se:
+                layers.append(SqueezeExcite(w))
+            layers.append(conv_bn(w, block.out_channels, 1, 1, act=None))
+            self.body = nn.Sequential(*layers)
+            self.shortcut = (conv_bn(block.in_channels, block.out_channels, 1, block.stride, act=None)
+                             if block.stride != 1 or block.in_channels != block.out_channels else None)
+            self.act = activation(act)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.body(x)
+            y += x if self.shortcut is None else self.shortcut(x)
+            return self.act(y)
+
+    class DenseLayer(nn.Module):
+        """torchvision's DenseNet-BC layer: the concatenation of every earlier feature map (the block's input alone
+        for the first layer), then batch norm,
+        activation, 1x1 conv to 4 x growth channels, batch norm, activation, 3x3 conv to growth channels."""
+
+        def __init__(self, c_in: int, growth: int, act: str) -> None:
+            super().__init__()
+            self.body = nn.Sequential(
+                nn.BatchNorm2d(c_in), activation(act), nn.Conv2d(c_in, _BOTTLENECK_FACTOR * growth, 1, bias=False),
+                nn.BatchNorm2d(_BOTTLENECK_FACTOR * growth), activation(act),
+                nn.Conv2d(_BOTTLENECK_FACTOR * growth, growth, 3, padding=1, bias=False))
+
+        def forward(self, features: list[torch.Tensor]) -> torch.Tensor:
+            # the first layer reads the block's input itself (torchvision concatenates it alone: a copy)
+            return self.body(features[0] if len(features) == 1 else torch.cat(features, 1))
+
+    class DenseBlock(nn.Module):
+        """A DenseNet block and its transition (the mixed space's): the layers, the concatenation of every feature
+        map, batch norm, activation, a 1x1 conv to the block's width, and a 2x2 average pool at a stride of 2."""
+
+        def __init__(self, block: SyntheticBlock, act: str) -> None:
+            super().__init__()
+            assert block.layers is not None and block.growth is not None
+            self.layers = nn.ModuleList(DenseLayer(block.in_channels + i * block.growth, block.growth, act)
+                                        for i in range(block.layers))
+            total = block.in_channels + block.layers * block.growth
+            transition: list[nn.Module] = [nn.BatchNorm2d(total), activation(act),
+                                           nn.Conv2d(total, block.out_channels, 1, bias=False)]
+            if block.stride == 2:
+                transition.append(nn.AvgPool2d(2, 2))
+            self.transition = nn.Sequential(*transition)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            features = [x]
+            for layer in self.layers:
+                features.append(layer(features))
+            return self.transition(torch.cat(features, 1))
+
     class Residual(nn.Module):
         """``x + body(x)``: a stages-space copy of a ``conv`` or ``dwsep`` block."""
 
@@ -672,11 +845,16 @@ def _torch_layers() -> _Layers:
             return Bottleneck(block, act)
         if block.kind == "convnext":
             return ConvNeXt(block)
+        if block.kind == "resnet":
+            return ResNetBlock(block, act)
+        if block.kind == "dense":
+            return DenseBlock(block, act)
         if block.kind == "pool":
             assert block.kernel is not None
+            pad = _pool_padding(block.kernel)
             if block.pool == "avg":
-                return nn.AvgPool2d(block.kernel, block.stride, padding=block.kernel // 2, count_include_pad=False)
-            return nn.MaxPool2d(block.kernel, block.stride, padding=block.kernel // 2)
+                return nn.AvgPool2d(block.kernel, block.stride, padding=pad, count_include_pad=False)
+            return nn.MaxPool2d(block.kernel, block.stride, padding=pad)
         return SplitElementwise(block)
 
     def network(arch: SyntheticArch) -> nn.Module:
@@ -698,6 +876,11 @@ def _torch_layers() -> _Layers:
         return nn.Sequential(OrderedDict(parts))
 
     return _Layers(network=network)
+
+
+def _pool_padding(window: int) -> int:
+    """A pool block's padding: ``window // 2`` for the odd windows, none for the mixed space's 2x2 ones."""
+    return 0 if window % 2 == 0 else window // 2
 
 
 def _elementwise(op: str, x: torch.Tensor) -> torch.Tensor:

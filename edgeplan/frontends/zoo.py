@@ -14,6 +14,7 @@ spec                       what it builds                                       
 ``synthetic-heads:SEED``   the aligned space with sampled classifiers (VGG-like FC heads)          1x3x224x224
 ``synthetic-stages:SEED``  the aligned space in stages of repeated blocks with residuals           1x3x224x224
 ``synthetic-modern:SEED``  the stages space with ConvNeXt blocks and other activations             1x3x224x224
+``synthetic-mixed:SEED``   the modern space with ResNet, RegNet and DenseNet blocks, 2x2 pools     1x3x224x224
 ``PATH.onnx``              an ONNX file                                                            from the file
 =========================  =====================================================================  ===============
 
@@ -78,6 +79,9 @@ FAMILIES: tuple[Family, ...] = (
            "CNNs' stages (edgeplan's), seeded", ("synthetic-stages:0", "synthetic-stages:42"), "1x3x224x224"),
     Family("synthetic-modern", "the stages space with ConvNeXt blocks and SiLU, hard-swish, ReLU and GELU "
            "activations (edgeplan's), seeded", ("synthetic-modern:0", "synthetic-modern:42"), "1x3x224x224"),
+    Family("synthetic-mixed", "the modern space with ResNet / ResNeXt / RegNet bottlenecks, DenseNet blocks, 2x2 "
+           "pools and the heads space's classifiers (edgeplan's), seeded", ("synthetic-mixed:0", "synthetic-mixed:42"),
+           "1x3x224x224"),
     Family("onnx", "an ONNX file given by its path", ("model.onnx",), "from the file"),
 )
 

@@ -1,7 +1,7 @@
 """Named sets of zoo models for campaigns, and expansion of ranges such as ``synthetic:0-999``.
 
 Ranges work for every synthetic space: ``synthetic:0-999``, ``synthetic-wide:0-299``, ``synthetic-aligned:0-299``,
-``synthetic-heads:0-299``, ``synthetic-stages:0-299``, ``synthetic-modern:0-299``.
+``synthetic-heads:0-299``, ``synthetic-stages:0-299``, ``synthetic-modern:0-299``, ``synthetic-mixed:0-299``.
 
 ============================  ===============================================================================
 set                           models
@@ -17,6 +17,8 @@ set                           models
                               blocks repeated at stride 1 with residuals, as in real CNNs' stages
 ``synthetic-modern``          ``synthetic-modern:0`` .. ``synthetic-modern:299``, the stages space with ConvNeXt
                               blocks and SiLU, hard-swish, ReLU and GELU activations
+``synthetic-mixed``           ``synthetic-mixed:0`` .. ``synthetic-mixed:299``, the modern space with ResNet /
+                              ResNeXt / RegNet bottlenecks, DenseNet blocks, 2x2 pools and sampled heads
 ``torchvision-cnns``          every torchvision classification model but the transformers (ViT, Swin, MaxViT)
 ``timm-cnns``                 the timm CNNs listed in ``edgeplan/data/model_sets/timm_cnns.txt`` (60 families'
                               representatives, from ResNets and EfficientNets to RepVGG and ConvNeXt)
