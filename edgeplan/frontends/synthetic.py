@@ -254,8 +254,9 @@ class SyntheticBlock:
     stride
         1 or 2, fixed by the block's position (:data:`STRIDES`).
     kernel
-        Convolution kernel (3, 5, 7) for ``conv``, ``dwsep`` and ``bottleneck``; pooling window (1, 3; 2 at a
-        stride of 2 in the mixed space) for ``pool``; ``None`` for ``split``.
+        Convolution kernel (3, 5, 7) for ``conv``, ``dwsep`` and ``bottleneck``, 3 for ``resnet`` and ``dense``,
+        7 for ``convnext``; pooling window (1, 3; 2 at a stride of 2 in the mixed space) for ``pool``; ``None`` for
+        ``split``.
     groups
         Number of groups of a ``conv`` block (a multiple of 4 up to 64; in the aligned space any divisor of both
         channel counts), or ``None`` for a dense conv and for other kinds.
