@@ -15,8 +15,8 @@ from dataclasses import replace
 from functools import lru_cache
 
 from edgeplan.frontends.nb201 import _CELLS_PER_STAGE, _INPUT_SHAPE, _NUM_NODES, _STEM_CHANNELS, parse_cell
+from edgeplan.frontends.synthetic import DENSE_BOTTLENECK, SyntheticArch, SyntheticBlock, pool_padding, sample_synthetic
 from edgeplan.frontends.synthetic import INPUT_SIZE as SYN_INPUT
-from edgeplan.frontends.synthetic import SyntheticArch, SyntheticBlock, sample_synthetic
 from edgeplan.ir.graph import Graph, Node, Ref
 from edgeplan.ir.ops import (
     Activation,
@@ -221,10 +221,7 @@ def _conv_bn(b: _Builder, prefix: str, x: str, c_out: int, kernel: int, stride: 
     the modern space)."""
     x = b.conv(f"{prefix}.0", x, c_out, kernel, stride, groups, padding=padding)
     x = b.bn(f"{prefix}.1", x)
-    if act:
-        fn, source, low, high = _ACTIVATIONS[act]
-        x = b.activation(f"{prefix}.2", x, fn, source, low, high)
-    return x
+    return _act(b, f"{prefix}.2", x, act) if act else x
 
 
 def _permute(b: _Builder, scope: str, x: str, dims: tuple[int, ...]) -> str:
@@ -303,7 +300,7 @@ def _dense_block(b: _Builder, name: str, block: SyntheticBlock, x: str, act: str
         y = features[0] if len(features) == 1 else _concat(b, scope, features)
         y = b.bn(f"{scope}.body.0", y)
         y = _act(b, f"{scope}.body.1", y, act)
-        y = b.conv(f"{scope}.body.2", y, 4 * growth, 1, 1)
+        y = b.conv(f"{scope}.body.2", y, DENSE_BOTTLENECK * growth, 1, 1)
         y = b.bn(f"{scope}.body.3", y)
         y = _act(b, f"{scope}.body.4", y, act)
         features.append(b.conv(f"{scope}.body.5", y, growth, 3, 1))
@@ -347,7 +344,7 @@ def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str, act:
         return _dense_block(b, name, block, x, act)
     if block.kind == "pool":
         k = block.kernel or 1
-        pad = 0 if k % 2 == 0 else k // 2
+        pad = pool_padding(k)
         if block.pool == "avg":
             return b.avg_pool(name, x, k, block.stride, pad, include_pad=False)
         return b.max_pool(name, x, k, block.stride, pad)

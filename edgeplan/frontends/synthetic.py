@@ -163,6 +163,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCK_KINDS",
+    "DENSE_BOTTLENECK",
     "ELEMENTWISE_OPS",
     "SPACES",
     "STRIDES",
@@ -170,6 +171,7 @@ __all__ = [
     "SyntheticBlock",
     "build_synthetic",
     "family_of",
+    "pool_padding",
     "sample_synthetic",
 ]
 
@@ -230,7 +232,8 @@ _DENSE_GROWTHS = (12, 16, 24, 32, 48)
 _DENSE_MAX_LAYERS = {112: 6, 56: 12, 28: 24, 14: 48, 7: 32}  # by the block's input side
 _DENSE_MAX_CHANNELS = 3072  # the block's concatenated output
 _MIXED_POOL_WINDOWS = (1, 2, 3)  # at a stride of 2 (2: VGG's and DenseNet's 2x2 windows, unpadded)
-_BOTTLENECK_FACTOR = 4  # a dense layer's 1x1 conv has 4 x growth channels (DenseNet-BC)
+DENSE_BOTTLENECK = 4
+"""A dense block layer's 1x1 convolution has this many times the growth rate of channels (DenseNet-BC)."""
 _MAX_COPIES = 4
 _FLAT_HEAD = (64, 512)  # head conv channels of a classifier on the flattened 7x7 map
 _HIDDEN_FC = (256, 4096)
@@ -788,9 +791,9 @@ def _torch_layers() -> _Layers:
         def __init__(self, c_in: int, growth: int, act: str) -> None:
             super().__init__()
             self.body = nn.Sequential(
-                nn.BatchNorm2d(c_in), activation(act), nn.Conv2d(c_in, _BOTTLENECK_FACTOR * growth, 1, bias=False),
-                nn.BatchNorm2d(_BOTTLENECK_FACTOR * growth), activation(act),
-                nn.Conv2d(_BOTTLENECK_FACTOR * growth, growth, 3, padding=1, bias=False))
+                nn.BatchNorm2d(c_in), activation(act), nn.Conv2d(c_in, DENSE_BOTTLENECK * growth, 1, bias=False),
+                nn.BatchNorm2d(DENSE_BOTTLENECK * growth), activation(act),
+                nn.Conv2d(DENSE_BOTTLENECK * growth, growth, 3, padding=1, bias=False))
 
         def forward(self, features: list[torch.Tensor]) -> torch.Tensor:
             # the first layer reads the block's input itself (torchvision concatenates it alone: a copy)
@@ -852,7 +855,7 @@ def _torch_layers() -> _Layers:
             return DenseBlock(block, act)
         if block.kind == "pool":
             assert block.kernel is not None
-            pad = _pool_padding(block.kernel)
+            pad = pool_padding(block.kernel)
             if block.pool == "avg":
                 return nn.AvgPool2d(block.kernel, block.stride, padding=pad, count_include_pad=False)
             return nn.MaxPool2d(block.kernel, block.stride, padding=pad)
@@ -879,8 +882,19 @@ def _torch_layers() -> _Layers:
     return _Layers(network=network)
 
 
-def _pool_padding(window: int) -> int:
-    """A pool block's padding: ``window // 2`` for the odd windows, none for the mixed space's 2x2 ones."""
+def pool_padding(window: int) -> int:
+    """A pool block's padding.
+
+    Parameters
+    ----------
+    window
+        The pooling window's side.
+
+    Returns
+    -------
+    int
+        ``window // 2`` for the odd windows, 0 for the mixed space's 2x2 ones (VGG's, unpadded).
+    """
     return 0 if window % 2 == 0 else window // 2
 
 
