@@ -130,11 +130,13 @@ bench-li2023-2t: $(STAMP)
 # (warm-all; GBDT only, ~25 min on one core), then where its predictors err on the zoo CNNs with edgeplan's spaces in
 # training (~6 min)
 # Datasets taken out of the tree (it must stay under the 64 MiB a GPU machine's run carries) are read from the commit
-# that last held them, into out/history (needs the git checkout)
+# that last held them, into out/history (needs the git checkout): 5b0cd9a, or the one named by HISTORY_{its path}
 HISTORY := 5b0cd9a
+HISTORY_xeon/torch-fp32-2t.all-spaces := 420d404
+HISTORY_xeon/torch-fp32-2t.all-spaces.repeat := 420d404
 out/history/%.jsonl.xz:
 	@mkdir -p $(dir $@)
-	git show $(HISTORY):edgeplan/data/latency/$*.jsonl.xz > $@.tmp && mv $@.tmp $@
+	git show $(or $(HISTORY_$*),$(HISTORY)):edgeplan/data/latency/$*.jsonl.xz > $@.tmp && mv $@.tmp $@
 
 XEON_WARM := out/history/xeon/torch-fp32-2t.warm-all
 XEON_WARM_FILES := $(XEON_WARM).jsonl.xz $(XEON_WARM).repeat.jsonl.xz
@@ -158,8 +160,8 @@ bench-li2023-2t-xeon-warm: $(STAMP) $(XEON_WARM_FILES)
 # the same on a third measurement of the Xeon kind, on a faster VM, with edgeplan's heads space too (all four
 # synthetic spaces, 2028 models; GBDT only, ~45 min on one core), then where GBDT errs on the zoo CNNs with the
 # spaces in training (~8 min)
-XEON_ALL := edgeplan/data/latency/xeon/torch-fp32-2t.all-spaces
-bench-li2023-2t-xeon-spaces: $(STAMP)
+XEON_ALL := out/history/xeon/torch-fp32-2t.all-spaces
+bench-li2023-2t-xeon-spaces: $(STAMP) $(XEON_ALL).jsonl.xz $(XEON_ALL).repeat.jsonl.xz
 	$(BIN)/edgeplan reproduce li2023 --data $(XEON_ALL).jsonl.xz --repeat-data $(XEON_ALL).repeat.jsonl.xz \
 		--method gbdt --statistic median
 	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --data $(XEON_ALL).jsonl.xz --method gbdt --with-spaces \

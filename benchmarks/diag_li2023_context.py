@@ -24,7 +24,7 @@ the file holds.
 
 Usage, from the repository root::
 
-    python benchmarks/diag_li2023_context.py --data edgeplan/data/latency/xeon/torch-fp32-2t.all-spaces.jsonl.xz \
+    python benchmarks/diag_li2023_context.py --data edgeplan/data/latency/epyc-zen5-keep/torch-fp32-2t.jsonl.xz \
         [--space synthetic-aligned] [--statistic median] [--predicted gbdt]
 """
 

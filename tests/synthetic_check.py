@@ -23,5 +23,6 @@ def direct_graph_checked(seed: int, space: str) -> Graph:
     traced = graph_from_torch(module, [torch.randn(*shapes[0])], name=arch.name)
     direct = synthetic_graph(seed, space)
     assert direct.nodes == traced.nodes and direct.outputs == traced.outputs
+    assert direct.folded_ops == traced.folded_ops and direct.folded_shapes == traced.folded_shapes
     assert load_graph(f"{family_of(space)}:{seed}") is direct
     return direct

@@ -109,6 +109,29 @@ def test_worst_ranks_by_distance_from_one_on_a_log_scale_both_ways() -> None:
     assert "20.00 ms  predicted 1.050x, op sum 1.000x" in _benchmark("bench_li2023_zoo_bias").worst(group, 4)[3]
 
 
+def test_zoo_rows_count_folded_work_as_reproduce_li2023_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from edgeplan.experiments import li2023
+    from edgeplan.latency.model import LatencyModel, record_ops
+
+    train = [_network(i, 8 + i % 4, repeats=i % 2) for i in range(40)]
+    model = LatencyModel.fit(train, "lasso", "torch-fp32-2t", statistic="median")
+    zoo = {**_network(100, 9, repeats=1), "raw_folded_work_ms": 0.5}
+    own = record_ops(zoo, "median")
+    priced = dataclasses.replace(own[0], name="aten::conv2d@folded#0")  # a folded op the model prices
+    named = "aten::batch_norm@folded#1 (aten::batch_norm, folded: no predictor)"
+    monkeypatch.setattr(li2023, "_folded_work", lambda spec, profile: ([priced], [named]))
+    group = _benchmark("bench_li2023_zoo_bias")._group_rows(model, [zoo])
+    pred = model.predict_ops(own).ops
+    ops, pred_sum, true_sum, _, e2e = group["rows"][0]
+    assert ops == 3 and true_sum == pytest.approx(sum(o.measured_ms or 0.0 for o in own) + 0.5)
+    assert pred_sum == pytest.approx(sum(p.ms or 0.0 for p in pred) + (pred[0].ms or 0.0))
+    assert e2e == pytest.approx(li2023.predict_with_folded_work(model, zoo).latency_ms)
+    assert group["pred_cat"]["folded work"] == pytest.approx(pred[0].ms or 0.0)
+    assert group["true_cat"]["folded work"] == 0.5 and group["true_cat"]["conv"] == pytest.approx(0.9 + 0.72)
+
+
 def test_predicted_rows_keep_the_measured_time_and_count_and_take_the_models_op_sum() -> None:
     from edgeplan.latency.model import LatencyModel, record_latency, record_ops
 

@@ -55,16 +55,20 @@ def test_the_frontend_records_the_shapes_of_every_folded_operator(graph: object)
 def test_eager_pytorch_prices_folded_work_and_names_what_it_cannot(graph: object) -> None:
     ops, skipped = graph_ops(graph, "torch-eager")
     folded = {o.name: o for o in ops if "@folded#" in o.name}
-    # the reshapes and the view move no data; the two multiplications are priced
-    assert sorted(folded) == ["aten::mul@folded#1", "aten::mul@folded#5"]
+    # the reshapes and the view move no data; the two multiplications and the weight standardization are ops
+    assert sorted(folded) == ["aten::batch_norm@folded#3", "aten::mul@folded#1", "aten::mul@folded#5"]
     scale = folded["aten::mul@folded#5"]
     assert scale.key == "aten::mul|elementwise" and scale.category == "elementwise"
     assert dict(zip(("in_h", "in_w", "in_c", "input_size", "inputs", "output_size"), scale.x, strict=True)) == {
         "in_h": 6, "in_w": 6, "in_c": 8, "input_size": 288, "inputs": 1, "output_size": 288}
-    # the weight standardization has no predictor of its kind of work, and a convolution of constants no recorded
-    # attributes: both named as unpredicted, not priced at 0
-    assert skipped == ["aten::batch_norm@folded#3 (aten::batch_norm, folded: no predictor)",
-                       "aten::conv2d@folded#6 (aten::conv2d, folded: attributes not recorded)"]
+    # the weight standardization is its own category of work, not a batch norm of activations: 8 filters of 36
+    # values (the gain passed beside the weight is not counted)
+    std = folded["aten::batch_norm@folded#3"]
+    assert std.key == "aten::batch_norm|weight_norm" and std.category == "weight_norm"
+    assert dict(zip(("filters", "fan_in", "input_size"), std.x, strict=True)) == {
+        "filters": 8, "fan_in": 36, "input_size": 288}
+    # a convolution of constants has no recorded attributes: named as unpredicted, not priced at 0
+    assert skipped == ["aten::conv2d@folded#6 (aten::conv2d, folded: attributes not recorded)"]
     # a graph runtime that folds constants runs none of it
     ops_folding, skipped_folding = graph_ops(graph, "torch-eager", "fold-constants")
     assert not [o for o in ops_folding if "@folded#" in o.name] and not skipped_folding
@@ -83,8 +87,65 @@ def test_the_shipped_eager_profile_adds_the_folded_work_to_the_latency(graph: ob
     without = predict_graph(dataclasses.replace(graph, folded_ops=(), folded_shapes=()), model, "torch-eager")
     priced = [o for o in with_work.ops if "@folded#" in o.name and o.ms is not None]
     assert len(priced) == 2 and all(o.ms > 0 for o in priced)
+    # the shipped profile learnt no weight standardization: named as unpredicted, never priced by the batch norms
+    # of activations (the element-wise category's)
     assert [u.split(" ")[0] for u in with_work.unpredicted] == ["aten::batch_norm@folded#3", "aten::conv2d@folded#6"]
     assert with_work.latency_ms == pytest.approx(without.latency_ms + sum(o.ms for o in priced))
+
+
+def test_eager_profiling_times_each_folded_operator_that_moves_data(graph: object) -> None:
+    from edgeplan.ir.kernels import deduce_kernels
+    from edgeplan.runtimes.op_profile import profile_torch_ops
+
+    m = StandardizedConv().eval()
+    runs = profile_torch_ops(m, (torch.randn(1, 4, 6, 6),), deduce_kernels(graph, "torch-eager"), graph, threads=1,
+                             runs=3)
+    # the reshapes and the view are views; the rest, in the graph's order, each timed in every run
+    assert [(j, t.kind, t.kernel) for j, t in runs.folded_ops] == [
+        (1, "aten::mul", "aten::mul@folded#1"), (3, "aten::batch_norm", "aten::batch_norm@folded#3"),
+        (5, "aten::mul", "aten::mul@folded#5"), (6, "aten::conv2d", "aten::conv2d@folded#6")]
+    assert all(t.median_ms > 0 and t.min_ms <= t.median_ms and not t.nodes for _, t in runs.folded_ops)
+    assert sum(t.min_ms for _, t in runs.folded_ops) <= max(runs.folded_ms)
+
+
+def test_folded_events_are_told_apart_by_their_first_input_shape() -> None:
+    from edgeplan.runtimes.op_profile import _assign_folded
+
+    keys = [("aten::batch_norm", (1, 8, 36)), ("aten::batch_norm", (1, 16, 72)), ("aten::mul", (8, 1, 1, 1))]
+    # the larger weight's standardization ran first; a mul whose shape the profiler did not record takes the
+    # first free mul; an event of no folded operator's name is no folded operator's
+    dropped = [("aten::batch_norm", (1, 16, 72), 0.5), ("aten::mul", None, 0.1), ("aten::batch_norm", (1, 8, 36), 0.2),
+               ("aten::add", (1,), 0.3)]
+    assert _assign_folded(dropped, keys) == [(1, 0.5), (2, 0.1), (0, 0.2)]
+
+
+def test_a_records_timed_folded_operators_are_ops_a_model_learns() -> None:
+    from edgeplan.experiments.li2023 import predict_with_folded_work
+    from edgeplan.latency.campaign import _normalised
+    from edgeplan.latency.model import LatencyModel, record_ops
+
+    def std(j: int, filters: int, fan_in: int, ms: float) -> dict[str, object]:
+        return {"kernel": f"aten::batch_norm@folded#{j}", "kind": "aten::batch_norm", "nodes": [], "ms": ms,
+                "min_ms": ms * 0.9, "iqr_rel": 0.0, "ratio": ms / 2, "min_ratio": ms * 0.9 / 2, "folded": j,
+                "op": "batch_norm", "input_shapes": [[1, filters, fan_in]], "output_shapes": [[1, filters, fan_in]]}
+
+    row = {"model": "m", "latency_ms": 4.0, "latency_min_ms": 3.8, "iqr_rel": 0.1, "ops": [], "nodes": {},
+           "op_sum_ms": 0.0, "raw_folded_work_ms": 0.6, "folded_ops": [std(1, 64, 576, 0.4), std(4, 64, 576, 0.2)]}
+    # beside a reference, a folded op's time is its ratio at the scenario's reference latency, as any op's
+    paired = _normalised(row, {"ratio": 2.0, "min_ratio": 1.9, "iqr_rel": 0.05}, 2.2, 2.0)
+    assert [o["ms"] for o in paired["folded_ops"]] == pytest.approx([0.44, 0.22])
+    assert [o["raw_ms"] for o in paired["folded_ops"]] == [0.4, 0.2]
+    ops = record_ops(paired)
+    assert [(o.name, o.key, o.measured_ms) for o in ops] == [
+        ("aten::batch_norm@folded#1", "aten::batch_norm|weight_norm", pytest.approx(0.44)),
+        ("aten::batch_norm@folded#4", "aten::batch_norm|weight_norm", pytest.approx(0.22))]
+    assert [o.context for o in ops] == [(0.0, 0.0), (1.0, 1.0)]  # the same standardization ran before
+    assert record_ops(paired, "min")[0].measured_ms == pytest.approx(0.36)  # its fastest ratio at the fastest reference
+    # a model fitted on such records prices them by their own predictor, from the record alone (no graph rebuilt)
+    model = LatencyModel.fit([paired] * 12, "lasso", "torch-fp32-2t", min_samples=5, context=False)
+    assert "aten::batch_norm|weight_norm" in model.predictors
+    pred = predict_with_folded_work(model, paired)
+    assert not pred.unpredicted and [o.name for o in pred.ops] == [o.name for o in ops]
 
 
 def test_the_table_counts_unpredicted_ops_of_one_kind_and_reason() -> None:
@@ -98,7 +159,7 @@ def test_li2023_evaluation_counts_a_records_folded_work_as_predict_does() -> Non
     from edgeplan.experiments.li2023 import _evaluate, predict_with_folded_work
     from edgeplan.latency.campaign import load_dataset
 
-    path = SHIPPED / "xeon" / "torch-fp32-2t.all-spaces.jsonl.xz"
+    path = SHIPPED / "epyc-zen5-keep" / "torch-fp32-2t.jsonl.xz"
     wanted = {"timm:mobileone_s0", "timm:nf_resnet50", "synthetic:900"}
     records = {str(r["model"]): r for r in load_dataset(path).records if r["model"] in wanted}
     model = load_device_model("torch-fp32-2t", "gbdt")
@@ -111,9 +172,8 @@ def test_li2023_evaluation_counts_a_records_folded_work_as_predict_does() -> Non
                                                  + sum(o.ms or 0.0 for o in added))
     nf = predict_with_folded_work(model, records["timm:nf_resnet50"])  # its weight standardizations, by name
     assert len(nf.unpredicted) == 53 and all("aten::batch_norm@folded#" in u for u in nf.unpredicted)
-    # the report names each kind once, with why
-    assert _evaluate(model, [records["timm:nf_resnet50"]])["unpredicted"] == [
-        "aten::batch_norm (aten::batch_norm, folded: no predictor)"]
+    # the report names each kind once
+    assert _evaluate(model, [records["timm:nf_resnet50"]])["unpredicted"] == ["aten::batch_norm (aten::batch_norm)"]
 
 
 def test_a_records_folded_work_that_cannot_be_rebuilt_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -650,21 +650,20 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
 
 
 @pytest.mark.parametrize(("folder", "name", "warm", "spaces", "zoo_cnns", "repeated"), [
-    ("xeon", "torch-fp32-2t.all-spaces", True, ("synthetic-wide", "synthetic-aligned", "synthetic-heads"), 128, 88),
-    ("epyc-zen5-keep", "torch-fp32-2t", True,
-     ("synthetic-aligned", "synthetic-heads", "synthetic-stages", "synthetic-modern", "synthetic-mixed"), 128, 88),
+    ("epyc-zen5-keep", "torch-fp32-2t", True, ("synthetic-aligned", "synthetic-heads", "synthetic-stages",
+                                               "synthetic-modern", "synthetic-mixed", "synthetic-nf"), 128, 88),
     ("epyc-zen5-keep", "torch-fp32-1t", True, (), 0, 20)])
 def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
         folder: str, name: str, warm: bool, spaces: tuple[str, ...], zoo_cnns: int, repeated: int) -> None:
-    """``edgeplan/data/latency/xeon`` and ``epyc-zen5-keep`` (``make bench-li2023-2t-xeon-spaces``, ``-zen5-keep``;
-    the Xeon's warm-all and the Zen 5's default-allocator files left the tree to keep it under the 64 MiB a device
-    run carries, and those targets read them from commit 5b0cd9a): li2023's training and test networks, edgeplan's
-    synthetic spaces
+    """``edgeplan/data/latency/epyc-zen5-keep`` (``make bench-li2023-2t-zen5-keep``, ``-1t-zen5-keep``; the Xeon's
+    files and the Zen 5's default-allocator ones left the tree to keep it under the 64 MiB a device run carries, and
+    their targets read them from the commits that last held them: the Makefile's ``HISTORY``): li2023's training and
+    test networks, edgeplan's synthetic spaces
     and the zoo CNNs, measured on another machine than the shipped profile's, every model beside the reference
     (timed after a call of its own) and at one scale with its repeat, so that ``reproduce li2023`` prints its noise
     floor. The Zen 5 EPYC reports the same CPU name as the shipped profile's EPYC; it runs the reference more than
     twice as fast. The ``-keep`` files were measured, repeat included, with glibc's allocator keeping freed memory
-    (``--keep-memory``), and their device says so; the Xeon's under glibc's defaults. The Zen 5's 1-thread file
+    (``--keep-memory``), and their device says so. The Zen 5's 1-thread file
     holds li2023's 1000 networks only (§5.1 in the second fp32 scenario), its repeat 20 of the test networks."""
     from edgeplan.experiments.li2023 import _same_scale, _spaces, _split, dataset_path, noise_floor
     from edgeplan.latency.campaign import load_dataset
@@ -691,6 +690,33 @@ def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
     assert floor is not None and floor["models"] == len(repeat.records) == repeated
     provenance = json.loads((path / "provenance.json").read_text())
     assert sum(c["models"] for c in provenance[f"{name}.jsonl.xz"]["campaigns"]) == len(data.records)
+
+
+def test_the_nf_networks_of_the_zen5_file_time_each_weight_standardization() -> None:
+    """The Zen 5 keep-memory file's ``synthetic-nf`` networks carry each of their weight standardizations' times
+    (``folded_ops``): one per standardized convolution of the graph, together their folded work (less the views'),
+    and learnt as the ``weight_norm`` ops of :func:`~edgeplan.latency.model.record_ops`."""
+    from edgeplan.frontends.direct import synthetic_graph
+    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.latency.model import record_ops
+
+    path = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / "epyc-zen5-keep" / "torch-fp32-2t.jsonl.xz"
+    records = [r for r in load_dataset(path).records if r["model"].startswith("synthetic-nf:")]
+    assert len(records) == 300
+    with_std = 0
+    for r in records:
+        graph = synthetic_graph(int(r["model"].split(":")[1]), "nf")
+        norms = [i for i, op in enumerate(graph.folded_ops) if op == "batch_norm"]
+        if not norms:
+            assert "folded_ops" not in r and "raw_folded_work_ms" not in r
+            continue
+        with_std += 1
+        assert [o["folded"] for o in r["folded_ops"]] == norms
+        assert all(o["kind"] == "aten::batch_norm" and o["ms"] > 0 for o in r["folded_ops"])
+        assert 0.7 < sum(o["raw_ms"] for o in r["folded_ops"]) / r["raw_folded_work_ms"] < 1.1, r["model"]
+        std = [o for o in record_ops(r) if o.category == "weight_norm"]
+        assert len(std) == len(norms) and all(o.key == "aten::batch_norm|weight_norm" for o in std)
+    assert with_std > 250
 
 
 def test_speedup_insight_per_category(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

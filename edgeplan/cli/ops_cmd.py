@@ -59,10 +59,10 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
     """Measure MODELS per op and end to end in each scenario, into the Store; resumable.
 
     MODELS are zoo strings; ``synthetic:0-999`` (or ``synthetic-wide:0-299``, ``synthetic-aligned:0-299``,
-    ``synthetic-heads:0-299``, ``synthetic-stages:0-299``, ``synthetic-modern:0-299``, ``synthetic-mixed:0-299``) is
-    a range and ``set:NAME`` a model set (synthetic, synthetic-wide, synthetic-aligned, synthetic-heads,
-    synthetic-stages, synthetic-modern, synthetic-mixed, torchvision-cnns, timm-cnns, timm-transformers,
-    nb201-sample). Running the same command again measures only what is missing.
+    ``synthetic-heads:0-299``, ``synthetic-stages:0-299``, ``synthetic-modern:0-299``, ``synthetic-mixed:0-299``,
+    ``synthetic-nf:0-299``) is a range and ``set:NAME`` a model set (synthetic, synthetic-wide, synthetic-aligned,
+    synthetic-heads, synthetic-stages, synthetic-modern, synthetic-mixed, synthetic-nf, torchvision-cnns, timm-cnns,
+    timm-transformers, nb201-sample). Running the same command again measures only what is missing.
     """
     if keep:  # first: what this process would print before, its replacement prints again
         keep_memory(ctx)

@@ -8,7 +8,7 @@ Every figure is computed from shipped per-op datasets (``edgeplan/data/latency/{
 - **§5.3** trained on the 900 synthetic networks, tested on the real-world zoo CNNs of the dataset (none of which
   is in training; paper Fig. 18a). When the dataset also holds networks of edgeplan's synthetic spaces
   (``synthetic-wide:SEED``, ``synthetic-aligned:SEED``, ``synthetic-heads:SEED``, ``synthetic-stages:SEED``,
-  ``synthetic-modern:SEED``, ``synthetic-mixed:SEED``,
+  ``synthetic-modern:SEED``, ``synthetic-mixed:SEED``, ``synthetic-nf:SEED``,
   :mod:`edgeplan.frontends.synthetic`), §5.3 is also reported trained on the 900 plus all of those, on the 900 plus
   each space (with two or more), and on the first 30
   networks of each space alone: still synthetic networks only, none of the zoo's.
@@ -291,8 +291,8 @@ def predict_with_folded_work(model: LatencyModel, record: Mapping[str, Any]) -> 
     adds them as :func:`~edgeplan.latency.predict.graph_ops` does for ``edgeplan predict``, priced or named as
     unpredicted; the record's own ops only otherwise."""
     ops = record_ops(record, model.statistic)
-    if "folded_work_ms" not in record and "raw_folded_work_ms" not in record:
-        return model.predict_ops(ops)
+    if "folded_ops" in record or ("folded_work_ms" not in record and "raw_folded_work_ms" not in record):
+        return model.predict_ops(ops)  # no folded work, or its operators timed in the record (among ``ops``)
     from edgeplan.latency.predict import with_skipped
     from edgeplan.measure.scenarios import SCENARIOS
 

@@ -10,6 +10,7 @@ sampled architectures) from the architecture alone, without importing torch.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import replace
 from functools import lru_cache
@@ -49,6 +50,8 @@ class _Builder:
         self.nodes: list[Node] = []
         self.shapes: dict[str, Shape] = {}
         self._counts: Counter[str] = Counter()
+        self.folded_ops: list[str] = []
+        self.folded_shapes: list[tuple[tuple[Shape, ...], tuple[Shape, ...]]] = []
 
     def add(self, name: str, kind: OpKind, attrs: object, inputs: list[str], out: Shape, source: str) -> str:
         self.nodes.append(Node(name, kind, attrs, tuple(Ref(i) for i in inputs),  # type: ignore[arg-type]
@@ -63,7 +66,12 @@ class _Builder:
         return f"{scope}/{op}" + (f"_{n}" if n else "")
 
     def conv(self, name: str, x: str, c_out: int, kernel: int, stride: int, groups: int = 1,
-             bias: bool = False, padding: int | None = None) -> str:
+             bias: bool = False, padding: int | None = None, functional: bool = False) -> str:
+        """A convolution named ``name`` (a module's), or called as a function in module ``name`` (``functional``).
+        The tracer numbers every ``conv2d`` call, a module's too, so each one counts."""
+        name = self.function(name, "conv2d") if functional else name
+        if not functional:
+            self._counts["conv2d"] += 1
         n, c, h, w = self.shapes[x]
         pad = kernel // 2 if padding is None else padding
         oh, ow = (h + 2 * pad - kernel) // stride + 1, (w + 2 * pad - kernel) // stride + 1
@@ -216,12 +224,20 @@ _ACTIVATIONS: dict[str, tuple[Activation, str, float | None, float | None]] = {
 
 
 def _conv_bn(b: _Builder, prefix: str, x: str, c_out: int, kernel: int, stride: int, groups: int = 1,
-             act: str | None = "relu6", padding: int | None = None) -> str:
+             act: str | None = "relu6", padding: int | None = None, std: bool = False) -> str:
     """The synthetic space's ``conv_bn``: conv (no bias), batch norm, the activation (ReLU6, ``hardtanh_``, but in
-    the modern space)."""
-    x = b.conv(f"{prefix}.0", x, c_out, kernel, stride, groups, padding=padding)
-    x = b.bn(f"{prefix}.1", x)
-    return _act(b, f"{prefix}.2", x, act) if act else x
+    the modern space); with ``std``, the nf space's weight-standardized conv and the activation, the weight's
+    reshape, batch norm and reshape back folded (computations on a constant)."""
+    if not std:
+        x = b.conv(f"{prefix}.0", x, c_out, kernel, stride, groups, padding=padding)
+        x = b.bn(f"{prefix}.1", x)
+        return _act(b, f"{prefix}.2", x, act) if act else x
+    weight = (c_out, b.shapes[x][1] // groups, kernel, kernel)
+    rows = (1, c_out, math.prod(weight[1:]))
+    b.folded_ops += ["reshape", "batch_norm", "reshape_as"]
+    b.folded_shapes += [((weight,), (rows,)), ((rows,), (rows,)), ((rows, weight), (weight,))]
+    x = b.conv(f"{prefix}.0", x, c_out, kernel, stride, groups, padding=padding, functional=True)
+    return _act(b, f"{prefix}.1", x, act) if act else x
 
 
 def _permute(b: _Builder, scope: str, x: str, dims: tuple[int, ...]) -> str:
@@ -234,7 +250,7 @@ def _convnext_block(b: _Builder, name: str, block: SyntheticBlock, x: str) -> st
     """torchvision's ConvNeXt block as the modern space builds it (a downsampling conv first where needed)."""
     c, hidden = block.out_channels, block.out_channels * (block.expansion or 4)
     if block.stride != 1 or block.in_channels != c:
-        x = _conv_bn(b, f"{name}.down", x, c, block.stride, block.stride, act=None, padding=0)
+        x = _conv_bn(b, f"{name}.down", x, c, block.stride, block.stride, act=None, padding=0, std=block.std)
     y = b.conv(f"{name}.block.0", x, c, block.kernel or 7, 1, c, bias=True)
     y = _permute(b, f"{name}.block.1", y, (0, 2, 3, 1))
     n, h, w, _ = b.shapes[y]
@@ -270,16 +286,16 @@ def _act(b: _Builder, name: str, x: str, act: str) -> str:
 def _resnet_block(b: _Builder, name: str, block: SyntheticBlock, x: str, act: str) -> str:
     """The mixed space's ResNet / ResNeXt / RegNet bottleneck (``ResNetBlock`` of the synthetic module)."""
     w = block.width or block.out_channels
-    y = _conv_bn(b, f"{name}.body.0", x, w, 1, 1, act=act)
-    y = _conv_bn(b, f"{name}.body.1", y, w, 3, block.stride, block.groups or 1, act)
+    y = _conv_bn(b, f"{name}.body.0", x, w, 1, 1, act=act, std=block.std)
+    y = _conv_bn(b, f"{name}.body.1", y, w, 3, block.stride, block.groups or 1, act, std=block.std)
     i = 2
     if block.se:
         y = _squeeze_excite(b, f"{name}.body.{i}", y)
         i += 1
-    y = _conv_bn(b, f"{name}.body.{i}", y, block.out_channels, 1, 1, act=None)
+    y = _conv_bn(b, f"{name}.body.{i}", y, block.out_channels, 1, 1, act=None, std=block.std)
     shortcut = x
     if block.stride != 1 or block.in_channels != block.out_channels:
-        shortcut = _conv_bn(b, f"{name}.shortcut", x, block.out_channels, 1, block.stride, act=None)
+        shortcut = _conv_bn(b, f"{name}.shortcut", x, block.out_channels, 1, block.stride, act=None, std=block.std)
     y = b.add(b.function(name, "add_"), OpKind.ELTWISE, EltwiseAttrs(EltwiseOp.ADD), [y, shortcut], b.shapes[y],
               "aten.add_.Tensor")
     return _act(b, f"{name}.act", y, act)
@@ -317,24 +333,26 @@ def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str, act:
         y = _synthetic_block(b, f"{name}.body", replace(block, residual=False), x, act)
         return b.binary(name, EltwiseOp.ADD, x, y)
     if block.kind == "conv":
-        return _conv_bn(b, name, x, block.out_channels, block.kernel or 3, block.stride, block.groups or 1, act)
+        return _conv_bn(b, name, x, block.out_channels, block.kernel or 3, block.stride, block.groups or 1, act,
+                        std=block.std)
     if block.kind == "dwsep":
-        x = _conv_bn(b, f"{name}.0", x, block.in_channels, block.kernel or 3, block.stride, block.in_channels, act)
-        return _conv_bn(b, f"{name}.1", x, block.out_channels, 1, 1, act=act)
+        x = _conv_bn(b, f"{name}.0", x, block.in_channels, block.kernel or 3, block.stride, block.in_channels, act,
+                     std=block.std)
+        return _conv_bn(b, f"{name}.1", x, block.out_channels, 1, 1, act=act, std=block.std)
     if block.kind == "convnext":
         return _convnext_block(b, name, block, x)
     if block.kind == "bottleneck":
         hidden = block.in_channels * (block.expansion or 1)
         y, i = x, 0
         if block.expansion != 1:
-            y = _conv_bn(b, f"{name}.body.{i}", y, hidden, 1, 1, act=act)
+            y = _conv_bn(b, f"{name}.body.{i}", y, hidden, 1, 1, act=act, std=block.std)
             i += 1
-        y = _conv_bn(b, f"{name}.body.{i}", y, hidden, block.kernel or 3, block.stride, hidden, act)
+        y = _conv_bn(b, f"{name}.body.{i}", y, hidden, block.kernel or 3, block.stride, hidden, act, std=block.std)
         i += 1
         if block.se:
             y = _squeeze_excite(b, f"{name}.body.{i}", y)
             i += 1
-        y = _conv_bn(b, f"{name}.body.{i}", y, block.out_channels, 1, 1, act=None)
+        y = _conv_bn(b, f"{name}.body.{i}", y, block.out_channels, 1, 1, act=None, std=block.std)
         if block.stride == 1 and block.in_channels == block.out_channels:
             return b.binary(name, EltwiseOp.ADD, x, y)
         return y
@@ -416,4 +434,5 @@ def _synthetic_graph(seed: int, space: str) -> Graph:
         x = _synthetic_block(b, f"block{index}_{block.kind}", block, x, arch.activation)
     x = _conv_bn(b, "head_conv", x, arch.head_channels, 1, 1, act=arch.activation)
     x = _synthetic_classifier(b, arch, x)
-    return Graph(name=arch.name, nodes=tuple(b.nodes), outputs=(Ref(x),)).validate()
+    return Graph(name=arch.name, nodes=tuple(b.nodes), outputs=(Ref(x),), folded_ops=tuple(b.folded_ops),
+                 folded_shapes=tuple(b.folded_shapes)).validate()

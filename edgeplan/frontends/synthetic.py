@@ -137,9 +137,20 @@ stages of 0 to 4 copies) with the heads space's classifiers and
   16, DenseNet-201 up to 48), and at most 3072 concatenated channels;
 - a ``pool`` block at a stride of 2 may also have a 2x2 window (unpadded, VGG's max pool).
 
-Sampling uses only ``numpy.random.default_rng(seed)`` (the heads, stages, modern and mixed spaces'
-``default_rng([seed, 0x68656164])``, ``default_rng([seed, 0x73746167])``, ``default_rng([seed, 0x6d6f6465])`` and
-``default_rng([seed, 0x6d697864])``;
+**The normalization-free space** (``synthetic-nf:SEED``, edgeplan's). NF-ResNets and NFNets standardize every
+convolution's weight at every call (timm's ``ScaledStdConv2d``: a batch norm in training mode over each filter's
+fan-in, which eager PyTorch runs on the weight at each forward pass) and have no batch norm after it. No other
+space has that operation, and it is a third of those networks' eager latency (``nf_resnet50`` 18.9 of 63.5 ms,
+``dm_nfnet_f0`` 34.5 of 96.0 ms on the Zen 5 keep-memory file); the IR folds it away, as any computation on
+constants, and a latency model lists it as unpredicted. The nf space is the mixed space (its own stream) in which
+each ``conv``, ``dwsep``, ``bottleneck``, ``convnext`` and ``resnet`` block (and its copies) draws, after its other
+parameters, whether its convolutions with batch norm are weight-standardized instead (``std``, probability 1/2):
+the convolution, without bias, of the standardized weight (epsilon :data:`STD_EPS`, no gain), then the activation.
+The stem, the head and the dense blocks keep their batch norms.
+
+Sampling uses only ``numpy.random.default_rng(seed)`` (the heads, stages, modern, mixed and nf spaces'
+``default_rng([seed, 0x68656164])``, ``default_rng([seed, 0x73746167])``, ``default_rng([seed, 0x6d6f6465])``,
+``default_rng([seed, 0x6d697864])`` and ``default_rng([seed, 0x6e66726d])``;
 ``integers``, and ``uniform`` for the edgeplan spaces' widths),
 so a seed gives the same architecture on every machine (NumPy does not formally promise stream stability across
 versions; a golden-architecture test per space guards it).
@@ -198,7 +209,7 @@ _HEAD_CHANNELS = (1200, 1800)  # C10
 _NUM_SMALL = 5
 _MAX_GROUP_K = 16
 
-SPACES: tuple[str, ...] = ("li2023", "wide", "aligned", "heads", "stages", "modern", "mixed")
+SPACES: tuple[str, ...] = ("li2023", "wide", "aligned", "heads", "stages", "modern", "mixed", "nf")
 """The synthetic spaces: li2023's (``synthetic:SEED``) and edgeplan's wide, aligned, heads, stages, modern and mixed
 ones (``synthetic-wide:SEED``, ``synthetic-aligned:SEED``, ``synthetic-heads:SEED``, ``synthetic-stages:SEED``,
 ``synthetic-modern:SEED``, ``synthetic-mixed:SEED``)."""
@@ -223,6 +234,8 @@ _MODERN_KINDS = _WIDE_KINDS + ("convnext",) * 2
 _CONVNEXT_EXPANSIONS = (2, 3, 4)
 _CONVNEXT_KERNEL = 7
 _MIXED_STREAM = 0x6d697864  # "mixd": the mixed space's
+_NF_STREAM = 0x6e66726d  # "nfrm": the normalization-free space's
+_STD_KINDS = ("conv", "dwsep", "bottleneck", "convnext", "resnet")  # the kinds whose convolutions have batch norms
 _MIXED_KINDS = ("conv",) * 2 + ("resnet",) * 2 + ("bottleneck",) * 2 + ("convnext", "dense", "dwsep", "pool",
                                                                           "split")
 _MIXED_STAGE_KINDS = ("conv", "dwsep", "bottleneck", "convnext", "resnet")
@@ -233,6 +246,7 @@ _DENSE_MAX_LAYERS = {112: 6, 56: 12, 28: 24, 14: 48, 7: 32}  # by the block's in
 _DENSE_MAX_CHANNELS = 3072  # the block's concatenated output
 _MIXED_POOL_WINDOWS = (1, 2, 3)  # at a stride of 2 (2: VGG's and DenseNet's 2x2 windows, unpadded)
 DENSE_BOTTLENECK = 4
+STD_EPS = 1e-5  # the weight standardization's epsilon (the nf space's)
 """A dense block layer's 1x1 convolution has this many times the growth rate of channels (DenseNet-BC)."""
 _MAX_COPIES = 4
 _FLAT_HEAD = (64, 512)  # head conv channels of a classifier on the flattened 7x7 map
@@ -281,6 +295,9 @@ class SyntheticBlock:
         The channels of a ``resnet`` block's grouped 3x3 convolution (the mixed space's), else ``None``.
     layers, growth
         A ``dense`` block's layer count and growth rate (the mixed space's), else ``None``.
+    std
+        Whether the block's convolutions with batch norm standardize their weights instead (the nf space's:
+        NF-ResNet's and NFNets' weight-standardized convolution, no batch norm after it).
     """
 
     kind: str
@@ -298,6 +315,7 @@ class SyntheticBlock:
     width: int | None = None
     layers: int | None = None
     growth: int | None = None
+    std: bool = False
 
 
 @dataclass(frozen=True)
@@ -367,7 +385,7 @@ def sample_synthetic(seed: int, space: str = "li2023") -> SyntheticArch:
         A non-negative integer; the same seed always gives the same architecture.
     space
         ``li2023`` (the paper's space, default), ``wide``, ``aligned``, ``heads``, ``stages``, ``modern`` or
-        ``mixed`` (see the module docstring).
+        ``mixed`` or ``nf`` (see the module docstring).
 
     Returns
     -------
@@ -386,10 +404,10 @@ def sample_synthetic(seed: int, space: str = "li2023") -> SyntheticArch:
     import numpy as np
 
     streams = {"heads": [seed, _HEADS_STREAM], "stages": [seed, _STAGES_STREAM], "modern": [seed, _MODERN_STREAM],
-               "mixed": [seed, _MIXED_STREAM]}
+               "mixed": [seed, _MIXED_STREAM], "nf": [seed, _NF_STREAM]}
     rng = np.random.default_rng(streams.get(space, seed))
-    if space == "mixed":
-        return _sample_mixed(rng, seed)
+    if space in ("mixed", "nf"):
+        return _sample_mixed(rng, seed, space)
     if space != "li2023":
         return _sample_wide(rng, seed, space)
     blocks: list[SyntheticBlock] = []
@@ -465,8 +483,9 @@ def _sample_classifier(rng: np.random.Generator, width: Callable[[int, int], int
     return flatten, head, hidden, classes
 
 
-def _sample_mixed(rng: np.random.Generator, seed: int) -> SyntheticArch:
-    """An architecture of the mixed space (see the module docstring)."""
+def _sample_mixed(rng: np.random.Generator, seed: int, space: str = "mixed") -> SyntheticArch:
+    """An architecture of the mixed space or of the nf space (the mixed space's draws, and after each block of a
+    kind with batch norms whether its convolutions standardize their weights: see the module docstring)."""
     activation = str(_pick(rng, ACTIVATIONS))
 
     def width(low: int, high: int) -> int:
@@ -489,13 +508,15 @@ def _sample_mixed(rng: np.random.Generator, seed: int) -> SyntheticArch:
             block = replace(base, out_channels=channels, kernel=window, pool=str(_pick(rng, _POOL_KINDS)))
         else:
             block = _wide_block(rng, base, aligned=True)
+        if space == "nf" and kind in _STD_KINDS:
+            block = replace(block, std=bool(rng.integers(2)))
         blocks.append(block)
         channels = block.out_channels
         copies = int(rng.integers(_MAX_COPIES + 1)) if kind in _MIXED_STAGE_KINDS else 0
         blocks += [_copy(block)] * copies
         stages.append(1 + copies)
     flatten, head, hidden, classes = _sample_classifier(rng, width)
-    return SyntheticArch(seed=seed, blocks=tuple(blocks), head_channels=head, space="mixed", stem_channels=stem,
+    return SyntheticArch(seed=seed, blocks=tuple(blocks), head_channels=head, space=space, stem_channels=stem,
                          flatten=flatten, hidden=hidden, classes=classes, stages=tuple(stages),
                          activation=activation)
 
@@ -658,13 +679,26 @@ def _torch_layers() -> _Layers:
             return nn.GELU()
         return {"relu6": nn.ReLU6, "relu": nn.ReLU, "silu": nn.SiLU, "hardswish": nn.Hardswish}[name](inplace=True)
 
+    class StdConv2d(nn.Conv2d):
+        """A convolution whose every filter is standardized (zero mean, unit variance over its fan-in) at every
+        call, by a batch norm of the weight in training mode: timm's ``StdConv2d`` (NF-ResNet, NFNets without
+        their gain), which eager PyTorch runs on the weight at each forward pass."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            weight = torch.nn.functional.batch_norm(self.weight.reshape(1, self.out_channels, -1), None, None,
+                                                    training=True, momentum=0.0, eps=STD_EPS).reshape_as(self.weight)
+            return torch.nn.functional.conv2d(x, weight, None, self.stride, self.padding, self.dilation,
+                                              self.groups)
+
     def conv_bn(c_in: int, c_out: int, kernel: int, stride: int, groups: int = 1, act: str | None = "relu6",
-                padding: int | None = None) -> nn.Module:
-        layers: list[nn.Module] = [
-            nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=kernel // 2 if padding is None else padding,
-                      groups=groups, bias=False),
-            nn.BatchNorm2d(c_out),
-        ]
+                padding: int | None = None, std: bool = False) -> nn.Module:
+        pad = kernel // 2 if padding is None else padding
+        if std:  # a weight-standardized convolution, no batch norm
+            layers: list[nn.Module] = [StdConv2d(c_in, c_out, kernel, stride=stride, padding=pad, groups=groups,
+                                                 bias=False)]
+        else:
+            layers = [nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=pad, groups=groups, bias=False),
+                      nn.BatchNorm2d(c_out)]
         if act:
             layers.append(activation(act))
         return nn.Sequential(*layers)
@@ -686,7 +720,7 @@ def _torch_layers() -> _Layers:
             super().__init__()
             assert block.expansion is not None
             c = block.out_channels
-            self.down = (conv_bn(block.in_channels, c, block.stride, block.stride, act=None, padding=0)
+            self.down = (conv_bn(block.in_channels, c, block.stride, block.stride, act=None, padding=0, std=block.std)
                          if block.stride != 1 or block.in_channels != c else None)
             self.block = nn.Sequential(
                 nn.Conv2d(c, c, _CONVNEXT_KERNEL, padding=_CONVNEXT_KERNEL // 2, groups=c, bias=True),
@@ -732,11 +766,11 @@ def _torch_layers() -> _Layers:
             hidden = block.in_channels * block.expansion
             layers: list[nn.Module] = []
             if block.expansion != 1:
-                layers.append(conv_bn(block.in_channels, hidden, 1, 1, act=act))
-            layers.append(conv_bn(hidden, hidden, block.kernel, block.stride, groups=hidden, act=act))
+                layers.append(conv_bn(block.in_channels, hidden, 1, 1, act=act, std=block.std))
+            layers.append(conv_bn(hidden, hidden, block.kernel, block.stride, groups=hidden, act=act, std=block.std))
             if block.se:
                 layers.append(SqueezeExcite(hidden))
-            layers.append(conv_bn(hidden, block.out_channels, 1, 1, act=None))
+            layers.append(conv_bn(hidden, block.out_channels, 1, 1, act=None, std=block.std))
             self.body = nn.Sequential(*layers)
             self.residual = block.stride == 1 and block.in_channels == block.out_channels
 
@@ -768,13 +802,14 @@ def _torch_layers() -> _Layers:
             super().__init__()
             assert block.width is not None
             w = block.width
-            layers: list[nn.Module] = [conv_bn(block.in_channels, w, 1, 1, act=act),
-                                       conv_bn(w, w, 3, block.stride, groups=block.groups or 1, act=act)]
+            layers: list[nn.Module] = [conv_bn(block.in_channels, w, 1, 1, act=act, std=block.std),
+                                       conv_bn(w, w, 3, block.stride, groups=block.groups or 1, act=act,
+                                               std=block.std)]
             if block.se:
                 layers.append(SqueezeExcite(w))
-            layers.append(conv_bn(w, block.out_channels, 1, 1, act=None))
+            layers.append(conv_bn(w, block.out_channels, 1, 1, act=None, std=block.std))
             self.body = nn.Sequential(*layers)
-            self.shortcut = (conv_bn(block.in_channels, block.out_channels, 1, block.stride, act=None)
+            self.shortcut = (conv_bn(block.in_channels, block.out_channels, 1, block.stride, act=None, std=block.std)
                              if block.stride != 1 or block.in_channels != block.out_channels else None)
             self.act = activation(act)
 
@@ -837,13 +872,13 @@ def _torch_layers() -> _Layers:
         if block.kind == "conv":
             assert block.kernel is not None
             return conv_bn(block.in_channels, block.out_channels, block.kernel, block.stride, block.groups or 1,
-                           act=act)
+                           act=act, std=block.std)
         if block.kind == "dwsep":
             assert block.kernel is not None
             return nn.Sequential(
                 conv_bn(block.in_channels, block.in_channels, block.kernel, block.stride, groups=block.in_channels,
-                        act=act),
-                conv_bn(block.in_channels, block.out_channels, 1, 1, act=act),
+                        act=act, std=block.std),
+                conv_bn(block.in_channels, block.out_channels, 1, 1, act=act, std=block.std),
             )
         if block.kind == "bottleneck":
             return Bottleneck(block, act)

@@ -15,6 +15,7 @@ spec                       what it builds                                       
 ``synthetic-stages:SEED``  the aligned space in stages of repeated blocks with residuals           1x3x224x224
 ``synthetic-modern:SEED``  the stages space with ConvNeXt blocks and other activations             1x3x224x224
 ``synthetic-mixed:SEED``   the modern space with ResNet, RegNet and DenseNet blocks, 2x2 pools     1x3x224x224
+``synthetic-nf:SEED``      the mixed space with weight-standardized convolutions (NFNets')        1x3x224x224
 ``PATH.onnx``              an ONNX file                                                            from the file
 =========================  =====================================================================  ===============
 
@@ -81,6 +82,9 @@ FAMILIES: tuple[Family, ...] = (
            "activations (edgeplan's), seeded", ("synthetic-modern:0", "synthetic-modern:42"), "1x3x224x224"),
     Family("synthetic-mixed", "the modern space with ResNet / ResNeXt / RegNet bottlenecks, DenseNet blocks, 2x2 "
            "pools and the heads space's classifiers (edgeplan's), seeded", ("synthetic-mixed:0", "synthetic-mixed:42"),
+           "1x3x224x224"),
+    Family("synthetic-nf", "the mixed space in which half the blocks standardize their convolutions' weights at "
+           "every call, as NF-ResNets and NFNets do (edgeplan's), seeded", ("synthetic-nf:0", "synthetic-nf:42"),
            "1x3x224x224"),
     Family("onnx", "an ONNX file given by its path", ("model.onnx",), "from the file"),
 )

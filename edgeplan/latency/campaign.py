@@ -183,7 +183,10 @@ class OpDataset:
     measured are kept as ``raw_latency_ms``, ``raw_latency_min_ms``, ``raw_iqr_rel`` (a record's, absent from
     exports before it was kept) and ``raw_ms``, ``raw_min_ms`` (an op's). A model for which eager PyTorch runs
     operators the IR folds away has ``folded_work_ms`` (their median time per run, of no op's), or
-    ``raw_folded_work_ms`` beside a reference (kept as measured: it has no ratio of its own).
+    ``raw_folded_work_ms`` beside a reference (kept as measured: it has no ratio of its own); those of its folded
+    operators that move data are also timed one by one in ``folded_ops`` (op dicts as ``ops``, without nodes, with
+    ``folded``, ``op``, ``input_shapes`` and ``output_shapes``: :attr:`~edgeplan.runtimes.op_profile.ModelProfile.
+    folded_ops`), in records measured since edgeplan kept them.
 
     ``path`` is the file it was loaded from (None when built in memory).
     """
@@ -336,6 +339,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
                "op_sum_min_ms": extra.get("op_sum_min_ms"), "ops": extra["ops"], "nodes": extra["nodes"]}
         if "folded_work_ms" in extra:  # eager PyTorch's operators the IR folds away, timed as no op's
             row["folded_work_ms"] = extra["folded_work_ms"]
+        if "folded_ops" in extra:  # and those of them that move data, one by one
+            row["folded_ops"] = extra["folded_ops"]
         rows.append(_normalised(row, extra["reference"], scale["ms"], scale["min_ms"]) if scale is not None else row)
     _write_dataset(out, header, rows)
     return len(rows)
@@ -551,13 +556,16 @@ def _normalised(row: dict[str, Any], ref: Mapping[str, Any], ms: float, min_ms: 
     """A dataset row whose times are its ratios to the reference multiplied by the scenario's reference latency,
     and whose ``iqr_rel`` is the spread of its end-to-end ratios; the times and spread as measured are kept as
     ``raw_*``."""
-    ops = []
-    for o in row["ops"]:
+    def paired(o: Mapping[str, Any]) -> dict[str, Any]:
         o = dict(o)
         if o.get("ratio") is not None:
             o["raw_ms"], o["raw_min_ms"] = o["ms"], o["min_ms"]
             o["ms"], o["min_ms"] = o["ratio"] * ms, o["min_ratio"] * min_ms
-        ops.append(o)
+        return o
+
+    ops = [paired(o) for o in row["ops"]]
+    if "folded_ops" in row:
+        row = {**row, "folded_ops": [paired(o) for o in row["folded_ops"]]}
     if "folded_work_ms" in row:  # no ratio of its own: kept as measured
         row = {k: v for k, v in row.items() if k != "folded_work_ms"} | {"raw_folded_work_ms":
                                                                             row["folded_work_ms"]}

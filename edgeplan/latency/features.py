@@ -33,6 +33,10 @@ category         features
 ``pad``          in_h, in_w, in_c, out_h, out_w, pad_size, output_size
 ``elementwise``  in_h, in_w, in_c, input_size, inputs (+), output_size (+): activations, batch norm, add, mul,
                  views and everything else
+``weight_norm``  filters, fan_in, input_size (+: the standardization of a convolution's weight, ``filters`` rows of
+                 ``fan_in`` values, that eager PyTorch runs at every call of NF-ResNets and NFNets; the IR folds it,
+                 :func:`edgeplan.latency.predict.folded_op_input` makes it an operation; ``input_size`` is the
+                 weight's, without the gain NFNets pass beside it)
 ===============  ===================================================================================================
 
 The alignment features (+) are edgeplan's. The CPU's convolution kernels block channels by 8 or 16 (AVX2's and
@@ -107,6 +111,7 @@ CATEGORY_FEATURES: dict[str, tuple[str, ...]] = {
     "conv": (*_CONV, *_ALIGNED),
     "dwconv": (*_CONV, *_ALIGNED),
     "gconv": (*_CONV, *_ALIGNED, *_GROUPS),
+    "weight_norm": ("filters", "fan_in", "input_size"),
 }
 
 #: Features of an operation's place in its network, after its own (:func:`edgeplan.latency.model.with_context`):
@@ -180,6 +185,8 @@ def _node_category(lead: Mapping[str, Any]) -> str:
         return "split"
     if op == "pad":
         return "pad"
+    if op == "weight_norm":
+        return "weight_norm"
     return "elementwise"
 
 
@@ -294,6 +301,9 @@ def features(nodes: Sequence[Mapping[str, Any]], kind: str | None = None) -> tup
         value["parts"] = len(outs)
     elif cat == "pad":
         value["pad_size"] = _size(outs) - _size(ins)
+    elif cat == "weight_norm":  # the weight's (1, filters, fan_in) view; not the affine gain NFNets pass beside it
+        value["fan_in"] = in_h * in_w
+        value["input_size"] = _size(ins[:1])
     elif cat == "matmul":  # (..., rows, in_c) x (..., in_c, filters): the output's leading axes are the batch
         out = [int(d) for d in outs[0]] or [1]
         value["filters"] = out[-1]

@@ -187,11 +187,18 @@ def op_ms(op: Mapping[str, Any], statistic: str = "median") -> float:
     return float(op.get("min_ms", op["ms"]) if statistic == "min" else op["ms"])
 
 
+#: The kernel profile whose rules say what a record's folded operators are (only eager PyTorch runs any).
+FOLDING_PROFILE = "torch-eager"
+
+
 def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpInput]:
     """The operations of a dataset record (see :func:`edgeplan.latency.campaign.load_dataset`) with features,
     their context's included (:func:`with_context`, in the order they ran).
 
-    ``measured_ms`` is the op's ``statistic`` (``min_ms`` or ``ms``, the median).
+    ``measured_ms`` is the op's ``statistic`` (``min_ms`` or ``ms``, the median). A record's operators that eager
+    PyTorch runs and the IR folds, timed one by one (``folded_ops``), follow the kernels, as
+    :func:`edgeplan.latency.predict.folded_work_ops` appends them to a graph's (the context features counted among
+    them alone, as there).
 
     Raises
     ------
@@ -216,7 +223,15 @@ def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpI
         lead = lead_node(ns, op["kind"])
         out.append(OpInput(op["kernel"] + "@" + op["nodes"][0], op["kind"], predictor_key(op["kind"], lead), cat, x,
                            measured, lead))
-    return with_context(out)
+    if not record.get("folded_ops"):
+        return with_context(out)
+    from edgeplan.ir.kernels.rules import load_rules
+    from edgeplan.latency.predict import folded_op_input
+
+    rules = load_rules(FOLDING_PROFILE).data["folded_work"]
+    folded = [folded_op_input(int(op["folded"]), str(op["op"]), str(op["kind"]), op["input_shapes"],
+                              op["output_shapes"], rules, op_ms(op, statistic)) for op in record["folded_ops"]]
+    return [*with_context(out), *with_context(folded)]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ and the ones ``edgeplan calibrate`` creates under the edgeplan home (``devices/{
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -159,14 +159,11 @@ def folded_work_ops(graph: Graph, kernel_profile: str) -> tuple[list[OpInput], l
     at every call, as predictor inputs, and those that cannot be priced, by name.
 
     Only a runtime whose rules have ``folded_work`` (eager PyTorch) runs them; the others fold them when the model
-    is loaded. Each folded operator but a view (the rules' ``views``) is an op of kernel kind ``aten::{op}``, named
-    ``aten::{op}@folded#{i}`` (``i`` its index in ``folded_ops``), in the ``concat`` category for the rules'
-    ``concat`` operators and the ``elementwise`` category otherwise, with the shapes of
-    :attr:`~edgeplan.ir.Graph.folded_shapes` (MobileOne's and NFNets' identity additions and scalings of
-    activations). Returned by name instead, never priced 0: a folded convolution or product (its attributes are
-    not recorded); an operator the rules list as ``unpriced`` (NFNets' weight standardization, ``aten::batch_norm``
-    over each weight at every call, a third of their eager latency, whose kind of work no predictor learnt); and
-    every folded operator of a graph without shapes.
+    is loaded. Each folded operator but a view (the rules' ``views``) is an op (:func:`folded_op_input`) with the
+    shapes of :attr:`~edgeplan.ir.Graph.folded_shapes`: MobileOne's and NFNets' identity additions and scalings of
+    activations, NFNets' weight standardization. Returned by name instead, never priced 0: a folded convolution or
+    product (its attributes are not recorded); an operator the rules list as ``unpriced``; and every folded
+    operator of a graph without shapes.
 
     Parameters
     ----------
@@ -186,7 +183,7 @@ def folded_work_ops(graph: Graph, kernel_profile: str) -> tuple[list[OpInput], l
     rules: dict[str, Any] = dict(load_rules(kernel_profile).data.get("folded_work", {}))
     if not rules:
         return [], []
-    views, concat, unpriced = set(rules.get("views", ())), set(rules.get("concat", ())), set(rules.get("unpriced", ()))
+    views, unpriced = set(rules.get("views", ())), set(rules.get("unpriced", ()))
     renamed: dict[str, str] = rules.get("renamed", {})
     ops: list[OpInput] = []
     skipped: list[str] = []
@@ -194,19 +191,48 @@ def folded_work_ops(graph: Graph, kernel_profile: str) -> tuple[list[OpInput], l
         if op in views:
             continue
         kind = renamed.get(op, f"aten::{op}")
-        name = f"{kind}@folded#{i}"
         why = ("no shapes recorded" if not graph.folded_shapes else "no predictor" if op in unpriced
                else "attributes not recorded" if computes_product(kind) else None)
         if why is not None:
-            skipped.append(f"{name} ({kind}, folded: {why})")
+            skipped.append(f"{kind}@folded#{i} ({kind}, folded: {why})")
             continue
         ins, outs = graph.folded_shapes[i]
-        lead: dict[str, Any] = {"op": "concat" if op in concat else "folded", "attrs": {}, "params": 0,
-                                "flops": 0, "input_shapes": [list(s) for s in ins],
-                                "output_shapes": [list(s) for s in outs] or [[1]]}
-        cat, x = features([lead], kind)
-        ops.append(OpInput(name, kind, predictor_key(kind, lead), cat, x, lead=lead))
+        ops.append(folded_op_input(i, op, kind, ins, outs, rules))
     return with_context(ops), skipped
+
+
+def folded_op_input(index: int, op: str, kind: str, input_shapes: Sequence[Sequence[int]],
+                    output_shapes: Sequence[Sequence[int]], rules: Mapping[str, Any],
+                    measured_ms: float | None = None) -> OpInput:
+    """One folded operator of a graph as an operation to predict or to learn (context not set).
+
+    It is named ``{kind}@folded#{index}`` (``index`` its place in the graph's ``folded_ops``). Its category is
+    ``concat`` for the ``folded_work`` rules' ``concat`` operators, ``weight_norm`` for their ``weights`` ones (a
+    convolution's weight standardized at every call, NFNets' ``aten::batch_norm`` over a ``(1, filters, fan_in)``
+    view of it: its own predictors, learnt from the ``synthetic-nf`` space, never the batch norms of activations',
+    which priced it at 0.17-0.38 of its time) and ``elementwise`` for the rest.
+
+    Parameters
+    ----------
+    index, op, kind
+        The operator's index in the graph's ``folded_ops``, its name there and its runtime kind.
+    input_shapes, output_shapes
+        Its shapes (:attr:`~edgeplan.ir.Graph.folded_shapes`).
+    rules
+        The runtime's ``folded_work`` rules.
+    measured_ms
+        Its measured time, for training.
+
+    Returns
+    -------
+    OpInput
+    """
+    what = "concat" if op in rules.get("concat", ()) else "weight_norm" if op in rules.get("weights", {}) else "folded"
+    lead: dict[str, Any] = {"op": what, "attrs": {}, "params": 0, "flops": 0,
+                            "input_shapes": [list(s) for s in input_shapes],
+                            "output_shapes": [list(s) for s in output_shapes] or [[1]]}
+    cat, x = features([lead], kind)
+    return OpInput(f"{kind}@folded#{index}", kind, predictor_key(kind, lead), cat, x, measured_ms, lead)
 
 
 def _featurize(graph: Graph, kernels: Sequence[tuple[str, str, Sequence[str]]]) -> tuple[list[OpInput], list[str]]:

@@ -1,7 +1,8 @@
 """Named sets of zoo models for campaigns, and expansion of ranges such as ``synthetic:0-999``.
 
 Ranges work for every synthetic space: ``synthetic:0-999``, ``synthetic-wide:0-299``, ``synthetic-aligned:0-299``,
-``synthetic-heads:0-299``, ``synthetic-stages:0-299``, ``synthetic-modern:0-299``, ``synthetic-mixed:0-299``.
+``synthetic-heads:0-299``, ``synthetic-stages:0-299``, ``synthetic-modern:0-299``, ``synthetic-mixed:0-299``,
+``synthetic-nf:0-299``.
 
 ============================  ===============================================================================
 set                           models
@@ -19,6 +20,8 @@ set                           models
                               blocks and SiLU, hard-swish, ReLU and GELU activations
 ``synthetic-mixed``           ``synthetic-mixed:0`` .. ``synthetic-mixed:299``, the modern space with ResNet /
                               ResNeXt / RegNet bottlenecks, DenseNet blocks, 2x2 pools and sampled heads
+``synthetic-nf``              ``synthetic-nf:0`` .. ``synthetic-nf:299``, the mixed space with weight-standardized
+                              convolutions (NF-ResNets' and NFNets') in half its blocks
 ``torchvision-cnns``          every torchvision classification model but the transformers (ViT, Swin, MaxViT)
 ``timm-cnns``                 the timm CNNs listed in ``edgeplan/data/model_sets/timm_cnns.txt`` (60 families'
                               representatives, from ResNets and EfficientNets to RepVGG and ConvNeXt)

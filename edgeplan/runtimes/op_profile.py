@@ -154,6 +154,10 @@ class OpRuns:
     folded_ms
         Eager PyTorch, a graph with folded operators (:attr:`~edgeplan.ir.Graph.folded_ops`): the time of those
         operators in each profiled call; else empty.
+    folded_ops
+        Eager PyTorch: each folded operator that moves data (not a view of the rules' ``folded_work``) and ran in
+        every profiled call, as its index in the graph's ``folded_ops`` and its timing (no IR nodes; the kernel
+        named ``{kind}@folded#{index}``).
     """
 
     ops: list[OpTiming]
@@ -161,6 +165,33 @@ class OpRuns:
     reference_ms: list[float] = field(default_factory=list)
     reference_profiled_ms: list[float] = field(default_factory=list)
     folded_ms: list[float] = field(default_factory=list)
+    folded_ops: list[tuple[int, OpTiming]] = field(default_factory=list)
+
+
+#: A folded operator's profiler event in one run: its name, first input shape and time (ms).
+_FoldedEvent = tuple[str, tuple[int, ...] | None, float]
+
+
+def _folded_keys(graph: Graph, renamed: Mapping[str, str]) -> list[tuple[str, tuple[int, ...] | None]]:
+    """The profiler's name and first input shape of each of the graph's folded operators."""
+    shapes = graph.folded_shapes or tuple(((), ()) for _ in graph.folded_ops)
+    return [(renamed.get(op, f"aten::{op}"), tuple(ins[0]) if ins else None)
+            for op, (ins, _) in zip(graph.folded_ops, shapes, strict=True)]
+
+
+def _assign_folded(dropped: Sequence[_FoldedEvent],
+                   keys: Sequence[tuple[str, tuple[int, ...] | None]]) -> list[tuple[int, float]]:
+    """Each folded event of one run (name, first input shape, ms; in the order they ran) as the index of the folded
+    operator it is and its time: the first operator not yet taken of its name and shape, else of its name."""
+    taken: set[int] = set()
+    out = []
+    for name, shape, ms in dropped:
+        free = [j for j, key in enumerate(keys) if j not in taken and key[0] == name]
+        j = next((j for j in free if keys[j][1] == shape), free[0] if free else None)
+        if j is not None:
+            taken.add(j)
+            out.append((j, ms))
+    return out
 
 
 def _paired(samples_ms: Sequence[float], reference_ms: Sequence[float]) -> tuple[float, float, float] | None:
@@ -277,7 +308,10 @@ def profile_torch_ops(
     elided: Mapping[str, str] = rules.get("elided_by_ir", {})
     unknown: Mapping[str, str] = rules.get("not_deduced", {})
     renamed: Mapping[str, str] = rules.get("folded_work", {}).get("renamed", {})
+    views = set(rules.get("folded_work", {}).get("views", ()))
     allowance = Counter(renamed.get(op, f"aten::{op}") for op in graph.folded_ops)
+    folded_keys = _folded_keys(graph, renamed)
+    folded_samples: list[list[float]] = [[] for _ in folded_keys]
     module.eval()
     activities = [torch.profiler.ProfilerActivity.CPU]
     samples: list[list[float]] = [[] for _ in deduction.kernels]
@@ -302,16 +336,26 @@ def profile_torch_ops(
             per_run = _top_level_by_run(prof.events())
             if len(per_run) != 1:
                 raise MeasurementError(f"torch.profiler reported {len(per_run)} runs of {graph.name!r} instead of 1")
-            times, folded_work = _match_run(per_run[0], deduction, graph, elided, allowance, unknown)
+            dropped: list[_FoldedEvent] = []
+            times, folded_work = _match_run(per_run[0], deduction, graph, elided, allowance, unknown, dropped)
             for k, ms in enumerate(times):
                 samples[k].append(ms)
             folded_ms.append(folded_work)
+            for j, ms in _assign_folded(dropped, folded_keys):
+                folded_samples[j].append(ms)
     out = []
     for kernel, s in zip(deduction.kernels, samples, strict=True):
         med, iqr = _median_iqr(s)
         out.append(_with_ratios(OpTiming(kernel.name, kernel.kind, kernel.nodes, med, iqr, min(s), kernel.noop), s,
                                 ref_profiled_ms))
-    return OpRuns(out, plain_ms, ref_ms, ref_profiled_ms, folded_ms if allowance else [])
+    folded_ops = []
+    for j, s in enumerate(folded_samples):
+        if graph.folded_ops[j] not in views and len(s) == runs:
+            med, iqr = _median_iqr(s)
+            kind = folded_keys[j][0]
+            folded_ops.append((j, _with_ratios(OpTiming(f"{kind}@folded#{j}", kind, (), med, iqr, min(s)), s,
+                                               ref_profiled_ms)))
+    return OpRuns(out, plain_ms, ref_ms, ref_profiled_ms, folded_ms if allowance else [], folded_ops)
 
 
 @contextmanager
@@ -372,7 +416,8 @@ def _first_shape(shapes: Sequence[Any]) -> tuple[int, ...] | None:
 
 def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph,
                elided: Mapping[str, str] | None = None, allowance: Mapping[str, int] | None = None,
-               unknown: Mapping[str, str] | None = None) -> tuple[list[float], float]:
+               unknown: Mapping[str, str] | None = None,
+               dropped: list[_FoldedEvent] | None = None) -> tuple[list[float], float]:
     """Each deduced kernel's time in one run (ms), from the profiler events directly under the run's marker, and
     the time of the run's folded work (ms).
 
@@ -383,7 +428,8 @@ def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph,
     found by walking the events and the kernels in order. Operators the IR folds away (``allowance``: at most this
     many of each name; computations on constants alone, identities such as ``x * 1``) are taken from a surplus of
     their name, events whose first input shape no kernel of that name is waiting for first; their time is the
-    folded work. A mismatch is refused, with the
+    folded work; ``dropped``, when given, receives each folded event's name, first input shape and time (ms), in
+    the order they ran. A mismatch is refused, with the
     reason of any operator the rules know cannot be deduced (``unknown``: a fused fast path).
     """
     elided = elided or {}
@@ -403,7 +449,7 @@ def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph,
             fold(kept, e)
         else:
             kept.append(e)
-    kept, folded_work = _without_folded_work(kept, kernels, graph, allowance or {}, folded)
+    kept, folded_work = _without_folded_work(kept, kernels, graph, allowance or {}, folded, dropped)
     names = [e.name for e in kept]
     surplus = Counter(names) - Counter(kinds)
     if surplus and not Counter(kinds) - Counter(names) and all(k in elided for k in surplus):
@@ -440,13 +486,16 @@ def _match_run(events: Sequence[Any], deduction: KernelDeduction, graph: Graph,
 
 
 def _without_folded_work(events: list[Any], kernels: Sequence[Any], graph: Graph, allowance: Mapping[str, int],
-                           folded: Mapping[int, float]) -> tuple[list[Any], float]:
+                           folded: Mapping[int, float],
+                           out: list[_FoldedEvent] | None = None
+                           ) -> tuple[list[Any], float]:
     """``events`` less those of the graph's folded operators (see :func:`_match_run`), and their time (ms).
 
     Which events of a name are the folded ones is told by their first input shape where the profiler records
     one; it records none for tensor lists (``cat``, ``stack``), whose folded events are then the first of the
     surplus in time. Operators the IR elides as aliases were folded into the event before them already, so a
-    folded ``contiguous`` counts with the event it follows (folded work when that event is folded too).
+    folded ``contiguous`` counts with the event it follows (folded work when that event is folded too). ``out``
+    receives each folded event's name, first input shape and time (ms), in the order they ran.
     """
     surplus = Counter(e.name for e in events) - Counter(k.kind for k in kernels)
     take = surplus & Counter(allowance)
@@ -466,8 +515,11 @@ def _without_folded_work(events: list[Any], kernels: Sequence[Any], graph: Graph
     for e in claimed:
         spare[e.name].append(e)
     dropped = {id(e) for name, n in take.items() for e in spare[name][:n]}
-    work = sum(e.time_range.elapsed_us() / 1000.0 + folded.get(id(e), 0.0) for e in events if id(e) in dropped)
-    return [e for e in events if id(e) not in dropped], work
+    times = [(e.name, _first_shape(e.input_shapes), e.time_range.elapsed_us() / 1000.0 + folded.get(id(e), 0.0))
+             for e in events if id(e) in dropped]
+    if out is not None:
+        out.extend(times)
+    return [e for e in events if id(e) not in dropped], sum(t for _, _, t in times)
 
 
 def _match_unordered(events: Sequence[Any], kernels: Sequence[Any],
@@ -803,6 +855,11 @@ class ModelProfile:
     folded_work_ms
         Eager PyTorch, a graph with folded operators: their median time over the profiled runs (ms), part of the
         end-to-end time but of no op's; else None.
+    folded_ops
+        Eager PyTorch: the timings of those folded operators that move data (:attr:`OpRuns.folded_ops`), each an
+        op's dict (:meth:`OpTiming.to_dict`, no nodes) with the operator's index in the graph's ``folded_ops``
+        (``folded``), its name there (``op``) and its ``input_shapes`` and ``output_shapes``: what a latency model
+        needs to learn them (:func:`edgeplan.latency.predict.folded_op_input`).
     """
 
     model: str
@@ -813,6 +870,7 @@ class ModelProfile:
     nodes: Mapping[str, Mapping[str, Any]]
     reference: Mapping[str, Any] | None = None
     folded_work_ms: float | None = None
+    folded_ops: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def op_sum_ms(self) -> float:
@@ -829,7 +887,8 @@ class ModelProfile:
         return {"scenario": self.scenario, "kernel_profile": self.kernel_profile,
                 "ops": [o.to_dict() for o in self.ops], "nodes": dict(self.nodes), "op_sum_ms": self.op_sum_ms,
                 "op_sum_min_ms": self.op_sum_min_ms, **({"reference": dict(self.reference)} if self.reference else {}),
-                **({"folded_work_ms": self.folded_work_ms} if self.folded_work_ms is not None else {})}
+                **({"folded_work_ms": self.folded_work_ms} if self.folded_work_ms is not None else {}),
+                **({"folded_ops": [dict(o) for o in self.folded_ops]} if self.folded_ops else {})}
 
 
 def _reference_summary(spec: str, runs: OpRuns) -> dict[str, Any] | None:
@@ -946,7 +1005,16 @@ def profile_model(
         e2e = measure_onnxruntime(path, feed, scenario.threads, config)
     return ModelProfile(spec, scenario.name, e2e, tuple(ops), scenario.kernel_profile, _node_dicts(graph, ops),
                         _reference_summary(reference[0], measured) if reference else None,
-                        statistics.median(measured.folded_ms) if measured.folded_ms else None)
+                        statistics.median(measured.folded_ms) if measured.folded_ms else None,
+                        _folded_dicts(graph, measured.folded_ops))
+
+
+def _folded_dicts(graph: Graph, timed: Sequence[tuple[int, OpTiming]]) -> tuple[dict[str, Any], ...]:
+    """:attr:`ModelProfile.folded_ops` of the graph's timed folded operators."""
+    shapes = graph.folded_shapes
+    return tuple({**t.to_dict(), "folded": j, "op": graph.folded_ops[j],
+                  "input_shapes": [list(x) for x in shapes[j][0]] if shapes else [],
+                  "output_shapes": [list(x) for x in shapes[j][1]] if shapes else []} for j, t in timed)
 
 
 def _node_dicts(graph: Graph, ops: Sequence[OpTiming]) -> dict[str, dict[str, Any]]:
