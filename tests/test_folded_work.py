@@ -119,7 +119,7 @@ def test_folded_events_are_told_apart_by_their_first_input_shape() -> None:
     assert _assign_folded(dropped, keys) == [(1, 0.5), (2, 0.1), (0, 0.2)]
 
 
-def test_a_records_timed_folded_operators_are_ops_a_model_learns() -> None:
+def test_a_records_timed_folded_operators_are_ops_a_model_learns(graph: object) -> None:
     from edgeplan.experiments.li2023 import predict_with_folded_work
     from edgeplan.latency.campaign import _normalised
     from edgeplan.latency.model import LatencyModel, record_ops
@@ -146,6 +146,9 @@ def test_a_records_timed_folded_operators_are_ops_a_model_learns() -> None:
     assert "aten::batch_norm|weight_norm" in model.predictors
     pred = predict_with_folded_work(model, paired)
     assert not pred.unpredicted and [o.name for o in pred.ops] == [o.name for o in ops]
+    # and a graph's weight standardization (NFNets', with their gain beside the weight) by the same predictor
+    std = next(o for o in model.predict_ops(graph_ops(graph, "torch-eager")[0]).ops if "batch_norm@folded" in o.name)
+    assert std.predicted_by == "aten::batch_norm|weight_norm" and std.ms is not None and std.ms > 0
 
 
 def test_the_table_counts_unpredicted_ops_of_one_kind_and_reason() -> None:
