@@ -210,9 +210,9 @@ _NUM_SMALL = 5
 _MAX_GROUP_K = 16
 
 SPACES: tuple[str, ...] = ("li2023", "wide", "aligned", "heads", "stages", "modern", "mixed", "nf")
-"""The synthetic spaces: li2023's (``synthetic:SEED``) and edgeplan's wide, aligned, heads, stages, modern and mixed
-ones (``synthetic-wide:SEED``, ``synthetic-aligned:SEED``, ``synthetic-heads:SEED``, ``synthetic-stages:SEED``,
-``synthetic-modern:SEED``, ``synthetic-mixed:SEED``)."""
+"""The synthetic spaces: li2023's (``synthetic:SEED``) and edgeplan's wide, aligned, heads, stages, modern, mixed and
+nf ones (``synthetic-wide:SEED``, ``synthetic-aligned:SEED``, ``synthetic-heads:SEED``, ``synthetic-stages:SEED``,
+``synthetic-modern:SEED``, ``synthetic-mixed:SEED``, ``synthetic-nf:SEED``)."""
 
 ACTIVATIONS: tuple[str, ...] = ("relu6", "relu", "silu", "hardswish", "gelu")
 """The convolutions' activations of the modern space (every other space's is ReLU6)."""
@@ -246,8 +246,9 @@ _DENSE_MAX_LAYERS = {112: 6, 56: 12, 28: 24, 14: 48, 7: 32}  # by the block's in
 _DENSE_MAX_CHANNELS = 3072  # the block's concatenated output
 _MIXED_POOL_WINDOWS = (1, 2, 3)  # at a stride of 2 (2: VGG's and DenseNet's 2x2 windows, unpadded)
 DENSE_BOTTLENECK = 4
-STD_EPS = 1e-5  # the weight standardization's epsilon (the nf space's)
 """A dense block layer's 1x1 convolution has this many times the growth rate of channels (DenseNet-BC)."""
+STD_EPS = 1e-5
+"""The epsilon of the nf space's weight standardization (added to each filter's variance)."""
 _MAX_COPIES = 4
 _FLAT_HEAD = (64, 512)  # head conv channels of a classifier on the flattened 7x7 map
 _HIDDEN_FC = (256, 4096)
@@ -384,7 +385,7 @@ def sample_synthetic(seed: int, space: str = "li2023") -> SyntheticArch:
     seed
         A non-negative integer; the same seed always gives the same architecture.
     space
-        ``li2023`` (the paper's space, default), ``wide``, ``aligned``, ``heads``, ``stages``, ``modern`` or
+        ``li2023`` (the paper's space, default), ``wide``, ``aligned``, ``heads``, ``stages``, ``modern``,
         ``mixed`` or ``nf`` (see the module docstring).
 
     Returns
