@@ -183,10 +183,10 @@ class OpDataset:
     measured are kept as ``raw_latency_ms``, ``raw_latency_min_ms``, ``raw_iqr_rel`` (a record's, absent from
     exports before it was kept) and ``raw_ms``, ``raw_min_ms`` (an op's). A model for which eager PyTorch runs
     operators the IR folds away has ``folded_work_ms`` (their median time per run, of no op's), or
-    ``raw_folded_work_ms`` beside a reference (kept as measured: it has no ratio of its own); those of its folded
-    operators that move data are also timed one by one in ``folded_ops`` (op dicts as ``ops``, without nodes, with
-    ``folded``, ``op``, ``input_shapes`` and ``output_shapes``: :attr:`~edgeplan.runtimes.op_profile.ModelProfile.
-    folded_ops`), in records measured since edgeplan kept them.
+    ``raw_folded_work_ms`` beside a reference (kept as measured: it has no ratio of its own). In records measured
+    since edgeplan keeps them, those of its folded operators that move data are also timed one by one in
+    ``folded_ops``: op dicts as ``ops`` (paired with the reference as they are), without nodes, with ``folded``,
+    ``op``, ``input_shapes`` and ``output_shapes`` (:attr:`~edgeplan.runtimes.op_profile.ModelProfile.folded_ops`).
 
     ``path`` is the file it was loaded from (None when built in memory).
     """
