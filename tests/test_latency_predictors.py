@@ -304,6 +304,36 @@ def test_end_to_end_model_fits_predicts_and_saves(tmp_path: Path) -> None:
         record_ops({"model": "m", "nodes": {}, "ops": [{"kernel": "k", "kind": "Conv", "nodes": [], "ms": 1}]})
 
 
+def test_a_model_saved_xz_compressed_loads_and_is_found_as_a_device(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shipped profiles are xz-compressed JSON (``{method}.json.xz``): saving to such a name compresses, loading and
+    the device lookup read it back to the same predictions, and a corrupt file is named, not a traceback."""
+    import lzma
+
+    from edgeplan.latency import predict as predict_mod
+
+    rng = np.random.default_rng(0)
+    records = [_record(i, rng) for i in range(36)]
+    model = LatencyModel.fit(records[:30], "lasso", "test-scenario", statistic="median")
+    shipped = tmp_path / "shipped"
+    path = model.save(shipped / "dev" / "lasso.json.xz")
+    assert path.name == "lasso.json.xz"
+    assert json.loads(lzma.decompress(path.read_bytes()))["format"] == model.to_dict()["format"]
+    loaded = LatencyModel.load(path)
+    want = model.predict_record(records[33]).latency_ms
+    assert loaded.predict_record(records[33]).latency_ms == pytest.approx(want)
+    monkeypatch.setattr(predict_mod, "_shipped_root", lambda: shipped)
+    home = tmp_path / "home"
+    assert predict_mod.available_devices(home) == {"dev": ["lasso"]}
+    found = predict_mod.load_device_model("dev", "lasso", home)
+    assert isinstance(found, LatencyModel) and found.predict_record(records[33]).latency_ms == pytest.approx(want)
+    with pytest.raises(InvalidInputError, match="has no 'gbdt' predictors"):
+        predict_mod.load_device_model("dev", "gbdt", home)
+    path.write_bytes(b"not xz")
+    with pytest.raises(InvalidInputError, match=r"lasso\.json\.xz is not a latency model"):
+        predict_mod.load_device_model("dev", "lasso", home)
+
+
 def test_the_linear_overhead_recovers_a_cost_per_op_and_a_share_and_shrugs_off_busy_runs() -> None:
     """``fit_overhead``'s linear form finds ``a + b * ops + (1 + s) * sum`` by least relative error: a few models
     measured while the machine was busy (3x their time) do not move it, where they pull li2023's mean."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+import lzma
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -52,6 +53,7 @@ from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
 __all__ = [
     "FAMILY",
     "MODEL_FORMAT",
+    "MODEL_SUFFIXES",
     "OVERHEAD_FORMS",
     "STATISTICS",
     "LatencyModel",
@@ -60,7 +62,9 @@ __all__ = [
     "Prediction",
     "fit_overhead",
     "mape",
+    "model_file",
     "op_ms",
+    "read_json",
     "record_latency",
     "record_ops",
     "scenario_threads",
@@ -70,6 +74,8 @@ __all__ = [
 
 #: Format tag of a saved model.
 MODEL_FORMAT = "edgeplan-latency-model/1"
+#: Names a saved model may end with: plain JSON, or xz-compressed JSON (the shipped profiles).
+MODEL_SUFFIXES = (".json", ".json.xz")
 
 #: Fewest training operations a key needs for its own predictor.
 MIN_SAMPLES = 8
@@ -719,15 +725,16 @@ class LatencyModel:
                 "predictors": {k: p.to_dict() for k, p in sorted(self.predictors.items())}}
 
     def save(self, path: str | Path) -> Path:
-        """Write the model as one JSON file (a folder gets ``{method}.json``)."""
+        """Write the model as one JSON file: ``path`` itself when it names a ``.json`` or ``.json.xz`` file (the
+        latter xz-compressed, as the shipped profiles are), else ``{path}/{method}.json``."""
         path = Path(path)
-        if path.suffix != ".json":
+        if not path.name.endswith(MODEL_SUFFIXES):
             path = path / f"{self.method}.json"
         return write_json(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | Path) -> LatencyModel:
-        """Read a model written by :meth:`save`.
+        """Read a model written by :meth:`save` (plain or xz-compressed JSON).
 
         Raises
         ------
@@ -737,10 +744,7 @@ class LatencyModel:
         path = Path(path)
         if not path.is_file():
             raise InvalidInputError(f"latency model {path} does not exist")
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise InvalidInputError(f"{path} is not a latency model ({e})") from e
+        data = read_json(path, what="a latency model")
         if not isinstance(data, dict) or data.get("format") != MODEL_FORMAT:
             raise InvalidInputError(f"{path} is not an edgeplan latency model (format {MODEL_FORMAT})")
         return cls.from_dict(data)
@@ -759,12 +763,41 @@ class LatencyModel:
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> Path:
-    """Write ``data`` as compact JSON to ``path`` atomically (a temporary file renamed over it)."""
+    """Write ``data`` as compact JSON to ``path`` atomically (a temporary file renamed over it); a path ending in
+    ``.xz`` is written xz-compressed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, separators=(",", ":")))
+    text = json.dumps(data, separators=(",", ":"))
+    if path.name.endswith(".xz"):
+        tmp.write_bytes(lzma.compress(text.encode(), preset=9))
+    else:
+        tmp.write_text(text)
     tmp.replace(path)
     return path
+
+
+def read_json(path: Path, what: str = "JSON") -> Any:
+    """The JSON document in ``path``, read through xz when its name ends in ``.xz``.
+
+    Raises
+    ------
+    InvalidInputError
+        When the file is not (xz-compressed) JSON; the message names it and ``what`` it should be.
+    """
+    try:
+        raw = lzma.decompress(path.read_bytes()) if path.name.endswith(".xz") else path.read_bytes()
+        return json.loads(raw)
+    except (lzma.LZMAError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InvalidInputError(f"{path} is not {what} ({e})") from e
+
+
+def model_file(folder: Path, method: str) -> Path | None:
+    """The file of ``method``'s model in a device folder (``{method}.json``, else ``{method}.json.xz``), or None."""
+    for suffix in MODEL_SUFFIXES:
+        path = folder / f"{method}{suffix}"
+        if path.is_file():
+            return path
+    return None
 
 
 def mape(pred: Iterable[float], true: Iterable[float]) -> float:

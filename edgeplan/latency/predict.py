@@ -5,8 +5,9 @@ The model's IR is imported, the kernels the scenario's runtime runs are deduced 
 exported model, :func:`onnxruntime_ops`), each kernel is featurized like the training data, and the device's
 :class:`~edgeplan.latency.model.LatencyModel` sums the kernels' predictions and its overhead.
 
-Device profiles are the scenarios with shipped models (``edgeplan/data/latency/models/{scenario}/{method}.json``)
-and the ones ``edgeplan calibrate`` creates under the edgeplan home (``devices/{name}/{method}.json``).
+Device profiles are the folders of shipped models (``edgeplan/data/latency/models/{device}/{method}.json.xz``,
+xz-compressed JSON) and the ones ``edgeplan calibrate`` creates under the edgeplan home
+(``devices/{name}/{method}.json``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ from typing import TYPE_CHECKING, Any
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.graph import Graph
 from edgeplan.latency.features import features, lead_node, predictor_key
-from edgeplan.latency.model import MODEL_FORMAT, LatencyModel, OpInput, Prediction, with_context
+from edgeplan.latency.model import (
+    MODEL_FORMAT,
+    MODEL_SUFFIXES,
+    LatencyModel,
+    OpInput,
+    Prediction,
+    model_file,
+    read_json,
+    with_context,
+)
 
 if TYPE_CHECKING:
     from edgeplan.latency.calibrate import CalibratedDevice
@@ -75,7 +85,7 @@ def available_devices(home: str | Path | None = None) -> dict[str, list[str]]:
     for root in (_shipped_root(), home_root(home)):
         if root.is_dir():
             for d in sorted(p for p in root.iterdir() if p.is_dir()):
-                methods = {f.stem for f in d.glob("*.json")}
+                methods = {f.name.removesuffix(suffix) for suffix in MODEL_SUFFIXES for f in d.glob(f"*{suffix}")}
                 if methods:
                     out[d.name] = sorted(methods | set(out.get(d.name, ())))
     return out
@@ -89,25 +99,21 @@ def load_device_model(device: str, method: str, home: str | Path | None = None) 
     InvalidInputError
         When no such device or method exists; the message lists what does.
     """
-    import json
-
     if not isinstance(device, str) or not device or "/" in device or "\\" in device or device.startswith("."):
         known = ", ".join(sorted(available_devices(home))) or "none"
         raise InvalidInputError(f"device {device!r}: give a device name (one of {known}), not a path")
     for root in (home_root(home), _shipped_root()):
-        path = root / device / f"{method}.json"
-        if not path.is_file():
+        path = model_file(root / device, method)
+        if path is None:
             continue
-        try:
-            fmt = json.loads(path.read_text()).get("format")
-        except (json.JSONDecodeError, AttributeError) as e:
-            raise InvalidInputError(f"{path} is not a latency model ({e})") from e
+        data = read_json(path, what="a latency model")
+        fmt = data.get("format") if isinstance(data, dict) else None
         if fmt == MODEL_FORMAT:
-            return LatencyModel.load(path)
+            return LatencyModel.from_dict(data)
         from edgeplan.latency.calibrate import CALIBRATED_FORMAT, CalibratedDevice
 
         if fmt == CALIBRATED_FORMAT:
-            return CalibratedDevice.from_dict(json.loads(path.read_text()))
+            return CalibratedDevice.from_dict(data)
         raise InvalidInputError(f"{path} is neither a latency model nor a calibrated device")
     have = available_devices(home)
     if device in have:
