@@ -13,6 +13,11 @@ whose features occur exactly in the training networks: the median ratio of the z
 median time for the same features, which no predictor stands between. For a file measured beside a reference model,
 the reference's typical time beside the synthetic networks and beside the zoo CNNs (each model's raw latency over
 its converted one, times the file's reference latency): a reference slowed by the model timed before it shows here.
+``--device NAME`` evaluates a fitted device profile (shipped, e.g. ``zen5-torch-fp32-2t``, or calibrated) on
+``--data`` instead, fitting nothing: the networks it was trained on are left out, and the synthetic networks it was
+not are reported beside the zoo; ``--graph`` adds the zoo CNNs predicted as ``edgeplan predict`` predicts them, from
+their graphs (the runtime's kernels deduced from the IR) rather than from the operations the profiler recorded;
+``--repeat-data FILE`` (the same models measured again) prints the noise floor of each group beside its error.
 ``--same-models-as OTHER`` keeps only the models OTHER also holds (to compare two measurements of the same models).
 ``--implementations`` fits predictors per implementation the runtime selects (eager PyTorch's oneDNN or native
 convolution, :mod:`edgeplan.ir.kernels.selection`), deduced for the scenario's threads. ``--worst N`` lists the N
@@ -24,6 +29,7 @@ Usage, from the repository root::
     python benchmarks/bench_li2023_zoo_bias.py [--scenario torch-fp32-2t] [--method gbdt --method lasso]
     python benchmarks/bench_li2023_zoo_bias.py --data FILE [--with-spaces [--space FAMILY]] [--same-models-as OTHER]
         [--implementations] [--no-context] [--method gbdt] [--worst 15]
+    python benchmarks/bench_li2023_zoo_bias.py --device NAME --data FILE [--repeat-data FILE] [--graph] [--worst 15]
 """
 
 from __future__ import annotations
@@ -88,15 +94,17 @@ def _overhead(params: Sequence[float], rows: np.ndarray, sums: int = 2) -> np.nd
     return params[0] + params[1] * rows[:, 0] + params[2] * rows[:, sums]
 
 
-def _report(label: str, group: Mapping[str, Any], overhead: Sequence[float]) -> None:
+def _report(label: str, group: Mapping[str, Any], overhead: Sequence[float],
+            floor: Mapping[str, Any] | None = None) -> None:
     from edgeplan.latency.model import mape
 
     a = group["rows"]
     e2e = a[:, 4] / a[:, 3]
     q1, q3 = np.percentile(e2e, [25, 75])
     oracle = mape(list(np.maximum(a[:, 2] + _overhead(overhead, a), 0.5 * a[:, 2])), list(a[:, 3]))
-    print(f"  {label} ({len(a)}): end-to-end MAPE {mape(list(a[:, 4]), list(a[:, 3])):.2f}%, with the ops as "
-          f"measured {oracle:.2f}%; predicted / measured end to end median {np.median(e2e):.3f}x (quartiles "
+    beside = f" (noise floor {floor['mape']:.2f}% over {floor['models']} models)" if floor else ""
+    print(f"  {label} ({len(a)}): end-to-end MAPE {mape(list(a[:, 4]), list(a[:, 3])):.2f}%{beside}, with the ops "
+          f"as measured {oracle:.2f}%; predicted / measured end to end median {np.median(e2e):.3f}x (quartiles "
           f"{q1:.3f}-{q3:.3f}x); op sums {np.median(a[:, 1] / a[:, 2]):.3f}x")
     total = sum(group["true_cat"].values())
     cats = sorted(group["true_cat"], key=lambda c: -group["true_cat"][c])
@@ -143,12 +151,48 @@ def _reference_beside(ref: Mapping[str, Any] | None, synthetic: Sequence[Mapping
           f"{beside(zoo)}" + (f" ({beside(big)} beside the {len(big)} over 200 ms)" if big else ""))
 
 
+def _fitted_profile(device: str, method: str, records: Sequence[Mapping[str, Any]]) -> tuple[Any, set[str], list[Any]]:
+    """``device``'s fitted ``method`` model, the names of its training networks, and those of ``records``."""
+    from edgeplan.latency.model import LatencyModel
+    from edgeplan.latency.predict import load_device_model
+
+    model = load_device_model(device, method)
+    if not isinstance(model, LatencyModel):
+        raise SystemExit(f"{device} is a calibrated device, not a fitted profile")
+    names = set(model.info.get("train_models") or [])
+    return model, names, [r for r in records if r["model"] in names]
+
+
+def _graph_report(device: str, method: str, zoo: Sequence[Mapping[str, Any]], statistic: str,
+                  floor: Mapping[str, Any] | None, n_worst: int) -> None:
+    """Print the zoo CNNs' MAPE as ``edgeplan predict`` gives it: each predicted from its graph on ``device``."""
+    from edgeplan.latency.model import mape, record_latency
+    from edgeplan.latency.predict import predict_models
+
+    preds = predict_models([str(r["model"]) for r in zoo], device=device, method=method, progress=True)
+    incomplete = [p.model for p in preds if p.prediction.unpredicted]
+    true = [record_latency(r, statistic) for r in zoo]
+    pred = [p.prediction.latency_ms for p in preds]
+    ratio = np.array(pred) / np.array(true)
+    q1, q2, q3 = np.percentile(ratio, [25, 50, 75])
+    beside = f" (noise floor {floor['mape']:.2f}% over {floor['models']} models)" if floor else ""
+    print(f"  zoo CNNs from their graphs, as `edgeplan predict --device {device}` ({len(zoo)}): end-to-end MAPE "
+          f"{mape(pred, true):.2f}%{beside}; predicted / measured median {q2:.3f}x (quartiles {q1:.3f}-{q3:.3f}x); "
+          f"{len(incomplete)} with unpredicted ops" + (f" ({', '.join(incomplete)})" if incomplete else ""))
+    for i in np.argsort(-np.abs(np.log(ratio)), kind="stable")[:n_worst]:
+        print(f"    {zoo[i]['model']:<36} {true[i]:8.2f} ms  predicted {ratio[i]:.3f}x")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the bias figures of each method's model."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scenario", default="torch-fp32-2t")
     parser.add_argument("--method", action="append", dest="methods")
     parser.add_argument("--data", type=Path, help="fit on this dataset file's training networks instead")
+    parser.add_argument("--device", help="with --data: evaluate this fitted device profile on it, fitting nothing")
+    parser.add_argument("--repeat-data", type=Path, help="the same models measured again: noise floors beside")
+    parser.add_argument("--graph", action="store_true",
+                        help="with --device: also predict the zoo CNNs from their graphs, as `edgeplan predict`")
     parser.add_argument("--with-spaces", action="store_true",
                         help="with --data: train on edgeplan's synthetic spaces too")
     parser.add_argument("--space", action="append", dest="spaces", metavar="FAMILY",
@@ -163,10 +207,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --data: fit on each op's own features alone, as li2023 (before 2026-11-28, the "
                              "only way)")
     args = parser.parse_args(argv)
-    from edgeplan.experiments.li2023 import _spaces, _split, dataset_path
+    from edgeplan.experiments.li2023 import _spaces, _split, dataset_path, group_floor, noise_floor
     from edgeplan.latency.campaign import load_dataset
     from edgeplan.latency.model import OVERHEAD_FORMS, LatencyModel, fit_overhead, mape, scenario_threads
-    from edgeplan.latency.predict import load_device_model
 
     if args.with_spaces and args.data is None:
         parser.error("--with-spaces fits on a --data file's networks; give --data")
@@ -176,12 +219,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--same-models-as cuts a --data file; give --data")
     if args.implementations and args.data is None:
         parser.error("--implementations fits on a --data file's networks; give --data")
+    if args.device is not None and (args.data is None or args.with_spaces or args.implementations):
+        parser.error("--device evaluates a fitted profile on a --data file, without --with-spaces or "
+                     "--implementations (it fits nothing)")
+    if args.graph and args.device is None:
+        parser.error("--graph predicts the zoo CNNs on a --device profile; give --device")
     data = load_dataset(args.data or dataset_path(args.scenario))
     if args.same_models_as is not None:
         kept = set(load_dataset(args.same_models_as).models())
         data = dataclasses.replace(data, records=[r for r in data.records if r["model"] in kept])
     train, test, zoo = _split(data)
     _reference_beside(data.provenance.get("reference"), train + test, zoo)
+    floor = noise_floor(data, load_dataset(args.repeat_data), args.statistic) if args.repeat_data else None
+    floors = {"synthetic test": group_floor(floor, "synthetic"), "zoo CNNs": group_floor(floor, "zoo")}
     if args.with_spaces:
         spaces = _spaces(data)
         unknown = sorted(set(args.spaces or ()) - set(spaces))
@@ -194,18 +244,20 @@ def main(argv: list[str] | None = None) -> int:
              + (", own features" if args.no_context else ", with context features")
              if args.data else f"{args.scenario}, shipped models")
     for method in args.methods or ["gbdt", "lasso"]:
-        if args.data is not None:
+        if args.device is not None:
+            model, names, trained = _fitted_profile(args.device, method, data.records)
+            zoo_names = {r["model"] for r in zoo}
+            test = [r for r in data.records if r["model"] not in names and r["model"] not in zoo_names]
+            zoo = [r for r in zoo if r["model"] not in names]
+            where = (f"device profile {args.device} ({len(names)} training networks) on {args.data} "
+                     f"({data.provenance.get('device', {}).get('cpu_model', '?')})")
+        elif args.data is not None:
             threads = scenario_threads(data.scenario) if args.implementations else None
             model = LatencyModel.fit(train, method, data.scenario, statistic=args.statistic, progress=True,
                                      threads=threads, context=not args.no_context)
             trained = train
         else:
-            loaded = load_device_model(args.scenario, method)
-            if not isinstance(loaded, LatencyModel):
-                raise SystemExit(f"{args.scenario} is a calibrated device, not a scenario with shipped data")
-            model = loaded
-            names = set(model.info.get("train_models") or [])
-            trained = [r for r in data.records if r["model"] in names]
+            model, _, trained = _fitted_profile(args.scenario, method, data.records)
         if not zoo:
             print(f"{where} {method}: no zoo CNNs in the dataset")
             continue
@@ -216,10 +268,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.data is not None and test:
             groups = {"synthetic test": _group_rows(model, test), **groups}
         for label, group in groups.items():
-            _report(label, group, learnt)
+            _report(label, group, learnt, floors[label])
         if args.worst > 0:
             print(f"  the {args.worst} zoo CNNs predicted furthest from their measured time:")
             print("\n".join(worst(groups["zoo CNNs"], args.worst)))
+        if args.graph:
+            _graph_report(args.device, method, zoo, model.statistic, floors["zoo CNNs"], args.worst)
         if len(trained) < 2:
             print("  (the model records no training networks of this dataset: no per-op overhead fit)")
             continue

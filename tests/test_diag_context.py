@@ -146,3 +146,43 @@ def test_predicted_rows_keep_the_measured_time_and_count_and_take_the_models_op_
     for r, row in zip(train[:5], rows, strict=True):
         pred = model.predict_ops(ops[r["model"]])
         assert row[1] == pytest.approx(pred.latency_ms - pred.overhead_ms)  # whatever the overhead's form
+
+
+def test_the_bias_bench_evaluates_a_device_profile_on_the_networks_it_was_not_trained_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--device NAME --data FILE``: the profile is loaded, not fitted; the networks it was trained on are left out
+    of both groups, the synthetic ones it was not are its synthetic test, and ``--repeat-data`` puts each group's
+    noise floor beside its error."""
+    import gzip
+    import json
+
+    from edgeplan.latency.campaign import DATASET_FORMAT
+    from edgeplan.latency.model import LatencyModel
+
+    nets = [{**_network(i, 8 + i % 4, repeats=i % 2), "model": f"synthetic:{i}"} for i in range(50)]
+    zoo = [{**_network(100 + i, 9, repeats=3), "model": f"torchvision:z{i}"} for i in range(4)]
+    model = LatencyModel.fit(nets[:30], "lasso", "torch-fp32-2t", statistic="median",
+                             info={"train_models": [r["model"] for r in nets[:30]]})
+    home = tmp_path / "home"
+    model.save(home / "devices" / "dev" / "lasso.json")
+    monkeypatch.setenv("EDGEPLAN_HOME", str(home))
+
+    def write(path: Path, records: list[dict[str, object]]) -> Path:
+        with gzip.open(path, "wt") as f:
+            header = {"format": DATASET_FORMAT, "scenario": "torch-fp32-2t", "device": {"threads": 2}}
+            f.write(json.dumps(header) + "\n")
+            for r in records:
+                f.write(json.dumps(r) + "\n")
+        return path
+
+    data = write(tmp_path / "d.jsonl.gz", [*nets, *zoo])
+    again = write(tmp_path / "r.jsonl.gz", [{**r, "latency_ms": 1.1 * float(r["latency_ms"])}  # type: ignore[arg-type]
+                                            for r in [nets[45], zoo[0]]])
+    bench = _benchmark("bench_li2023_zoo_bias")
+    assert bench.main(["--device", "dev", "--data", str(data), "--repeat-data", str(again), "--method", "lasso"]) == 0
+    out = capsys.readouterr().out
+    assert "device profile dev (30 training networks)" in out
+    assert "synthetic test (20): end-to-end MAPE" in out and "zoo CNNs (4): end-to-end MAPE" in out
+    assert out.count("(noise floor 10.00% over 1 models)") == 2
+    with pytest.raises(SystemExit):
+        bench.main(["--device", "dev", "--method", "lasso"])  # a profile is evaluated on a --data file

@@ -859,6 +859,8 @@ def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str],
     assert main(["ops", "fit", "--data", str(data), "--method", "lasso", "--out", str(device), "--json",
                  "--min-samples", "3"]) == 0
     capsys.readouterr()
+    fitted = json.loads((device / "lasso.json").read_text())["info"]
+    assert fitted["command"].startswith("edgeplan ops fit --data ") and "--min-samples 3" in fitted["command"]
     assert main(["--home", home, "predict", CELL, "--device", "mine", "--method", "lasso", "--json",
                  "--breakdown"]) == 0
     (result,) = json.loads(capsys.readouterr().out)

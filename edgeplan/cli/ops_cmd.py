@@ -277,6 +277,8 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
     if data.provenance.get("reference"):  # the times are ratios to this model at the scenario's typical speed
         info["reference"] = data.provenance["reference"]
     ctx = click.get_current_context().find_object(Context)
+    if ctx is not None:  # provenance: the command line that fitted it
+        info["command"] = ctx.command
     extension = {"dataset": data_path.name, "device": info["device"], "extended": extend,
                  "reference": data.provenance.get("reference"), "command": ctx.command if ctx else ""}
     models = []
