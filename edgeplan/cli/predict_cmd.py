@@ -17,7 +17,8 @@ __all__ = ["predict"]
 @click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="More models, one zoo string per line.")
 @click.option("--device", default="torch-fp32-1t", show_default=True,
-              help="Device profile: a measured scenario, or a device made by `edgeplan calibrate`.")
+              help="Device profile: a measured scenario (torch-fp32-1t, ...), another shipped machine's "
+                   "(zen5-torch-fp32-2t), or a device made by `edgeplan calibrate`; an unknown name lists them.")
 @click.option("--method", type=click.Choice(["gbdt", "lasso", "rf", "mlp"]), default=None,
               help="Predictor method [default: gbdt, or the device's only one: a device calibrated from a Lasso "
                    "source has lasso].")
