@@ -679,6 +679,36 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
     assert err < 30.0  # a broken model is off by far more; the measured figure is in the README
 
 
+def test_the_shipped_zen5_profile_is_its_files_and_prices_nfnets_weight_standardizations() -> None:
+    """``zen5-torch-fp32-2t`` (``make bench-profile-zen5``): fitted on the Zen 5 keep-memory file's synthetic networks
+    but synthetic:900-999, keyed by implementation for 2 threads; it predicts the held-out ones and the zoo CNNs it
+    never saw, and an NFNet's folded weight standardizations get the ``weight_norm`` predictor, not a listing."""
+    from edgeplan.experiments.li2023 import REAL_WORLD, predict_with_folded_work
+    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.latency.model import record_latency
+    from edgeplan.latency.predict import available_devices, load_device_model, predict_models
+
+    assert available_devices()["zen5-torch-fp32-2t"] == ["gbdt"]
+    model = load_device_model("zen5-torch-fp32-2t", "gbdt")
+    assert isinstance(model, LatencyModel) and model.threads == 2 and model.scenario == "torch-fp32-2t"
+    assert model.info["dataset"] == "torch-fp32-2t.jsonl.xz" and "--implementations" in model.info["command"]
+    assert "aten::batch_norm|weight_norm" in model.predictors
+    data = load_dataset(Path(__file__).resolve().parent.parent / "edgeplan" / "data" / "latency" / "epyc-zen5-keep"
+                        / "torch-fp32-2t.jsonl.xz")
+    trained = set(model.info["train_models"])
+    assert len(trained) == 2700 and {f"synthetic-nf:{i}" for i in range(300)} <= trained
+    test = [r for r in data.records if r["model"] not in trained]
+    assert {r["model"].split(":", 1)[0] for r in test} == {"synthetic", *REAL_WORLD} - {"paper"}
+    err = mape([predict_with_folded_work(model, r).latency_ms for r in test],
+               [record_latency(r, "median") for r in test])
+    assert err < 15.0  # a broken model is off by far more; the measured figures are in the README
+    (nf,) = predict_models(["timm:nf_resnet50"], device="zen5-torch-fp32-2t")
+    assert nf.prediction.unpredicted == []
+    norms = [o for o in nf.prediction.ops if o.key == "aten::batch_norm|weight_norm"]
+    convs = [o for o in nf.prediction.ops if o.kind == "aten::conv2d"]
+    assert len(norms) == len(convs) == 53 and all(o.ms is not None and o.ms > 0 for o in norms)  # one per conv
+
+
 @pytest.mark.parametrize(("folder", "name", "warm", "spaces", "zoo_cnns", "repeated"), [
     ("epyc-zen5-keep", "torch-fp32-2t", True, ("synthetic-aligned", "synthetic-heads", "synthetic-stages",
                                                "synthetic-modern", "synthetic-mixed", "synthetic-nf"), 128, 88),
