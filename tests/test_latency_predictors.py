@@ -712,7 +712,7 @@ def test_the_shipped_zen5_profile_is_its_files_and_prices_nfnets_weight_standard
 @pytest.mark.parametrize(("folder", "name", "warm", "spaces", "zoo_cnns", "repeated"), [
     ("epyc-zen5-keep", "torch-fp32-2t", True, ("synthetic-aligned", "synthetic-heads", "synthetic-stages",
                                                "synthetic-modern", "synthetic-mixed", "synthetic-nf"), 128, 88),
-    ("epyc-zen5-keep", "torch-fp32-1t", True, (), 0, 20)])
+    ("epyc-zen5-keep", "torch-fp32-1t", True, ("synthetic-nf",), 2, 20)])
 def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
         folder: str, name: str, warm: bool, spaces: tuple[str, ...], zoo_cnns: int, repeated: int) -> None:
     """``edgeplan/data/latency/epyc-zen5-keep`` (``make bench-li2023-2t-zen5-keep``, ``-1t-zen5-keep``; the Xeon's
@@ -724,7 +724,8 @@ def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
     floor. The Zen 5 EPYC reports the same CPU name as the shipped profile's EPYC; it runs the reference more than
     twice as fast. The ``-keep`` files were measured, repeat included, with glibc's allocator keeping freed memory
     (``--keep-memory``), and their device says so. The Zen 5's 1-thread file
-    holds li2023's 1000 networks only (§5.1 in the second fp32 scenario), its repeat 20 of the test networks."""
+    holds li2023's 1000 networks (§5.1 in the second fp32 scenario), the nf space's 300 and the zoo's two NFNets (what
+    the shipped ``zen5-torch-fp32-1t`` profile learns and is checked on), its repeat 20 of the test networks."""
     from edgeplan.experiments.li2023 import _same_scale, _spaces, _split, dataset_path, noise_floor
     from edgeplan.latency.campaign import load_dataset
     from edgeplan.latency.model import record_latency
@@ -752,15 +753,16 @@ def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
     assert sum(c["models"] for c in provenance[f"{name}.jsonl.xz"]["campaigns"]) == len(data.records)
 
 
-def test_the_nf_networks_of_the_zen5_file_time_each_weight_standardization() -> None:
-    """The Zen 5 keep-memory file's ``synthetic-nf`` networks carry each of their weight standardizations' times
+@pytest.mark.parametrize("name", ["torch-fp32-2t", "torch-fp32-1t"])
+def test_the_nf_networks_of_the_zen5_file_time_each_weight_standardization(name: str) -> None:
+    """The Zen 5 keep-memory files' ``synthetic-nf`` networks carry each of their weight standardizations' times
     (``folded_ops``): one per standardized convolution of the graph, together their folded work (less the views'),
     and learnt as the ``weight_norm`` ops of :func:`~edgeplan.latency.model.record_ops`."""
     from edgeplan.frontends.direct import synthetic_graph
     from edgeplan.latency.campaign import load_dataset
     from edgeplan.latency.model import record_ops
 
-    path = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / "epyc-zen5-keep" / "torch-fp32-2t.jsonl.xz"
+    path = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / "epyc-zen5-keep" / f"{name}.jsonl.xz"
     records = [r for r in load_dataset(path).records if r["model"].startswith("synthetic-nf:")]
     assert len(records) == 300
     with_std = 0
