@@ -679,30 +679,35 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
     assert err < 30.0  # a broken model is off by far more; the measured figure is in the README
 
 
-def test_the_shipped_zen5_profile_is_its_files_and_prices_nfnets_weight_standardizations() -> None:
-    """``zen5-torch-fp32-2t`` (``make bench-profile-zen5``): fitted on the Zen 5 keep-memory file's synthetic networks
-    but synthetic:900-999, keyed by implementation for 2 threads; it predicts the held-out ones and the zoo CNNs it
-    never saw, and an NFNet's folded weight standardizations get the ``weight_norm`` predictor, not a listing."""
-    from edgeplan.experiments.li2023 import REAL_WORLD, predict_with_folded_work
+@pytest.mark.parametrize(("threads", "trained_on", "held_out"), [
+    (2, 2700, {"synthetic", "torchvision", "timm"}), (1, 1200, {"synthetic", "timm"})])
+def test_the_shipped_zen5_profiles_are_of_their_files_and_price_nfnets_weight_standardizations(
+        threads: int, trained_on: int, held_out: set[str]) -> None:
+    """``zen5-torch-fp32-{2t,1t}`` (``make bench-profile-zen5``): fitted on the Zen 5 keep-memory file's synthetic
+    networks but synthetic:900-999, keyed by implementation for their thread count; each predicts the held-out ones
+    and the zoo CNNs it never saw, and an NFNet's folded weight standardizations get the ``weight_norm`` predictor,
+    not a listing."""
+    from edgeplan.experiments.li2023 import predict_with_folded_work
     from edgeplan.latency.campaign import load_dataset
     from edgeplan.latency.model import record_latency
     from edgeplan.latency.predict import available_devices, load_device_model, predict_models
 
-    assert available_devices()["zen5-torch-fp32-2t"] == ["gbdt"]
-    model = load_device_model("zen5-torch-fp32-2t", "gbdt")
-    assert isinstance(model, LatencyModel) and model.threads == 2 and model.scenario == "torch-fp32-2t"
-    assert model.info["dataset"] == "torch-fp32-2t.jsonl.xz" and "--implementations" in model.info["command"]
+    name = f"torch-fp32-{threads}t"
+    assert available_devices()[f"zen5-{name}"] == ["gbdt"]
+    model = load_device_model(f"zen5-{name}", "gbdt")
+    assert isinstance(model, LatencyModel) and model.threads == threads and model.scenario == name
+    assert model.info["dataset"] == f"{name}.jsonl.xz" and "--implementations" in model.info["command"]
     assert "aten::batch_norm|weight_norm" in model.predictors
     data = load_dataset(Path(__file__).resolve().parent.parent / "edgeplan" / "data" / "latency" / "epyc-zen5-keep"
-                        / "torch-fp32-2t.jsonl.xz")
+                        / f"{name}.jsonl.xz")
     trained = set(model.info["train_models"])
-    assert len(trained) == 2700 and {f"synthetic-nf:{i}" for i in range(300)} <= trained
+    assert len(trained) == trained_on and {f"synthetic-nf:{i}" for i in range(300)} <= trained
     test = [r for r in data.records if r["model"] not in trained]
-    assert {r["model"].split(":", 1)[0] for r in test} == {"synthetic", *REAL_WORLD} - {"paper"}
+    assert {r["model"].split(":", 1)[0] for r in test} == held_out
     err = mape([predict_with_folded_work(model, r).latency_ms for r in test],
                [record_latency(r, "median") for r in test])
     assert err < 15.0  # a broken model is off by far more; the measured figures are in the README
-    (nf,) = predict_models(["timm:nf_resnet50"], device="zen5-torch-fp32-2t")
+    (nf,) = predict_models(["timm:nf_resnet50"], device=f"zen5-{name}")
     assert nf.prediction.unpredicted == []
     norms = [o for o in nf.prediction.ops if o.key == "aten::batch_norm|weight_norm"]
     convs = [o for o in nf.prediction.ops if o.kind == "aten::conv2d"]
