@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -315,8 +316,15 @@ def test_cli_calibrate_measures_models_here(capsys: pytest.CaptureFixture[str], 
     source.save(home / "devices" / "mine")
     assert main(["--home", str(home), "calibrate", "--name", "again", "--from", "mine", "--method", "lasso",
                  "--measure", "synthetic:1"]) != 0
-    assert "--from mine has none" in capsys.readouterr().err
+    assert "its scenario 'src' is none" in capsys.readouterr().err
     assert not (home / "devices" / "again").exists()
+    # a profile named otherwise (zen5-torch-fp32-1t, say) times them in its model's scenario; its only method,
+    # gbdt here, is the default
+    dataclasses.replace(source, scenario="torch-fp32-1t", method="gbdt").save(home / "devices" / "other-1t")
+    cells = [f"--measure=nb201:{c}" for c in CELLS[:4]]  # the networks the made-up source knows
+    assert main(["--home", str(home), "calibrate", "--name", "again", "--from", "other-1t", *cells, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["samples"] == 4 and out["source"] == "other-1t" and out["method"] == "gbdt"
 
 
 def _device_record(cell: str) -> dict[str, Any]:

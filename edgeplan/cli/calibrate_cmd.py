@@ -33,8 +33,9 @@ __all__ = ["calibrate"]
               help="Device profile whose per-op predictions are corrected [default: torch-fp32-1t]. With "
                    "--primitives: a performance model folder or a device calibrated with --primitives [default: the "
                    "shipped NN2 of the reference machine, 1 thread].")
-@click.option("--method", type=click.Choice(["gbdt", "lasso", "rf", "mlp"]), default="lasso", show_default=True,
-              help="The source's predictor method.")
+@click.option("--method", type=click.Choice(["gbdt", "lasso", "rf", "mlp"]), default=None,
+              help="The source's predictor method [default: lasso, or the source's default (gbdt) where it has no "
+                   "Lasso].")
 @click.option("--primitives", "primitives", is_flag=True,
               help="Calibrate the convolution-primitive performance model (for `edgeplan select`) instead of the "
                    "latency predictors: measure a few layers here with every primitive and transfer the model.")
@@ -64,7 +65,7 @@ __all__ = ["calibrate"]
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def calibrate(ctx: Context, measurements: Path | None, measure: tuple[str, ...], name: str, source: str | None,
-              method: str, primitives: bool, networks: tuple[str, ...], samples: int, threads: int,
+              method: str | None, primitives: bool, networks: tuple[str, ...], samples: int, threads: int,
               torch_device: str | None, transfer_method: str, seed: int, budget_s: float | None, replace: bool,
               as_json: bool) -> None:
     """Create device profile NAME from latencies measured on it: a learnt correction of a source's predictions.
@@ -140,9 +141,9 @@ def _measure_here(ctx: Context, models: tuple[str, ...], scenario_name: str, nam
 
     scenario = SCENARIOS.get(scenario_name)
     if scenario is None:
-        raise InvalidInputError(f"--measure times the models in the source's measurement scenario, and --from "
-                                f"{scenario_name} has none; calibrate from one of {', '.join(SCENARIOS)}, or "
-                                "measure the models yourself and give --measurements")
+        raise InvalidInputError(f"--measure times the models in the measurement scenario of --from's model, and "
+                                f"its scenario {scenario_name!r} is none; calibrate from a profile of one of "
+                                f"{', '.join(SCENARIOS)}, or measure the models yourself and give --measurements")
     names = expand_models(models)
     tag = f"calibrate-{name}"
     with Store.open(default_store_path(ctx.home)) as store:
@@ -165,7 +166,7 @@ def _measure_here(ctx: Context, models: tuple[str, ...], scenario_name: str, nam
 
 
 def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[str, ...], name: str, source: str,
-                       method: str, replace: bool, as_json: bool) -> None:
+                       method: str | None, replace: bool, as_json: bool) -> None:
     """Few-shot adaptation of the per-op latency predictors (li2023; see edgeplan.latency.calibrate)."""
     from edgeplan.errors import EdgeplanError, InvalidInputError
     from edgeplan.experiments.li2023 import measured_records, measured_terms
@@ -173,8 +174,11 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
     from edgeplan.latency.calibrate import calibrate as fit
     from edgeplan.latency.model import LatencyModel
     from edgeplan.latency.op_correction import measured_ops
-    from edgeplan.latency.predict import home_root, load_device_model
+    from edgeplan.latency.predict import available_devices, home_root, load_device_model, resolve_method
 
+    if method is None:  # Lasso where the source has it (the default before gbdt-only profiles), else its default
+        method = "lasso" if "lasso" in available_devices(ctx.home).get(source, []) else resolve_method(
+            source, None, ctx.home)
     target = home_root(ctx.home) / name / f"{method}.json"
     if target.exists() and not replace:
         raise InvalidInputError(f"device {name!r} already has {method} predictors ({target}); choose another --name "
@@ -190,7 +194,9 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
         if records is not None:
             _note_other_scenario(measurements, source, model)
     else:
-        rows, records = _measure_here(ctx, measure, source, name, as_json)
+        # timed in the source model's scenario (a profile's name need not be one: zen5-torch-fp32-2t's is torch-fp32-2t)
+        rows, records = _measure_here(ctx, measure, str(model.info.get("source_scenario", model.scenario)), name,
+                                      as_json)
     terms, _, left = measured_terms([m for m, _ in rows], model, DEDUCTIONS, home=ctx.home)
     if left:  # the first row refused, by its line
         line, spec = next((i, m) for i, (m, _) in enumerate(rows, start=2) if m in left)
