@@ -329,6 +329,11 @@ def test_a_model_saved_xz_compressed_loads_and_is_found_as_a_device(tmp_path: Pa
     assert isinstance(found, LatencyModel) and found.predict_record(records[33]).latency_ms == pytest.approx(want)
     with pytest.raises(InvalidInputError, match="has no 'gbdt' predictors"):
         predict_mod.load_device_model("dev", "gbdt", home)
+    # A calibration corrects Lasso where the device has it, else its default (a GBDT-only profile's gbdt).
+    dataclasses.replace(model, method="gbdt").save(shipped / "gbdt-only" / "gbdt.json.xz")
+    assert predict_mod.source_method("dev", None, home) == "lasso"
+    assert predict_mod.source_method("gbdt-only", None, home) == "gbdt"
+    assert predict_mod.source_method("gbdt-only", "rf", home) == "rf"
     path.write_bytes(b"not xz")
     with pytest.raises(InvalidInputError, match=r"lasso\.json\.xz is not a latency model"):
         predict_mod.load_device_model("dev", "lasso", home)

@@ -174,11 +174,9 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
     from edgeplan.latency.calibrate import calibrate as fit
     from edgeplan.latency.model import LatencyModel
     from edgeplan.latency.op_correction import measured_ops
-    from edgeplan.latency.predict import available_devices, home_root, load_device_model, resolve_method
+    from edgeplan.latency.predict import home_root, load_device_model, source_method
 
-    if method is None:  # Lasso where the source has it (the default before gbdt-only profiles), else its default
-        method = "lasso" if "lasso" in available_devices(ctx.home).get(source, []) else resolve_method(
-            source, None, ctx.home)
+    method = source_method(source, method, ctx.home)
     target = home_root(ctx.home) / name / f"{method}.json"
     if target.exists() and not replace:
         raise InvalidInputError(f"device {name!r} already has {method} predictors ({target}); choose another --name "

@@ -212,8 +212,9 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
               default=Path("../shared/data/help-nasbench201/latency_ms.csv"), show_default=True)
 @click.option("--source", default="torch-fp32-1t", show_default=True,
               help="--nb201, --fewshot: the source device profile.")
-@click.option("--source-method", type=click.Choice(["lasso", "rf", "gbdt", "mlp"]), default="lasso",
-              show_default=True, help="--nb201, --fewshot: the source's predictor method.")
+@click.option("--source-method", type=click.Choice(["lasso", "rf", "gbdt", "mlp"]), default=None,
+              help="--nb201, --fewshot: the source's predictor method [default: lasso, or the source's default "
+                   "(gbdt) where it has no Lasso].")
 @click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True,
               help="--nb201, --fewshot: random draws of --samples models (per device).")
 @click.option("--samples", type=click.IntRange(min=1), default=10, show_default=True,
@@ -234,7 +235,7 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
 @click.pass_obj
 def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Path | None, repeat_file: Path | None,
            statistic: str, nb201: bool, insight: str | None, floor_only: bool, versus_file: Path | None,
-           help_data: Path, source: str, source_method: str, seeds: int, samples: int, nb201_module: str,
+           help_data: Path, source: str, source_method: str | None, seeds: int, samples: int, nb201_module: str,
            no_fold_zeros: bool, fewshot_file: Path | None, kind_keys: bool, no_context: bool, overhead: str,
            as_json: bool) -> None:
     """Latency prediction (§5.1, §5.3, §5.5, §5.6) on this machine's per-op datasets, --nb201 few-shot, --fewshot
@@ -316,10 +317,11 @@ def _emit(result: Any, lines: list[str], as_json: bool) -> None:
         click.echo(line)
 
 
-def _source_model(source: str, method: str, home: str | None) -> LatencyModel:
-    """The latency model of device ``source`` for ``method``; a calibrated device's own source scenario's."""
+def _source_model(source: str, method: str | None, home: str | None) -> LatencyModel:
+    """The latency model of device ``source`` for ``method`` (None: :func:`~edgeplan.latency.predict.source_method`);
+    a calibrated device's own source scenario's."""
     from edgeplan.latency.model import LatencyModel
-    from edgeplan.latency.predict import load_device_model
+    from edgeplan.latency.predict import load_device_model, source_method
 
-    model = load_device_model(source, method, home)
+    model = load_device_model(source, source_method(source, method, home), home)
     return model if isinstance(model, LatencyModel) else model.source

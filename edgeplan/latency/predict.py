@@ -49,6 +49,7 @@ __all__ = [
     "predict_models",
     "resolve_method",
     "shipped_devices",
+    "source_method",
     "with_skipped",
 ]
 
@@ -382,6 +383,15 @@ def resolve_method(device: str, method: str | None, home: str | Path | None = No
         return method
     have = available_devices(home).get(device, [])
     return next((m for m in (DEFAULT_METHOD, "rf", "lasso", "mlp") if m in have), DEFAULT_METHOD)
+
+
+def source_method(device: str, method: str | None, home: str | Path | None = None) -> str:
+    """The predictor method a few-shot calibration corrects: ``method``, or when None Lasso where ``device`` has it
+    (the calibration default since the first profiles, which all had one), else the device's default
+    (:func:`resolve_method`: ``gbdt`` for the GBDT-only Zen 5 profiles)."""
+    if method is not None:
+        return method
+    return "lasso" if "lasso" in available_devices(home).get(device, []) else resolve_method(device, None, home)
 
 
 def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: str | None = None,
