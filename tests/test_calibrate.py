@@ -202,6 +202,9 @@ def test_cli_calibrate_then_predict_and_bad_files(capsys: pytest.CaptureFixture[
     one = predict_latency("nb201:" + CELLS[12], device="phone", method="lasso", home=home)
     assert one.prediction.latency_ms == pytest.approx(pred["latency_ms"])
     assert len(predict_latency(["nb201:" + CELLS[12], "nb201:" + CELLS[13]], "phone", "lasso", home)) == 2
+    # A calibrated device is another machine: this one cannot measure beside its prediction.
+    assert main(["--home", str(home), "predict", "nb201:" + CELLS[12], "--device", "phone", "--measure", "1"]) != 0
+    assert "--measure runs the model here" in capsys.readouterr().err
     # Its only method is the default: `predict --device phone` used to ask for the missing gbdt and fail.
     assert predict_latency("nb201:" + CELLS[12], device="phone", home=home).method == "lasso"
     assert main(["--home", str(home), "predict", "nb201:" + CELLS[12], "--device", "phone", "--json"]) == 0

@@ -889,3 +889,20 @@ def test_the_shipped_torch_profiles_are_extended_with_their_transformer_datasets
         assert any("scaled_dot_product_attention" in u for u in base.predict_record(vit).unpredicted)
         assert [model.predict_record(r).latency_ms for r in synthetic] == [base.predict_record(r).latency_ms
                                                                             for r in synthetic]
+
+
+def test_predict_measures_a_zen5_profile_under_the_allocator_its_data_were_measured_with(tmp_path: Path) -> None:
+    """``predict --device zen5-torch-fp32-1t --measure N``: the profile is named after no scenario but is timed in its
+    model's (torch-fp32-1t), and since its data were measured keeping freed memory, the command runs again under
+    those tunables first (a new process: run here as one)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "edgeplan", "--home", str(tmp_path), "predict", "synthetic:1",
+                           "--device", "zen5-torch-fp32-1t", "--measure", "1", "--json"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "measuring under the same allocator settings" in done.stderr
+    (row,) = json.loads(done.stdout)
+    assert row["device"] == "zen5-torch-fp32-1t" and row["measured_ms"] > 0
+    assert row["measured_reference"] == "synthetic:0"

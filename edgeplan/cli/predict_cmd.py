@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import click
 
-from edgeplan.cli.common import Context, emit_json, model_specs
+from edgeplan.cli.common import Context, emit_json, keep_memory, model_specs
 
 __all__ = ["predict"]
 
@@ -25,7 +25,8 @@ __all__ = ["predict"]
 @click.option("--breakdown", is_flag=True, help="Per-op predictions and the runtime kernel each op became.")
 @click.option("--measure", "measure_runs", type=click.IntRange(min=0), default=0,
               help="Also measure each model here, in the device's scenario, with this many profiled runs (per op "
-                   "and end to end), and print the measurement beside the prediction (scenario devices only).")
+                   "and end to end), and print the measurement beside the prediction (fitted profiles only, not "
+                   "calibrated devices; under the allocator settings the profile's data were measured with).")
 @click.option("--allow-opaque", is_flag=True,
               help="Predict a model with operators edgeplan does not know: they are kept as opaque nodes and listed "
                    "with the unpredicted ops, and the latency is that of the rest.")
@@ -44,6 +45,8 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
 
     names = model_specs(models, models_file)
     method = resolve_method(device, method, ctx.home)
+    if measure_runs:
+        _measure_as_trained(ctx, device, method)
     results = predict_models(names, device=device, method=method, home=ctx.home, progress=not as_json,
                              opaque=allow_opaque)
     measured = _measure(names, device, method, measure_runs, ctx.home) if measure_runs else {}
@@ -133,6 +136,23 @@ class _Measured(NamedTuple):
     reference: str | None
 
 
+def _measure_as_trained(ctx: Context, device: str, method: str) -> None:
+    """Before ``--measure``: when the device's model learnt times measured with glibc's allocator keeping freed
+    memory (its data's device records the :data:`~edgeplan.measure.allocator.KEEP_MEMORY` tunables, as the Zen 5
+    profiles' do), run this command again under them, so that the measurement is taken as its training data were
+    (under glibc's defaults, buffers over 32 MiB pay page faults at every call); a note on stderr says so."""
+    from edgeplan.latency.model import LatencyModel
+    from edgeplan.latency.predict import load_device_model
+    from edgeplan.measure.allocator import KEEP_MEMORY, allocator_settings, keeps_memory
+
+    model = load_device_model(device, method, ctx.home)
+    latency = model if isinstance(model, LatencyModel) else model.source
+    if latency.info.get("device", {}).get("allocator") == allocator_settings(KEEP_MEMORY) and not keeps_memory():
+        click.echo(f"note: {device}'s data were measured keeping freed memory (ops profile --keep-memory); "
+                   "measuring under the same allocator settings", err=True)
+        keep_memory(ctx)
+
+
 def _measure(names: list[str], device: str, method: str, runs: int, home: str | None) -> dict[str, _Measured]:
     """Measure each model in the device's scenario: end to end and per op, in the statistic the model learnt.
 
@@ -145,14 +165,17 @@ def _measure(names: list[str], device: str, method: str, runs: int, home: str | 
     from edgeplan.measure.scenarios import SCENARIOS
     from edgeplan.runtimes.op_profile import profile_model, reference_runner
 
-    if device not in SCENARIOS:
-        raise InvalidInputError(f"--measure runs the model here, so --device must be a scenario of this machine "
-                                f"({', '.join(SCENARIOS)}), not {device!r}")
     model = load_device_model(device, method, home)
+    # a fitted profile (a scenario's, or another machine's such as zen5-torch-fp32-2t) is timed in its model's
+    # scenario; a calibrated device is another machine, which this one cannot time
+    name = str(model.info.get("source_scenario", model.scenario)) if isinstance(model, LatencyModel) else None
+    if name not in SCENARIOS:
+        raise InvalidInputError(f"--measure runs the model here, so --device must be a profile fitted in a scenario of "
+                                f"this machine ({', '.join(SCENARIOS)}), not {device!r}")
     statistic = model.statistic if isinstance(model, LatencyModel) else "min"
     latency = model if isinstance(model, LatencyModel) else model.source
     scale = latency.info.get("reference")
-    scenario = SCENARIOS[device]
+    scenario = SCENARIOS[name]
     reference = (scale["model"], reference_runner(scale["model"], scenario, home)) if scale else None
     use_min = statistic == "min"
 
