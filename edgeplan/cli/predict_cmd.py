@@ -146,8 +146,9 @@ def _measure_as_trained(ctx: Context, device: str, method: str) -> None:
     from edgeplan.measure.allocator import KEEP_MEMORY, allocator_settings, keeps_memory
 
     model = load_device_model(device, method, ctx.home)
-    latency = model if isinstance(model, LatencyModel) else model.source
-    if latency.info.get("device", {}).get("allocator") == allocator_settings(KEEP_MEMORY) and not keeps_memory():
+    if not isinstance(model, LatencyModel):  # a calibrated device: refused by _measure, nothing to run again for
+        return
+    if model.info.get("device", {}).get("allocator") == allocator_settings(KEEP_MEMORY) and not keeps_memory():
         click.echo(f"note: {device}'s data were measured keeping freed memory (ops profile --keep-memory); "
                    "measuring under the same allocator settings", err=True)
         keep_memory(ctx)
