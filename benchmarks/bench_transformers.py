@@ -55,6 +55,9 @@ def main() -> int:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cnn-data", type=Path, default=None,
+                        help="The dataset whose real-world CNNs show the extension's side effect (default: the "
+                             "scenario's shipped one; give the profile's own machine's, e.g. the Zen 5 file)")
     args = parser.parse_args()
 
     import torch
@@ -74,7 +77,7 @@ def main() -> int:
           f"base: the shipped {device} models without their extensions; {args.folds}-fold over the models")
     from edgeplan.experiments.li2023 import REAL_WORLD, dataset_path
 
-    zoo_file = dataset_path(data.scenario)
+    zoo_file = args.cnn_data or dataset_path(data.scenario)
     cnn_zoo = ([r for r in load_dataset(zoo_file).records if r["model"].split(":", 1)[0] in REAL_WORLD]
                if zoo_file.is_file() else [])
     order = np.random.default_rng(args.seed).permutation(len(records))
