@@ -212,6 +212,8 @@ bench-profile-zen5: $(STAMP)
 		--repeat-data $(ZEN5DATA)/torch-fp32-1t.repeat.jsonl.xz --graph --worst 2 --method gbdt
 	$(BIN)/python benchmarks/bench_transformers.py --device zen5-torch-fp32-2t --methods gbdt --threads 2 \
 		--data $(ZEN5DATA)/torch-fp32-2t.transformers.jsonl.xz --cnn-data $(ZEN5DATA)/torch-fp32-2t.jsonl.xz
+	$(BIN)/python benchmarks/bench_transformers.py --device zen5-torch-fp32-1t --methods gbdt --threads 1 \
+		--data $(ZEN5DATA)/torch-fp32-1t.transformers.jsonl.xz --cnn-data $(ZEN5DATA)/torch-fp32-1t.jsonl.xz
 
 bench-li2023-int8: $(STAMP)
 	$(BIN)/edgeplan reproduce li2023 --insight int8 --statistic min

@@ -717,12 +717,12 @@ def test_the_shipped_zen5_profiles_are_of_their_files_and_price_nfnets_weight_st
     norms = [o for o in nf.prediction.ops if o.key == "aten::batch_norm|weight_norm"]
     convs = [o for o in nf.prediction.ops if o.kind == "aten::conv2d"]
     assert len(norms) == len(convs) == 53 and all(o.ms is not None and o.ms > 0 for o in norms)  # one per conv
-    if threads == 2:  # extended with the machine's transformers: attention, and the pads the CNNs lacked
-        (ext,) = model.info["extensions"]
-        assert ext["dataset"] == "torch-fp32-2t.transformers.jsonl.xz" and len(ext["models"]) == 32
-        assert {"aten::scaled_dot_product_attention|attention", "aten::pad|pad"} <= set(ext["added_ops_per_key"])
-        (vit,) = predict_models(["timm:vit_tiny_patch16_224"], device=f"zen5-{name}")
-        assert vit.prediction.unpredicted == [] and vit.prediction.latency_ms > 0
+    # extended with the machine's transformers: attention, and the pads the CNNs lacked
+    (ext,) = model.info["extensions"]
+    assert ext["dataset"] == f"{name}.transformers.jsonl.xz" and len(ext["models"]) == 32
+    assert {"aten::scaled_dot_product_attention|attention", "aten::pad|pad"} <= set(ext["added_ops_per_key"])
+    (vit,) = predict_models(["timm:vit_tiny_patch16_224"], device=f"zen5-{name}")
+    assert vit.prediction.unpredicted == [] and vit.prediction.latency_ms > 0
 
 
 @pytest.mark.parametrize(("folder", "name", "warm", "spaces", "zoo_cnns", "repeated"), [
