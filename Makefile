@@ -202,8 +202,8 @@ bench-li2023-zoo-bias: $(STAMP)
 	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --scenario ort-int8-1t
 
 # the shipped Zen 5 profiles on the networks they were not trained on (synthetic:900-999, the zoo CNNs: the 1-thread
-# file holds the two NFNets only), fitting
-# nothing; the zoo also from its graphs, as `edgeplan predict` prices it
+# file holds the two NFNets only), fitting nothing; the zoo also from its graphs, as `edgeplan predict` prices it;
+# then their transformer extensions, held out
 ZEN5DATA := edgeplan/data/latency/epyc-zen5-keep
 bench-profile-zen5: $(STAMP)
 	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --device zen5-torch-fp32-2t --data $(ZEN5DATA)/torch-fp32-2t.jsonl.xz \

@@ -192,9 +192,7 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
         if records is not None:
             _note_other_scenario(measurements, source, model)
     else:
-        # timed in the source model's scenario (a profile's name need not be one: zen5-torch-fp32-2t's is torch-fp32-2t)
-        rows, records = _measure_here(ctx, measure, str(model.info.get("source_scenario", model.scenario)), name,
-                                      as_json)
+        rows, records = _measure_here(ctx, measure, model.source_scenario, name, as_json)
     terms, _, left = measured_terms([m for m, _ in rows], model, DEDUCTIONS, home=ctx.home)
     if left:  # the first row refused, by its line
         line, spec = next((i, m) for i, (m, _) in enumerate(rows, start=2) if m in left)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
 from edgeplan.cli.common import Context, emit_json, keep_memory, model_specs
+
+if TYPE_CHECKING:
+    from edgeplan.latency.calibrate import CalibratedDevice
+    from edgeplan.latency.model import LatencyModel
 
 __all__ = ["predict"]
 
@@ -41,15 +45,16 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
     MODELS are zoo strings (``synthetic:0-99`` ranges and ``set:NAME`` sets too) or ONNX paths. Ops without a
     predictor are listed as unpredicted, never counted as 0 ms: the latency is then that of the other ops.
     """
-    from edgeplan.latency.predict import predict_models, resolve_method
+    from edgeplan.latency.predict import load_device_model, predict_models, resolve_method
 
     names = model_specs(models, models_file)
     method = resolve_method(device, method, ctx.home)
-    if measure_runs:
-        _measure_as_trained(ctx, device, method)
+    device_model = load_device_model(device, method, ctx.home) if measure_runs else None
+    if device_model is not None:
+        _measure_as_trained(ctx, device, device_model)
     results = predict_models(names, device=device, method=method, home=ctx.home, progress=not as_json,
                              opaque=allow_opaque)
-    measured = _measure(names, device, method, measure_runs, ctx.home) if measure_runs else {}
+    measured = _measure(names, device, device_model, measure_runs, ctx.home) if device_model is not None else {}
     if as_json:
         rows = []
         for r in results:
@@ -136,16 +141,14 @@ class _Measured(NamedTuple):
     reference: str | None
 
 
-def _measure_as_trained(ctx: Context, device: str, method: str) -> None:
+def _measure_as_trained(ctx: Context, device: str, model: LatencyModel | CalibratedDevice) -> None:
     """Before ``--measure``: when the device's model learnt times measured with glibc's allocator keeping freed
     memory (its data's device records the :data:`~edgeplan.measure.allocator.KEEP_MEMORY` tunables, as the Zen 5
     profiles' do), run this command again under them, so that the measurement is taken as its training data were
     (under glibc's defaults, buffers over 32 MiB pay page faults at every call); a note on stderr says so."""
     from edgeplan.latency.model import LatencyModel
-    from edgeplan.latency.predict import load_device_model
     from edgeplan.measure.allocator import KEEP_MEMORY, allocator_settings, keeps_memory
 
-    model = load_device_model(device, method, ctx.home)
     if not isinstance(model, LatencyModel):  # a calibrated device: refused by _measure, nothing to run again for
         return
     if model.info.get("device", {}).get("allocator") == allocator_settings(KEEP_MEMORY) and not keeps_memory():
@@ -154,7 +157,8 @@ def _measure_as_trained(ctx: Context, device: str, method: str) -> None:
         keep_memory(ctx)
 
 
-def _measure(names: list[str], device: str, method: str, runs: int, home: str | None) -> dict[str, _Measured]:
+def _measure(names: list[str], device: str, model: LatencyModel | CalibratedDevice, runs: int,
+             home: str | None) -> dict[str, _Measured]:
     """Measure each model in the device's scenario: end to end and per op, in the statistic the model learnt.
 
     When the model learnt times measured beside a reference model (its ``info["reference"]``), the reference is
@@ -162,14 +166,12 @@ def _measure(names: list[str], device: str, method: str, runs: int, home: str | 
     scenario's typical speed; :attr:`_Measured.reference` names it then."""
     from edgeplan.errors import InvalidInputError
     from edgeplan.latency.model import LatencyModel
-    from edgeplan.latency.predict import load_device_model
     from edgeplan.measure.scenarios import SCENARIOS
     from edgeplan.runtimes.op_profile import profile_model, reference_runner
 
-    model = load_device_model(device, method, home)
     # a fitted profile (a scenario's, or another machine's such as zen5-torch-fp32-2t) is timed in its model's
     # scenario; a calibrated device is another machine, which this one cannot time
-    name = str(model.info.get("source_scenario", model.scenario)) if isinstance(model, LatencyModel) else None
+    name = model.source_scenario if isinstance(model, LatencyModel) else None
     if name not in SCENARIOS:
         raise InvalidInputError(f"--measure runs the model here, so --device must be a profile fitted in a scenario of "
                                 f"this machine ({', '.join(SCENARIOS)}), not {device!r}")

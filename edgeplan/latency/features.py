@@ -129,10 +129,11 @@ CONTEXT_FEATURES: tuple[str, ...] = ("same_op_before", "same_kind_before")
 
 #: The cap of each context feature. Set when the training networks held few operations with more repeats; with
 #: edgeplan's six spaces they hold more (on the Zen 5 2-thread file 1,710 convolutions with 6-11 identical ones
-#: before them and 2,515 with 12 or more), and the zoo's convolutions with 12 or more are over-predicted (1.155x
-#: in sum, 1.031x with none), but a higher cap did not help: 900 + all six spaces, GBDT, zoo MAPE 4.91% at 3,
-#: 5.03% at 12, 5.09% at 24 (2026-11-28, ad hoc: ``bench_li2023_zoo_bias.py --with-spaces --implementations`` with
-#: the cap patched; logs ``campaigns/diag_cap{12,24}.log``).
+#: before them and 2,515 with 12 or more), and the shipped zen5-torch-fp32-2t over-predicts the zoo's convolutions
+#: with 12 or more (1.155x in sum, 1.031x with none; an ad hoc split by that count), but a higher cap did not
+#: help: 900 + all six spaces, GBDT, zoo MAPE 4.91% at 3, 5.03% at 12, 5.09% at 24 (2026-11-28, ad hoc:
+#: ``bench_li2023_zoo_bias.py --with-spaces --implementations`` with the cap patched; logs
+#: ``campaigns/diag_cap{12,24}.log``).
 CONTEXT_CAPS: dict[str, int] = {"same_op_before": 3, "same_kind_before": 8}
 
 _MEAN_OPS = {"global_pool", "adaptive_pool2d", "mean", "reduce"}

@@ -683,6 +683,12 @@ class LatencyModel:
         return _column_index(tuple(names), of)
 
     @property
+    def source_scenario(self) -> str:
+        """The measurement scenario of its training data (``info["source_scenario"]``, else :attr:`scenario`): where
+        ``--measure`` times models for it, whatever the profile is named (``zen5-torch-fp32-2t``: torch-fp32-2t)."""
+        return str(self.info.get("source_scenario", self.scenario))
+
+    @property
     def uses_context(self) -> bool:
         """Whether its predictors take the op's context (:data:`CONTEXT_FEATURES`) beside its own features."""
         return any(n in CONTEXT_FEATURES for names in self.feature_names.values() for n in names)

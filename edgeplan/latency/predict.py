@@ -348,9 +348,8 @@ def kernel_profile_of(device_model: LatencyModel | CalibratedDevice) -> str:
         return str(profile)
     from edgeplan.measure.scenarios import SCENARIOS
 
-    source = device_model.info.get("source_scenario", device_model.scenario)
-    if source in SCENARIOS:
-        return SCENARIOS[source].kernel_profile
+    if device_model.source_scenario in SCENARIOS:
+        return SCENARIOS[device_model.source_scenario].kernel_profile
     raise InvalidInputError(f"latency model of {device_model.scenario!r} does not say which runtime's kernels it "
                             "predicts; refit it")
 
