@@ -11,11 +11,13 @@ the summed output bytes of the network's operations is -0.60 on synthetic:900-99
 0.965 at 30-60 MiB, 0.948 at 60-120 MiB), but +0.13 on the 128 zoo CNNs, which the same profile over-predicts
 slightly at every footprint.
 
-This fits the profile with one more context feature per operation, the same for every operation of a network
-(:func:`network_feature` patches :func:`edgeplan.latency.model.with_context` for the run; nothing shipped changes):
+This fits the profile with one more feature per operation, the same for every operation of a network:
 
-- ``activation``: log2 of the summed output MiB of the network's operations;
-- ``distinct``: log2 of the summed MiB of its distinct output sizes (a proxy for what the allocator must hold).
+- ``distinct`` (``--feature distinct``, the library's ``network=True``, ``ops fit --network-context``): log2 of the
+  summed MiB of its distinct output sizes (a proxy for what the allocator must hold;
+  :data:`edgeplan.latency.features.NETWORK_FEATURES`);
+- ``activation``: log2 of the summed output MiB of the network's operations (this script as of commit 7042af1,
+  which patched it into ``with_context``; not in the library).
 
 and scores synthetic:900-999 and the zoo CNNs from their recorded operations (folded work left as recorded, so the
 zoo figure is not ``bench_li2023_zoo_bias.py``'s), training on synthetic:0-899 (``--train 900``) or on them and all
@@ -45,53 +47,15 @@ on the models both hold (synthetic:900-919 and the torchvision CNNs).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import math
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 DATA = Path("edgeplan/data/latency/epyc-zen5-keep/torch-fp32-2t.jsonl.xz")
-FEATURE = "network_log2_mib"
-
-
-def network_mib(ops: Sequence[Any], feature: str) -> float:
-    """The network-level quantity of ``feature`` over ``ops`` (one network's operations), in MiB."""
-    sizes = [float((o.lead or {}).get("activation_bytes", 0)) / 2**20 for o in ops]
-    return sum(set(round(s, 4) for s in sizes)) if feature == "distinct" else sum(sizes)
-
-
-@contextlib.contextmanager
-def network_feature(feature: str) -> Iterator[None]:
-    """Within the block, every operation has one more context feature: log2 of :func:`network_mib` of its network
-    (``edgeplan.latency.model`` patched; restored on exit)."""
-    import edgeplan.latency.features as features
-    import edgeplan.latency.model as model
-
-    saved = model.CONTEXT_FEATURES, model.with_context, model._column_index
-    own = model.with_context
-
-    def with_network(ops: Sequence[Any]) -> list[Any]:
-        value = math.log2(max(network_mib(ops, feature), 1e-3))
-        return [replace(o, context=(*o.context, value)) for o in own(ops)]
-
-    def columns(names: tuple[str, ...], of: str) -> list[int] | slice:
-        have = (*features.CATEGORY_FEATURES[of], *model.CONTEXT_FEATURES)
-        cols = [have.index(n) for n in names]
-        return slice(0, len(cols)) if cols == list(range(len(cols))) else cols
-
-    model.CONTEXT_FEATURES = (*model.CONTEXT_FEATURES, FEATURE)
-    model.with_context = with_network  # type: ignore[assignment]
-    model._column_index = columns  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        model.CONTEXT_FEATURES, model.with_context, model._column_index = saved  # type: ignore[assignment]
 
 
 def mape_of(model: Any, records: Sequence[dict[str, Any]]) -> tuple[float, float, int]:
@@ -151,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--repeat-data", type=Path, default=None,
                         help="the repeat file for the noise floor (default: DATA's .repeat twin when present)")
-    parser.add_argument("--feature", choices=("none", "activation", "distinct"), default="activation")
+    parser.add_argument("--feature", choices=("none", "distinct"), default="distinct",
+                        help="distinct: fit with the network feature (LatencyModel.fit(network=True))")
     parser.add_argument("--train", choices=("900", "all"), default="900")
     parser.add_argument("--overhead", choices=("linear", "stacked"), default="linear")
     parser.add_argument("--scenario", default="torch-fp32-2t", help="the scenario DATA was measured in")
@@ -159,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.is_file():
         print(f"skipped: {args.data} is not here", file=sys.stderr)
         return 0
-    with network_feature(args.feature) if args.feature != "none" else contextlib.nullcontext():
-        run(args)
+    run(args)
     return 0
 
 

@@ -187,21 +187,3 @@ def test_the_bias_bench_evaluates_a_device_profile_on_the_networks_it_was_not_tr
     with pytest.raises(SystemExit):
         bench.main(["--device", "dev", "--method", "lasso"])  # a profile is evaluated on a --data file
 
-
-def test_network_context_feature_is_the_networks_footprint_and_is_removed_after_the_block() -> None:
-    diag = _benchmark("diag_li2023_network_context")
-    import edgeplan.latency.model as model
-
-    mib = 2**20
-    ops = [model.OpInput(f"op{i}", "aten::relu", "aten::relu|elementwise", "elementwise", [1.0],
-                         lead={"activation_bytes": b}) for i, b in enumerate((2 * mib, 2 * mib, 4 * mib))]
-    assert diag.network_mib(ops, "activation") == pytest.approx(8.0)
-    assert diag.network_mib(ops, "distinct") == pytest.approx(6.0)  # the two 2 MiB outputs count once
-    plain = model.with_context(ops)
-    with diag.network_feature("activation"):
-        assert model.CONTEXT_FEATURES[-1] == diag.FEATURE
-        extended = model.with_context(ops)
-        assert [o.context[:-1] for o in extended] == [o.context for o in plain]
-        assert [o.context[-1] for o in extended] == pytest.approx([3.0] * 3)  # log2(8 MiB), the same for every op
-    assert diag.FEATURE not in model.CONTEXT_FEATURES
-    assert [o.context for o in model.with_context(ops)] == [o.context for o in plain]

@@ -14,6 +14,7 @@ from edgeplan.cli.predict_cmd import _grouped
 from edgeplan.errors import InvalidGraphError
 from edgeplan.frontends.torch_frontend import graph_from_torch
 from edgeplan.ir.serialize import graph_to_dict
+from edgeplan.latency.model import network_footprint
 from edgeplan.latency.predict import graph_ops, load_device_model, predict_graph
 
 SHIPPED = Path(__file__).resolve().parents[1] / "edgeplan" / "data" / "latency"
@@ -72,6 +73,9 @@ def test_eager_pytorch_prices_folded_work_and_names_what_it_cannot(graph: object
     # a graph runtime that folds constants runs none of it
     ops_folding, skipped_folding = graph_ops(graph, "torch-eager", "fold-constants")
     assert not [o for o in ops_folding if "@folded#" in o.name] and not skipped_folding
+    # the network's footprint is its kernels', for the folded operators too (their own sizes left out)
+    kernels = [o for o in ops if "@folded#" not in o.name]
+    assert kernels and {o.context[2] for o in ops} == {network_footprint(kernels)}
 
 
 def test_folded_operators_without_shapes_are_named_not_priced(graph: object) -> None:
@@ -139,7 +143,8 @@ def test_a_records_timed_folded_operators_are_ops_a_model_learns(graph: object) 
     assert [(o.name, o.key, o.measured_ms) for o in ops] == [
         ("aten::batch_norm@folded#1", "aten::batch_norm|weight_norm", pytest.approx(0.44)),
         ("aten::batch_norm@folded#4", "aten::batch_norm|weight_norm", pytest.approx(0.22))]
-    assert [o.context for o in ops] == [(0.0, 0.0), (1.0, 1.0)]  # the same standardization ran before
+    assert [o.context[:2] for o in ops] == [(0.0, 0.0), (1.0, 1.0)]  # the same standardization ran before
+    assert {o.context[2] for o in ops} == {network_footprint([])}  # the network's value is its kernels' (none here)
     assert record_ops(paired, "min")[0].measured_ms == pytest.approx(0.36)  # its fastest ratio at the fastest reference
     # a model fitted on such records prices them by their own predictor, from the record alone (no graph rebuilt)
     model = LatencyModel.fit([paired] * 12, "lasso", "torch-fp32-2t", min_samples=5, context=False)

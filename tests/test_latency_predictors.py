@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +18,14 @@ from edgeplan.latency.features import (
     CONTEXT_CAPS,
     CONTEXT_FEATURES,
     LEGACY_FEATURES,
+    NETWORK_FEATURES,
     category,
     computes_product,
     features,
     lead_node,
     predictor_key,
 )
-from edgeplan.latency.model import LatencyModel, fit_overhead, mape, record_ops, with_context
+from edgeplan.latency.model import LatencyModel, fit_overhead, mape, network_footprint, record_ops, with_context
 from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
 from edgeplan.measure.allocator import KEEP_MEMORY, allocator_settings
 
@@ -501,14 +503,15 @@ def test_context_features_count_the_same_op_and_kind_before_it() -> None:
     ops = record_ops(rec, "min")
     convs = [o.context for o in ops if o.kind == "aten::conv2d"]
     cap_op, cap_kind = CONTEXT_CAPS["same_op_before"], CONTEXT_CAPS["same_kind_before"]
-    assert convs == [(float(min(j, cap_op)), float(min(j, cap_kind))) for j in range(11)]
-    assert all(len(o.vector) == len(CATEGORY_FEATURES[o.category]) + len(CONTEXT_FEATURES) for o in ops)
+    assert [c[:2] for c in convs] == [(float(min(j, cap_op)), float(min(j, cap_kind))) for j in range(11)]
+    assert all(len(o.vector) == len(CATEGORY_FEATURES[o.category]) + len(CONTEXT_FEATURES) + len(NETWORK_FEATURES)
+               for o in ops)
     # A convolution of another shape is a first occurrence of its features, not of its kind.
     other = {**conv(3, 8, 14), "name": "o"}
     mixed = record_ops({"model": "x", "nodes": {**rec["nodes"], "o": other},
                         "ops": [*rec["ops"][:2], {"kernel": "o", "kind": "aten::conv2d", "nodes": ["o"], "ms": 1.0,
                                                   "iqr_rel": 0}]}, "min")
-    assert mixed[-1].context == (0.0, 1.0)
+    assert mixed[-1].context[:2] == (0.0, 1.0)
     bare = [dataclasses.replace(o, context=()) for o in ops]
     assert not bare[0].context and [o.context for o in with_context(bare)] == [o.context for o in ops]
 
@@ -537,6 +540,58 @@ def test_the_context_features_price_repeated_ops() -> None:
     assert without.predict_ops(bare).latency_ms == pytest.approx(without.predict_ops(ops).latency_ms)
 
 
+def _footprint_record(i: int, rng: np.random.Generator, big: bool) -> dict[str, Any]:
+    """A made-up network of a few convolutions and ReLUs; in a ``big`` one, a wide convolution at 112x112 adds a
+    large output and every op runs 1.3x slower (as the ops of synthetic networks with large footprints did)."""
+    nodes: dict[str, Any] = {}
+    ops = []
+    slow = 1.3 if big else 1.0
+    shapes = [(int(rng.integers(8, 64)), 28) for _ in range(3)] + ([(96, 112)] if big else [(4, 14)])
+    for j, (c, size) in enumerate(shapes):
+        node = {**conv(c, c, size), "name": f"c{j}", "activation_bytes": 4 * c * size * size}
+        nodes[f"c{j}"] = node
+        nodes[f"r{j}"] = {"name": f"r{j}", "op": "activation", "input_shapes": [[1, c, size, size]],
+                          "output_shapes": [[1, c, size, size]], "flops": c * size * size,
+                          "activation_bytes": 4 * c * size * size}
+        for n, ms, kind in ((f"c{j}", slow * (1e-6 * node["flops"] + 0.05), "aten::conv2d"),
+                            (f"r{j}", slow * (1e-5 * c * size * size / 784 + 0.01), "aten::relu")):
+            ops.append({"kernel": n, "kind": kind, "nodes": [n], "ms": ms, "min_ms": ms, "iqr_rel": 0})
+    total = sum(o["ms"] for o in ops)
+    return {"model": f"n{i}", "latency_ms": total + 0.2, "latency_min_ms": total + 0.2, "op_sum_ms": total,
+            "ops": ops, "nodes": nodes}
+
+
+def test_the_network_feature_is_the_footprint_of_its_distinct_output_sizes_and_prices_it() -> None:
+    """``network_footprint`` sums a network's distinct output sizes (each once); every op of a network carries it
+    (or the value given); a model fitted with ``network=True`` learns that a network's ops run slower with a large
+    one, where a model without it, which ignores the value, cannot."""
+    mib = 2**20
+    leads = [{"activation_bytes": b} for b in (2 * mib, 2 * mib, 4 * mib)]
+    ops = [dataclasses.replace(record_ops(_record(0, np.random.default_rng(0)), "min")[0], lead=lead)
+           for lead in leads]
+    assert network_footprint(ops) == pytest.approx(math.log2(6.0))  # the two 2 MiB outputs count once
+    assert network_footprint([]) == -10.0  # at least 1 KiB
+    assert [o.context[2] for o in with_context(ops)] == pytest.approx([math.log2(6.0)] * 3)
+    assert {o.context[2] for o in with_context(ops, 1.5)} == {1.5}
+    rng = np.random.default_rng(3)
+    train = [_footprint_record(i, rng, big=i % 2 == 0) for i in range(60)]
+    test = [_footprint_record(100 + i, rng, big=i % 2 == 0) for i in range(10)]
+    truth = [r["latency_min_ms"] for r in test]
+    network = LatencyModel.fit(train, "gbdt", "test-scenario", network=True)
+    plain = LatencyModel.fit(train, "gbdt", "test-scenario")
+    assert network.uses_network and network.uses_context and not plain.uses_network
+    assert network.feature_names["conv"] == (*CATEGORY_FEATURES["conv"], *CONTEXT_FEATURES, *NETWORK_FEATURES)
+    # the shared small convolutions: the plain model prices them alike in both kinds of network
+    small = [o for o in record_ops(test[0], "min") if o.name.startswith("c0")]
+    assert plain.predict_ops(with_context(small, 0.0)).latency_ms == pytest.approx(
+        plain.predict_ops(with_context(small, 9.0)).latency_ms)
+    assert mape([network.predict_record(r).latency_ms for r in test], truth) < 0.5 * mape(
+        [plain.predict_record(r).latency_ms for r in test], truth)
+    loaded = LatencyModel.from_dict(json.loads(json.dumps(network.to_dict())))
+    assert loaded.uses_network and loaded.predict_record(test[0]).latency_ms == pytest.approx(
+        network.predict_record(test[0]).latency_ms)
+
+
 def _write_dataset(path: Path, records: list[dict[str, Any]], scenario: str = "torch-fp32-1t") -> Path:
     from edgeplan.latency.campaign import DATASET_FORMAT
 
@@ -558,7 +613,7 @@ def test_a_saved_model_predicts_from_its_own_feature_names(tmp_path: Path, monke
     assert saved["features"]["conv"] == [*CATEGORY_FEATURES["conv"], *CONTEXT_FEATURES]
     # Saved before models recorded their features, a model took the op's own (no context, no alignment).
     with monkeypatch.context() as patch:
-        patch.setattr("edgeplan.latency.model._feature_names", lambda context: dict(LEGACY_FEATURES))
+        patch.setattr("edgeplan.latency.model._feature_names", lambda context, network=False: dict(LEGACY_FEATURES))
         plain = LatencyModel.fit(records, "lasso", "test-scenario", context=False)
     legacy = {k: v for k, v in plain.to_dict().items() if k != "features"}
     assert LatencyModel.from_dict(legacy).predict_record(records[3]).latency_ms == pytest.approx(

@@ -229,11 +229,14 @@ def compact_cmd(ctx: Context, src: Path, out: Path, remove_src: bool) -> None:
 @click.option("--no-context", is_flag=True,
               help="Fit on each op's own features alone, as li2023 does; by default the predictors also see its place "
                    "in the network (how often the same op and the same kind ran before it in the same run).")
+@click.option("--network-context", is_flag=True,
+              help="Also give every predictor its network's footprint (log2 of the summed MiB of the distinct "
+                   "output sizes of its kernels): ops of networks with a large one run slower.")
 @OVERHEAD_OPTION
 @click.option("--json", "as_json", is_flag=True)
 def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, ...], out: Path, seed: int,
             min_samples: int, statistic: str | None, extend: str | None, min_models: int, implementations: bool,
-            no_context: bool, overhead: str, as_json: bool) -> None:
+            no_context: bool, network_context: bool, overhead: str, as_json: bool) -> None:
     """Fit operation-wise predictors (li2023 §4.2) on a dataset; write one model per method.
 
     With --extend DEVICE, the device's models gain predictors for the operation kinds of --data they have none for
@@ -249,6 +252,10 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
     are the same op (kind and features) and how many are of its kind. An op runs faster when the same kernel at
     the same shapes ran earlier in the pass, and real CNNs repeat their blocks far more than synthetic networks do;
     --no-context fits on the op's own features alone, as li2023 does.
+
+    With --network-context every predictor also takes its network's footprint: on the Zen 5 two-thread data the
+    operations of synthetic networks with large activations ran slower together, which it learns
+    (`edgeplan.latency.features.NETWORK_FEATURES`).
     """
     from edgeplan.errors import InvalidInputError
     from edgeplan.latency.campaign import load_dataset
@@ -263,8 +270,8 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
         records = [r for r in records if r["model"] in keep]
         if not records:
             raise InvalidInputError(f"none of the --train models is in {data_path}")
-    if extend is not None and (implementations or no_context):
-        flag = "--implementations" if implementations else "--no-context"
+    if extend is not None and (implementations or no_context or network_context):
+        flag = "--implementations" if implementations else "--no-context" if no_context else "--network-context"
         raise InvalidInputError(f"{flag} fits a new model; an extension keeps the keys and features of the model it "
                                 f"extends: drop one of --extend and {flag}")
     if extend is not None:
@@ -291,7 +298,8 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
                 models.append(LatencyModel.fit(records, m, scenario.name, seed=seed, progress=not as_json, info=info,
                                                min_samples=min_samples, statistic=statistic or "min",
                                                threads=scenario.threads if implementations else None,
-                                               context=not no_context, overhead=overhead))
+                                               context=not no_context, overhead=overhead,
+                                               network=network_context))
     except InvalidInputError:
         if created and not any(out.iterdir()):  # refused: no empty device folder left behind
             out.rmdir()

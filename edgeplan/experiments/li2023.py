@@ -46,15 +46,18 @@ from edgeplan.latency.calibrate import (
     source_terms,
 )
 from edgeplan.latency.campaign import OpDataset, load_dataset
+from edgeplan.latency.features import CONTEXT_FEATURES
 from edgeplan.latency.model import (
     LatencyModel,
     OpInput,
     Prediction,
     mape,
+    network_footprint,
     op_ms,
     record_latency,
     record_ops,
     scenario_threads,
+    with_context,
 )
 from edgeplan.latency.op_correction import MeasuredOps, measured_ops
 from edgeplan.latency.predictors import METHODS
@@ -300,6 +303,7 @@ def predict_with_folded_work(model: LatencyModel, record: Mapping[str, Any]) -> 
     if scenario is None:  # no runtime to say what it folds: the record's own ops
         return model.predict_ops(ops)
     folded, skipped = _folded_work(str(record["model"]), scenario.kernel_profile)
+    folded = with_context(folded, network_footprint(ops))  # the network's value is its kernels' (the record's ops)
     return with_skipped(model.predict_ops([*ops, *folded]), skipped)
 
 
@@ -593,7 +597,9 @@ def nb201_terms_by(cells: Sequence[str], source: LatencyModel, deductions: Seque
     memo: dict[tuple[str, tuple[float, ...]], OpPrediction] = {}
 
     def seen(o: OpInput) -> tuple[float, ...]:  # what the source's prediction of an op depends on
-        return tuple(o.vector) if source.uses_context else tuple(o.x)
+        if source.uses_network:
+            return tuple(o.vector)
+        return (*o.x, *o.context[:len(CONTEXT_FEATURES)]) if source.uses_context else tuple(o.x)
 
     out: dict[str, list[dict[str, float]]] = {d: [] for d in deductions}
     with counting_bar(progress, "NAS-Bench-201 graphs", total=len(cells)) as advance:

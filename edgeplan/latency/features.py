@@ -80,8 +80,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["CATEGORY_FEATURES", "CONTEXT_CAPS", "CONTEXT_FEATURES", "LEGACY_FEATURES", "category",
-           "computes_product", "features", "lead_node", "predictor_key"]
+__all__ = ["CATEGORY_FEATURES", "CONTEXT_CAPS", "CONTEXT_FEATURES", "LEGACY_FEATURES", "NETWORK_FEATURES",
+           "category", "computes_product", "features", "lead_node", "predictor_key"]
 
 _CONV = ("in_h", "in_w", "in_c", "out_h", "out_w", "stride", "k_h", "k_w", "filters", "input_size", "output_size",
          "kernel_size", "flops")
@@ -135,6 +135,19 @@ CONTEXT_FEATURES: tuple[str, ...] = ("same_op_before", "same_kind_before")
 #: ``bench_li2023_zoo_bias.py --with-spaces --implementations`` with the cap patched; logs
 #: ``campaigns/diag_cap{12,24}.log``).
 CONTEXT_CAPS: dict[str, int] = {"same_op_before": 3, "same_kind_before": 8}
+
+#: Features of the operation's whole network, after :data:`CONTEXT_FEATURES` (set by
+#: :func:`edgeplan.latency.model.with_context`, the same for every operation of a network; a model takes them only
+#: when fitted with ``network=True``, ``ops fit --network-context``): ``network_distinct_mib``, log2 of the summed
+#: MiB of the distinct output sizes of the network's kernels (each size counted once: a proxy for the memory the
+#: allocator must hold). Every operation of a synthetic network with a large footprint runs slower than the same
+#: operation in a small one: on the Zen 5 two-thread file (2026-11-29), the shipped profile's predicted / measured
+#: ratio of synthetic:900-999 falls with the network's summed output MiB (correlation -0.60 of its log; median 1.003
+#: under 30 MiB, 0.948 at 60-120), all categories together, and reproducibly (0.83 between the main campaign and its
+#: repeat). Trained on li2023's 900 and the six spaces, GBDT: synthetic:900-999 3.26 -> 2.91 %, the zoo CNNs 5.44 ->
+#: 5.45 % (``benchmarks/diag_li2023_network_context.py``); the summed output MiB itself helps the synthetic networks
+#: more but the zoo less, which shows no such slowdown.
+NETWORK_FEATURES: tuple[str, ...] = ("network_distinct_mib",)
 
 _MEAN_OPS = {"global_pool", "adaptive_pool2d", "mean", "reduce"}
 

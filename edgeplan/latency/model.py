@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import json
 import lzma
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -43,6 +44,7 @@ from edgeplan.latency.features import (
     CONTEXT_CAPS,
     CONTEXT_FEATURES,
     LEGACY_FEATURES,
+    NETWORK_FEATURES,
     PRODUCT_CATEGORIES,
     features,
     lead_node,
@@ -68,6 +70,7 @@ __all__ = [
     "record_latency",
     "record_ops",
     "scenario_threads",
+    "network_footprint",
     "with_context",
     "write_json",
 ]
@@ -153,8 +156,8 @@ class OpInput:
     ``lead`` is its first IR node (a node dict, :func:`~edgeplan.latency.features.lead_node`), from which a model
     deduces the implementation the runtime selects for it (:meth:`LatencyModel.key_of`); ``key`` does not carry it.
     ``x`` holds the op's own features (:data:`~edgeplan.latency.features.CATEGORY_FEATURES`), ``context`` those of
-    its place in its network (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`, set by :func:`with_context`;
-    empty until then).
+    its place in its network (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`), then its network's
+    (:data:`~edgeplan.latency.features.NETWORK_FEATURES`), set by :func:`with_context`; empty until then.
     """
 
     name: str
@@ -172,17 +175,28 @@ class OpInput:
         return [*self.x, *self.context]
 
 
-def with_context(ops: Sequence[OpInput]) -> list[OpInput]:
+def network_footprint(ops: Sequence[OpInput]) -> float:
+    """:data:`~edgeplan.latency.features.NETWORK_FEATURES`' ``network_distinct_mib`` of a network from its kernels
+    ``ops``: log2 of the summed MiB of their distinct output sizes (each lead node's ``activation_bytes``, counted
+    once per size; at least 1 KiB)."""
+    sizes = {int((o.lead or {}).get("activation_bytes", 0) or 0) for o in ops}
+    return math.log2(max(sum(sizes) / 2**20, 2.0**-10))
+
+
+def with_context(ops: Sequence[OpInput], network: float | None = None) -> list[OpInput]:
     """``ops`` (one network's, in execution order) with their context features set
     (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`): per op, how many ops before it have its key and identical
-    features, and how many have its key, each capped at :data:`~edgeplan.latency.features.CONTEXT_CAPS`."""
+    features, and how many have its key, each capped at :data:`~edgeplan.latency.features.CONTEXT_CAPS`; then the
+    network's (:data:`~edgeplan.latency.features.NETWORK_FEATURES`): ``network``, or :func:`network_footprint` of
+    ``ops`` when None (give the kernels' value to a network's folded operators, whose sizes it leaves out)."""
     same: dict[tuple[str, tuple[float, ...]], int] = defaultdict(int)
     kind: dict[str, int] = defaultdict(int)
     cap_op, cap_kind = CONTEXT_CAPS["same_op_before"], CONTEXT_CAPS["same_kind_before"]
+    whole = network_footprint(ops) if network is None else float(network)
     out = []
     for o in ops:
         exact = (o.key, tuple(o.x))
-        out.append(replace(o, context=(float(min(same[exact], cap_op)), float(min(kind[o.key], cap_kind)))))
+        out.append(replace(o, context=(float(min(same[exact], cap_op)), float(min(kind[o.key], cap_kind)), whole)))
         same[exact] += 1
         kind[o.key] += 1
     return out
@@ -231,13 +245,14 @@ def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpI
                            measured, lead))
     if not record.get("folded_ops"):
         return with_context(out)
+    kernels = with_context(out)
     from edgeplan.ir.kernels.rules import load_rules
     from edgeplan.latency.predict import folded_op_input
 
     rules = load_rules(FOLDING_PROFILE).data["folded_work"]
     folded = [folded_op_input(int(op["folded"]), str(op["op"]), str(op["kind"]), op["input_shapes"],
                               op["output_shapes"], rules, op_ms(op, statistic)) for op in record["folded_ops"]]
-    return [*with_context(out), *with_context(folded)]
+    return [*kernels, *with_context(folded, network_footprint(out))]
 
 
 @dataclass(frozen=True)
@@ -381,20 +396,26 @@ def _fit_ops(ops: Sequence[OpInput], method: str, seed: int, names: Mapping[str,
     x = np.array([_take(o.vector, cols) for o in ops])
     y = np.array([max(o.measured_ms or 0.0, MIN_TARGET_MS) for o in ops])
     prefer = [n in WORK_FEATURES for n in names[cat]] if cat in PRODUCT_CATEGORIES else None
-    linear = [n not in CONTEXT_FEATURES for n in names[cat]]  # the context reaches the trees and the MLP only
+    linear = [n not in _CONTEXT for n in names[cat]]  # the context reaches the trees and the MLP only
     return fit_predictor(x, y, method, seed=seed, prefer=prefer, linear=linear)
 
 
-def _feature_names(context: bool) -> dict[str, tuple[str, ...]]:
-    """Every category's feature names for a new fit: its own, then :data:`CONTEXT_FEATURES` when ``context``."""
-    return {c: (*names, *CONTEXT_FEATURES) if context else names for c, names in CATEGORY_FEATURES.items()}
+#: Every feature of an operation's place in its network and of the network: the predictors' linear parts take none.
+_CONTEXT = (*CONTEXT_FEATURES, *NETWORK_FEATURES)
+
+
+def _feature_names(context: bool, network: bool = False) -> dict[str, tuple[str, ...]]:
+    """Every category's feature names for a new fit: its own, then :data:`CONTEXT_FEATURES` when ``context``, then
+    :data:`NETWORK_FEATURES` when ``network``."""
+    extra = (*(CONTEXT_FEATURES if context else ()), *(NETWORK_FEATURES if network else ()))
+    return {c: (*names, *extra) for c, names in CATEGORY_FEATURES.items()}
 
 
 @functools.lru_cache(maxsize=256)
 def _column_index(names: tuple[str, ...], of: str) -> list[int] | slice:
     """Where the features ``names`` are in an op vector (:attr:`OpInput.vector`) of category ``of``
     (:meth:`LatencyModel._columns`)."""
-    have = (*CATEGORY_FEATURES[of], *CONTEXT_FEATURES)
+    have = (*CATEGORY_FEATURES[of], *_CONTEXT)
     cols = [have.index(n) for n in names]
     return slice(0, len(cols)) if cols == list(range(len(cols))) else cols
 
@@ -461,7 +482,7 @@ class LatencyModel:
     def fit(cls, records: Sequence[Mapping[str, Any]], method: str, scenario: str, seed: int = 0,
             progress: bool = False, info: Mapping[str, Any] | None = None,
             min_samples: int = MIN_SAMPLES, statistic: str = "min", threads: int | None = None,
-            context: bool = True, overhead: str = "linear") -> LatencyModel:
+            context: bool = True, overhead: str = "linear", network: bool = False) -> LatencyModel:
         """Fit every operation key's predictor and the overhead on ``records``.
 
         Parameters
@@ -495,6 +516,9 @@ class LatencyModel:
             give it for each training network, so that it also absorbs their bias there (predictors fitted on a
             log target price an op at the geometric mean of its times, below their mean); or ``mean``, li2023's
             mean difference.
+        network
+            Give the predictors the op's network's footprint too (:data:`NETWORK_FEATURES`,
+            :func:`network_footprint`); off by default.
         """
         _check_statistic(statistic)
         if overhead not in OVERHEAD_FORMS:
@@ -504,7 +528,7 @@ class LatencyModel:
         if not records:
             raise InvalidInputError("no training models")
         keyed = cls(scenario, method, {}, 0.0, threads=threads)
-        names = _feature_names(context)
+        names = _feature_names(context, network)
         by_key: dict[str, list[OpInput]] = defaultdict(list)
         by_cat: dict[str, list[OpInput]] = defaultdict(list)
         latencies, sums, counts, every = [], [], [], []
@@ -595,7 +619,7 @@ class LatencyModel:
                                     "shape: nothing to add" + (f" (it was extended already: {earlier})"
                                                                if earlier else ""))
         feature_names = dict(self.feature_names)
-        want = _feature_names(self.uses_context)
+        want = _feature_names(self.uses_context, self.uses_network)
         for cat in sorted({k.rsplit("|", 1)[1] for k in new}):
             if tuple(feature_names.get(cat, want[cat])) == want[cat]:
                 feature_names[cat] = want[cat]  # recorded: the new predictors take these
@@ -679,7 +703,7 @@ class LatencyModel:
         """Where the features of this model's ``category`` predictors are in an op vector of category ``of``
         (the same category, or a grouped convolution predicted as a dense one: :data:`FAMILY`); a slice when they
         are its first ones, in order (the usual case, and the fast one)."""
-        names = self.feature_names.get(category) or _feature_names(self.uses_context)[category]
+        names = self.feature_names.get(category) or _feature_names(self.uses_context, self.uses_network)[category]
         return _column_index(tuple(names), of)
 
     @property
@@ -692,6 +716,11 @@ class LatencyModel:
     def uses_context(self) -> bool:
         """Whether its predictors take the op's context (:data:`CONTEXT_FEATURES`) beside its own features."""
         return any(n in CONTEXT_FEATURES for names in self.feature_names.values() for n in names)
+
+    @property
+    def uses_network(self) -> bool:
+        """Whether its predictors take the op's network's features (:data:`NETWORK_FEATURES`)."""
+        return any(n in NETWORK_FEATURES for names in self.feature_names.values() for n in names)
 
     def _family_key(self, own: str, category: str) -> str | None:
         """The predictor of an op's family (:data:`FAMILY`) when its own key ``own`` (:meth:`key_of`) and its

@@ -28,6 +28,7 @@ from edgeplan.latency.model import (
     OpInput,
     Prediction,
     model_file,
+    network_footprint,
     read_json,
     with_context,
 )
@@ -156,12 +157,13 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
                                 "fold-constants")
     ops, skipped = _featurize(graph, kernels)
     if deduction == "as-source" and graph.folded_ops:
-        folded, not_priced = folded_work_ops(graph, kernel_profile)
+        folded, not_priced = folded_work_ops(graph, kernel_profile, network_footprint(ops))
         ops, skipped = ops + folded, skipped + not_priced
     return ops, skipped
 
 
-def folded_work_ops(graph: Graph, kernel_profile: str) -> tuple[list[OpInput], list[str]]:
+def folded_work_ops(graph: Graph, kernel_profile: str, network: float | None = None
+                    ) -> tuple[list[OpInput], list[str]]:
     """The graph's folded operators (:attr:`~edgeplan.ir.Graph.folded_ops`) that ``kernel_profile``'s runtime runs
     at every call, as predictor inputs, and those that cannot be priced, by name.
 
@@ -178,6 +180,9 @@ def folded_work_ops(graph: Graph, kernel_profile: str) -> tuple[list[OpInput], l
         The model's graph.
     kernel_profile
         The runtime profile (:func:`edgeplan.ir.kernels.profiles`).
+    network
+        The network-level features' value (:func:`~edgeplan.latency.model.network_footprint` of the graph's
+        kernels); None takes it from the folded ops alone.
 
     Returns
     -------
@@ -205,7 +210,7 @@ def folded_work_ops(graph: Graph, kernel_profile: str) -> tuple[list[OpInput], l
             continue
         ins, outs = graph.folded_shapes[i]
         ops.append(folded_op_input(i, op, kind, ins, outs, rules))
-    return with_context(ops), skipped
+    return with_context(ops, network), skipped
 
 
 def folded_op_input(index: int, op: str, kind: str, input_shapes: Sequence[Sequence[int]],
