@@ -894,6 +894,18 @@ def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str],
     assert main(["ops", "fit", "--data", str(data), "--out", str(tmp_path / "x"), "--extend", "mine",
                  "--no-context"]) != 0
     assert "drop one of --extend and --no-context" in capsys.readouterr().err
+    # --network-context: every predictor also takes its network's footprint, and predict computes it from the graph
+    assert main(["ops", "fit", "--data", str(data), "--method", "lasso", "--out", str(tmp_path / "devices" / "net"),
+                 "--json", "--min-samples", "3", "--network-context"]) == 0
+    capsys.readouterr()
+    net = json.loads((tmp_path / "devices" / "net" / "lasso.json").read_text())["features"]["conv"]
+    assert net[-3:] == ["same_op_before", "same_kind_before", "network_distinct_mib"]
+    assert main(["--home", home, "predict", CELL, "--device", "net", "--method", "lasso", "--json"]) == 0
+    (networked,) = json.loads(capsys.readouterr().out)
+    assert networked["latency_ms"] > 0 and networked["unpredicted_ops"] == []
+    assert main(["ops", "fit", "--data", str(data), "--out", str(tmp_path / "x"), "--extend", "mine",
+                 "--network-context"]) != 0
+    assert "drop one of --extend and --network-context" in capsys.readouterr().err
     # a profile fitted under another name is timed in its model's scenario (a calibrated device is refused:
     # tests/test_calibrate.py)
     assert main(["--home", home, "predict", CELL, "--device", "mine", "--method", "lasso", "--measure", "1",
