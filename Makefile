@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
 
 install: $(STAMP)
 
@@ -30,7 +30,7 @@ lint: $(STAMP)
 bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
        bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points \
        bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer \
-       bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
+       bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
 
 bench-help: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli_help.py
@@ -188,8 +188,15 @@ bench-li2023-2t-zen5-keep: $(STAMP)
 bench-li2023-2t-zen5-keep-stacked: $(STAMP)
 	$(call ZEN5KEEP,2t) --overhead stacked
 
+# the same with every op predictor also given its network's footprint (ops fit --network-context)
+bench-li2023-2t-zen5-keep-net: $(STAMP)
+	$(call ZEN5KEEP,2t) --network-context
+
 bench-li2023-1t-zen5-keep: $(STAMP)
 	$(call ZEN5KEEP,1t)
+
+bench-li2023-1t-zen5-keep-net: $(STAMP)
+	$(call ZEN5KEEP,1t) --network-context
 
 bench-li2023-1t-zen5-keep-stacked: $(STAMP)
 	$(call ZEN5KEEP,1t) --overhead stacked

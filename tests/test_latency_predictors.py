@@ -685,6 +685,12 @@ def test_li2023_report_keys_convolutions_by_implementation_unless_asked_not_to(t
         seen.clear()
         plain = reproduce(methods=("lasso",), data_file=data, context=False)
         assert seen and {m.uses_context for m in seen} == {False}
+        # --network-context: every model fitted also takes the network's footprint
+        seen.clear()
+        net = reproduce(methods=("lasso",), data_file=data, network=True)
+        assert seen and {m.uses_network for m in seen} == {True} and not by_impl["network"]
+    assert net["network"] and "network's footprint (--network-context)" in format_report(net)[0]
+    assert "--network-context" not in format_report(by_impl)[0]
     assert (by_impl["keys"], by_kind["keys"]) == ("implementation", "kind")
     assert "implementation the runtime selects" in format_report(by_impl)[0]
     assert "kernel kind (li2023)" in format_report(by_kind)[0]

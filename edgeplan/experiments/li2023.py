@@ -376,7 +376,8 @@ def _nnmeter(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any
 
 def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS, data_file: Path | None = None,
               repeat_file: Path | None = None, progress: bool = False, statistic: str = "min",
-              implementations: bool = True, context: bool = True, overhead: str = "linear") -> dict[str, Any]:
+              implementations: bool = True, context: bool = True, overhead: str = "linear", network: bool = False
+              ) -> dict[str, Any]:
     """Compute §5.1, §5.3, §5.5 and §5.6 on a scenario's dataset.
 
     Parameters
@@ -404,6 +405,9 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
     overhead
         How the end-to-end overhead is learnt (:data:`~edgeplan.latency.model.OVERHEAD_FORMS`): ``linear``
         (default), ``stacked`` or li2023's ``mean``.
+    network
+        Give the predictors each op's network's footprint too
+        (:data:`~edgeplan.latency.features.NETWORK_FEATURES`); off by default, as in li2023.
 
     Returns
     -------
@@ -435,11 +439,12 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
     out["keys"] = "implementation" if implementations else "kind"
     out["context"] = context
     out["overhead"] = overhead
+    out["network"] = network
     threads = scenario_threads(data.scenario) if implementations else None
     sizes = sorted({min(n, len(train)) for n in _SIZES})
     full = sizes[-1]
     fitted = {(m, n): LatencyModel.fit(train[:n], m, data.scenario, progress=progress, statistic=statistic,
-                                       threads=threads, context=context, overhead=overhead)
+                                       threads=threads, context=context, overhead=overhead, network=network)
               for m in methods
               for n in sizes}
     out["5.1"] = {m: {**_evaluate(fitted[(m, full)], test), "per_category": _per_category(fitted[(m, full)], test)}
@@ -465,7 +470,7 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
         for m in methods:
             def fit(records: Sequence[Mapping[str, Any]], m: str = m) -> LatencyModel:
                 return LatencyModel.fit(records, m, data.scenario, progress=progress, statistic=statistic,
-                                        threads=threads, context=context, overhead=overhead)
+                                        threads=threads, context=context, overhead=overhead, network=network)
 
             both = fit(train + wide)
             out["5.3-wide"][m] = {
@@ -486,6 +491,7 @@ def format_report(result: Mapping[str, Any]) -> list[str]:
                 if result.get("keys", "kind") == "implementation" else "kernel kind (li2023)")
              + ("; features: the op's own and its place in the network (--no-context: its own alone, as li2023)"
                 if result.get("context") else "; features: the op's own (li2023)")
+             + ("; and its network's footprint (--network-context)" if result.get("network") else "")
              + {"linear": "; overhead: linear in the op count and the measured ops' sum (--overhead mean: li2023's "
                           "mean difference)",
                 "stacked": "; overhead: linear in the op count and the ops' sum as the fitted predictors give it "
