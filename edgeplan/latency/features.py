@@ -144,9 +144,10 @@ CONTEXT_CAPS: dict[str, int] = {"same_op_before": 3, "same_kind_before": 8}
 #: operation in a small one: on the Zen 5 two-thread file (2026-11-29), the shipped profile's predicted / measured
 #: ratio of synthetic:900-999 falls with the network's summed output MiB (correlation -0.60 of its log; median 1.003
 #: under 30 MiB, 0.948 at 60-120), all categories together, and reproducibly (0.83 between the main campaign and its
-#: repeat). Trained on li2023's 900 and the six spaces, GBDT: synthetic:900-999 3.26 -> 2.91 %, the zoo CNNs 5.44 ->
-#: 5.45 % (``benchmarks/diag_li2023_network_context.py``); the summed output MiB itself helps the synthetic networks
-#: more but the zoo less, which shows no such slowdown.
+#: repeat). The shipped zen5-torch-fp32-2t refitted with it (li2023's 900 and the six spaces, GBDT): synthetic:900-999
+#: 3.26 -> 2.84 %, the zoo CNNs 4.98 -> 4.95 %; zen5-torch-fp32-1t: 2.43 -> 2.14 % (``make bench-profile-zen5``). The
+#: summed output MiB itself helps the synthetic networks as much but costs the zoo, which shows no such slowdown
+#: (``benchmarks/diag_li2023_network_context.py``).
 NETWORK_FEATURES: tuple[str, ...] = ("network_distinct_mib",)
 
 _MEAN_OPS = {"global_pool", "adaptive_pool2d", "mean", "reduce"}

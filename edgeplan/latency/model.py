@@ -65,12 +65,12 @@ __all__ = [
     "fit_overhead",
     "mape",
     "model_file",
+    "network_footprint",
     "op_ms",
     "read_json",
     "record_latency",
     "record_ops",
     "scenario_threads",
-    "network_footprint",
     "with_context",
     "write_json",
 ]
