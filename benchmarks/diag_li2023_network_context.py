@@ -41,14 +41,15 @@ activation, stacked           2.35 / 12.80
 
 At one thread (``--data edgeplan/data/latency/epyc-zen5-keep/torch-fp32-1t.jsonl.xz --scenario torch-fp32-1t
 --train all``: the 900 and the 300 nf networks; the file's only zoo CNNs are the two NFNets), ``distinct`` gives
-2.15 % / 4.70 %*, against 2.43 % on synthetic:900-999 for the shipped profile fitted the same way without it.
+2.15* % / 4.70* %, against 2.43 % on synthetic:900-999 for the shipped profile fitted the same way without it.
 
 Trained on the 900 alone, every variant that lowers the synthetic error raises the zoo's: the footprint effect the
 synthetic networks show is not the zoo's. Trained on the 900 and the six spaces, ``distinct`` keeps the zoo where it
 was and lowers the synthetic error, so the Zen 5 profiles are fitted with it (``ops fit --network-context``). The
 stacked overhead costs the zoo a point trained on all (6.42 % against 5.44 %). Only ``stacked`` variants bring §5.1
-(the 900 alone) under 2.5 %, at the zoo's expense. The noise floor printed is the main campaign against its repeat
-on the models both hold (synthetic:900-919 and the torchvision CNNs).
+(the 900 alone) under 2.5 %, at the zoo's expense. The noise floor printed is li2023's
+(:func:`edgeplan.experiments.li2023.noise_floor`): the main campaign against its repeat on the models both hold
+(synthetic:900-919 and the torchvision CNNs).
 """
 
 from __future__ import annotations
@@ -56,64 +57,41 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 DATA = Path("edgeplan/data/latency/epyc-zen5-keep/torch-fp32-2t.jsonl.xz")
 
 
-def mape_of(model: Any, records: Sequence[dict[str, Any]]) -> tuple[float, float, int]:
-    """MAPE (%) and median predicted / measured ratio of ``records``, and how many keep an unpredicted op."""
-    ratios, unpredicted = [], 0
-    for r in records:
-        p = model.predict_record(r)
-        ratios.append(p.latency_ms / r["latency_ms"])
-        unpredicted += bool(p.unpredicted)
-    x = np.asarray(ratios)
-    return 100 * float(np.mean(np.abs(x - 1))), float(np.median(x)), unpredicted
-
-
-def floor(main: dict[str, dict[str, Any]], repeat: dict[str, dict[str, Any]], models: Sequence[str]) -> str:
-    """End-to-end MAPE between the main campaign and its repeat on ``models`` both hold."""
-    both = [m for m in models if m in repeat]
-    if not both:
-        return "no repeat"
-    a = np.asarray([main[m]["latency_ms"] for m in both])
-    b = np.asarray([repeat[m]["latency_ms"] for m in both])
-    return f"{100 * float(np.mean(np.abs(b - a) / a)):.2f}% over {len(both)}"
-
-
 def run(args: argparse.Namespace) -> None:
     """Fit and score as the module docstring says."""
     from _machine import machine
 
+    from edgeplan.experiments.li2023 import _spaces, _split, format_floor, noise_floor
     from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import LatencyModel, scenario_threads
+    from edgeplan.latency.model import LatencyModel, mape, scenario_threads
 
-    records = {r["model"]: r for r in load_dataset(args.data).records}
+    data = load_dataset(args.data)
     twin = args.repeat_data or args.data.with_name(args.data.name.replace(".jsonl", ".repeat.jsonl"))
-    repeat = {r["model"]: r for r in load_dataset(twin).records} if twin.is_file() else {}
-
-    def synthetic(m: str, lo: int, hi: int) -> bool:
-        return m.startswith("synthetic:") and lo <= int(m.split(":")[1]) < hi
-
-    train = [r for m, r in records.items() if synthetic(m, 0, 900)
-             or (args.train == "all" and m.split(":")[0].startswith("synthetic-"))]
-    test = [m for m in records if synthetic(m, 900, 1000)]
-    zoo = [m for m in records if m.split(":")[0] in ("torchvision", "timm")]
-    print(f"{machine(scenario_threads(args.scenario))}\n{args.data}: feature {args.feature}, overhead {args.overhead}, "
-          f"trained on {len(train)} networks ({args.train})", flush=True)
+    repeat = load_dataset(twin) if twin.is_file() else None
+    train, test, zoo = _split(data)
+    if args.train == "all":
+        train += [r for rs in _spaces(data).values() for r in rs]
+    threads = scenario_threads(args.scenario)
+    print(f"{machine(threads)}\n{args.data}: feature {args.feature}, overhead {args.overhead}, trained on "
+          f"{len(train)} networks ({args.train}); noise floor {format_floor(noise_floor(data, repeat, 'median'))}",
+          flush=True)
     start = time.perf_counter()
-    model = LatencyModel.fit(train, "gbdt", args.scenario, statistic="median", threads=scenario_threads(args.scenario),
-                             context=True, overhead=args.overhead, network=args.feature == "distinct")
+    model = LatencyModel.fit(train, "gbdt", args.scenario, statistic="median", threads=threads, context=True,
+                             overhead=args.overhead, network=args.feature == "distinct")
     print(f"fitted in {time.perf_counter() - start:.0f} s")
-    for name, models in (("synthetic:900-999", test), ("zoo CNNs", zoo)):
-        err, ratio, unpredicted = mape_of(model, [records[m] for m in models])
-        print(f"  {name}: MAPE {err:.2f}% (median ratio {ratio:.3f}; {unpredicted} with an unpredicted op, left "
-              f"as lower bounds); noise floor {floor(records, repeat, models)}")
+    for name, records in (("synthetic:900-999", test), ("zoo CNNs", zoo)):
+        preds = [model.predict_record(r) for r in records]
+        ratio = float(np.median([p.latency_ms / r["latency_ms"] for p, r in zip(preds, records, strict=True)]))
+        unpredicted = sum(bool(p.unpredicted) for p in preds)
+        print(f"  {name}: MAPE {mape([p.latency_ms for p in preds], [r['latency_ms'] for r in records]):.2f}% "
+              f"(median ratio {ratio:.3f}; {unpredicted} with an unpredicted op, left as lower bounds)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -186,4 +186,3 @@ def test_the_bias_bench_evaluates_a_device_profile_on_the_networks_it_was_not_tr
     assert out.count("(noise floor 10.00% over 1 models)") == 2
     with pytest.raises(SystemExit):
         bench.main(["--device", "dev", "--method", "lasso"])  # a profile is evaluated on a --data file
-
