@@ -57,31 +57,41 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 DATA = Path("edgeplan/data/latency/epyc-zen5-keep/torch-fp32-2t.jsonl.xz")
 
 
-def run(args: argparse.Namespace) -> None:
-    """Fit and score as the module docstring says."""
-    from _machine import machine
-
+def load_split(args: argparse.Namespace) -> tuple[list[Any], list[Any], list[Any], str]:
+    """``args.data``'s training networks (synthetic:0-899, and with ``--train all`` every synthetic space's), its
+    synthetic:900-999 and its zoo CNNs, and li2023's noise floor against its repeat (``--repeat-data`` or the file's
+    ``.repeat`` twin), as text."""
     from edgeplan.experiments.li2023 import _spaces, _split, format_floor, noise_floor
     from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import LatencyModel, mape, scenario_threads
 
     data = load_dataset(args.data)
-    twin = args.repeat_data or args.data.with_name(args.data.name.replace(".jsonl", ".repeat.jsonl"))
+    twin = getattr(args, "repeat_data", None) or args.data.with_name(args.data.name.replace(".jsonl", ".repeat.jsonl"))
     repeat = load_dataset(twin) if twin.is_file() else None
     train, test, zoo = _split(data)
     if args.train == "all":
         train += [r for rs in _spaces(data).values() for r in rs]
+    return train, test, zoo, format_floor(noise_floor(data, repeat, "median"))
+
+
+def run(args: argparse.Namespace) -> None:
+    """Fit and score as the module docstring says."""
+    from _machine import machine
+
+    from edgeplan.latency.model import LatencyModel, mape, scenario_threads
+
+    train, test, zoo, floor = load_split(args)
     threads = scenario_threads(args.scenario)
     print(f"{machine(threads)}\n{args.data}: feature {args.feature}, overhead {args.overhead}, trained on "
-          f"{len(train)} networks ({args.train}); noise floor {format_floor(noise_floor(data, repeat, 'median'))}",
-          flush=True)
+          f"{len(train)} networks ({args.train}); noise floor {floor}", flush=True)
     start = time.perf_counter()
     model = LatencyModel.fit(train, "gbdt", args.scenario, statistic="median", threads=threads, context=True,
                              overhead=args.overhead, network=args.feature == "distinct")
@@ -94,22 +104,32 @@ def run(args: argparse.Namespace) -> None:
               f"(median ratio {ratio:.3f}; {unpredicted} with an unpredicted op, left as lower bounds)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(parser: argparse.ArgumentParser, feature: str = "distinct") -> None:
+    """The options this script shares with ``diag_li2023_overhead_forms.py``: the file, the feature, the training set
+    and the scenario."""
     parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--repeat-data", type=Path, default=None,
-                        help="the repeat file for the noise floor (default: DATA's .repeat twin when present)")
-    parser.add_argument("--feature", choices=("none", "distinct"), default="distinct",
+    parser.add_argument("--feature", choices=("none", "distinct"), default=feature,
                         help="distinct: fit with the network feature (LatencyModel.fit(network=True))")
     parser.add_argument("--train", choices=("900", "all"), default="900")
-    parser.add_argument("--overhead", choices=("linear", "stacked"), default="linear")
     parser.add_argument("--scenario", default="torch-fp32-2t", help="the scenario DATA was measured in")
-    args = parser.parse_args(argv)
+
+
+def run_if_present(args: argparse.Namespace, job: Callable[[argparse.Namespace], None]) -> int:
+    """``job(args)``, or a note on stderr when ``args.data`` is not here (exit 0: a skipped diagnostic)."""
     if not args.data.is_file():
         print(f"skipped: {args.data} is not here", file=sys.stderr)
         return 0
-    run(args)
+    job(args)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    parser.add_argument("--repeat-data", type=Path, default=None,
+                        help="the repeat file for the noise floor (default: DATA's .repeat twin when present)")
+    parser.add_argument("--overhead", choices=("linear", "stacked"), default="linear")
+    return run_if_present(parser.parse_args(argv), run)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The composition forms of benchmarks/diag_li2023_context.py: each recovers the overhead it can express; its
-context split; and bench_li2023_zoo_bias.py's list of the worst-predicted models."""
+context split; bench_li2023_zoo_bias.py's list of the worst-predicted models; and diag_li2023_overhead_forms.py's
+power fit and per-key scales."""
 
 from __future__ import annotations
 
@@ -186,3 +187,31 @@ def test_the_bias_bench_evaluates_a_device_profile_on_the_networks_it_was_not_tr
     assert out.count("(noise floor 10.00% over 1 models)") == 2
     with pytest.raises(SystemExit):
         bench.main(["--device", "dev", "--method", "lasso"])  # a profile is evaluated on a --data file
+
+
+def test_the_overhead_forms_power_fit_recovers_its_exponent_and_the_per_key_scales_undo_a_predictors_bias() -> None:
+    diag = _benchmark("diag_li2023_overhead_forms")
+    rng = np.random.default_rng(1)
+    sums, counts = rng.uniform(2.0, 300.0, 200), rng.integers(30, 700, 200).astype(float)
+    latency = 0.2 + 0.003 * counts + 0.9 * sums ** 1.05
+    assert diag._power(latency, sums, counts) == pytest.approx([0.2, 0.003, 0.9, 1.05], rel=1e-3, abs=1e-4)
+
+    from edgeplan.latency.model import OpInput, OpPrediction, Prediction
+
+    bias = {"k|conv": 0.8, "k|add": 1.25}
+
+    class Biased:  # prices conv ops at 0.8x and add ops at 1.25x their measured times
+        def predict_batch(self, models: list[list[OpInput]]) -> list[Prediction]:
+            out = []
+            for ops in models:
+                preds = tuple(OpPrediction(o.name, o.kind, o.key, (o.measured_ms or 0.0) * bias[o.key], False,
+                                           o.key) for o in ops)
+                out.append(Prediction(sum(p.ms or 0.0 for p in preds), 0.0, preds))
+            return out
+
+    nets = [[OpInput(f"op{i}", "k", key, key.split("|")[1], [1.0], float(rng.uniform(0.1, 2.0)))
+             for i, key in enumerate(["k|conv", "k|add", "k|conv"])] for _ in range(5)]
+    scales = diag._key_scales(Biased(), nets)
+    assert scales == pytest.approx({"k|conv": 1.25, "k|add": 0.8})
+    fixed = diag._sums(Biased(), nets, lambda key: scales[key])
+    assert fixed == pytest.approx([sum(o.measured_ms or 0.0 for o in ops) for ops in nets])
