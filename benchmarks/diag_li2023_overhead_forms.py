@@ -129,11 +129,11 @@ def run(args: argparse.Namespace) -> None:
           f"{np.median(sums['in sample'] / measured):.4f}"
           + (f", out of fold {np.median(sums['out of fold'] / measured):.4f}" if args.folds else ""))
 
-    def score(name: str, total: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+    def score(name: str, total: Callable[[np.ndarray, np.ndarray], np.ndarray],
               scale: Callable[[str], float]) -> None:
         cells = []
         for label, (ops, y) in sets.items():
-            pred = total(_sums(model, ops, scale), np.array([len(o) for o in ops]), y)
+            pred = total(_sums(model, ops, scale), np.array([len(o) for o in ops]))
             cells.append(f"{label} {mape(list(pred), list(y)):.2f}% (ratio {np.median(pred / y):.3f})")
         print(f"  {name:<22} " + "  ".join(cells), flush=True)
 
@@ -143,10 +143,10 @@ def run(args: argparse.Namespace) -> None:
         **({"crossfit": ("out of fold", one)} if args.folds else {})}
     for name, (over, scale) in forms.items():
         a, b, s = fit_overhead(latency, sums[over], counts, "linear")
-        score(name, lambda p, n, y, a=a, b=b, s=s: a + b * n + (1 + s) * p, scale)
+        score(name, lambda p, n, a=a, b=b, s=s: a + b * n + (1 + s) * p, scale)
     for over in ("measured", "in sample"):
         t = _power(latency, sums[over], counts)
-        score(f"power ({over}, g={t[3]:.3f})", lambda p, n, y, t=t: t[0] + t[1] * n + t[2] * p ** t[3], one)
+        score(f"power ({over}, g={t[3]:.3f})", lambda p, n, t=t: t[0] + t[1] * n + t[2] * p ** t[3], one)
 
 
 def main(argv: list[str] | None = None) -> int:
