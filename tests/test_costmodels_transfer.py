@@ -29,6 +29,7 @@ from edgeplan.costmodels.transfer_learning import (
     CROSS_FIT_MIN_ROWS,
     STOP_FRACTION,
     calibrate_primitives,
+    design_rows,
     factor_scales,
     hold_out,
     pooled_scales,
@@ -101,6 +102,80 @@ def test_samples_are_seeded_and_nested_across_fractions(source_data: PrimitiveDa
     assert np.array_equal(a.fit_rows, b.fit_rows) and np.array_equal(a.stop_rows, b.stop_rows)
     assert not np.array_equal(a.rows, draw_samples(source_data, 0.1, seed=2).rows)
     assert set(draw_samples(source_data, 0.05, seed=1).rows) <= set(a.rows)
+
+
+def grid(sizes: int = 30) -> np.ndarray:
+    """A mulder2021-like grid: ``sizes`` layer sizes, each under the same four filter shapes."""
+    rng = np.random.default_rng(5)
+    base = np.unique(np.column_stack([rng.choice([3, 16, 32, 64, 128, 256, 512], 3 * sizes),
+                                      rng.choice([16, 32, 64, 128, 256], 3 * sizes),
+                                      rng.choice([7, 14, 28, 56, 112, 224], 3 * sizes)]), axis=0)[:sizes]
+    shapes = [(1, 1), (3, 1), (3, 2), (5, 1)]
+    return np.array([[*b, f, st] for b in base for f, st in shapes], dtype=float)
+
+
+def test_design_rows_spreads_over_sizes_and_balances_shapes() -> None:
+    x = grid()
+    candidates = np.arange(len(x))
+    rows = design_rows(x, candidates, 10, seed=0)
+    assert len(rows) == 10 and np.array_equal(rows, np.unique(rows)) and set(rows) <= set(candidates)
+    assert len(np.unique(x[rows][:, :3], axis=0)) == 10  # ten different sizes
+    counts = np.unique(x[rows][:, 3:], axis=0, return_counts=True)[1]
+    assert len(counts) == 4 and counts.max() - counts.min() <= 1  # every shape, balanced
+    assert np.array_equal(rows, design_rows(x, candidates, 10, seed=0))
+    assert not np.array_equal(rows, design_rows(x, candidates, 10, seed=1))
+    # the chosen sizes cover the range: the spread of log c is near the whole grid's
+    assert np.log(x[rows, 0]).std() > 0.6 * np.log(x[:, 0]).std()
+
+
+def test_design_rows_beyond_the_number_of_sizes() -> None:
+    x = grid(10)  # 10 sizes x 4 shapes
+    rows = design_rows(x, np.arange(len(x)), 25, seed=3)
+    assert len(rows) == 25 == len(np.unique(rows))
+    assert len(np.unique(x[rows][:, :3], axis=0)) == 10  # every size, then again with other shapes
+    counts = np.unique(x[rows][:, 3:], axis=0, return_counts=True)[1]
+    assert counts.max() - counts.min() <= 1
+    assert len(design_rows(x, np.arange(len(x)), len(x), seed=0)) == len(x)
+
+
+def test_design_rows_weighs_the_shapes_by_their_cells() -> None:
+    x = grid()
+    cells = np.where((x[:, 3] == 3) & (x[:, 4] == 1), 40.0, 10.0)  # (3, 1) gives four times the cells
+    rows = design_rows(x, np.arange(len(x)), 14, seed=0, cells=cells)
+    shapes = [tuple(r) for r in x[rows][:, 3:]]
+    assert shapes.count((3.0, 1.0)) == 8 and all(shapes.count(s) == 2 for s in [(1.0, 1.0), (3.0, 2.0), (5.0, 1.0)])
+
+
+def test_kmeans_samples_follow_the_targets_defined_cells(source_data: PrimitiveDataset) -> None:
+    sample = draw_samples(source_data, 0.2, seed=0, design="kmeans")
+    f, s = source_data.features[sample.rows][:, 3:].T
+    wino = ((f == 3) & (s == 1)).mean()  # the third primitive applies there only: 3 cells against 2
+    uniform = draw_samples(source_data, 0.2, seed=0).rows
+    fu, su = source_data.features[uniform][:, 3:].T
+    assert wino > ((fu == 3) & (su == 1)).mean()
+
+
+@pytest.mark.parametrize("n", [0, 41])
+def test_design_rows_refuses_impossible_counts(n: int) -> None:
+    with pytest.raises(InvalidInputError, match="cannot choose"):
+        design_rows(grid(10), np.arange(40), n, seed=0)
+
+
+def test_kmeans_samples_come_from_the_training_part(source_data: PrimitiveDataset) -> None:
+    split = split_indices(source_data.features, 0)
+    sample = draw_samples(source_data, 0.1, seed=4, design="kmeans")
+    assert len(sample) == round(0.1 * len(split.train)) and set(sample.rows) <= set(split.train)
+    cells = (~np.isnan(source_data.primitive_ns)).sum(axis=1)
+    assert np.array_equal(sample.rows, design_rows(source_data.features, split.train, len(sample), 4, cells=cells))
+    with pytest.raises(InvalidInputError, match="unknown sample design"):
+        draw_samples(source_data, 0.1, seed=4, design="latin")
+
+
+def test_transfer_records_its_design(lin_source: PerformanceModel) -> None:
+    target = shifted_target()
+    model = transfer(lin_source, target, fraction=0.1, seed=0, method="factor", design="kmeans")
+    assert model.info["transfer"]["design"] == "kmeans"
+    assert transfer(lin_source, target, fraction=0.1, seed=0, method="factor").info["transfer"]["design"] == "uniform"
 
 
 def test_validation_and_test_rows_never_reach_the_transfer(source_data: PrimitiveDataset,
@@ -365,7 +440,10 @@ def test_cli_transfer(tmp_path: Path, lin_source: PerformanceModel) -> None:
     data = json.loads(result.output)
     assert data["drawn_rows"] == round(0.05 * data["target_train_rows"]) and data["method"] == "factor"
     assert data["test"]["median_primitive_mdrae"] is not None
-    assert load_performance_model(out).info["transfer"]["seed"] == 2
+    assert load_performance_model(out).info["transfer"]["seed"] == 2 and data["design"] == "uniform"
+    result = runner.invoke(transfer_cmd, [*args, "--design", "kmeans", "--json"], obj=Context())
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert json.loads(result.output)["design"] == "kmeans" == load_performance_model(out).info["transfer"]["design"]
     result = runner.invoke(transfer_cmd, args, obj=Context())
     assert result.exit_code == 0 and "target test MdRAE (median over 3 primitives" in result.output
     assert "held out for early stopping" in result.output  # factor: no fine-tuning, nothing cross-fitted

@@ -211,13 +211,16 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
                    "model on the same samples; direct: the source as is.")
 @click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the target's 80/10/10 split (samples from its training part; scored on its test part).")
+@click.option("--design", type=click.Choice(["uniform", "kmeans"]), default="uniform", show_default=True,
+              help="How the samples are chosen from the training part: uniform (the paper's draw) or kmeans (spread "
+                   "over the layer sizes, balanced over the filter shapes).")
 @click.option("--threads", type=int, default=None, help="Torch intra-op threads for training (default: the source's).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder to write the transferred model to (JSON + .npz, no pickle).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed: int, method: str, split_seed: int,
-             threads: int | None, out_dir: str, as_json: bool) -> None:
+             design: str, threads: int | None, out_dir: str, as_json: bool) -> None:
     """Transfer a fitted model to another platform from a fraction of its data; print the target test MdRAE."""
     from edgeplan.costmodels import (
         evaluate_performance_model,
@@ -237,20 +240,21 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
     source = load_performance_model(model_dir)
     data = load_primitive_csv(data_path)
     model = transfer_model(source, data, fraction=fraction, seed=seed, method=method, split_seed=split_seed,
-                           threads=threads)
+                           threads=threads, design=design)
     folder = save_performance_model(model, out_dir)
     result = evaluate_performance_model(model, data, "test", split_seed)
     info = model.info["transfer"]
     if as_json:
         emit_json({"model": str(folder), "source": model_dir, "data": data_path, "method": method,
-                   "fraction": fraction, "seed": seed, "split_seed": split_seed, "drawn_rows": info["drawn_rows"],
+                   "fraction": fraction, "seed": seed, "split_seed": split_seed, "design": design,
+                   "drawn_rows": info["drawn_rows"],
                    "stop_rows": info["stop_rows"], "cross_fit_folds": info.get("cross_fit_folds"),
                    "target_train_rows": info["target_train_rows"],
                    "ignored_columns": info["ignored_columns"], "seconds": info["seconds"],
                    "test": result.to_dict()})
         return
     click.echo(f"{method}: {source.kind} model {model_dir} -> {data_path} with {info['drawn_rows']} of "
-               f"{info['target_train_rows']} training layers (fraction {fraction:g}, seed {seed}, split seed "
+               f"{info['target_train_rows']} training layers ({design}, fraction {fraction:g}, seed {seed}, split seed "
                f"{split_seed}; {_stopping(info)}), {info['seconds']:.1f} s")
     if info["ignored_columns"]:
         click.echo(f"ignored {len(info['ignored_columns'])} target column(s) the source does not predict: "

@@ -49,7 +49,7 @@ from edgeplan.costmodels.primitive_data import (
     split_indices,
 )
 from edgeplan.costmodels.primitive_models import LinearModel, NN1Model, NN2Model, PrimitiveEstimator, make_estimator
-from edgeplan.costmodels.transfer_learning import TransferSample, draw_samples, transfer
+from edgeplan.costmodels.transfer_learning import TransferSample, design_rows, draw_samples, transfer
 from edgeplan.costmodels.transform_models import KernelTransformModel, make_transform_estimator
 
 __all__ = [
@@ -68,6 +68,7 @@ __all__ = [
     "SplitSeedWarning",
     "TransferSample",
     "TransformDataset",
+    "design_rows",
     "draw_samples",
     "evaluate_performance_model",
     "fit_performance_model",
