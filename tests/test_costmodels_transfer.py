@@ -572,6 +572,8 @@ def test_cli_calibrate_option_mixups(tmp_path: Path, capsys: pytest.CaptureFixtu
     home = ["--home", str(tmp_path / "home")]
     assert main([*home, "calibrate", "--name", "x", "--samples", "5"]) != 0
     assert "--samples is an option of --primitives" in capsys.readouterr().err
+    assert main([*home, "calibrate", "--name", "x", "--design", "kmeans"]) != 0
+    assert "--design is an option of --primitives" in capsys.readouterr().err
     assert main([*home, "calibrate", "--name", "x"]) != 0
     assert "--measurements FILE.csv is required" in capsys.readouterr().err
     assert main([*home, "calibrate", "--name", "x", "--torch-device", "cuda"]) != 0
@@ -652,6 +654,10 @@ def test_cli_calibrate_primitives_refuses_conflicting_options(tmp_path: Path, li
     assert "use cpu, cuda or cuda:N" in capsys.readouterr().err
     assert main([*base, "--network", "torchvision:resnet18", "--samples", "10"]) != 0
     assert "drop --samples" in capsys.readouterr().err
+    assert main([*base, "--measurements", str(csv), "--design", "kmeans"]) != 0
+    assert "--design and --budget-s are about measuring here" in capsys.readouterr().err
+    assert main([*base, "--network", "torchvision:resnet18", "--design", "kmeans"]) != 0
+    assert "drop --samples and --design" in capsys.readouterr().err
     assert main([*base, "--measurements", str(csv), "--from", str(src)]) == 0
     capsys.readouterr()
     assert main([*base, "--measurements", str(csv), "--from", "x", "--replace"]) != 0
@@ -775,6 +781,13 @@ def test_cli_calibrate_primitives_stopped_by_its_budget_fits_nothing(tmp_path: P
     assert (home / "store.sqlite").is_file() and not (home / "devices").exists()
     assert main(args) == 0
     assert "run the same command again to resume (nothing fitted yet)" in capsys.readouterr().out
+    # a designed sample of the configuration space is its own campaign
+    sampled = ["--home", str(home), "calibrate", "--primitives", "--name", "t", "--samples", "6", "--design",
+               "kmeans", "--budget-s", "0.001", "--json"]
+    assert main(sampled) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["measured"]["campaign"].startswith("primitives|zoo-cap3e+08-n6-kmeans-seed0|")
+    assert out["measured"]["configs_total"] == 6 and not (home / "devices").exists()
 
 
 def test_cli_calibrate_primitives_from_one_layer(tmp_path: Path, lin_source: PerformanceModel,

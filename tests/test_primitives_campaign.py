@@ -78,6 +78,22 @@ def test_selection_is_seeded_capped_and_a_sample() -> None:
         pc.select_configs(space, work_cap=0, seed=0)
 
 
+def test_a_designed_selection_spreads_the_sample_and_names_its_campaign() -> None:
+    space = pc.config_space(pc.load_triplets())
+    chosen = pc.select_configs(space, work_cap=3e8, seed=0, max_configs=40, design="kmeans")
+    assert len(chosen) == 40 == len(set(chosen)) and all(pc.work_units(s) <= 3e8 for s in chosen)
+    assert chosen == pc.select_configs(space, work_cap=3e8, seed=0, max_configs=40, design="kmeans")
+    assert len({(s.c, s.k, s.im) for s in chosen}) == 40  # forty different layer sizes
+    stride1 = sum(s.s == 1 for s in chosen)  # stride-1 shapes have more primitives (Winograd, 1x1 GEMMs)
+    assert stride1 > sum(s.s == 1 for s in pc.select_configs(space, work_cap=3e8, seed=0, max_configs=40))
+    plan = pc.primitive_campaign("dev", max_configs=40, design="kmeans")
+    assert plan.name == "primitives|zoo-cap3e+08-n40-kmeans-seed0|torch|1t|dev"
+    assert plan.params["space"]["design"] == "kmeans" and set(plan.configs) == set(chosen)
+    assert "design" not in pc.primitive_campaign("dev", max_configs=40).params["space"]
+    with pytest.raises(InvalidInputError, match="unknown sample design"):
+        pc.select_configs(space, work_cap=3e8, seed=0, max_configs=40, design="latin")
+
+
 def test_main_campaign_identity_is_frozen() -> None:
     # The reference campaign is resumed and exported by name: its name, parameters (primitives and timing
     # included) and measurement order must not change, or `profile` refuses to resume the Store's campaign.

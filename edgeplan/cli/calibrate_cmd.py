@@ -45,6 +45,10 @@ __all__ = ["calibrate"]
 @click.option("--samples", type=click.IntRange(min=1), default=40, show_default=True,
               help="--primitives: layer configurations sampled from the configuration space (about 1 % of the "
                    "reference dataset).")
+@click.option("--design", type=click.Choice(["uniform", "kmeans"]), default="uniform", show_default=True,
+              help="--primitives: how the --samples layers are chosen from the configuration space: uniformly, or "
+                   "kmeans: spread over the layer sizes, the filter shapes in proportion to the primitives that apply "
+                   "to them.")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="--primitives: intra-op threads of the measurements (the setting `select --threads` will run).")
 @click.option("--torch-device", "torch_device", default=None, metavar="cpu|cuda|cuda:N",
@@ -65,9 +69,9 @@ __all__ = ["calibrate"]
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def calibrate(ctx: Context, measurements: Path | None, measure: tuple[str, ...], name: str, source: str | None,
-              method: str | None, primitives: bool, networks: tuple[str, ...], samples: int, threads: int,
-              torch_device: str | None, transfer_method: str, seed: int, budget_s: float | None, replace: bool,
-              as_json: bool) -> None:
+              method: str | None, primitives: bool, networks: tuple[str, ...], samples: int, design: str,
+              threads: int, torch_device: str | None, transfer_method: str, seed: int, budget_s: float | None,
+              replace: bool, as_json: bool) -> None:
     """Create device profile NAME from latencies measured on it: a learnt correction of a source's predictions.
 
     Every row is checked before anything is written: a missing column, an unknown model or a non-positive
@@ -96,10 +100,11 @@ def calibrate(ctx: Context, measurements: Path | None, measure: tuple[str, ...],
                                     "the layers are measured here already (or give --network MODEL)")
         if given("method"):
             raise InvalidInputError("--method picks the latency predictors; with --primitives use --transfer")
-        _calibrate_primitives(ctx, measurements, name, source, networks, samples, threads, torch_device,
+        _calibrate_primitives(ctx, measurements, name, source, networks, (samples, design), threads, torch_device,
                               transfer_method, seed, budget_s, replace, as_json)
         return
-    extra = [o for o in ("networks", "samples", "threads", "torch_device", "transfer_method", "seed", "budget_s")
+    extra = [o for o in ("networks", "samples", "design", "threads", "torch_device", "transfer_method", "seed",
+                         "budget_s")
              if given(o)]
     if extra:
         raise InvalidInputError(f"--{extra[0].replace('_method', '').replace('_', '-')} is an option of "
@@ -279,7 +284,8 @@ def resolve_primitive_model(home: str | None, source: str | None) -> Path:
 
 
 def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, source: str | None,
-                          networks: tuple[str, ...], samples: int, threads: int, torch_device: str | None,
+                          networks: tuple[str, ...], sampling: tuple[int, str], threads: int,
+                          torch_device: str | None,
                           method: str, seed: int, budget_s: float | None, replace: bool, as_json: bool) -> None:
     """Measure a few layers here (or read them) and move the primitive performance model to this machine."""
     from edgeplan.costmodels import load_performance_model, load_primitive_csv
@@ -288,17 +294,20 @@ def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, so
     from edgeplan.measure.device import is_cuda_device
 
     default = click.core.ParameterSource.DEFAULT
-    samples_given = click.get_current_context().get_parameter_source("samples") is not default
+    samples, design = sampling
+    samples_given = any(click.get_current_context().get_parameter_source(o) is not default
+                        for o in ("samples", "design"))
     if measurements is not None and networks:
         raise InvalidInputError("--network measures layers here; --measurements reads them from a file: use one")
     if measurements is not None and (budget_s is not None or samples_given):
-        raise InvalidInputError("--samples and --budget-s are about measuring here; drop them with --measurements")
+        raise InvalidInputError("--samples, --design and --budget-s are about measuring here; drop them with "
+                                "--measurements")
     if torch_device is not None and torch_device != "cpu" and not is_cuda_device(torch_device):
         raise InvalidInputError(f"--torch-device {torch_device!r}: use cpu, cuda or cuda:N")
     if measurements is None:
         torch_device = torch_device or "cpu"
     if networks and samples_given:
-        raise InvalidInputError("--network measures every conv layer of the model; drop --samples")
+        raise InvalidInputError("--network measures every conv layer of the model; drop --samples and --design")
     if budget_s is not None and not budget_s > 0:
         raise InvalidInputError(f"--budget-s {budget_s:g}: give a positive number of seconds")
     folder = primitive_model_folder(ctx.home, name)
@@ -317,8 +326,8 @@ def _calibrate_primitives(ctx: Context, measurements: Path | None, name: str, so
     if measurements is not None:
         data = load_primitive_csv(measurements)
     else:
-        data, measured = _measure_layers(ctx, networks, samples, threads, torch_device or "cpu", seed, budget_s,
-                                         as_json)
+        data, measured = _measure_layers(ctx, networks, (samples, design), threads, torch_device or "cpu", seed,
+                                         budget_s, as_json)
         if data is None:
             if as_json:
                 emit_json({"device": name, "complete": False, "measured": measured["report"]})
@@ -404,8 +413,8 @@ def _fit_bar(enabled: bool) -> Iterator[Callable[[int, int], None]]:
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
-def _measure_layers(ctx: Context, networks: tuple[str, ...], samples: int, threads: int, torch_device: str, seed: int,
-                    budget_s: float | None, as_json: bool) -> tuple[Any, dict[str, Any]]:
+def _measure_layers(ctx: Context, networks: tuple[str, ...], sampling: tuple[int, str], threads: int, torch_device: str,
+                    seed: int, budget_s: float | None, as_json: bool) -> tuple[Any, dict[str, Any]]:
     """Profile the layers to calibrate from in the Store (resumable): the table of the completely measured layers,
     or None when the budget stopped the measuring (run again to resume)."""
     from edgeplan.cli.primitives_cmd import _network_configs
@@ -416,8 +425,9 @@ def _measure_layers(ctx: Context, networks: tuple[str, ...], samples: int, threa
 
     device = describe_device("torch", threads, device=torch_device)
     configs = _network_configs(networks) if networks else None
+    samples, design = sampling
     plan = primitive_campaign(device.key, configs=configs, seed=seed, max_configs=None if networks else samples,
-                              threads=threads, device=torch_device)
+                              threads=threads, device=torch_device, design=design)
     with Store.open(default_store_path(ctx.home)) as store:
         report = profile_primitives(store, plan, device, budget_s=budget_s, progress=not as_json,
                                     command=ctx.command)

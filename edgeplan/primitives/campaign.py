@@ -269,13 +269,33 @@ def work_units(spec: ConvSpec, with_fft: bool = True) -> float:
 
 
 def select_configs(space: Sequence[ConvSpec], *, work_cap: float, seed: int, max_configs: int | None = None,
-                   with_fft: bool = True) -> tuple[ConvSpec, ...]:
-    """The configurations to measure, in measurement order (the sampling rule of the module docstring)."""
+                   with_fft: bool = True, design: str = "uniform",
+                   primitives: Sequence[str] | None = None) -> tuple[ConvSpec, ...]:
+    """The configurations to measure, in measurement order (the sampling rule of the module docstring).
+
+    With ``max_configs`` and ``design="kmeans"`` the configurations are not a uniform sample but those
+    :func:`~edgeplan.costmodels.transfer_learning.design_rows` chooses among the kept ones (spread over the layer
+    sizes, the filter shapes in proportion to how many of ``primitives``, default all, apply to them), in a seeded
+    order.
+    """
     if not work_cap > 0:
         raise InvalidInputError(f"the work cap must be positive, got {work_cap}")
     if max_configs is not None and max_configs < 1:
         raise InvalidInputError(f"max_configs must be a positive integer, got {max_configs}")
+    if design not in ("uniform", "kmeans"):
+        raise InvalidInputError(f"unknown sample design {design!r}; use uniform or kmeans")
     kept = [spec for spec in space if work_units(spec, with_fft) <= work_cap]
+    if design == "kmeans" and max_configs is not None and max_configs < len(kept):
+        import numpy as np
+
+        from edgeplan.costmodels.transfer_learning import design_rows
+        from edgeplan.primitives.registry import get_primitive, primitive_names
+
+        prims = [get_primitive(n) for n in (primitives if primitives is not None else primitive_names())]
+        features = np.array([(c.c, c.k, c.im, c.f, c.s) for c in kept], dtype=np.float64)
+        cells = np.array([sum(p.applies(c) for p in prims) for c in kept], dtype=np.float64)
+        rows = design_rows(features, np.arange(len(kept)), max_configs, seed, cells=cells)
+        return tuple(kept[int(i)] for i in random.Random(seed).sample(list(rows), len(rows)))
     order = random.Random(seed).sample(kept, len(kept))
     return tuple(order if max_configs is None else order[:max_configs])
 
@@ -387,7 +407,8 @@ class CampaignPlan:
 def primitive_campaign(device_key: str, *, configs: Sequence[ConvSpec] | None = None,
                        triplets: Sequence[Triplet] | None = None, work_cap: float = DEFAULT_WORK_CAP,
                        seed: int = 0, max_configs: int | None = None, primitives: Sequence[str] | None = None,
-                       timing: TimingPlan | None = None, threads: int = 1, device: str = "cpu") -> CampaignPlan:
+                       timing: TimingPlan | None = None, threads: int = 1, device: str = "cpu",
+                       design: str = "uniform") -> CampaignPlan:
     """The main campaign: the zoo space (or explicit ``configs``), sampled, on one device.
 
     Parameters
@@ -409,6 +430,9 @@ def primitive_campaign(device_key: str, *, configs: Sequence[ConvSpec] | None = 
     device
         Torch device the primitives run on: ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` (then the primitives that run
         on the CPU only, oneDNN's, are left out, and every timed run ends with a device synchronisation).
+    design
+        How ``max_configs`` configurations are chosen from the zoo space: ``uniform`` (default) or ``kmeans``
+        (:func:`select_configs`; part of the campaign's name and parameters).
 
     Returns
     -------
@@ -442,11 +466,14 @@ def primitive_campaign(device_key: str, *, configs: Sequence[ConvSpec] | None = 
         triplets = tuple(triplets) if triplets is not None else load_triplets()
         space = config_space(triplets)
         chosen = select_configs(space, work_cap=work_cap, seed=seed, max_configs=max_configs,
-                                with_fft="fft" in names)
+                                with_fft="fft" in names, design=design, primitives=names)
         params["space"] = {"triplets": len(triplets), "triplets_sha256": _digest(sorted(triplets)),
                            "kernel_sizes": list(KERNEL_SIZES), "strides": list(STRIDES), "work_cap": work_cap,
                            "max_configs": max_configs, "space_size": len(space), "selected": len(chosen)}
         tag = f"zoo-cap{work_cap:g}" + (f"-n{max_configs}" if max_configs else "")
+        if design != "uniform" and max_configs:  # uniform campaigns keep the names and parameters they always had
+            params["space"]["design"] = design
+            tag += f"-{design}"
     if not chosen:
         raise InvalidInputError("the configuration selection is empty; raise --work-cap or give configurations")
     if primitives is not None:
