@@ -20,6 +20,14 @@ For every seed, the same number of rows as the uniform draw, from the same train
   shapes balanced the same way;
 - ``shapes``: uniform rows within each filter shape, the shapes taking turns: the shape balance alone.
 
+Outcome (2026-11-29, source re-fit that day; medians, MdRAE / mean increase; logs ``campaigns/diag_design_*.log``):
+at 1 %, seeds 0-6, fine-tuning and factor then fine-tuning: uniform 12.87 / 4.87 and 10.87 / 4.97, ``kmeans`` 11.27 /
+3.89 and 8.58 / 3.76, ``even`` 15.65 / 4.44 and 11.27 / 5.13, ``shapes`` 14.36 / 4.58 and 10.66 / 4.29; on seeds 0-11
+``kmeans`` has the lower MdRAE in 9 of 12 draws for both methods (factor then fine-tuning 8.87 % against 10.32 %), and
+halves the Winograd primitives' error; the increases move by one or two points between designs and draws. So the
+library's ``design="kmeans"`` weighs the shapes. At 10 %, fine-tuning, seeds 0-4: uniform 3.94 / 1.63, ``kmeans`` 3.46 /
+1.07, ``even`` 4.20 / 1.03. 25 seeds: ``benchmarks/bench_transfer.py --design kmeans`` (README).
+
 Each sample is transferred with ``--methods`` (default ``finetune`` and ``factor-finetune``) and scored as
 ``bench_transfer.py`` does (MdRAE on AMD's test part, mean selection increase over the six networks, GoogLeNet's).
 Reads ../shared/data/mulder2021 and the Intel NN2 of ``make bench-costmodels`` (out/costmodels/intel-nn2). Pin it to

@@ -213,7 +213,7 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
               help="Seed of the target's 80/10/10 split (samples from its training part; scored on its test part).")
 @click.option("--design", type=click.Choice(["uniform", "kmeans"]), default="uniform", show_default=True,
               help="How the samples are chosen from the training part: uniform (the paper's draw) or kmeans (spread "
-                   "over the layer sizes, balanced over the filter shapes).")
+                   "over the layer sizes, the filter shapes in proportion to the primitives that apply to them).")
 @click.option("--threads", type=int, default=None, help="Torch intra-op threads for training (default: the source's).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder to write the transferred model to (JSON + .npz, no pickle).")
