@@ -26,7 +26,8 @@ function of the layer (c, k, im, f, s), from all of the training part and from 1
 much of AMD's difference from Intel is layer-dependent, and whether 1 % of the layers can carry it.
 
 ``--design kmeans``: the target samples chosen by :func:`~edgeplan.costmodels.design_rows` (spread over the layer
-sizes, balanced over the filter shapes) instead of uniformly; the paper leaves choosing them to future work.
+sizes, the filter shapes in proportion to the primitives that apply to them) instead of uniformly; the paper leaves
+choosing them to future work.
 
 ``--shared-correction``: beside each fine-tuning run, the source NN2 corrected by **one** boosted model of
 log(AMD / source prediction) shared by all primitives (features: the layer's (c, k, im, f, s), its operation, input,
@@ -435,7 +436,8 @@ def main() -> int:
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--design", default="uniform", choices=["uniform", "kmeans"],
                         help="How the target samples are chosen: uniform (the paper's draw) or kmeans (spread over the "
-                             "layer sizes, balanced over the filter shapes; edgeplan.costmodels.design_rows)")
+                             "layer sizes, the filter shapes in proportion to the primitives that apply to them; "
+                             "edgeplan.costmodels.design_rows)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--table5", action="store_true", help="Also the family-to-family matrix (Table 5).")
     parser.add_argument("--table5-only", action="store_true", help="Only Table 5.")
