@@ -24,12 +24,14 @@ Outcome (2026-11-29, source re-fit that day; medians, MdRAE / mean increase; log
 at 1 %, seeds 0-6, fine-tuning and factor then fine-tuning: uniform 12.87 / 4.87 and 10.87 / 4.97, ``kmeans`` 11.27 /
 3.89 and 8.58 / 3.76, ``even`` 15.65 / 4.44 and 11.27 / 5.13, ``shapes`` 14.36 / 4.58 and 10.66 / 4.29; on seeds 0-11
 ``kmeans`` has the lower MdRAE in 9 of 12 draws for both methods (factor then fine-tuning 8.87 % against 10.32 %), and
-halves the Winograd primitives' error; the increases move by one or two points between designs and draws. So the
+halves the Winograd primitives' error (``--seeds 0 1 2 --designs uniform kmeans --methods factor-finetune``: wino3
+15.98 -> 8.34 %, wino5 15.59 -> 9.56 %); the increases move by one or two points between designs and draws. So the
 library's ``design="kmeans"`` weighs the shapes. At 10 %, fine-tuning, seeds 0-4: uniform 3.94 / 1.63, ``kmeans`` 3.46 /
 1.07, ``even`` 4.20 / 1.03. 25 seeds: ``benchmarks/bench_transfer.py --design kmeans`` (README).
 
 Each sample is transferred with ``--methods`` (default ``finetune`` and ``factor-finetune``) and scored as
-``bench_transfer.py`` does (MdRAE on AMD's test part, mean selection increase over the six networks, GoogLeNet's).
+``bench_transfer.py`` does (MdRAE on AMD's test part, mean selection increase over the six networks, GoogLeNet's),
+and at the end each primitive family's median MdRAE per design and method.
 Reads ../shared/data/mulder2021 and the Intel NN2 of ``make bench-costmodels`` (out/costmodels/intel-nn2). Pin it to
 one core: it measures accuracy, not time.
 """
@@ -43,6 +45,7 @@ import time
 from typing import Any
 
 import numpy as np
+from bench_transfer import FAMILIES, family
 from diag_transfer_probe import load_setup, transfer_arguments
 
 from edgeplan.costmodels import draw_samples
@@ -115,6 +118,7 @@ def main() -> int:
     print(f"Intel -> AMD, {100 * args.fraction:g} % of AMD's training part; MdRAE % / mean selection increase % "
           f"(GoogLeNet %)")
     results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    per_family: dict[tuple[str, str], dict[str, list[float]]] = {}
     seeds = args.seeds if args.seeds is not None else list(range(args.repeats))
     for seed in seeds:
         uniform = draw_samples(amd, args.fraction, seed, 0)
@@ -129,6 +133,9 @@ def main() -> int:
                 s = score(model)
                 results.setdefault((design, method), []).append((s["mdrae_pct"], s["increase_pct"],
                                                                  s["googlenet_pct"]))
+                pooled = per_family.setdefault((design, method), {})
+                for name, value in s["primitive_mdrae"].items():
+                    pooled.setdefault(family(name), []).append(100 * value)
                 print(f"seed {seed} {design:<8} {method:<16} {len(rows)} rows, {shapes} shapes: MdRAE "
                       f"{s['mdrae_pct']:6.2f} %, increase {s['increase_pct']:6.2f} % (GoogLeNet "
                       f"{s['googlenet_pct']:5.2f} %) ({time.monotonic() - started:.0f} s)", flush=True)
@@ -137,6 +144,11 @@ def main() -> int:
         cols = list(zip(*values, strict=True))
         print(f"  {design:<8} {method:<16} MdRAE {statistics.median(cols[0]):6.2f} %, increase "
               f"{statistics.median(cols[1]):6.2f} %, GoogLeNet {statistics.median(cols[2]):5.2f} %")
+    print("per family: median MdRAE % over the family's primitives, pooled over the seeds")
+    print(f"  {'':<8} {'':<16}" + "".join(f"{f:>8}" for f in FAMILIES))
+    for (design, method), pooled in per_family.items():
+        print(f"  {design:<8} {method:<16}" + "".join(f"{statistics.median(pooled[f]):8.2f}" if f in pooled
+                                                       else f"{'-':>8}" for f in FAMILIES))
     return 0
 
 
