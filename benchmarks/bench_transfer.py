@@ -4,8 +4,10 @@ The source is the Intel NN2 model (``--source``, fitted on the seed-0 80/10/10 s
 fit it once with ``edgeplan primitives fit --data ../shared/data/mulder2021/intel.csv --out DIR``). For every
 fraction of AMD's training part (default the paper's 0.1, 1, 2.5, 5, 10 and 25 %) and every repeat (default 25; the
 repeat number is the seed of the draw), the methods of :func:`~edgeplan.costmodels.transfer` (default ``finetune``
-and ``scratch``, ``--methods`` adds ``factor-finetune`` (a pooled factor, then fine-tuning) and ``finetune-holdout``,
-fine-tuning without cross-fitting; the same drawn samples for all) are scored by
+and ``scratch``, ``--methods`` adds ``factor-finetune`` (a pooled factor, then fine-tuning), ``finetune-holdout``,
+fine-tuning without cross-fitting, and ``finetune-refit`` / ``factor-finetune-refit``, cross-fitted, then every member
+refitted on all drawn rows for the epoch count the folds chose together (``transfer(..., refit=True)``); the same drawn
+samples for all) are scored by
 
 - the MdRAE on AMD's test part (median over primitives), and
 - the selection increase: each network's selection made with the transferred model, priced with the measured AMD
@@ -161,13 +163,15 @@ def load_source(folder: Path) -> Any:
 
 def fitted_run(source: Any, target: Any, fraction: float, seed: int, method: str, args: argparse.Namespace,
                score: Any) -> tuple[Any, dict[str, Any]]:
-    """One transfer (``method``, ``-holdout`` for one shared early-stopping hold-out) and its scores: (model, row)."""
+    """One transfer (``method``; ``-holdout``: one shared early-stopping hold-out; ``-refit``: cross-fitted, then
+    refitted on all drawn rows) and its scores: (model, row)."""
     from edgeplan.costmodels import transfer
 
     started = time.monotonic()
-    model = transfer(source, target, fraction=fraction, seed=seed, method=method.removesuffix("-holdout"),
-                     split_seed=args.split_seed, threads=args.threads, cross_fit=not method.endswith("-holdout"),
-                     design=args.design)
+    model = transfer(source, target, fraction=fraction, seed=seed,
+                     method=method.removesuffix("-holdout").removesuffix("-refit"), split_seed=args.split_seed,
+                     threads=args.threads, cross_fit=not method.endswith("-holdout"), design=args.design,
+                     refit=method.endswith("-refit"))
     fit_s = time.monotonic() - started
     return model, {"fraction": fraction, "seed": seed, "method": method, "fit_s": fit_s,
                    "drawn_rows": model.info["transfer"]["drawn_rows"], **score(model)}
@@ -217,6 +221,34 @@ def grouped(runs: list[dict[str, Any]]) -> dict[tuple[float, str], list[dict[str
     return groups
 
 
+def paired(base: list[dict[str, Any]], variant: list[dict[str, Any]]) -> dict[str, tuple[int, int, float]]:
+    """Per score, over the seeds both ran: (seeds, seeds where ``variant`` is lower, median of variant - base)."""
+    by_seed = {r["seed"]: r for r in base}
+    pairs = [(by_seed[r["seed"]], r) for r in variant if r["seed"] in by_seed]
+    out = {}
+    for key in ("mdrae_pct", "increase_pct", "googlenet_pct"):
+        diffs = [v[key] - b[key] for b, v in pairs]
+        out[key] = (len(diffs), sum(d < 0 for d in diffs), statistics.median(diffs) if diffs else math.nan)
+    return out
+
+
+def print_paired(groups: dict[tuple[float, str], list[dict[str, Any]]]) -> None:
+    """Each ``-refit`` / ``-holdout`` variant against its method on the same draws (paired by seed)."""
+    lines = []
+    for (fraction, method), rs in groups.items():
+        for suffix in ("-refit", "-holdout"):
+            base = groups.get((fraction, method.removesuffix(suffix)))
+            if method.endswith(suffix) and base:
+                p = paired(base, rs)
+                lines.append(f"{100 * fraction:>8g}% {method:<22} vs {method.removesuffix(suffix):<16}"
+                             + "".join(f"  {p[k][1]:>2} of {p[k][0]:>2} lower, {p[k][2]:+6.2f}"
+                                       for k in ("mdrae_pct", "increase_pct", "googlenet_pct")))
+    if lines:
+        print("\nPaired by draw: how often the variant is lower, and the median paired difference (points):")
+        print(f"{'':>9} {'':<42}  {'MdRAE %':<22}  {'increase % (6 nets)':<22}  GoogLeNet incr. %")
+        print("\n".join(lines))
+
+
 def report(args: argparse.Namespace, runs: list[dict[str, Any]], native: dict[str, Any] | None) -> None:
     print(f"\nIntel -> AMD, AMD test part (split seed {args.split_seed}); {args.repeats} repeat(s) per fraction, "
           f"samples {args.design}; median [q1, q3] over repeats")
@@ -244,6 +276,7 @@ def report(args: argparse.Namespace, runs: list[dict[str, Any]], native: dict[st
             print(f"{100 * fraction:>8g}% {fmt(quartiles([r['mdrae_pct'] for r in rs]))} "
                   f"{fmt(quartiles([r['shared_correction_mdrae_pct'] for r in rs]))} "
                   f"{fmt(quartiles([r['with_finetune_mdrae_pct'] for r in rs]))}")
+    print_paired(groups)
     print("\nTargets (issue 5; fine-tuned, medians over repeats):")
     for fraction, (t_mdrae, t_inc) in TARGETS.items():
         rs = groups.get((fraction, "finetune"), [])
@@ -430,9 +463,12 @@ def main() -> int:
     parser.add_argument("--fractions", type=float, nargs="+", default=list(PAPER_FRACTIONS))
     parser.add_argument("--repeats", type=int, default=25)
     parser.add_argument("--methods", nargs="+", default=["finetune", "scratch"],
-                        choices=["finetune", "scratch", "factor-finetune", "finetune-holdout"],
+                        choices=["finetune", "scratch", "factor-finetune", "finetune-holdout", "finetune-refit",
+                                 "factor-finetune-refit"],
                         help="finetune-holdout: fine-tuning with one early-stopping hold-out shared by the members "
-                             "(the default cross-fits them; see edgeplan.costmodels.transfer_learning.stopping_plan)")
+                             "(the default cross-fits them; see edgeplan.costmodels.transfer_learning.stopping_plan); "
+                             "-refit: cross-fitted, then every member trained on all drawn rows for the epoch count "
+                             "the folds chose together")
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--design", default="uniform", choices=["uniform", "kmeans"],
                         help="How the target samples are chosen: uniform (the paper's draw) or kmeans (spread over the "

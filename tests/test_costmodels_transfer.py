@@ -29,6 +29,7 @@ from edgeplan.costmodels.transfer_learning import (
     CROSS_FIT_MIN_ROWS,
     STOP_FRACTION,
     calibrate_primitives,
+    common_epoch,
     design_rows,
     factor_scales,
     hold_out,
@@ -311,6 +312,32 @@ def test_stopping_plan_cross_fits_an_ensemble_from_enough_rows() -> None:
     assert [(f.tolist(), st.tolist()) for f, st in stopping_plan(single, members=2, seed=0)] == [([7], [7])] * 2
 
 
+def test_common_epoch_sums_the_folds_over_the_epochs_they_share() -> None:
+    assert common_epoch([[3.0, 2.0, 1.0, 2.0], [3.0, 1.0, 2.0, 2.0, 0.0]]) == 2  # sums 6, 3, 3, 4: the first lowest
+    assert common_epoch([[5.0, 4.0, 3.0]]) == 3
+    assert common_epoch([[1.0, 0.5], [1.0, 0.9, 0.1, 0.1]]) == 2  # the fourth epoch is beyond the shorter curve
+    for bad in ([], [[1.0], []]):
+        with pytest.raises(ValueError, match="at least one"):
+            common_epoch(bad)
+
+
+def test_refit_trains_every_member_on_all_drawn_rows(nn2_source: PerformanceModel) -> None:
+    target = shifted_target()
+    refit = transfer(nn2_source, target, fraction=0.1, seed=1, method="finetune", refit=True)
+    folds_only = transfer(nn2_source, target, fraction=0.1, seed=1, method="finetune")
+    epochs = refit.info["transfer"]["refit_epochs"]
+    assert isinstance(epochs, int) and 1 <= epochs <= min(refit.primitives.n_epochs_)
+    assert folds_only.info["transfer"]["refit_epochs"] is None
+    assert refit.info["transfer"]["cross_fit_folds"] == folds_only.info["transfer"]["cross_fit_folds"]
+    x = target.features
+    assert not np.allclose(refit.predict_primitives(x), folds_only.predict_primitives(x), equal_nan=True)
+    assert evaluate_performance_model(refit, target).median_primitive_mdrae < 0.3
+    again = transfer(nn2_source, target, fraction=0.1, seed=1, method="finetune", refit=True)
+    np.testing.assert_array_equal(refit.predict_primitives(x), again.predict_primitives(x))
+    shared = transfer(nn2_source, target, fraction=0.1, seed=1, method="finetune", cross_fit=False, refit=True)
+    assert shared.info["transfer"]["refit_epochs"] is None  # nothing cross-fitted, nothing to refit
+
+
 def test_finetune_is_cross_fitted_unless_asked_not_to(nn2_source: PerformanceModel) -> None:
     target = shifted_target()
     crossed = transfer(nn2_source, target, fraction=0.1, seed=1, method="finetune")
@@ -460,6 +487,13 @@ def test_cli_transfer_reports_cross_fitting(tmp_path: Path, nn2_source: Performa
     result = CliRunner().invoke(transfer_cmd, [*args, "--json"], obj=Context())
     data = json.loads(result.output)
     assert sum(data["cross_fit_folds"]) == data["drawn_rows"] and data["stop_rows"] == 0
+    assert data["refit_epochs"] is None
+    result = CliRunner().invoke(transfer_cmd, [*args, "--refit", "--json"], obj=Context())
+    assert result.exit_code == 0, (result.output, result.exception)
+    epochs = json.loads(result.output)["refit_epochs"]
+    assert isinstance(epochs, int) and epochs >= 1
+    result = CliRunner().invoke(transfer_cmd, [*args, "--refit"], obj=Context())
+    assert "cross-fitted: 2 folds of" in result.output and "then every ensemble member trained on all" in result.output
 
 
 @pytest.mark.parametrize(("fraction", "names", "message"), [

@@ -1,0 +1,57 @@
+"""benchmarks/bench_transfer.py's paired comparison of a method's variant with the method on the same draws."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _bench() -> ModuleType:
+    sys.path.insert(0, str(BENCHMARKS))  # it imports its sibling _machine
+    try:
+        spec = importlib.util.spec_from_file_location("bench_transfer", BENCHMARKS / "bench_transfer.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def _run(method: str, seed: int, mdrae: float, increase: float) -> dict[str, float | int | str]:
+    return {"fraction": 0.01, "method": method, "seed": seed, "mdrae_pct": mdrae, "increase_pct": increase,
+            "googlenet_pct": increase / 2}
+
+
+def test_paired_counts_and_median_differences_by_seed() -> None:
+    bench = _bench()
+    base = [_run("finetune", s, m, i) for s, m, i in [(0, 10.0, 3.0), (1, 12.0, 4.0), (2, 9.0, 5.0)]]
+    # seed 3 has no base run: it is left out; seed order differs from the base's
+    variant = [_run("finetune-refit", s, m, i) for s, m, i in [(2, 8.0, 6.0), (0, 9.5, 3.5), (1, 12.5, 2.0),
+                                                               (3, 1.0, 1.0)]]
+    p = bench.paired(base, variant)
+    assert p["mdrae_pct"] == (3, 2, pytest.approx(-0.5))  # diffs -0.5, +0.5, -1.0
+    assert p["increase_pct"] == (3, 1, pytest.approx(0.5))  # diffs +0.5, -2.0, +1.0
+    assert p["googlenet_pct"][:2] == (3, 1)
+    empty = bench.paired(base, [_run("finetune-refit", 9, 1.0, 1.0)])
+    assert empty["mdrae_pct"][:2] == (0, 0) and math.isnan(empty["mdrae_pct"][2])
+
+
+def test_print_paired_only_for_variants_whose_method_ran(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _bench()
+    groups = {(0.01, "finetune"): [_run("finetune", 0, 10.0, 3.0)],
+              (0.01, "finetune-refit"): [_run("finetune-refit", 0, 9.0, 4.0)],
+              (0.01, "factor-finetune-refit"): [_run("factor-finetune-refit", 0, 8.0, 4.0)]}
+    bench.print_paired(groups)
+    out = capsys.readouterr().out
+    assert "finetune-refit" in out and " 1 of  1 lower,  -1.00" in out and " 0 of  1 lower,  +1.00" in out
+    assert "factor-finetune-refit" not in out  # its method, factor-finetune, did not run
+    bench.print_paired({(0.01, "finetune"): [_run("finetune", 0, 10.0, 3.0)]})
+    assert capsys.readouterr().out == ""
