@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
+from typing import Any
 
 import pytest
+from benchmark_loader import load_benchmark
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
-
-def _bench() -> ModuleType:
-    sys.path.insert(0, str(BENCHMARKS))  # it imports its sibling _machine
-    try:
-        spec = importlib.util.spec_from_file_location("bench_transfer", BENCHMARKS / "bench_transfer.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def _bench() -> Any:
+    return load_benchmark("bench_transfer")
 
 
 def _run(method: str, seed: int, mdrae: float, increase: float) -> dict[str, float | int | str]:

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
+from typing import Any
 
 import numpy as np
+from benchmark_loader import load_benchmark
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
-
-def _diag() -> ModuleType:
-    sys.path.insert(0, str(BENCHMARKS))  # it imports its sibling diag_transfer_probe
-    try:
-        spec = importlib.util.spec_from_file_location("diag_transfer_design", BENCHMARKS / "diag_transfer_design.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def _diag() -> Any:
+    return load_benchmark("diag_transfer_design")
 
 
 def _grid() -> np.ndarray:
