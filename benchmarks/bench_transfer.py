@@ -27,6 +27,8 @@ better; the 1 % targets ask for more than that. Beside them, the ratio modelled 
 function of the layer (c, k, im, f, s), from all of the training part and from 1 % of it (median of 5 draws): how
 much of AMD's difference from Intel is layer-dependent, and whether 1 % of the layers can carry it.
 
+``--bag N``: every fine-tuning run N times (other folds and shuffles) and kept as one ensemble.
+
 ``--design kmeans``: the target samples chosen by :func:`~edgeplan.costmodels.design_rows` (spread over the layer
 sizes, the filter shapes in proportion to the primitives that apply to them) instead of uniformly; the paper leaves
 choosing them to future work.
@@ -171,7 +173,7 @@ def fitted_run(source: Any, target: Any, fraction: float, seed: int, method: str
     model = transfer(source, target, fraction=fraction, seed=seed,
                      method=method.removesuffix("-holdout").removesuffix("-refit"), split_seed=args.split_seed,
                      threads=args.threads, cross_fit=not method.endswith("-holdout"), design=args.design,
-                     refit=method.endswith("-refit"))
+                     refit=method.endswith("-refit"), bag=args.bag if "finetune" in method else 1)
     fit_s = time.monotonic() - started
     return model, {"fraction": fraction, "seed": seed, "method": method, "fit_s": fit_s,
                    "drawn_rows": model.info["transfer"]["drawn_rows"], **score(model)}
@@ -251,7 +253,8 @@ def print_paired(groups: dict[tuple[float, str], list[dict[str, Any]]]) -> None:
 
 def report(args: argparse.Namespace, runs: list[dict[str, Any]], native: dict[str, Any] | None) -> None:
     print(f"\nIntel -> AMD, AMD test part (split seed {args.split_seed}); {args.repeats} repeat(s) per fraction, "
-          f"samples {args.design}; median [q1, q3] over repeats")
+          f"samples {args.design}{f', bags of {args.bag} fine-tunings' if args.bag > 1 else ''}; median [q1, q3] over "
+          f"repeats")
     print(f"{'fraction':>9} {'method':<15} {'n':>3} {'MdRAE %':>24} {'increase % (6 nets)':>24} "
           f"{'GoogLeNet incr. %':>24}   paper (AMD)")
     groups = grouped(runs)
@@ -474,6 +477,9 @@ def main() -> int:
                         help="How the target samples are chosen: uniform (the paper's draw) or kmeans (spread over the "
                              "layer sizes, the filter shapes in proportion to the primitives that apply to them; "
                              "edgeplan.costmodels.design_rows)")
+    parser.add_argument("--bag", type=int, default=1,
+                        help="Fine-tunings per transfer kept as one ensemble (transfer(..., bag=N); the fine-tuning "
+                             "methods only)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--table5", action="store_true", help="Also the family-to-family matrix (Table 5).")
     parser.add_argument("--table5-only", action="store_true", help="Only Table 5.")

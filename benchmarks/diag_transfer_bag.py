@@ -2,8 +2,9 @@
 
 For each drawn sample, ``--bag`` fine-tunings of ``--method`` (default ``factor-finetune``) from the same source on
 the same drawn rows, each cross-fitted with other folds and shuffled from another seed (the first is the plain
-method's own), combined by the geometric mean of their predictions. With the pooled factor the bag's members share
-their output scaling, so the bag would be one NN2 with ``bag x 4`` members; here it is only scored.
+method's own), kept as one ensemble, which averages their log predictions: the library's
+``transfer_on(..., bag=N)`` (until 2026-11-29 this script built the same average itself, as the geometric mean of the
+fine-tuned models' predictions; the figures below were made that way, and the library's bag gives the same).
 
 Outcome (1 %, seeds 0-7, bag of 5, 2026-11-26, medians, MdRAE / mean selection increase): single 10.68 % / 4.87 %,
 bag 10.63 % / 3.64 % (log ``campaigns/diag_bag_1.log``): early stopping on a few rows is not what holds the MdRAE
@@ -70,9 +71,10 @@ def main() -> int:
             scored = score_into(score, {"factor-finetune": models[0], "finetune": models[1],
                                         "mix": GeometricMean(models)}, results)
         else:
-            models = [transfer_on(source, amd, sample, seed=seed * 1000 + k if k else seed, method=args.method,
-                                  threads=1, settings=(args.fraction, 0), refit=args.refit) for k in range(args.bag)]
-            scored = score_into(score, {"single": models[0], f"bag of {args.bag}": GeometricMean(models)}, results)
+            single, bagged = (transfer_on(source, amd, sample, seed=seed, method=args.method, threads=1,
+                                          settings=(args.fraction, 0), refit=args.refit, bag=bag)
+                              for bag in (1, args.bag))
+            scored = score_into(score, {"single": single, f"bag of {args.bag}": bagged}, results)
         print(f"seed {seed} ({len(sample)} rows): {scored} ({time.monotonic() - started:.0f} s)", flush=True)
     print_medians(results)
     return 0

@@ -28,6 +28,7 @@ from edgeplan.costmodels.transfer_learning import (
     CALIBRATION_FOLDS,
     CROSS_FIT_MIN_ROWS,
     STOP_FRACTION,
+    bag_seed,
     calibrate_primitives,
     common_epoch,
     design_rows,
@@ -35,6 +36,7 @@ from edgeplan.costmodels.transfer_learning import (
     hold_out,
     pooled_scales,
     stopping_plan,
+    transfer_on,
 )
 from edgeplan.errors import InvalidInputError
 
@@ -338,6 +340,46 @@ def test_refit_trains_every_member_on_all_drawn_rows(nn2_source: PerformanceMode
     assert shared.info["transfer"]["refit_epochs"] is None  # nothing cross-fitted, nothing to refit
 
 
+def test_a_bag_keeps_every_fine_tuning_as_one_ensemble(nn2_source: PerformanceModel, tmp_path: Path) -> None:
+    target = shifted_target()
+    single = transfer(nn2_source, target, fraction=0.1, seed=1, method="factor-finetune")
+    bagged = transfer(nn2_source, target, fraction=0.1, seed=1, method="factor-finetune", bag=3)
+    second = transfer_on(nn2_source, target, draw_samples(target, 0.1, 1, 0), seed=bag_seed(1, 1),
+                         method="factor-finetune", settings=(0.1, 0))
+    members = len(single.primitives.nets_)
+    assert len(bagged.primitives.nets_) == 3 * members and bagged.primitives.n_members == 3 * members
+    assert bagged.info["transfer"]["bag"] == 3 and single.info["transfer"]["bag"] == 1
+    assert bagged.info["transfer"]["primitive_scales"] == single.info["transfer"]["primitive_scales"]
+    x = target.features
+    # the first fine-tuning of the bag is the unbagged transfer; the ensemble averages log predictions
+    first = bagged.primitives.nets_[:members]
+    for a, b in zip(first, single.primitives.nets_, strict=True):
+        np.testing.assert_array_equal(a.to_arrays()["w0"], b.to_arrays()["w0"])
+    assert not np.allclose(bagged.predict_primitives(x), single.predict_primitives(x), equal_nan=True)
+    # the bag's second fine-tuning is a transfer of the same rows with the second bag seed
+    for a, b in zip(bagged.primitives.nets_[members:2 * members], second.primitives.nets_, strict=True):
+        np.testing.assert_allclose(a.to_arrays()["w0"], b.to_arrays()["w0"], rtol=1e-6)
+    folder = save_performance_model(bagged, tmp_path / "bag")
+    again = load_performance_model(folder)
+    np.testing.assert_allclose(again.predict_primitives(x), bagged.predict_primitives(x), rtol=1e-6, equal_nan=True)
+    assert evaluate_performance_model(bagged, target).median_primitive_mdrae < 0.3
+
+
+@pytest.mark.parametrize(("method", "bag", "message"), [
+    ("factor", 2, "method 'factor' has none"),
+    ("direct", 3, "method 'direct' has none"),
+    ("finetune", 0, "at least 1"),
+])
+def test_a_bag_needs_fine_tuning_and_at_least_one(nn2_source: PerformanceModel, method: str, bag: int,
+                                                  message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        transfer(nn2_source, shifted_target(), fraction=0.1, seed=0, method=method, bag=bag)
+
+
+def test_bag_seeds() -> None:
+    assert bag_seed(7, 0) == 7 and bag_seed(7, 1) == 7001 and bag_seed(0, 2) == 2
+
+
 def test_finetune_is_cross_fitted_unless_asked_not_to(nn2_source: PerformanceModel) -> None:
     target = shifted_target()
     crossed = transfer(nn2_source, target, fraction=0.1, seed=1, method="finetune")
@@ -494,6 +536,13 @@ def test_cli_transfer_reports_cross_fitting(tmp_path: Path, nn2_source: Performa
     assert isinstance(epochs, int) and epochs >= 1
     result = CliRunner().invoke(transfer_cmd, [*args, "--refit"], obj=Context())
     assert "cross-fitted: 2 folds of" in result.output and "then every ensemble member trained on all" in result.output
+    result = CliRunner().invoke(transfer_cmd, [*args, "--bag", "2", "--json"], obj=Context())
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert json.loads(result.output)["bag"] == 2
+    factor_args = [*args[:-1], str(tmp_path / "factor"), "--bag", "2", "--method", "factor"]
+    result = CliRunner().invoke(transfer_cmd, factor_args, obj=Context())
+    assert result.exit_code != 0 and isinstance(result.exception, InvalidInputError)
+    assert "has none" in str(result.exception) and not (tmp_path / "factor").exists()
 
 
 @pytest.mark.parametrize(("fraction", "names", "message"), [
