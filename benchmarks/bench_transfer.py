@@ -181,7 +181,7 @@ def fitted_run(source: Any, target: Any, fraction: float, seed: int, method: str
 
 def print_run(row: dict[str, Any]) -> None:
     """One line per run: rows drawn, MdRAE, mean and GoogLeNet selection increase, fitting time."""
-    print(f"  {row['method']:<15} {100 * row['fraction']:6.2f} % seed {row['seed']:>2}: {row['drawn_rows']:>4} rows, "
+    print(f"  {row['method']:<21} {100 * row['fraction']:6.2f} % seed {row['seed']:>2}: {row['drawn_rows']:>4} rows, "
           f"MdRAE {row['mdrae_pct']:7.2f} %, increase {row['increase_pct']:7.2f} % (GoogLeNet "
           f"{row['googlenet_pct']:7.2f} %), {row['fit_s']:5.1f} s", flush=True)
 
@@ -199,7 +199,7 @@ def sweep(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> lis
             rows = draw_samples(amd, fraction, seed, args.split_seed, design=args.design).rows
             row["shared_correction_mdrae_pct"], row["with_finetune_mdrae_pct"] = shared_correction(source, amd, model,
                                                                                                    rows, args)
-            print(f"  {'shared corr.':<15} {100 * fraction:6.2f} % seed {seed:>2}: MdRAE "
+            print(f"  {'shared corr.':<21} {100 * fraction:6.2f} % seed {seed:>2}: MdRAE "
                   f"{row['shared_correction_mdrae_pct']:7.2f} %, geometric mean with finetune "
                   f"{row['with_finetune_mdrae_pct']:7.2f} %", flush=True)
         runs.append(row)
@@ -255,7 +255,7 @@ def report(args: argparse.Namespace, runs: list[dict[str, Any]], native: dict[st
     print(f"\nIntel -> AMD, AMD test part (split seed {args.split_seed}); {args.repeats} repeat(s) per fraction, "
           f"samples {args.design}{f', bags of {args.bag} fine-tunings' if args.bag > 1 else ''}; median [q1, q3] over "
           f"repeats")
-    print(f"{'fraction':>9} {'method':<15} {'n':>3} {'MdRAE %':>24} {'increase % (6 nets)':>24} "
+    print(f"{'fraction':>9} {'method':<21} {'n':>3} {'MdRAE %':>24} {'increase % (6 nets)':>24} "
           f"{'GoogLeNet incr. %':>24}   paper (AMD)")
     groups = grouped(runs)
     for (fraction, method), rs in groups.items():
@@ -264,11 +264,11 @@ def report(args: argparse.Namespace, runs: list[dict[str, Any]], native: dict[st
         if paper and not note:
             note = f"MdRAE {paper[0]:g} %, increase {paper[1]:g} %"
         label = "any" if method == "direct" else f"{100 * fraction:g} %"
-        print(f"{label:>9} {method:<15} {len(rs):>3} {fmt(quartiles([r['mdrae_pct'] for r in rs]))} "
+        print(f"{label:>9} {method:<21} {len(rs):>3} {fmt(quartiles([r['mdrae_pct'] for r in rs]))} "
               f"{fmt(quartiles([r['increase_pct'] for r in rs]))} "
               f"{fmt(quartiles([r['googlenet_pct'] for r in rs]))}   {note}")
     if native is not None:
-        print(f"{'100 %':>9} {'native':<15} {1:>3} {native['mdrae_pct']:7.2f} {'':>16} {native['increase_pct']:7.2f} "
+        print(f"{'100 %':>9} {'native':<21} {1:>3} {native['mdrae_pct']:7.2f} {'':>16} {native['increase_pct']:7.2f} "
               f"{'':>16} {native['googlenet_pct']:7.2f}   (AMD NN2 on all of AMD's training part; paper's dotted "
               f"lines)")
     shared = {k: rs for k, rs in groups.items() if any("shared_correction_mdrae_pct" in r for r in rs)}
