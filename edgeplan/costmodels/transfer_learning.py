@@ -68,9 +68,9 @@ all of their networks are kept as one ensemble of ``N`` times the source's membe
 predictions (one standardization, so one ordinary estimator; prediction and fine-tuning take ``N`` times as long).
 Few drawn rows leave each fine-tuning's details to chance, and the selections depend on the order of close
 primitives (Winograd variants, the 1x1 GEMMs), which the average steadies: on Intel -> AMD at 1 % with kmeans
-samples, factor then fine-tuning, a bag of 5 lowers the mean selection increase in 11 of 12 draws (median 4.23 ->
-3.50 %) and leaves the MdRAE (8.87 -> 9.01 %) (``benchmarks/diag_transfer_bag.py --design kmeans --repeats 12``). On
-uniform draws it did not (see that script).
+samples, factor then fine-tuning, a bag of 5 lowers the mean selection increase in 22 of 25 draws (median 3.76 ->
+3.29 %) and the MdRAE a little (8.74 -> 8.51 %) (``benchmarks/diag_transfer_bag.py --design kmeans --repeats 25``).
+On uniform draws it did not (see that script).
 
 **Columns.** The target's primitive columns must share at least one with the source; target columns the source does
 not predict are ignored (listed in ``info["transfer"]["ignored_columns"]``). Source columns absent from the target
