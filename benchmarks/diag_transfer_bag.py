@@ -35,6 +35,7 @@ Scores as ``bench_transfer.py``. Reads ../shared/data/mulder2021 and the Intel N
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 
@@ -79,7 +80,22 @@ def main() -> int:
             scored = score_into(score, {"single": single, f"bag of {args.bag}": bagged}, results)
         print(f"seed {seed} ({len(sample)} rows): {scored} ({time.monotonic() - started:.0f} s)", flush=True)
     print_medians(results)
+    if not args.mix:
+        print(compare(results["single"], results[f"bag of {args.bag}"]))
     return 0
+
+
+def compare(single: list[tuple[float, float]], bag: list[tuple[float, float]]) -> str:
+    """The bag against the single fine-tuning on the same draws: quartiles, and how often (and by how much, median
+    paired difference) the bag is lower, for the MdRAE and the selection increase."""
+    parts = []
+    for k, name in enumerate(("MdRAE", "increase")):
+        a, b = [v[k] for v in single], [v[k] for v in bag]
+        q = statistics.quantiles(b, n=4) if len(b) > 1 else [b[0]] * 3
+        diffs = [y - x for x, y in zip(a, b, strict=True)]
+        parts.append(f"{name} {q[1]:.2f} % [{q[0]:.2f}, {q[2]:.2f}] with the bag, lower in {sum(d < 0 for d in diffs)} "
+                     f"of {len(diffs)} draws, median paired difference {statistics.median(diffs):+.2f} points")
+    return "bag against single: " + "; ".join(parts)
 
 
 if __name__ == "__main__":

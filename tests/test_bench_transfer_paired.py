@@ -1,4 +1,5 @@
-"""benchmarks/bench_transfer.py's paired comparison of a method's variant with the method on the same draws."""
+"""Paired comparisons by draw in benchmarks/bench_transfer.py (a variant against its method) and
+benchmarks/diag_transfer_bag.py (the bag against the single fine-tuning)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,10 @@ def test_print_paired_only_for_variants_whose_method_ran(capsys: pytest.CaptureF
     assert "factor-finetune-refit" not in out  # its method, factor-finetune, did not run
     bench.print_paired({(0.01, "finetune"): [_run("finetune", 0, 10.0, 3.0)]})
     assert capsys.readouterr().out == ""
+
+
+def test_the_bag_diagnostic_compares_by_draw() -> None:
+    bag = load_benchmark("diag_transfer_bag")
+    line = bag.compare([(10.0, 3.0), (12.0, 4.0), (9.0, 5.0)], [(9.5, 3.5), (12.5, 2.0), (8.0, 4.0)])
+    assert "MdRAE 9.50 % [8.00, 12.50] with the bag, lower in 2 of 3 draws, median paired difference -0.50" in line
+    assert "increase 3.50 % [2.00, 4.00] with the bag, lower in 2 of 3 draws, median paired difference -1.00" in line
