@@ -484,14 +484,13 @@ def _check_bag(bag: int, method: str) -> int:
 
 
 def _pooled_ensemble(tunings: list[PrimitiveEstimator]) -> PrimitiveEstimator:
-    """One estimator holding every network of ``tunings`` (fine-tunings of one model, so one standardization): its
-    prediction averages all of them in log space."""
-    first = tunings[0]
+    """One estimator holding every network of ``tunings`` (fresh fine-tunings of one model, so one standardization;
+    the first is extended in place): its prediction averages all of them in log space."""
+    pooled = tunings[0]
     if len(tunings) == 1:
-        return first
-    assert all(isinstance(t, NN1Model | NN2Model) for t in tunings)
-    pooled = _copy(first)
+        return pooled
     assert isinstance(pooled, NN1Model | NN2Model)
+    members = _members(pooled)
     for other in tunings[1:]:
         assert isinstance(other, NN1Model | NN2Model)
         pooled.groups_ = [*pooled.groups_, *other.groups_]
@@ -501,7 +500,7 @@ def _pooled_ensemble(tunings: list[PrimitiveEstimator]) -> PrimitiveEstimator:
         pooled.stopped_by_ = (*pooled.stopped_by_, *other.stopped_by_)
         pooled.on_validation_ = (*pooled.on_validation_, *other.on_validation_)
         pooled.fit_time_s_ = float(pooled.fit_time_s_ + other.fit_time_s_)
-    pooled.n_members = _members(first) * len(tunings)
+    pooled.n_members = members * len(tunings)
     return pooled
 
 
@@ -543,7 +542,8 @@ def _finetune(est: PrimitiveEstimator, x: FloatArray, y: FloatArray, plan: list[
     x_all, y_all = tuned._scale_x(x), tuned._scale_y(y)  # the source's standardization, kept
     lr = float(tuned.lr) * FINETUNE_LR_FACTOR
     per_member = max(1, len(tuned.nets_) // _members(tuned))
-    refit = refit and _cross_fits(len(np.union1d(*plan[0])), len(plan))
+    every = np.union1d(*plan[0])  # all drawn rows (the first member's fit and stop rows)
+    refit = refit and _cross_fits(len(every), len(plan))
 
     def config(k: int, epochs: int, patience: int) -> TrainConfig:
         return TrainConfig(lr=lr, weight_decay=tuned.weight_decay, batch_size=tuned.batch_size,
@@ -574,7 +574,6 @@ def _finetune(est: PrimitiveEstimator, x: FloatArray, y: FloatArray, plan: list[
         epochs = None
         if refit and curves:
             epochs = common_epoch(curves)
-            every = np.union1d(*plan[0])
             for k, (cols, net) in enumerate(zip(tuned.groups_, tuned.nets_, strict=True)):
                 ys = y_all[every][:, cols]
                 rows = ~np.isnan(ys).all(axis=1)
