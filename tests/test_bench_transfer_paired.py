@@ -51,3 +51,30 @@ def test_the_bag_diagnostic_compares_by_draw() -> None:
     line = bag.compare([(10.0, 3.0), (12.0, 4.0), (9.0, 5.0)], [(9.5, 3.5), (12.5, 2.0), (8.0, 4.0)])
     assert "MdRAE 9.50 % [8.00, 12.50] with the bag, lower in 2 of 3 draws, median paired difference -0.50" in line
     assert "increase 3.50 % [2.00, 4.00] with the bag, lower in 2 of 3 draws, median paired difference -1.00" in line
+
+
+def test_table5_own_levels_put_each_family_at_its_median_ratio_on_the_drawn_rows() -> None:
+    """``--table5-level own``: one factor per family, so that the median ratio of the target's times to the
+    leveled model's over that family's drawn cells is 1, and the source model itself is left as it was."""
+    import numpy as np
+
+    from edgeplan.costmodels import TRANSFORM_COLUMNS, PrimitiveDataset, fit_performance_model
+
+    bench = _bench()
+    rng = np.random.default_rng(0)
+    x = np.unique(np.column_stack([rng.choice([8, 16, 32, 64], 300), rng.choice([16, 32, 64], 300),
+                                   rng.choice([7, 14, 28], 300), np.full(300, 3), np.ones(300)]), axis=0)
+    macs = x[:, 0] * x[:, 1] * x[:, 2] ** 2 * 9
+    names = ("direct-sum2d", "im2col-scan-ab-ik-kj", "winograd-2x2-3x3")
+    prims = np.column_stack([3 * macs + 1e4, macs ** 0.9 + 5e3, 2 * macs])
+    trans = np.column_stack([(1.0 + j % 3) * x[:, 0] * x[:, 2] ** 2 + 50 for j in range(9)])
+    source = fit_performance_model(PrimitiveDataset(x, names, prims, TRANSFORM_COLUMNS, trans, "s.csv"), "lin")
+    target = PrimitiveDataset(x, names, prims * np.array([2.0, 3.0, 5.0]) * rng.lognormal(0, 0.1, prims.shape),
+                              TRANSFORM_COLUMNS, trans, "t.csv")
+    rows = np.arange(0, len(x), 4)
+    before = source.primitives.predict(x)
+    leveled = bench.own_levels(source, target, rows)
+    ratio = target.primitive_ns[rows] / leveled.primitives.predict(x[rows])
+    assert np.allclose(np.median(np.log(ratio), axis=0), 0.0, atol=1e-9)
+    assert np.array_equal(source.primitives.predict(x), before)
+    assert [bench.family(n) for n in names] == ["direct", "im2", "wino3"]

@@ -28,7 +28,7 @@ With a **reference model** (:func:`reference_runner`, ``edgeplan ops profile --r
 call, profiled or not, is preceded by a timed call of the reference, and each time is also kept as its ratio to
 the reference's time just before it (median over the runs; fastest over fastest). The neighbours' load that slows a
 model down slows the reference down with it, so the ratios move far less than the times between two
-measurements of the same networks (the noise floors in the README). The reference is called once untimed before
+measurements of the same networks (the noise floors in docs/figures.md). The reference is called once untimed before
 each timed call (:func:`_timed_reference`): timed right after the measured model, it ran the more slowly the larger
 the model, which deflated large models' ratios; the untimed call narrows that gap without closing it.
 :func:`edgeplan.latency.campaign.export_dataset` converts the ratios back to milliseconds with the scenario's
