@@ -78,3 +78,14 @@ def test_table5_own_levels_put_each_family_at_its_median_ratio_on_the_drawn_rows
     assert np.allclose(np.median(np.log(ratio), axis=0), 0.0, atol=1e-9)
     assert np.array_equal(source.primitives.predict(x), before)
     assert [bench.family(n) for n in names] == ["direct", "im2", "wino3"]
+
+
+def test_table5_agreement_is_one_for_the_paper_itself_and_falls_for_a_reversed_table() -> None:
+    bench = _bench()
+    fams = bench.FAMILIES
+    paper = {t: {f: float(v) for f, v in zip(fams, bench.PAPER_TABLE5[t], strict=True)} for t in fams}
+    assert bench.table5_agreement(paper) == pytest.approx({"entries": 1.0, "rows": 1.0, "columns": 1.0})
+    reversed_ = {t: {f: (1.0 if f == t else 1.0 / v) for f, v in row.items()} for t, row in paper.items()}
+    agreement = bench.table5_agreement(reversed_)
+    assert agreement["entries"] == pytest.approx(-1.0)
+    assert agreement["rows"] < 0 and agreement["columns"] < 0
