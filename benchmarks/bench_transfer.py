@@ -48,7 +48,9 @@ that every other primitive then gets, so the matrix shows what fine-tuning adds 
 ``--table5-level own`` (a diagnostic, not the paper's) then rescales each evaluated family by one factor, the median
 ratio of AMD's times to the model's over that family's cells in the same drawn rows, so that the matrix shows how
 well one family's data teaches the others their shape once each is at its own level (2026-11-29: not at all; the
-others score 16-89 % against 11-18 % for the Intel model so leveled).
+others score 16-89 % against 11-18 % for the Intel model so leveled). The matrix ends with its Spearman rank
+correlations with the paper's ratios (:func:`table5_agreement`): 2026-11-29, +0.24 over the entries, +0.11 over the
+rows, +0.86 over the columns; from a source fitted by ``--recipe paper`` (``--source``), -0.15 / -0.50 / +0.89.
 
 The data are read from ../shared/data/mulder2021; the benchmark skips when they are absent. Pin it to one core and
 use ``--threads 1`` on a shared machine: it measures accuracy, not time.
