@@ -1,0 +1,39 @@
+"""The ``relative`` fine-tuning loss of benchmarks/diag_transfer_variants.py."""
+
+from __future__ import annotations
+
+import torch
+from benchmark_loader import load_benchmark
+
+from edgeplan.costmodels import _mlp
+
+
+def _case() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    pred = torch.randn(5, 6, generator=gen)  # 5 rows, 2 nets of 3 outputs
+    target = torch.randn(5, 6, generator=gen)
+    mask = torch.rand(5, 6, generator=gen) > 0.3
+    return pred, target, mask
+
+
+def test_relative_loss_at_lam_one_is_the_plain_squared_error_and_restores_it() -> None:
+    variants = load_benchmark("diag_transfer_variants")
+    plain = _mlp.masked_sse_per_net
+    pred, target, mask = _case()
+    with variants.relative_loss(1.0):
+        assert _mlp.masked_sse_per_net is not plain
+        sq, count = _mlp.masked_sse_per_net(pred, target, mask, 2)
+    assert _mlp.masked_sse_per_net is plain
+    want_sq, want_count = plain(pred, target, mask, 2)
+    assert torch.allclose(sq, want_sq, atol=1e-5) and torch.equal(count, want_count)
+
+
+def test_relative_loss_at_lam_zero_ignores_a_shift_of_a_whole_row() -> None:
+    variants = load_benchmark("diag_transfer_variants")
+    pred, target, mask = _case()
+    shifted = target + torch.tensor([[0.5], [-1.0], [2.0], [0.0], [3.0]])  # one level per row, both nets
+    with variants.relative_loss(0.0):
+        sq, _ = _mlp.masked_sse_per_net(shifted, target, mask, 2)
+        assert torch.allclose(sq, torch.zeros(2), atol=1e-5)
+        sq_half, _ = _mlp.masked_sse_per_net(pred, target, mask, 2)
+    assert (sq_half > 0).all()
