@@ -426,12 +426,12 @@ def own_levels(model: Any, amd: Any, rows: Any) -> Any:
     over that family's cells in the drawn ``rows`` (all of AMD's columns there, not only the trained family's)."""
     import copy
 
-    from edgeplan.costmodels.transfer_learning import _aligned, _scaled
+    from edgeplan.costmodels.transfer_learning import _aligned, _ratios, _scaled
 
     names = model.primitive_names
-    x = amd.features[rows]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_ratio = np.log(_aligned(amd.primitive_ns[rows], amd.primitives, names) / model.primitives.predict(x))
+    ratio, defined = _ratios(model.primitives, amd.features[rows],
+                             _aligned(amd.primitive_ns[rows], amd.primitives, names))
+    log_ratio = np.log(np.where(defined, ratio, np.nan))
     scales = np.ones(len(names))
     for f in FAMILIES:
         cols = [j for j, p in enumerate(names) if family(p) == f]

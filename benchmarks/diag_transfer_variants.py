@@ -11,8 +11,8 @@ Each variant is scored beside the plain method (``--method``, default ``factor-f
               primitives and the deviations from it, and weighs the mean ``--lam`` x (1: the plain squared error): the
               factor has set the level, and the selection needs the order of a layer's primitives. 2026-11-29, 1 %,
               kmeans samples, factor then fine-tuning, seeds 0-11, medians (``--variant relative --design kmeans
-              --repeats 12 --lam 0.1``, log ``campaigns/diag_relative_s30.log``; lam 0.3 by a scratch script with the
-              same loss, ``campaigns/adhoc_relloss_s30.log``, which gave lam 0.1 the same figures): lam 0.1
+              --repeats 12 --lam 0.1``, log ``campaigns/diag_relative_s30.log``; ``--lam 0.3``, log
+              ``campaigns/diag_relative03_s30.log``): lam 0.1
               9.08 % / 3.79 %, lam 0.3 9.06 % / 4.11 %, against 8.87 % / 4.23 % plain: the
               increase moves within the draws' spread (lower in 7 of 12 at lam 0.1), the MdRAE rises a little.
 ``risk``      the plain fine-tuned model, priced for the selection pessimistically: the ensemble's mean log prediction
