@@ -96,7 +96,7 @@ bench-transfer: $(STAMP)
 
 # mulder2020 Table 5: the Intel NN2 fine-tuned on one family's columns of 10% of AMD's training part (same model)
 bench-transfer-table5: $(STAMP)
-	$(BIN)/python benchmarks/bench_transfer.py --table5-only --threads 1
+	$(BIN)/python benchmarks/bench_transfer.py --table5-only --threads 1 --table5-repeats 3
 
 bench-transfer-gpu: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer_gpu.py --fractions 0.01 0.025 0.05 0.1 0.25 --repeats 5 --threads 1

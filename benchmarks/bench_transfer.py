@@ -47,10 +47,15 @@ factor-finetune`` (not the paper's) puts the pooled factor first: the trained fa
 that every other primitive then gets, so the matrix shows what fine-tuning adds beyond the platform's level.
 ``--table5-level own`` (a diagnostic, not the paper's) then rescales each evaluated family by one factor, the median
 ratio of AMD's times to the model's over that family's cells in the same drawn rows, so that the matrix shows how
-well one family's data teaches the others their shape once each is at its own level (2026-11-29: not at all; the
-others score 16-89 % against 11-18 % for the Intel model so leveled). The matrix ends with its Spearman rank
-correlations with the paper's ratios (:func:`table5_agreement`): 2026-11-29, +0.24 over the entries, +0.11 over the
-rows, +0.86 over the columns; from a source fitted by ``--recipe paper`` (``--source``), -0.15 / -0.50 / +0.89.
+well one family's data teaches the others their shape once each is at its own level. The matrix ends with its
+Spearman rank correlations with the paper's ratios (:func:`table5_agreement`). Until 2026-11-29 fine-tuning let
+Adam's weight decay pull the untrained families' output weights to zero, so their outputs sank to their means (off
+the diagonal 34-89 %; Spearman +0.24 over the entries, +0.11 over the rows, +0.86 over the columns). With those
+weights held (:func:`edgeplan.costmodels._mlp.train_masked`), the median of 3 repeats (``make
+bench-transfer-table5``, 2026-11-29): +0.84 / +0.68 / +0.93, im2's row 2.9-9.4x its diagonal (paper 3-8x),
+direct-sum's the worst (12-17x; paper 18-44x); from a source fitted by ``--recipe paper`` (``--source``)
++0.38 / +0.14 / +0.64; with the pooled factor first -0.12 / -0.11 / -0.75 (one family's level misleads the
+others').
 
 The data are read from ../shared/data/mulder2021; the benchmark skips when they are absent. Pin it to one core and
 use ``--threads 1`` on a shared machine: it measures accuracy, not time.

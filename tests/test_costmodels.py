@@ -238,6 +238,25 @@ def test_a_net_without_validation_cells_stops_on_its_training_loss() -> None:
     assert final == pytest.approx(log.best_val_losses[1], rel=1e-5) and final < 0.05 * initial
 
 
+def test_an_output_without_training_cells_keeps_its_output_weights_under_weight_decay() -> None:
+    torch = pytest.importorskip("torch")
+    from edgeplan.costmodels._mlp import StackedMLP, TrainConfig, torch_threads, train_masked
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(24, 2))
+    y = np.column_stack([x[:, 0] - x[:, 1], np.full(24, np.nan)])  # output 1 has no training cell at all
+    net = StackedMLP(1, (2, 8, 2), seed=0)
+    w0, b0 = net.weights[-1].detach().clone(), net.biases[-1].detach().clone()
+    hidden0 = net.weights[0].detach().clone()
+    with torch_threads(1):
+        train_masked(net, x, y, x, y, TrainConfig(lr=0.01, weight_decay=1e-5, batch_size=8, max_epochs=200,
+                                                  patience=200))
+    # Adam's decay alone moves a weight about lr per step: 600 steps would have taken these ~0.35 weights to 0
+    assert torch.equal(net.weights[-1][..., 1], w0[..., 1]) and torch.equal(net.biases[-1][..., 1], b0[..., 1])
+    assert not torch.equal(net.weights[-1][..., 0], w0[..., 0])  # the trained output and the body still learn
+    assert not torch.equal(net.weights[0], hidden0)
+
+
 # -- estimators -----------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("cls", [LinearModel, NN1Model, NN2Model])

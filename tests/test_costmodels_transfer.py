@@ -448,6 +448,14 @@ def test_a_target_with_a_subset_of_the_columns_works(nn2_source: PerformanceMode
     assert np.isfinite(pred[:, 1]).all()  # p1 is still predicted, from the source
     result = evaluate_performance_model(model, target)
     assert set(result.primitive_mdrae) == {"p0", "wino"} and result.only_in_data == ("new",)
+    if method == "finetune":  # p1 moves with the shared layers only: weight decay does not pull its outputs to 0
+        src, tuned = nn2_source.primitives, model.primitives
+        assert isinstance(src, NN2Model) and isinstance(tuned, NN2Model) and src.weight_decay > 0
+        for cols, before, after in zip(src.groups_, src.nets_, tuned.nets_, strict=True):
+            p1, p0 = cols.index(1), cols.index(0)
+            w0, w1 = before.weights[-1].detach().numpy(), after.weights[-1].detach().numpy()
+            np.testing.assert_array_equal(w1[..., p1], w0[..., p1])
+            assert not np.array_equal(w1[..., p0], w0[..., p0])
 
 
 @pytest.mark.parametrize("method", ["finetune", "factor", "scratch", "direct"])

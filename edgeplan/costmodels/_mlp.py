@@ -274,12 +274,43 @@ def _has_cells(mask: torch.Tensor, n_nets: int) -> torch.Tensor:
     return mask.reshape(mask.shape[0], n_nets, mask.shape[1] // n_nets).any(dim=2).any(dim=0)
 
 
+class _HeldOutputs:
+    """The output-layer weights and biases of the outputs without any training cell, put back after every step.
+
+    Such an output has no loss and so no data gradient, but Adam's weight decay still moves its weights: the decay
+    term is the whole gradient, and Adam divides it by its own magnitude, so every step moves each weight by about
+    the learning rate towards zero whatever the decay's size. Fine-tuned on one primitive family's columns, the
+    other families' outputs then sank to their mean within a few hundred steps (mulder2020 Table 5). Held, such an
+    output changes only as the shared hidden layers do.
+    """
+
+    def __init__(self, net: StackedMLP, mask: torch.Tensor) -> None:
+        g = net.n_nets
+        m = mask.shape[1] // g
+        held = ~mask.reshape(mask.shape[0], g, m).any(dim=0)  # (G, m): True for an output with no training cell
+        self.held = held if bool(held.any()) else None
+        if self.held is not None:
+            self.w, self.b = net.weights[-1], net.biases[-1]
+            self.w0, self.b0 = self.w.detach().clone(), self.b.detach().clone()
+
+    def restore(self) -> None:
+        """Put the held outputs' weights back (a no-op when every output has a training cell)."""
+        if self.held is None:
+            return
+        with torch.no_grad():
+            cols = self.held.unsqueeze(1)  # (G, 1, m), broadcast over the fan-in and the bias's unit axis
+            self.w.copy_(torch.where(cols, self.w0, self.w))
+            self.b.copy_(torch.where(cols, self.b0, self.b))
+
+
 def _train_epoch(net: StackedMLP, data: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
                  opt: torch.optim.Optimizer, batch_size: int, gen: torch.Generator,
-                 average: list[torch.Tensor] | None = None, decay: float = 0.0) -> float:
+                 average: list[torch.Tensor] | None = None, decay: float = 0.0,
+                 held: _HeldOutputs | None = None) -> float:
     """One pass over the shuffled training rows; returns the mean over mini-batches of the summed per-net MSE.
 
-    With ``average`` (one tensor per parameter), it is moved towards the weights after every step by ``decay``.
+    With ``average`` (one tensor per parameter), it is moved towards the weights after every step by ``decay``;
+    ``held`` puts the outputs without training cells back after every step.
     """
     xt, yt, mt = data
     net.train()
@@ -292,6 +323,8 @@ def _train_epoch(net: StackedMLP, data: tuple[torch.Tensor, torch.Tensor, torch.
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if held is not None:
+            held.restore()
         if average is not None:
             with torch.no_grad():
                 for avg, p in zip(average, net.parameters(), strict=True):
@@ -312,6 +345,10 @@ def train_masked(net: StackedMLP, x: FloatArray, y: FloatArray, x_val: FloatArra
     (``TrainLog.on_validation`` marks it). Training ends when no net's stopping loss improved for
     ``config.patience`` epochs (epochs, not mini-batch steps: see :class:`TrainConfig`), or at ``max_epochs``
     or ``time_limit_s``.
+
+    An output without any defined training cell keeps its output-layer weights and bias (:class:`_HeldOutputs`):
+    it moves only as the hidden layers it shares with the trained outputs do, not towards zero under Adam's
+    weight decay.
 
     Parameters
     ----------
@@ -339,6 +376,7 @@ def _train_masked(net: StackedMLP, x: FloatArray, y: FloatArray, x_val: FloatArr
     xt, yt, mt = _tensors(x, y)
     xv, yv, mv = _tensors(x_val, y_val)
     on_val = _has_cells(mv, g)
+    held = _HeldOutputs(net, mt)
     opt = torch.optim.Adam(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     gen = torch.Generator().manual_seed(config.seed)
     best = torch.full((g,), math.inf)
@@ -353,7 +391,7 @@ def _train_masked(net: StackedMLP, x: FloatArray, y: FloatArray, x_val: FloatArr
         lr = _lr_at(config, epoch - 1, lr)
         for group in opt.param_groups:
             group["lr"] = lr
-        train_loss = _train_epoch(net, (xt, yt, mt), opt, config.batch_size, gen, average, config.ema_decay)
+        train_loss = _train_epoch(net, (xt, yt, mt), opt, config.batch_size, gen, average, config.ema_decay, held)
         raw = None
         if average is not None:  # score (and keep) the averaged weights; train on from the raw ones
             with torch.no_grad():

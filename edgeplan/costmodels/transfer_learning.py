@@ -75,8 +75,10 @@ On uniform draws it did not (see that script).
 **Columns.** The target's primitive columns must share at least one with the source; target columns the source does
 not predict are ignored (listed in ``info["transfer"]["ignored_columns"]``). Source columns absent from the target
 stay masked: no loss, no gradient, no factor sample; the transferred model still predicts them (``factor``: the
-fallback scale; ``finetune``: the shared network as it moved). Where each primitive applies (its ``(f, s)``) stays
-the source's for ``direct``, ``factor`` and ``finetune``.
+fallback scale; ``finetune``: the shared network as it moved, their output weights held where they were, since
+Adam's weight decay alone would otherwise pull them to zero; see :func:`~edgeplan.costmodels._mlp.train_masked`).
+The same holds for a source column that the drawn rows (or a member's part of them) never define. Where each
+primitive applies (its ``(f, s)``) stays the source's for ``direct``, ``factor`` and ``finetune``.
 
 **Layout transformations.** ``direct``: the source's. ``factor`` and ``finetune``: the source's transformation
 models (held-out-tensor and paper-protocol ones) **factor-corrected** the same way, per transformation over the
