@@ -19,7 +19,10 @@ Each variant is scored beside the plain method (``--method``, default ``factor-f
               plus ``--kappa`` x the members' spread, so that layers the members disagree on go to safer primitives
               (the MdRAE is of those pessimistic costs too).
 ``decompose`` where the selection increase comes from: the plain model's selection with the measured AMD primitive
-              times in place of its primitive predictions (its transformation model kept).
+              times in place of its primitive predictions (its transformation model kept). 2026-11-29, 1 %, kmeans
+              samples, seeds 0-4 (``--variant decompose --design kmeans --repeats 5``, log
+              ``campaigns/diag_decompose_1_kmeans_s31.log``): median 4.60 % -> 0.18 %: the primitive predictions
+              carry the increase, the transformations almost none of it.
 
 Scores as ``bench_transfer.py``: MdRAE on AMD's test part / mean selection increase over the six networks. Reads
 ../shared/data/mulder2021 and the Intel NN2 of ``make bench-costmodels`` (out/costmodels/intel-nn2). Pin it to one
