@@ -1,4 +1,4 @@
-"""Intel -> AMD transfer: four variants of fine-tuning tried and not adopted (issue 5 diagnostic, no target).
+"""Intel -> AMD transfer: variants of fine-tuning tried and not adopted (issue 5 diagnostic, no target).
 
 Each variant is scored beside the plain method (``--method``, default ``factor-finetune``) on the same drawn rows:
 
@@ -18,6 +18,9 @@ Each variant is scored beside the plain method (``--method``, default ``factor-f
 ``risk``      the plain fine-tuned model, priced for the selection pessimistically: the ensemble's mean log prediction
               plus ``--kappa`` x the members' spread, so that layers the members disagree on go to safer primitives
               (the MdRAE is of those pessimistic costs too).
+``part``      only part of each network fine-tuned, the rest frozen (``--part head``: the output layer, a linear map
+              of the source's last hidden features; ``--part body``: the hidden layers, the outputs' weights kept):
+              fewer free weights for 37 layers to pin down.
 ``decompose`` where the selection increase comes from: the plain model's selection with the measured AMD primitive
               times in place of its primitive predictions (its transformation model kept). 2026-11-29, 1 %, kmeans
               samples, seeds 0-4 (``--variant decompose --design kmeans --repeats 5``, log
@@ -47,7 +50,7 @@ from diag_transfer_probe import load_setup, transfer_arguments
 
 from edgeplan.costmodels import _mlp, transfer, transfer_learning
 
-VARIANTS = ("weighted", "relative", "l2sp", "risk", "decompose")
+VARIANTS = ("weighted", "relative", "l2sp", "risk", "part", "decompose")
 
 
 @contextlib.contextmanager
@@ -150,6 +153,35 @@ def anchored(alpha: float) -> Iterator[None]:
         _mlp.train_masked = train
 
 
+@contextlib.contextmanager
+def trained_part(part: str) -> Iterator[None]:
+    """Fine-tuning that trains only the output layer (``part="head"``) or only the hidden layers (``"body"``).
+
+    The other layers' parameters are frozen (no gradient, so Adam neither steps nor decays them) for the duration
+    of each ``train_masked`` call, and unfrozen after it."""
+    if part not in ("head", "body"):
+        raise ValueError(f"part {part!r}: use head or body")
+    train = _mlp.train_masked
+
+    def train_masked(net: Any, *args: Any, **kwargs: Any) -> Any:
+        last = len(net.weights) - 1
+        frozen = [p for i, pair in enumerate(zip(net.weights, net.biases, strict=True))
+                  if (i == last) == (part == "body") for p in pair]
+        for p in frozen:
+            p.requires_grad_(False)
+        try:
+            return train(net, *args, **kwargs)
+        finally:
+            for p in frozen:
+                p.requires_grad_(True)
+
+    _mlp.train_masked = train_masked
+    try:
+        yield
+    finally:
+        _mlp.train_masked = train
+
+
 class Pessimistic:
     """A fine-tuned NN2 whose primitive costs are the members' mean log prediction plus ``kappa`` x their spread."""
 
@@ -195,6 +227,7 @@ def main() -> int:
     parser.add_argument("--alpha", type=float, default=1e-3)
     parser.add_argument("--kappa", type=float, default=1.0)
     parser.add_argument("--lam", type=float, default=0.1, help="relative: weight of a layer's mean error")
+    parser.add_argument("--part", choices=("head", "body"), default="head", help="part: the layers fine-tuned")
     parser.add_argument("--design", choices=("uniform", "kmeans"), default="uniform",
                         help="how the target rows are chosen (edgeplan.costmodels.draw_samples)")
     args = parser.parse_args()
@@ -203,7 +236,7 @@ def main() -> int:
         return 0
     source, amd, score = loaded
     setting = {"weighted": f"tau {args.tau:g}, beta {args.beta:g}", "l2sp": f"alpha {args.alpha:g}",
-               "relative": f"lam {args.lam:g}", "risk": f"kappa {args.kappa:g}",
+               "relative": f"lam {args.lam:g}", "risk": f"kappa {args.kappa:g}", "part": f"the {args.part} only",
                "decompose": "measured primitive times"}[args.variant]
     print(f"Intel -> AMD, {100 * args.fraction:g} % of AMD's training part, {args.method} and {args.variant} "
           f"({setting}), samples {args.design}; MdRAE % / mean selection increase %")
@@ -224,6 +257,9 @@ def main() -> int:
                 variant = fitted()
         elif args.variant == "l2sp":
             with anchored(args.alpha):
+                variant = fitted()
+        elif args.variant == "part":
+            with trained_part(args.part):
                 variant = fitted()
         elif args.variant == "risk":
             variant = Pessimistic(plain, args.kappa)

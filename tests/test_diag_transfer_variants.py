@@ -37,3 +37,18 @@ def test_relative_loss_at_lam_zero_ignores_a_shift_of_a_whole_row() -> None:
         assert torch.allclose(sq, torch.zeros(2), atol=1e-5)
         sq_half, _ = _mlp.masked_sse_per_net(pred, target, mask, 2)
     assert (sq_half > 0).all()
+
+
+def test_trained_part_trains_only_that_part_and_unfreezes_after() -> None:
+    variants = load_benchmark("diag_transfer_variants")
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(16, 2, generator=gen).numpy().astype(float)
+    y = (x[:, :1] * 2.0 - x[:, 1:]).repeat(2, axis=1)
+    for part, moved in (("head", {2}), ("body", {0, 1})):
+        net = _mlp.StackedMLP(1, (2, 4, 4, 2), seed=0)
+        before = [w.detach().clone() for w in net.weights]
+        with variants.trained_part(part):
+            _mlp.train_masked(net, x, y, x, y, _mlp.TrainConfig(lr=0.01, batch_size=8, max_epochs=5, patience=5))
+        changed = {i for i, (w, w0) in enumerate(zip(net.weights, before, strict=True)) if not torch.equal(w, w0)}
+        assert changed == moved, part
+        assert all(p.requires_grad for p in net.parameters())
