@@ -20,7 +20,13 @@ Each variant is scored beside the plain method (``--method``, default ``factor-f
               (the MdRAE is of those pessimistic costs too).
 ``part``      only part of each network fine-tuned, the rest frozen (``--part head``: the output layer, a linear map
               of the source's last hidden features; ``--part body``: the hidden layers, the outputs' weights kept):
-              fewer free weights for 37 layers to pin down.
+              fewer free weights for 37 layers to pin down. 2026-11-29, 1 %, kmeans samples, factor then
+              fine-tuning, 25 seeds, medians (``--variant part --part body --design kmeans --repeats 25``, log
+              ``campaigns/diag_part_body25_s31.log``): the body alone 8.83 % / **3.02 %** [2.65, 4.25] against
+              8.74 % / 3.76 %, the increase lower in 17 of 25 draws (median paired difference -0.54 points), the
+              MdRAE about the same (lower in 12); the head alone, seeds 0-11 (``--part head --repeats 12``, log
+              ``campaigns/diag_part_head_s31.log``): 11.84 % / 3.75 % against 8.87 % / 4.23 %. Keeping the
+              source's output weights keeps how it tells the primitives apart, which the selection needs.
 ``decompose`` where the selection increase comes from: the plain model's selection with the measured AMD primitive
               times in place of its primitive predictions (its transformation model kept). 2026-11-29, 1 %, kmeans
               samples, seeds 0-4 (``--variant decompose --design kmeans --repeats 5``, log
@@ -228,6 +234,8 @@ def main() -> int:
     parser.add_argument("--kappa", type=float, default=1.0)
     parser.add_argument("--lam", type=float, default=0.1, help="relative: weight of a layer's mean error")
     parser.add_argument("--part", choices=("head", "body"), default="head", help="part: the layers fine-tuned")
+    parser.add_argument("--bag", type=int, default=1, help="fine-tunings per transfer, kept as one ensemble "
+                        "(transfer(..., bag=N)), for the plain method and the variant alike")
     parser.add_argument("--design", choices=("uniform", "kmeans"), default="uniform",
                         help="how the target rows are chosen (edgeplan.costmodels.draw_samples)")
     args = parser.parse_args()
@@ -239,11 +247,12 @@ def main() -> int:
                "relative": f"lam {args.lam:g}", "risk": f"kappa {args.kappa:g}", "part": f"the {args.part} only",
                "decompose": "measured primitive times"}[args.variant]
     print(f"Intel -> AMD, {100 * args.fraction:g} % of AMD's training part, {args.method} and {args.variant} "
-          f"({setting}), samples {args.design}; MdRAE % / mean selection increase %")
+          f"({setting}), samples {args.design}{f', bag of {args.bag}' if args.bag > 1 else ''}; "
+          f"MdRAE % / mean selection increase %")
 
     def fitted() -> Any:
         return transfer(source, amd, fraction=args.fraction, seed=seed, method=args.method, split_seed=0, threads=1,
-                        design=args.design)
+                        design=args.design, bag=args.bag)
 
     scores: dict[str, list[tuple[float, float]]] = {"plain": [], args.variant: []}
     for seed in range(args.repeats):
