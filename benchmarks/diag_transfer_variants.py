@@ -25,7 +25,10 @@ Each variant is scored beside the plain method (``--method``, default ``factor-f
               ``campaigns/diag_part_body25_s31.log``): the body alone 8.83 % / **3.02 %** [2.65, 4.25] against
               8.74 % / 3.76 %, the increase lower in 17 of 25 draws (median paired difference -0.54 points), the
               MdRAE about the same (lower in 12); the head alone, seeds 0-11 (``--part head --repeats 12``, log
-              ``campaigns/diag_part_head_s31.log``): 11.84 % / 3.75 % against 8.87 % / 4.23 %. Keeping the
+              ``campaigns/diag_part_head_s31.log``): 11.84 % / 3.75 % against 8.87 % / 4.23 %; the body alone in
+              a bag of 5, seeds 0-7 (``--part body --repeats 8 --bag 5``, log
+              ``campaigns/diag_part_body_bag5_s31.log``): 9.16 % / 2.82 % (mean 3.03 %) against a plain bag of 5,
+              9.01 % / 4.15 % (the body alone unbagged on those seeds: median 2.81 %, mean 3.32 %). Keeping the
               source's output weights keeps how it tells the primitives apart, which the selection needs.
 ``decompose`` where the selection increase comes from: the plain model's selection with the measured AMD primitive
               times in place of its primitive predictions (its transformation model kept). 2026-11-29, 1 %, kmeans
