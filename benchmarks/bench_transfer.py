@@ -6,8 +6,9 @@ fraction of AMD's training part (default the paper's 0.1, 1, 2.5, 5, 10 and 25 %
 repeat number is the seed of the draw), the methods of :func:`~edgeplan.costmodels.transfer` (default ``finetune``
 and ``scratch``, ``--methods`` adds ``factor-finetune`` (a pooled factor, then fine-tuning), ``finetune-holdout``,
 fine-tuning without cross-fitting, and ``finetune-refit`` / ``factor-finetune-refit``, cross-fitted, then every member
-refitted on all drawn rows for the epoch count the folds chose together (``transfer(..., refit=True)``); the same drawn
-samples for all) are scored by
+refitted on all drawn rows for the epoch count the folds chose together (``transfer(..., refit=True)``), and
+``finetune-body`` / ``factor-finetune-body``, only the hidden layers fine-tuned (``transfer(..., train="body")``); the
+same drawn samples for all) are scored by
 
 - the MdRAE on AMD's test part (median over primitives), and
 - the selection increase: each network's selection made with the transferred model, priced with the measured AMD
@@ -177,17 +178,32 @@ def load_source(folder: Path) -> Any:
 def fitted_run(source: Any, target: Any, fraction: float, seed: int, method: str, args: argparse.Namespace,
                score: Any) -> tuple[Any, dict[str, Any]]:
     """One transfer (``method``; ``-holdout``: one shared early-stopping hold-out; ``-refit``: cross-fitted, then
-    refitted on all drawn rows) and its scores: (model, row)."""
+    refitted on all drawn rows; ``-body``: the hidden layers fine-tuned, the output layer frozen) and its scores:
+    (model, row)."""
     from edgeplan.costmodels import transfer
 
     started = time.monotonic()
-    model = transfer(source, target, fraction=fraction, seed=seed,
-                     method=method.removesuffix("-holdout").removesuffix("-refit"), split_seed=args.split_seed,
-                     threads=args.threads, cross_fit=not method.endswith("-holdout"), design=args.design,
-                     refit=method.endswith("-refit"), bag=args.bag if "finetune" in method else 1)
+    base, suffixes = variant_of(method)
+    model = transfer(source, target, fraction=fraction, seed=seed, method=base, split_seed=args.split_seed,
+                     threads=args.threads, cross_fit="-holdout" not in suffixes, design=args.design,
+                     refit="-refit" in suffixes, bag=args.bag if "finetune" in method else 1,
+                     train="body" if "-body" in suffixes else "all")
     fit_s = time.monotonic() - started
     return model, {"fraction": fraction, "seed": seed, "method": method, "fit_s": fit_s,
                    "drawn_rows": model.info["transfer"]["drawn_rows"], **score(model)}
+
+
+VARIANTS = ("-refit", "-holdout", "-body")
+"""Suffixes of ``--methods`` that name a variant of a fine-tuning method (see :func:`fitted_run`)."""
+
+
+def variant_of(method: str) -> tuple[str, tuple[str, ...]]:
+    """``method`` split into the transfer method and its variant suffixes, in their order (none for a plain one)."""
+    suffixes: list[str] = []
+    while found := [s for s in VARIANTS if method.endswith(s)]:
+        method = method.removesuffix(found[0])
+        suffixes.insert(0, found[0])
+    return method, tuple(suffixes)
 
 
 def print_run(row: dict[str, Any]) -> None:
@@ -246,16 +262,16 @@ def paired(base: list[dict[str, Any]], variant: list[dict[str, Any]]) -> dict[st
 
 
 def print_paired(groups: dict[tuple[float, str], list[dict[str, Any]]]) -> None:
-    """Each ``-refit`` / ``-holdout`` variant against its method on the same draws (paired by seed)."""
+    """Each ``-refit`` / ``-holdout`` / ``-body`` variant against its method on the same draws (paired by seed)."""
     lines = []
     for (fraction, method), rs in groups.items():
-        for suffix in ("-refit", "-holdout"):
-            base = groups.get((fraction, method.removesuffix(suffix)))
-            if method.endswith(suffix) and base:
-                p = paired(base, rs)
-                lines.append(f"{100 * fraction:>8g}% {method:<22} vs {method.removesuffix(suffix):<16}"
-                             + "".join(f"  {p[k][1]:>2} of {p[k][0]:>2} lower, {p[k][2]:+6.2f}"
-                                       for k in ("mdrae_pct", "increase_pct", "googlenet_pct")))
+        name, suffixes = variant_of(method)
+        base = groups.get((fraction, name)) if suffixes else None
+        if base:
+            p = paired(base, rs)
+            lines.append(f"{100 * fraction:>8g}% {method:<22} vs {name:<16}"
+                         + "".join(f"  {p[k][1]:>2} of {p[k][0]:>2} lower, {p[k][2]:+6.2f}"
+                                   for k in ("mdrae_pct", "increase_pct", "googlenet_pct")))
     if lines:
         print("\nPaired by draw: how often the variant is lower, and the median paired difference (points):")
         print(f"{'':>9} {'':<42}  {'MdRAE %':<22}  {'increase % (6 nets)':<22}  GoogLeNet incr. %")
@@ -530,11 +546,13 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=25)
     parser.add_argument("--methods", nargs="+", default=["finetune", "scratch"],
                         choices=["finetune", "scratch", "factor-finetune", "finetune-holdout", "finetune-refit",
-                                 "factor-finetune-refit"],
+                                 "factor-finetune-refit", "finetune-body", "factor-finetune-body",
+                                 "factor-finetune-body-refit"],
                         help="finetune-holdout: fine-tuning with one early-stopping hold-out shared by the members "
                              "(the default cross-fits them; see edgeplan.costmodels.transfer_learning.stopping_plan); "
                              "-refit: cross-fitted, then every member trained on all drawn rows for the epoch count "
-                             "the folds chose together")
+                             "the folds chose together; -body: only the hidden layers fine-tuned (transfer(..., "
+                             "train='body')); -body-refit: both")
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--design", default="uniform", choices=["uniform", "kmeans"],
                         help="How the target samples are chosen: uniform (the paper's draw) or kmeans (spread over the "

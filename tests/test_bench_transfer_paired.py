@@ -46,6 +46,20 @@ def test_print_paired_only_for_variants_whose_method_ran(capsys: pytest.CaptureF
     assert capsys.readouterr().out == ""
 
 
+def test_variants_name_their_method_and_pair_with_it(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _bench()
+    assert bench.variant_of("factor-finetune-body") == ("factor-finetune", ("-body",))
+    assert bench.variant_of("finetune-holdout") == ("finetune", ("-holdout",))
+    assert bench.variant_of("factor-finetune-body-refit") == ("factor-finetune", ("-body", "-refit"))
+    assert bench.variant_of("factor-finetune") == ("factor-finetune", ())
+    groups = {(0.01, "factor-finetune"): [_run("factor-finetune", 0, 10.0, 3.0), _run("factor-finetune", 1, 9.0, 4.0)],
+              (0.01, "factor-finetune-body"): [_run("factor-finetune-body", 0, 10.5, 2.0),
+                                               _run("factor-finetune-body", 1, 9.5, 3.0)]}
+    bench.print_paired(groups)
+    out = capsys.readouterr().out
+    assert "factor-finetune-body   vs factor-finetune" in out and " 0 of  2 lower,  +0.50" in out
+    assert " 2 of  2 lower,  -1.00" in out
+
 def test_the_bag_diagnostic_compares_by_draw() -> None:
     bag = load_benchmark("diag_transfer_bag")
     line = bag.compare([(10.0, 3.0), (12.0, 4.0), (9.0, 5.0)], [(9.5, 3.5), (12.5, 2.0), (8.0, 4.0)])

@@ -376,6 +376,43 @@ def test_a_bag_needs_fine_tuning_and_at_least_one(nn2_source: PerformanceModel, 
         transfer(nn2_source, shifted_target(), fraction=0.1, seed=0, method=method, bag=bag)
 
 
+def test_training_the_body_keeps_the_output_layer_and_moves_the_hidden_ones(nn2_source: PerformanceModel,
+                                                                            tmp_path: Path) -> None:
+    target = shifted_target()
+    body = transfer(nn2_source, target, fraction=0.1, seed=1, method="factor-finetune", train="body")
+    whole = transfer(nn2_source, target, fraction=0.1, seed=1, method="factor-finetune")
+    assert body.info["transfer"]["train"] == "body" and whole.info["transfer"]["train"] == "all"
+    assert body.info["transfer"]["primitive_scales"] == whole.info["transfer"]["primitive_scales"]
+    for src, b, w in zip(nn2_source.primitives.nets_, body.primitives.nets_, whole.primitives.nets_, strict=True):
+        s, a, c = src.to_arrays(), b.to_arrays(), w.to_arrays()
+        last = len(src.weights) - 1
+        # the output layer is the source's; the factor lives in the output standardization, not in these weights
+        np.testing.assert_array_equal(a[f"w{last}"], s[f"w{last}"])
+        np.testing.assert_array_equal(a[f"b{last}"], s[f"b{last}"])
+        assert not np.array_equal(c[f"w{last}"], s[f"w{last}"])  # fine-tuning every layer moves it
+        assert not np.array_equal(a["w0"], s["w0"])  # the hidden layers trained
+        assert all(p.requires_grad for p in b.parameters())  # unfrozen after training
+    x = target.features
+    assert not np.allclose(body.predict_primitives(x), whole.predict_primitives(x), equal_nan=True)
+    direct = evaluate_performance_model(transfer(nn2_source, target, fraction=0.1, seed=1, method="direct"), target)
+    assert evaluate_performance_model(body, target).median_primitive_mdrae < direct.median_primitive_mdrae
+    folder = save_performance_model(body, tmp_path / "body")
+    again = load_performance_model(folder)
+    assert again.info["transfer"]["train"] == "body"
+    np.testing.assert_allclose(again.predict_primitives(x), body.predict_primitives(x), rtol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize(("method", "train", "message"), [
+    ("finetune", "head", "train 'head': use one of all, body"),
+    ("factor", "body", "method 'factor' has none"),
+    ("scratch", "body", "method 'scratch' has none"),
+])
+def test_training_the_body_needs_fine_tuning(nn2_source: PerformanceModel, method: str, train: str,
+                                            message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        transfer(nn2_source, shifted_target(), fraction=0.1, seed=0, method=method, train=train)
+
+
 def test_bag_seeds() -> None:
     assert bag_seed(7, 0) == 7 and bag_seed(7, 1) == 7001 and bag_seed(0, 2) == 2
 
@@ -551,6 +588,15 @@ def test_cli_transfer_reports_cross_fitting(tmp_path: Path, nn2_source: Performa
     result = CliRunner().invoke(transfer_cmd, factor_args, obj=Context())
     assert result.exit_code != 0 and isinstance(result.exception, InvalidInputError)
     assert "has none" in str(result.exception) and not (tmp_path / "factor").exists()
+    result = CliRunner().invoke(transfer_cmd, [*args, "--train", "body", "--json"], obj=Context())
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert json.loads(result.output)["train"] == "body"
+    result = CliRunner().invoke(transfer_cmd, [*args, "--train", "body"], obj=Context())
+    assert "the hidden layers only, the output layer frozen" in result.output
+    body_args = [*args[:-1], str(tmp_path / "body-factor"), "--train", "body", "--method", "factor"]
+    result = CliRunner().invoke(transfer_cmd, body_args, obj=Context())
+    assert result.exit_code != 0 and isinstance(result.exception, InvalidInputError)
+    assert "has none" in str(result.exception) and not (tmp_path / "body-factor").exists()
 
 
 @pytest.mark.parametrize(("fraction", "names", "message"), [

@@ -221,13 +221,17 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
 @click.option("--bag", type=click.IntRange(min=1), default=1, show_default=True,
               help="Fine-tune this many times (other folds and shuffles) and keep them all as one ensemble; steadies "
                    "the selections from a few dozen samples, at N times the time (finetune, factor-finetune).")
+@click.option("--train", "train_part", type=click.Choice(["all", "body"]), default="all", show_default=True,
+              help="What fine-tuning trains: all layers (the paper) or the body, the hidden layers only, the output "
+                   "layer kept as the source had it (finetune, factor-finetune).")
 @click.option("--threads", type=int, default=None, help="Torch intra-op threads for training (default: the source's).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder to write the transferred model to (JSON + .npz, no pickle).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed: int, method: str, split_seed: int,
-             design: str, refit: bool, bag: int, threads: int | None, out_dir: str, as_json: bool) -> None:
+             design: str, refit: bool, bag: int, train_part: str, threads: int | None, out_dir: str,
+             as_json: bool) -> None:
     """Transfer a fitted model to another platform from a fraction of its data; print the target test MdRAE."""
     from edgeplan.costmodels import (
         evaluate_performance_model,
@@ -247,7 +251,7 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
     source = load_performance_model(model_dir)
     data = load_primitive_csv(data_path)
     model = transfer_model(source, data, fraction=fraction, seed=seed, method=method, split_seed=split_seed,
-                           threads=threads, design=design, refit=refit, bag=bag)
+                           threads=threads, design=design, refit=refit, bag=bag, train=train_part)
     folder = save_performance_model(model, out_dir)
     result = evaluate_performance_model(model, data, "test", split_seed)
     info = model.info["transfer"]
@@ -257,13 +261,14 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
                    "drawn_rows": info["drawn_rows"],
                    "stop_rows": info["stop_rows"], "cross_fit_folds": info.get("cross_fit_folds"),
                    "refit_epochs": info.get("refit_epochs"), "bag": info.get("bag", 1),
+                   "train": info.get("train", "all"),
                    "target_train_rows": info["target_train_rows"],
                    "ignored_columns": info["ignored_columns"], "seconds": info["seconds"],
                    "test": result.to_dict()})
         return
     click.echo(f"{method}: {source.kind} model {model_dir} -> {data_path} with {info['drawn_rows']} of "
                f"{info['target_train_rows']} training layers ({design}, fraction {fraction:g}, seed {seed}, split seed "
-               f"{split_seed}; {_stopping(info)}{_bagged(info)}), {info['seconds']:.1f} s")
+               f"{split_seed}; {_stopping(info)}{_bagged(info)}{_body(info)}), {info['seconds']:.1f} s")
     if info["ignored_columns"]:
         click.echo(f"ignored {len(info['ignored_columns'])} target column(s) the source does not predict: "
                    f"{', '.join(info['ignored_columns'][:6])}")
@@ -278,6 +283,11 @@ def _bagged(info: dict[str, Any]) -> str:
     """The bag of a transfer, for its one-line report ("" without one)."""
     bag = int(info.get("bag") or 1)
     return f"; a bag of {bag} fine-tunings, one ensemble" if bag > 1 else ""
+
+
+def _body(info: dict[str, Any]) -> str:
+    """What fine-tuning trained, for a transfer's one-line report ("" when it trained every layer)."""
+    return "; the hidden layers only, the output layer frozen" if info.get("train") == "body" else ""
 
 
 def _stopping(info: dict[str, Any]) -> str:

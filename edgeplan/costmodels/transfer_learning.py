@@ -62,6 +62,12 @@ selections: the mean selection increase rises for fine-tuning (3.45 -> 4.27 %, h
 factor then fine-tuning (3.76 -> 3.69 %). At 10 % (seeds 0-4) it changes neither (3.46 -> 3.42 %, 1.07 -> 1.08 %).
 The model serves the selection, so the refit is offered, not the default.
 
+``train="body"`` (not in the paper; default ``"all"``): fine-tuning trains the hidden layers only; the output layer
+keeps the source's (factor-corrected) weights (:data:`TRAIN_PARTS`). The output layer is where the source tells the
+primitives apart from the features it learnt, and the selection rests on the order of close primitives; with a few
+dozen rows, training it as well reshapes that order from the few primitives the rows cover. Frozen, the fine-tuning
+can only move the shared features, which every output reads in the source's way.
+
 ``bag=N`` (not in the paper; default 1): the fine-tuning is run ``N`` times from the same (factor-corrected) source
 on the same drawn rows, each with its own folds and shuffling (:func:`bag_seed`; the first is the unbagged run), and
 all of their networks are kept as one ensemble of ``N`` times the source's members, which averages their log
@@ -92,8 +98,8 @@ layer and records no split seed: score it on another table with ``--split all``.
 model's ``info`` names the target table and ``split_seed``, so
 :func:`~edgeplan.costmodels.evaluation.evaluate_performance_model` scores it on the target's test part by default;
 ``info["transfer"]`` records the method, fraction, seed, the drawn and held-out row counts, the refit's epoch count
-(``refit_epochs``, None without a refit; ``bag`` and, for a bag, ``bag_refit_epochs``), the scales and the
-source.
+(``refit_epochs``, None without a refit; ``bag`` and, for a bag, ``bag_refit_epochs``), what fine-tuning trained
+(``train``), the scales and the source.
 """
 
 from __future__ import annotations
@@ -115,9 +121,9 @@ from edgeplan.costmodels.transform_models import make_transform_estimator
 from edgeplan.errors import InvalidInputError
 
 __all__ = ["CALIBRATION_FOLDS", "CROSS_FIT_MIN_ROWS", "DESIGNS", "FINETUNE_LR_FACTOR", "METHODS", "STOP_FRACTION",
-           "PrimitiveCalibration", "TransferSample", "bag_seed", "calibrate_primitives", "common_epoch", "design_rows",
-           "draw_samples",
-           "factor_scales", "hold_out", "pooled_scales", "stopping_plan", "transfer", "transfer_on"]
+           "TRAIN_PARTS", "PrimitiveCalibration", "TransferSample", "bag_seed", "calibrate_primitives", "common_epoch",
+           "design_rows", "draw_samples", "factor_scales", "hold_out", "pooled_scales", "stopping_plan", "transfer",
+           "transfer_on"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -125,6 +131,9 @@ EstimatorPair = tuple[PrimitiveEstimator | None, PrimitiveEstimator | None]
 
 METHODS: tuple[str, ...] = ("finetune", "factor", "scratch", "direct", "factor-finetune")
 """The transfer methods of :func:`transfer`."""
+
+TRAIN_PARTS: tuple[str, ...] = ("all", "body")
+"""What fine-tuning trains (:func:`transfer`'s ``train``): every layer (the paper) or the hidden layers only."""
 
 DESIGNS: tuple[str, ...] = ("uniform", "kmeans")
 """How :func:`draw_samples` chooses the target rows: uniformly at random (the paper) or by :func:`design_rows`."""
@@ -485,6 +494,15 @@ def _check_bag(bag: int, method: str) -> int:
     return int(bag)
 
 
+def _check_train(train: str, method: str) -> str:
+    if train not in TRAIN_PARTS:
+        raise InvalidInputError(f"train {train!r}: use one of {', '.join(TRAIN_PARTS)} (what fine-tuning trains)")
+    if train != "all" and method not in ("finetune", "factor-finetune"):
+        raise InvalidInputError(f"train {train!r} chooses what fine-tuning trains; method {method!r} has none: use "
+                                f"finetune or factor-finetune, or train all")
+    return train
+
+
 def _pooled_ensemble(tunings: list[PrimitiveEstimator]) -> PrimitiveEstimator:
     """One estimator holding every network of ``tunings`` (fresh fine-tunings of one model, so one standardization;
     the first is extended in place): its prediction averages all of them in log space."""
@@ -527,9 +545,11 @@ def common_epoch(curves: list[list[float]]) -> int:
 
 
 def _finetune(est: PrimitiveEstimator, x: FloatArray, y: FloatArray, plan: list[tuple[IntArray, IntArray]],
-              seed: int, threads: int | None, refit: bool = False) -> tuple[PrimitiveEstimator, int | None]:
+              seed: int, threads: int | None, refit: bool = False, train: str = "all"
+              ) -> tuple[PrimitiveEstimator, int | None]:
     """A copy of a neural ``est`` trained further on the rows of ``x``, ``y`` (y in its columns) that ``plan``
     gives each member (see :func:`stopping_plan`), and the epoch count of the refit (None without one).
+    ``train="body"`` trains the hidden layers only (the output layer frozen).
 
     With ``refit`` and a cross-fitted plan, the members' fold runs only choose the epoch count: the one with the
     lowest validation loss summed over the folds (each fold's mean loss times its defined cells), within the epochs
@@ -552,7 +572,8 @@ def _finetune(est: PrimitiveEstimator, x: FloatArray, y: FloatArray, plan: list[
                            max_epochs=epochs, patience=patience, lr_schedule=tuned.lr_schedule,
                            min_lr=min(float(tuned.min_lr), lr), seed=seed + k // per_member,
                            time_limit_s=tuned.time_limit_s,
-                           ema_decay=0.0)  # no weight average: a few samples make an epoch one step
+                           ema_decay=0.0,  # no weight average: a few samples make an epoch one step
+                           freeze_output=train == "body")
 
     logs, curves = [], []
     with torch_threads(int(threads or tuned.threads)):
@@ -639,8 +660,8 @@ def _transfer_transforms(source: EstimatorPair, target: PrimitiveDataset, rows: 
 
 def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: float, seed: int,
              method: str = "finetune", split_seed: int = 0, threads: int | None = None,
-             cross_fit: bool = True, design: str = "uniform", refit: bool = False, bag: int = 1
-             ) -> PerformanceModel:
+             cross_fit: bool = True, design: str = "uniform", refit: bool = False, bag: int = 1,
+             train: str = "all") -> PerformanceModel:
     """A performance model of the target platform, from ``source`` and ``fraction`` of the target's training part.
 
     Parameters
@@ -675,6 +696,9 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
         Fine-tune this many times (``finetune`` and ``factor-finetune`` only; default 1, the paper's single
         fine-tuning), each with its own folds and shuffling (:func:`bag_seed`), and keep all of them as one ensemble
         (its members' log predictions averaged; see the module docstring).
+    train
+        What fine-tuning trains: ``all`` (default, the paper) every layer, ``body`` the hidden layers only, the
+        output layer kept as the source (or its factor correction) had it (see the module docstring).
 
     Returns
     -------
@@ -685,13 +709,13 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
     ------
     InvalidInputError
         An unknown method or design, ``fraction`` outside ``(0, 1]``, a negative seed, no primitive column shared
-        with the source, ``finetune`` from a linear model, or ``bag`` below 1 (or above 1 for a method without
-        fine-tuning).
+        with the source, ``finetune`` from a linear model, ``bag`` below 1 (or above 1 for a method without
+        fine-tuning), or an unknown ``train`` (or ``body`` for a method without fine-tuning).
     """
     _check_transfer(source, target, method)
     sample = draw_samples(target, fraction, seed, split_seed, design=design)
     model = transfer_on(source, target, sample, seed=seed, method=method, threads=threads,
-                        settings=(fraction, split_seed), cross_fit=cross_fit, refit=refit, bag=bag)
+                        settings=(fraction, split_seed), cross_fit=cross_fit, refit=refit, bag=bag, train=train)
     model.info["transfer"]["design"] = design
     return model
 
@@ -735,12 +759,12 @@ def hold_out(rows: npt.ArrayLike, seed: int) -> TransferSample:
 def transfer_on(source: PerformanceModel, target: PrimitiveDataset, sample: TransferSample, *, seed: int,
                 method: str = "finetune", threads: int | None = None,
                 settings: tuple[float | None, int | None] = (None, None), cross_fit: bool = True,
-                refit: bool = False, bag: int = 1) -> PerformanceModel:
+                refit: bool = False, bag: int = 1, train: str = "all") -> PerformanceModel:
     """:func:`transfer` on given target rows (``sample``) instead of a drawn fraction of the training part.
 
     Parameters
     ----------
-    source, target, seed, method, threads, cross_fit, refit, bag
+    source, target, seed, method, threads, cross_fit, refit, bag, train
         As for :func:`transfer`.
     sample
         The rows to fit on and to early-stop on (e.g. from :func:`hold_out`).
@@ -773,13 +797,14 @@ def transfer_on(source: PerformanceModel, target: PrimitiveDataset, sample: Tran
         scales = dict(zip(outputs, map(float, found), strict=True))
         counts = dict(zip(outputs, map(int, n_cells), strict=True))
     bag = _check_bag(bag, method)
+    train = _check_train(train, method)
     refits: list[int | None] = []
     if method in ("finetune", "factor-finetune"):
         start, tunings = prim, []
         for k in range(bag):  # the first fine-tuning is the unbagged one; the others draw other folds and shuffles
             own_seed = bag_seed(seed, k)
             own_plan = stopping_plan(sample, _members(start) if cross_fit else 1, own_seed)
-            tuned, epochs = _finetune(start, x_all, y_all, own_plan, own_seed, threads, refit)
+            tuned, epochs = _finetune(start, x_all, y_all, own_plan, own_seed, threads, refit, train)
             tunings.append(tuned)
             refits.append(epochs)
             plan = plan or own_plan
@@ -799,7 +824,7 @@ def transfer_on(source: PerformanceModel, target: PrimitiveDataset, sample: Tran
         info.update({"train_rows": len(sample), "val_rows": len(sample)})
     info["transfer"].update({"cross_fit_folds": [len(stop) for _, stop in plan] if cross_fit else None,
                              "stop_rows": 0 if cross_fit else len(sample.stop_rows), "refit_epochs": refit_epochs,
-                             "bag": bag, "bag_refit_epochs": refits if bag > 1 else None,
+                             "bag": bag, "bag_refit_epochs": refits if bag > 1 else None, "train": train,
                              "ignored_columns": [p for p in target.primitives if p not in source.primitive_names],
                              "primitive_scales": scales, "primitive_scale_samples": counts,
                              "transform_scales": t_scales})
