@@ -19,7 +19,8 @@ Each variant is scored beside the plain method (``--method``, default ``factor-f
               plus ``--kappa`` x the members' spread, so that layers the members disagree on go to safer primitives
               (the MdRAE is of those pessimistic costs too).
 ``part``      only part of each network fine-tuned, the rest frozen (``--part head``: the output layer, a linear map
-              of the source's last hidden features; ``--part body``: the hidden layers, the outputs' weights kept):
+              of the source's last hidden features; ``--part body``: the hidden layers, the outputs' weights kept;
+              ``first``, ``ends`` and ``bias``: the input layer, the input and output layers, the biases alone):
               fewer free weights for 37 layers to pin down. 2026-11-29, 1 %, kmeans samples, factor then
               fine-tuning, 25 seeds, medians (``--variant part --part body --design kmeans --repeats 25``, log
               ``campaigns/diag_part_body25_s31.log``): the body alone 8.83 % / **3.02 %** [2.65, 4.25] against
@@ -29,7 +30,12 @@ Each variant is scored beside the plain method (``--method``, default ``factor-f
               a bag of 5, seeds 0-7 (``--part body --repeats 8 --bag 5``, log
               ``campaigns/diag_part_body_bag5_s31.log``): 9.16 % / 2.82 % (mean 3.03 %) against a plain bag of 5,
               9.01 % / 4.15 % (the body alone unbagged on those seeds: median 2.81 %, mean 3.32 %). Keeping the
-              source's output weights keeps how it tells the primitives apart, which the selection needs.
+              source's output weights keeps how it tells the primitives apart, which the selection needs. Fewer
+              free weights still cost the MdRAE (2026-11-29, same settings, stopped early): the input layer alone
+              (``--part first``, seeds 0-8, log ``campaigns/diag_part_first_s32.log``) 12.74 % / 4.59 % against
+              9.43 % / 4.60 %; the biases alone (``--part bias``, BitFit, seeds 0-5, log
+              ``campaigns/diag_part_bias_s32.log``) 11.09 % / 4.38 % against 9.13 % / 4.18 %; the MdRAE higher in
+              every draw. The body alone is a library option: ``transfer(..., train="body")``.
 ``decompose`` where the selection increase comes from: the plain model's selection with the measured AMD primitive
               times in place of its primitive predictions (its transformation model kept). 2026-11-29, 1 %, kmeans
               samples, seeds 0-4 (``--variant decompose --design kmeans --repeats 5``, log
@@ -60,6 +66,7 @@ from diag_transfer_probe import load_setup, transfer_arguments
 from edgeplan.costmodels import _mlp, transfer, transfer_learning
 
 VARIANTS = ("weighted", "relative", "l2sp", "risk", "part", "decompose")
+PARTS = ("head", "body", "first", "ends", "bias")
 
 
 @contextlib.contextmanager
@@ -164,18 +171,23 @@ def anchored(alpha: float) -> Iterator[None]:
 
 @contextlib.contextmanager
 def trained_part(part: str) -> Iterator[None]:
-    """Fine-tuning that trains only the output layer (``part="head"``) or only the hidden layers (``"body"``).
+    """Fine-tuning that trains only some layers: the output layer (``part="head"``), the hidden layers (``"body"``),
+    the input layer (``"first"``: the first linear map, from the layer's features to the first hidden units), the
+    input and output layers (``"ends"``) or every layer's biases alone (``"bias"``, BitFit).
 
     The other layers' parameters are frozen (no gradient, so Adam neither steps nor decays them) for the duration
     of each ``train_masked`` call, and unfrozen after it."""
-    if part not in ("head", "body"):
-        raise ValueError(f"part {part!r}: use head or body")
+    if part not in PARTS:
+        raise ValueError(f"part {part!r}: use one of {', '.join(PARTS)}")
     train = _mlp.train_masked
+
+    def trained(i: int, last: int, bias: bool) -> bool:
+        return {"head": i == last, "body": i != last, "first": i == 0, "ends": i in (0, last), "bias": bias}[part]
 
     def train_masked(net: Any, *args: Any, **kwargs: Any) -> Any:
         last = len(net.weights) - 1
         frozen = [p for i, pair in enumerate(zip(net.weights, net.biases, strict=True))
-                  if (i == last) == (part == "body") for p in pair]
+                  for p, bias in zip(pair, (False, True), strict=True) if not trained(i, last, bias)]
         for p in frozen:
             p.requires_grad_(False)
         try:
@@ -236,7 +248,7 @@ def main() -> int:
     parser.add_argument("--alpha", type=float, default=1e-3)
     parser.add_argument("--kappa", type=float, default=1.0)
     parser.add_argument("--lam", type=float, default=0.1, help="relative: weight of a layer's mean error")
-    parser.add_argument("--part", choices=("head", "body"), default="head", help="part: the layers fine-tuned")
+    parser.add_argument("--part", choices=PARTS, default="head", help="part: the layers fine-tuned")
     parser.add_argument("--bag", type=int, default=1, help="fine-tunings per transfer, kept as one ensemble "
                         "(transfer(..., bag=N)), for the plain method and the variant alike")
     parser.add_argument("--design", choices=("uniform", "kmeans"), default="uniform",

@@ -44,11 +44,15 @@ def test_trained_part_trains_only_that_part_and_unfreezes_after() -> None:
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(16, 2, generator=gen).numpy().astype(float)
     y = (x[:, :1] * 2.0 - x[:, 1:]).repeat(2, axis=1)
-    for part, moved in (("head", {2}), ("body", {0, 1})):
+    for part, moved in (("head", {2}), ("body", {0, 1}), ("first", {0}), ("ends", {0, 2}),
+                        ("bias", set())):
         net = _mlp.StackedMLP(1, (2, 4, 4, 2), seed=0)
         before = [w.detach().clone() for w in net.weights]
+        biases = [b.detach().clone() for b in net.biases]
         with variants.trained_part(part):
             _mlp.train_masked(net, x, y, x, y, _mlp.TrainConfig(lr=0.01, batch_size=8, max_epochs=5, patience=5))
         changed = {i for i, (w, w0) in enumerate(zip(net.weights, before, strict=True)) if not torch.equal(w, w0)}
         assert changed == moved, part
+        if part == "bias":
+            assert not changed and any(not torch.equal(b, b0) for b, b0 in zip(net.biases, biases, strict=True))
         assert all(p.requires_grad for p in net.parameters())
