@@ -3,6 +3,7 @@ benchmarks/diag_transfer_bag.py (the bag against the single fine-tuning)."""
 
 from __future__ import annotations
 
+import argparse
 import math
 from typing import Any
 
@@ -103,3 +104,17 @@ def test_table5_agreement_is_one_for_the_paper_itself_and_falls_for_a_reversed_t
     agreement = bench.table5_agreement(reversed_)
     assert agreement["entries"] == pytest.approx(-1.0)
     assert agreement["rows"] < 0 and agreement["columns"] < 0
+
+
+def test_the_targets_are_checked_for_every_fine_tuning_method(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _bench()
+    args = argparse.Namespace(split_seed=0, repeats=3, design="kmeans", bag=5)
+    runs = [_run("factor-finetune-body", 0, 8.0, 2.0), _run("factor-finetune-body", 1, 6.0, 3.0),
+            _run("factor-finetune-body", 2, 7.0, 2.5), _run("finetune", 0, 6.5, 4.0), _run("finetune", 1, 7.5, 4.0),
+            _run("finetune", 2, 7.0, 4.5), _run("factor", 0, 16.0, 4.0)]
+    bench.report(args, runs, None)
+    out = capsys.readouterr().out
+    assert "1 % factor-finetune-body: MdRAE 7.00 % (target <= 7.0 %), increase 2.50 % (target <= 3.0 %): PASS" in out
+    assert "1 % finetune: MdRAE 7.00 % (target <= 7.0 %), increase 4.00 % (target <= 3.0 %): FAIL" in out
+    assert "bags of 5" in out and "1 % factor:" not in out  # the factor alone fine-tunes nothing
+    assert "10 %: not run" in out

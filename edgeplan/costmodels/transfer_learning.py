@@ -66,7 +66,16 @@ The model serves the selection, so the refit is offered, not the default.
 keeps the source's (factor-corrected) weights (:data:`TRAIN_PARTS`). The output layer is where the source tells the
 primitives apart from the features it learnt, and the selection rests on the order of close primitives; with a few
 dozen rows, training it as well reshapes that order from the few primitives the rows cover. Frozen, the fine-tuning
-can only move the shared features, which every output reads in the source's way.
+can only move the shared features, which every output reads in the source's way. On Intel -> AMD at 1 % with kmeans
+samples, 25 seeds (``benchmarks/bench_transfer.py --methods factor-finetune factor-finetune-body finetune
+finetune-body --design kmeans``): factor then fine-tuning's mean selection increase falls from 3.76 to 3.02 %
+(lower in 17 of 25 draws), its MdRAE stays (8.74 -> 8.83 %); in a bag of 5 (``--bag 5``) 2.69 % (lower than the
+unbagged body in 21 of 25 draws), MdRAE 8.73 %. Plain fine-tuning gains nothing from it (3.45 -> 3.52 %). Fewer
+trained weights than the body cost the MdRAE: the output layer alone, the input layer alone or the biases alone
+(``benchmarks/diag_transfer_variants.py --variant part``) are 2-4 points worse. With more rows the output layer is
+worth training: at 10 % (373 rows, seeds 0-4) the body alone is worse in every draw (fine-tuning 3.46 % / 1.07 % ->
+4.17 % / 1.91 %; factor then fine-tuning 3.25 % / 1.39 % -> 3.72 % / 1.98 %). So it is an option for a few dozen
+rows, off by default.
 
 ``bag=N`` (not in the paper; default 1): the fine-tuning is run ``N`` times from the same (factor-corrected) source
 on the same drawn rows, each with its own folds and shuffling (:func:`bag_seed`; the first is the unbagged run), and
