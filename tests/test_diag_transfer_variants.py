@@ -1,11 +1,13 @@
-"""The ``relative`` fine-tuning loss of benchmarks/diag_transfer_variants.py."""
+"""The fine-tuning variants of benchmarks/diag_transfer_variants.py: the ``relative`` loss, the trained parts, the
+oracle level."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from benchmark_loader import load_benchmark
 
-from edgeplan.costmodels import _mlp
+from edgeplan.costmodels import TRANSFORM_COLUMNS, PrimitiveDataset, _mlp
 
 
 def _case() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -56,3 +58,28 @@ def test_trained_part_trains_only_that_part_and_unfreezes_after() -> None:
         if part == "bias":
             assert not changed and any(not torch.equal(b, b0) for b, b0 in zip(net.biases, biases, strict=True))
         assert all(p.requires_grad for p in net.parameters())
+
+
+def test_the_oracle_level_rescales_each_primitive_to_its_test_part_median() -> None:
+    variants = load_benchmark("diag_transfer_variants")
+    rng = np.random.default_rng(0)
+    x = np.unique(np.column_stack([rng.choice([16, 32, 64, 128], 200), rng.choice([16, 32, 64], 200),
+                                   rng.choice([7, 14, 28, 56], 200), rng.choice([1, 3], 200),
+                                   np.ones(200)]).astype(float), axis=0)
+    measured = np.column_stack([x[:, 0] * x[:, 2] * 100.0, x[:, 1] * 50.0 + 1e3])
+    table = PrimitiveDataset(x, ("p0", "p1"), measured, TRANSFORM_COLUMNS, np.ones((len(x), 9)), "t.csv")
+
+    class Halved:  # predicts p0 at half its time and p1 at three times; "p2" is not in the table
+        primitive_names, transform_names = ("p0", "p1", "p2"), ()
+        kind, transforms_paper = "fake", None
+
+        def __init__(self) -> None:
+            self.info: dict[str, object] = {}
+
+        def predict_primitives(self, f: np.ndarray) -> np.ndarray:
+            rows = [np.flatnonzero((x == r).all(axis=1))[0] for r in f]
+            return np.column_stack([measured[rows, 0] / 2, measured[rows, 1] * 3, np.full(len(rows), 7.0)])
+
+    leveled = variants.OracleLevel(Halved(), table)
+    np.testing.assert_allclose(leveled.scales, [2.0, 1 / 3, 1.0])
+    np.testing.assert_allclose(leveled.predict_primitives(x)[:, :2], measured)
