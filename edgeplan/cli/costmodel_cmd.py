@@ -224,7 +224,8 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
 @click.option("--train", "train_part", type=click.Choice(["all", "body"]), default="all", show_default=True,
               help="What fine-tuning trains: all layers (the paper) or the body, the hidden layers only, the output "
                    "layer kept as the source had it (finetune, factor-finetune). body steadies the selections from a "
-                   "few dozen samples (with --bag 5 and factor-finetune); from hundreds, all is better.")
+                   "few dozen samples (with --design kmeans, --bag 5 and factor-finetune; not on uniform draws); "
+                   "from hundreds, all is better.")
 @click.option("--threads", type=int, default=None, help="Torch intra-op threads for training (default: the source's).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder to write the transferred model to (JSON + .npz, no pickle).")

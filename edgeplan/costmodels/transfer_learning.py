@@ -74,8 +74,10 @@ unbagged body in 21 of 25 draws), MdRAE 8.73 %. Plain fine-tuning gains nothing 
 trained weights than the body cost the MdRAE: the output layer alone, the input layer alone or the biases alone
 (``benchmarks/diag_transfer_variants.py --variant part``) are 2-4 points worse. With more rows the output layer is
 worth training: at 10 % (373 rows, seeds 0-4) the body alone is worse in every draw (fine-tuning 3.46 % / 1.07 % ->
-4.17 % / 1.91 %; factor then fine-tuning 3.25 % / 1.39 % -> 3.72 % / 1.98 %). So it is an option for a few dozen
-rows, off by default.
+4.17 % / 1.91 %; factor then fine-tuning 3.25 % / 1.39 % -> 3.72 % / 1.98 %). Nor does it help on the paper's
+uniform draws at 1 % (seeds 0-11, factor then fine-tuning): 10.37 % / 3.66 % -> 11.05 % / 4.55 %, in a bag of 5
+11.13 % / 4.49 %; it needs the designed samples, which give every filter shape its rows. So it is an option for a
+few dozen designed rows, off by default.
 
 ``bag=N`` (not in the paper; default 1): the fine-tuning is run ``N`` times from the same (factor-corrected) source
 on the same drawn rows, each with its own folds and shuffling (:func:`bag_seed`; the first is the unbagged run), and
