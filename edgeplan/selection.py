@@ -312,6 +312,16 @@ def runnable(shape: tuple[int, int, int, int, int, int], device: str = "cpu") ->
     return any(prim.applies(spec) and prim.supports_device(device) for prim in all_primitives())
 
 
+#: Why a conv layer is left to PyTorch under measured costs when its shape is missing from the tables.
+NOT_IN_TABLES = "not in the measured tables"
+
+
+def unrunnable(shape: tuple[int, int, int, int, int, int], device: str = "cpu") -> str | None:
+    """``None`` when a primitive that runs on ``device`` applies to a conv shape ``(c, k, im, f, s, padding)``
+    (:func:`runnable`), else why the layer is left to PyTorch."""
+    return None if runnable(shape, device) else f"no primitive applies on {device}"
+
+
 def check_selection_costs(costs: str, device: str = "cpu", *, tables: Sequence[str | Path] | None = None,
                           model_dir: str | Path | None = None) -> None:
     """Refuse a cost source :func:`select_model` cannot use, before anything is loaded or measured.
@@ -413,7 +423,8 @@ def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path |
     if costs == "measured":
         data = merged_tables(tables or [SHIPPED / t for t in SHIPPED_TABLES])
         keys = {tuple(int(v) for v in row) for row in data.features}
-        structure = selection_structure(graph, selectable=lambda s: s[:5] in keys and runnable(s, device))
+        structure = selection_structure(graph, why_not=lambda s: unrunnable(s, device) or (
+            None if s[:5] in keys else NOT_IN_TABLES))
         start = time.perf_counter()
         found = table_costs(structure, data, formats)
     else:
@@ -424,7 +435,7 @@ def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path |
             raise InvalidInputError(f"no performance model in {folder}; fit one with `edgeplan primitives fit "
                                     "--data TABLE.csv --out DIR` and pass --model DIR")
         model = load_performance_model(folder)
-        structure = selection_structure(graph, selectable=lambda s: runnable(s, device))
+        structure = selection_structure(graph, why_not=lambda s: unrunnable(s, device))
         start = time.perf_counter()
         found = model_costs(structure, model, formats)
     estimated = time.perf_counter() - start

@@ -87,6 +87,19 @@ def test_select_cli_measured_and_predicted_with_run(capsys: pytest.CaptureFixtur
     assert result["outputs_match"] and set(result["latency_ms"]) >= {"pytorch", "selected"}
     assert result["speedup_vs_pytorch"] == pytest.approx(result["latency_ms"]["pytorch"]["median"]
                                                          / result["latency_ms"]["selected"]["median"])
+    # layers left to PyTorch are counted by reason, with what to do about those the tables lack
+    code, text = run("select", "torchvision:mobilenet_v2", "--costs", "measured", "--data", str(SHIPPED_TABLE),
+                     "--no-flow-costs", "--json")
+    assert code == 0, text
+    reasons = json.loads(text)["fixed_reasons"]
+    assert sorted(set(reasons.values())) == ["depthwise", "not in the measured tables"]
+    assert sum(why == "depthwise" for why in reasons.values()) == 17
+    code, text = run("select", "torchvision:mobilenet_v2", "--costs", "measured", "--data", str(SHIPPED_TABLE),
+                     "--no-flow-costs")
+    missing = sum(why != "depthwise" for why in reasons.values())
+    flat = " ".join(text.split())  # rich wraps long lines at the terminal's width
+    assert code == 0 and f"left to PyTorch: {missing} not in the measured tables, 17 depthwise" in flat
+    assert "--costs predicted" in flat and "primitives profile --network torchvision:mobilenet_v2" in flat
     code, text = run("select", "torchvision:squeezenet1_0", "--costs", "predicted", "--model", str(tmp_path))
     assert code != 0 and "no performance model" in text
     code, text = run("select", "torchvision:squeezenet1_0", "--model", str(tmp_path))

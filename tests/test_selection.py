@@ -115,6 +115,10 @@ def test_structure_of_zoo_networks(model: str, convs: int, joins: int) -> None:
 def test_resnet_downsample_layers_can_be_left_out() -> None:
     s = selection_structure(graph_of("torchvision:resnet18"), selectable=lambda shape: shape[3] != 1)
     assert len(s.convs) == 17 and len(s.fixed) == 3
+    assert s.fixed_reasons == ("not selectable",) * 3
+    why = selection_structure(graph_of("torchvision:resnet18"),
+                              why_not=lambda shape: "a 1x1 layer" if shape[3] == 1 else None)
+    assert why.fixed == s.fixed and why.fixed_reasons == ("a 1x1 layer",) * 3
     # a fixed layer reads chw: the flow into it is priced as a sink, and it feeds its join from chw
     assert sum(e.consumer is None for e in s.edges) == 3
     assert sum(e.producer is None for e in s.edges) == 4
@@ -123,6 +127,22 @@ def test_resnet_downsample_layers_can_be_left_out() -> None:
 def test_depthwise_layers_are_fixed() -> None:
     s = selection_structure(graph_of("torchvision:mobilenet_v2"))
     assert len(s.fixed) == 17 and len(s.convs) == 52 - 17  # the depthwise convs are fixed, the rest selected
+    assert s.fixed_reasons == ("depthwise",) * 17  # each named with why no primitive runs it
+
+
+@pytest.mark.parametrize(("layer", "reason"), [
+    (dict(groups=4), "grouped (4 groups)"), (dict(dilation=2), "dilated"),
+    (dict(kernel_size=(3, 1), padding=(1, 0)), "non-square kernel 3x1, unequal padding"),
+    (dict(stride=(2, 1)), "unequal strides"), (dict(padding=(1, 2)), "unequal padding")])
+def test_a_conv_no_primitive_runs_is_left_to_pytorch_with_its_reason(layer: dict[str, object], reason: str) -> None:
+    import torch
+
+    from edgeplan.frontends.torch_frontend import graph_from_torch
+
+    settings: dict[str, object] = {"kernel_size": 3, "padding": 1, **layer}
+    net = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.Conv2d(8, 8, **settings))
+    s = selection_structure(graph_from_torch(net, torch.randn(1, 8, 16, 16), name="odd"))
+    assert len(s.convs) == 1 and s.fixed_reasons == (reason,)
 
 
 def _write_table(path: Path, rows: list[tuple[int, int, int, int, int]], names: list[str]) -> Path:

@@ -99,6 +99,7 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
         "predicted_ms": plan.total_ms, "primitives_ms": plan.primitives_ms, "transforms_ms": plan.transforms_ms,
         "optimisation_s": sel.estimate_s + plan.optimisation_s, "estimate_s": sel.estimate_s,
         "solve_s": plan.optimisation_s, "fixed_layers": list(sel.structure.fixed),
+        "fixed_reasons": dict(zip(sel.structure.fixed, sel.structure.fixed_reasons, strict=True)),
         "layers": [{"name": n.name, "kind": n.kind, "primitive": n.primitive, "input_layout": n.input_layout,
                     "output_layout": n.output_layout, "predicted_ms": n.latency_ms,
                     "shape": dict(zip(("c", "k", "im", "f", "s", "padding"), s.conv or (), strict=False))}
@@ -149,6 +150,24 @@ def _check_cuda(torch_device: str, why: str) -> None:
                                "that GPU from here, pass --no-flow-costs without --run")
 
 
+def fixed_summary(reasons: tuple[str, ...], model: str) -> list[str]:
+    """Lines saying why conv layers were left to PyTorch, counted by reason, with what to do where something can
+    be done (a layer missing from the measured tables can be priced by the model or measured)."""
+    from collections import Counter
+
+    from edgeplan.selection import NOT_IN_TABLES
+
+    if not reasons:
+        return []
+    counts = Counter(reasons)
+    lines = ["left to PyTorch: " + ", ".join(f"{n} {why}" for why, n in counts.most_common())]
+    if NOT_IN_TABLES in counts:
+        lines.append(f"  to select the {counts[NOT_IN_TABLES]} not in the measured tables: price them with the "
+                     f"performance model (--costs predicted), or measure them (`edgeplan primitives profile "
+                     f"--network {model}`) and pass the exported table with --data")
+    return lines
+
+
 def _print(sel: object, run: object) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -176,6 +195,8 @@ def _print(sel: object, run: object) -> None:
                   f"left to PyTorch; optimisation {1000 * (sel.estimate_s + plan.optimisation_s):.1f} ms "
                   f"(costs {1000 * sel.estimate_s:.1f} + PBQP {1000 * plan.optimisation_s:.1f}; "
                   f"{plan.solution.solver}, {'optimal' if plan.solution.optimal else 'not proven optimal'})")
+    for line in fixed_summary(sel.structure.fixed_reasons, sel.spec):
+        console.print(line)
     if isinstance(run, SelectionRun):
         for label, lat in run.latency.items():
             name = f"single ({run.single_primitive})" if label == "single" else label

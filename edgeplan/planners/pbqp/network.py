@@ -31,7 +31,8 @@ from edgeplan.errors import InvalidInputError
 from edgeplan.ir import Graph, Node
 from edgeplan.ir.ops import AdaptivePoolAttrs, ConvAttrs, OpKind
 
-__all__ = ["FlowOp", "LayoutEdge", "SelectionStructure", "SelectNode", "conv_shape", "selection_structure"]
+__all__ = ["FlowOp", "LayoutEdge", "SelectionStructure", "SelectNode", "conv_refusal", "conv_shape",
+           "selection_structure"]
 
 TRANSPARENT = frozenset({OpKind.ACTIVATION, OpKind.BATCH_NORM, OpKind.POOL2D, OpKind.DROPOUT, OpKind.LRN,
                          OpKind.PAD})
@@ -104,6 +105,8 @@ class SelectionStructure:
     edges: tuple[LayoutEdge, ...]
     fixed: tuple[str, ...]
     flow: tuple[FlowOp, ...] = ()
+    fixed_reasons: tuple[str, ...] = ()
+    """Why each conv layer of ``fixed`` is left to PyTorch, in the same order (empty for a structure built by hand)."""
 
     @property
     def convs(self) -> tuple[int, ...]:
@@ -116,16 +119,36 @@ class SelectionStructure:
 
 
 def conv_shape(node: Node) -> tuple[int, int, int, int, int, int] | None:
-    """``(c, k, im, f, s, padding)`` of a conv node the primitives can run, else ``None``."""
+    """``(c, k, im, f, s, padding)`` of a conv node the primitives can run, else ``None`` (:func:`conv_refusal` says
+    why)."""
+    attrs = node.attrs
+    if node.kind is not OpKind.CONV2D or not isinstance(attrs, ConvAttrs) or conv_refusal(node) is not None:
+        return None
+    *_, h, _ = node.input_shapes[0]
+    return (attrs.in_channels, attrs.out_channels, int(h), attrs.kernel[0], attrs.stride[0], attrs.padding[0])
+
+
+def conv_refusal(node: Node) -> str | None:
+    """Why no primitive can run a ``conv2d`` node (for example ``"depthwise"`` or ``"dilated"``), or ``None`` when
+    :func:`conv_shape` gives it a shape; ``None`` also for a node that is not a ``conv2d``."""
     attrs = node.attrs
     if node.kind is not OpKind.CONV2D or not isinstance(attrs, ConvAttrs):
         return None
     *_, h, w = node.input_shapes[0]
-    (fh, fw), (sh, sw) = attrs.kernel, attrs.stride
-    if (attrs.groups != 1 or attrs.dilation != (1, 1) or fh != fw or sh != sw or h != w
-            or len(set(attrs.padding)) != 1):
-        return None
-    return (attrs.in_channels, attrs.out_channels, int(h), fh, sh, attrs.padding[0])
+    reasons = []
+    if attrs.groups != 1:
+        reasons.append("depthwise" if attrs.groups == attrs.in_channels else f"grouped ({attrs.groups} groups)")
+    if attrs.dilation != (1, 1):
+        reasons.append("dilated")
+    if attrs.kernel[0] != attrs.kernel[1]:
+        reasons.append(f"non-square kernel {attrs.kernel[0]}x{attrs.kernel[1]}")
+    if attrs.stride[0] != attrs.stride[1]:
+        reasons.append("unequal strides")
+    if h != w:
+        reasons.append(f"non-square input {h}x{w}")
+    if len(set(attrs.padding)) != 1:
+        reasons.append("unequal padding")
+    return ", ".join(reasons) or None
 
 
 def _tensor(shape: tuple[int, ...], where: str) -> tuple[int, int]:
@@ -141,6 +164,7 @@ def _collapses(node: Node) -> bool:
 
 
 def selection_structure(graph: Graph, selectable: Callable[[tuple[int, int, int, int, int, int]], bool] | None = None,
+                        why_not: Callable[[tuple[int, int, int, int, int, int]], str | None] | None = None,
                         ) -> SelectionStructure:
     """The selection nodes and layout edges of a network (see the module docstring for each node's treatment).
 
@@ -151,6 +175,9 @@ def selection_structure(graph: Graph, selectable: Callable[[tuple[int, int, int,
     selectable
         Which runnable conv shapes ``(c, k, im, f, s, padding)`` are selected; the others are layout-fixed (e.g.
         layers a profiled table does not have). Default: all.
+    why_not
+        Instead of ``selectable``: ``None`` for a shape that is selected, else why it is not (for example ``"not in
+        the measured tables"``), kept in :attr:`SelectionStructure.fixed_reasons`.
 
     Returns
     -------
@@ -165,6 +192,7 @@ def selection_structure(graph: Graph, selectable: Callable[[tuple[int, int, int,
     nodes: list[SelectNode] = []
     edges: list[LayoutEdge] = []
     fixed: list[str] = []
+    reasons: list[str] = []
     flow_ops: list[FlowOp] = []
     # which decision's layout the output of each IR node is in: a SelectNode index, "chw" (fixed) or "any"
     flow: dict[str, int | str] = {}
@@ -175,13 +203,20 @@ def selection_structure(graph: Graph, selectable: Callable[[tuple[int, int, int,
         producer = None if source == "chw" else int(source)
         edges.append(LayoutEdge(producer, consumer, _tensor(shape, at), at))
 
+    def refused(conv: tuple[int, int, int, int, int, int]) -> str | None:
+        if why_not is not None:
+            return why_not(conv)
+        return None if selectable is None or selectable(conv) else "not selectable"
+
     for node in graph.nodes:
         activations = [(ref, shape) for ref, shape in zip(node.inputs, node.input_shapes, strict=True)
                        if graph.node(ref.node).kind is not OpKind.CONSTANT]
         sources = [flow[ref.node] for ref, _ in activations]
+        conv = conv_shape(node)
+        reason = refused(conv) if conv is not None else conv_refusal(node)
         if node.kind is OpKind.INPUT:
             flow[node.name] = "chw"
-        elif (conv := conv_shape(node)) is not None and (selectable is None or selectable(conv)):
+        elif conv is not None and reason is None:
             nodes.append(SelectNode(node.name, "conv", conv))
             connect(sources[0], len(nodes) - 1, activations[0][1], node.name)
             flow[node.name] = len(nodes) - 1
@@ -202,13 +237,14 @@ def selection_structure(graph: Graph, selectable: Callable[[tuple[int, int, int,
                     connect(source, None, shape, node.name)
             if node.kind is OpKind.CONV2D:
                 fixed.append(node.name)
+                reasons.append(reason or "not selectable")
             flow[node.name] = "chw"
     for ref in graph.outputs:
         out_shape = graph.node(ref.node).output_shapes[ref.index]
         if len(out_shape) == 4:
             connect(flow[ref.node], None, out_shape, f"output {ref}")
     if not any(n.kind == "conv" for n in nodes):
-        if selectable is not None and any(conv_shape(n) is not None for n in graph.nodes):
+        if (selectable is not None or why_not is not None) and any(conv_shape(n) is not None for n in graph.nodes):
             raise InvalidInputError(f"model {graph.name!r}: none of its conv layers can be selected (the measured "
                                     "tables have none of its layer shapes, or no primitive runs them on this "
                                     "device); with measured costs, price them with the model (--costs predicted), "
@@ -216,4 +252,4 @@ def selection_structure(graph: Graph, selectable: Callable[[tuple[int, int, int,
                                     "export the table (`edgeplan primitives export`) and pass it with --data")
         raise InvalidInputError(f"model {graph.name!r} has no conv layer the primitives can run "
                                 "(square, stride and padding equal on both axes, one group, no dilation)")
-    return SelectionStructure(graph.name, tuple(nodes), tuple(edges), tuple(fixed), tuple(flow_ops))
+    return SelectionStructure(graph.name, tuple(nodes), tuple(edges), tuple(fixed), tuple(flow_ops), tuple(reasons))
