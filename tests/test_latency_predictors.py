@@ -279,6 +279,14 @@ def test_end_to_end_model_fits_predicts_and_saves(tmp_path: Path) -> None:
     assert p.unpredicted == ["x@x (aten::cat)"]
     sig = next(o for o in p.ops if o.kind == "aten::sigmoid")
     assert sig.by_category and sig.ms is not None and sig.ms > 0
+    # and `predict` lists it as priced by a stand-in, grouped by kernel (the unpredicted op is not among them)
+    from edgeplan.latency.predict import ModelPrediction
+
+    shown = ModelPrediction("odd", "test-scenario", "lasso", p)
+    assert shown.stand_ins() == [{"kernel": "aten::sigmoid", "predictor": "category elementwise", "count": 1,
+                                  "ms": sig.ms}]
+    assert shown.to_dict()["stand_in_ops"] == shown.stand_ins()
+    assert ModelPrediction("r", "s", "lasso", preds[0]).stand_ins() == []
     # A grouped convolution, a category never trained, is predicted by the dense convolution predictor from the
     # features they share (its FLOPs count the groups); an op of a category without a family stays unpredicted.
     grouped = dict(records[31])

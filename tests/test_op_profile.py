@@ -869,6 +869,15 @@ def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str],
     assert result["latency_ms"] == pytest.approx(result["overhead_ms"] + sum(o["ms"] for o in result["ops"]))
     assert main(["--home", home, "predict", CELL, "--device", "mine", "--method", "lasso", "--breakdown"]) == 0
     assert "per-op predictions" in capsys.readouterr().out
+    # a kernel the cells never ran (ResNet-18's max pooling) is priced by its category's predictor, and said so
+    assert main(["--home", home, "predict", "torchvision:resnet18", "--device", "mine", "--method", "lasso",
+                 "--json"]) == 0
+    (resnet,) = json.loads(capsys.readouterr().out)
+    assert {"kernel": "aten::max_pool2d", "predictor": "category pool", "count": 1} in [
+        {k: v for k, v in e.items() if k != "ms"} for e in resnet["stand_in_ops"]]
+    assert main(["--home", home, "predict", "torchvision:resnet18", "--device", "mine", "--method", "lasso"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "ops priced by a stand-in" in text and "1 x aten::max_pool2d by category pool" in text
     # Per implementation: NB201's convolutions (16 channels at 32x32, one thread) run natively, and say so.
     assert main(["ops", "fit", "--data", str(data), "--method", "lasso", "--out", str(tmp_path / "devices" / "impl"),
                  "--json", "--min-samples", "3", "--implementations"]) == 0

@@ -95,6 +95,11 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
     if any(not r.prediction.ops for r in results):
         notes.append(f"† no kernel runs: {device}'s runtime folds the network into a constant (its output does not "
                      "depend on its input once multiplications by zero are simplified; see `edgeplan calibrate`)")
+    for r in results:
+        if stand_ins := r.stand_ins():
+            notes.append(f"{r.model}: {sum(e['count'] for e in stand_ins)} ops priced by a stand-in, their kernel "
+                         "having no predictor of its own: " + ", ".join(
+                             f"{e['count']} x {e['kernel']} by {e['predictor']} ({e['ms']:.3f} ms)" for e in stand_ins))
     for ref in sorted({m.reference for m in measured.values() if m.reference}):
         unpaired = [name for name, m in measured.items() if m.reference != ref]
         notes.append(f"measured ms: paired with the reference {ref}, timed beside every run, and converted at the "

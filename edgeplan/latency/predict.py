@@ -324,7 +324,7 @@ class ModelPrediction:
 
     def to_dict(self, breakdown: bool = False) -> dict[str, Any]:
         """JSON form: ``model``, ``device``, ``method``, ``latency_ms``, ``overhead_ms``, ``overhead_clamped``,
-        ``unpredicted_ops`` (and ``ops`` with ``breakdown``).
+        ``unpredicted_ops``, ``stand_in_ops`` (:meth:`stand_ins`) and ``ops`` with ``breakdown``.
 
         ``overhead_ms`` is the overhead as it counts in ``latency_ms`` (``latency_ms`` minus the ops' sum);
         ``overhead_clamped`` says that the learnt overhead would have taken the total below half the ops' sum
@@ -336,12 +336,29 @@ class ModelPrediction:
         p = self.prediction
         out: dict[str, Any] = {"model": self.model, "device": self.device, "method": self.method,
                                "latency_ms": p.latency_ms, "overhead_ms": p.overhead_ms,
-                               "overhead_clamped": p.overhead_clamped, "unpredicted_ops": p.unpredicted}
+                               "overhead_clamped": p.overhead_clamped, "unpredicted_ops": p.unpredicted,
+                               "stand_in_ops": self.stand_ins()}
         if breakdown:
             out["ops"] = [{"op": o.name, "kernel": o.kind, "key": o.key, "ms": o.ms, "by_category": o.by_category,
                            "predictor": o.predictor, "predicted_by": o.predicted_by, "fallback_for": o.fallback_for}
                           for o in p.ops]
         return out
+
+
+    def stand_ins(self) -> list[dict[str, Any]]:
+        """The ops priced by a stand-in: runtime kernels without a predictor of their own, predicted by their
+        category's (or op family's) predictor, grouped by kernel and stand-in, most time first.
+
+        Each entry has ``kernel``, ``predictor`` (as :attr:`~edgeplan.latency.model.OpPrediction.predictor` shows
+        it), ``count`` and ``ms`` (their predicted sum). A stand-in was not trained on that kernel, so its error
+        is unknown; a kernel far off its category's cost per byte (nearest upsampling, say) can be mispriced."""
+        groups: dict[tuple[str, str], list[float]] = {}
+        for o in self.prediction.ops:
+            if o.by_category and o.ms is not None:
+                groups.setdefault((o.kind, o.predictor), []).append(o.ms)
+        entries = [{"kernel": kernel, "predictor": predictor, "count": len(ms), "ms": sum(ms)}
+                   for (kernel, predictor), ms in groups.items()]
+        return sorted(entries, key=lambda e: -e["ms"])
 
 
 def kernel_profile_of(device_model: LatencyModel | CalibratedDevice) -> str:
