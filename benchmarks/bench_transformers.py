@@ -1,22 +1,27 @@
-"""Vision transformers in a CNN-trained device profile: what its predictors miss, and what extending them recovers.
+"""Models whose kernels a CNN-trained device profile lacks: what its predictors miss, and what extending them recovers.
 
 The shipped latency models of a scenario are fitted on synthetic CNNs (li2023's space). A vision transformer's
 attention has no predictor there (reported unpredicted, by name), and its layer norms, GELUs, softmaxes and
 linear layers over tokens are priced by the predictor of their category (element-wise, convolution), trained on
-other kernels. ``LatencyModel.extended`` adds predictors for the operation kinds a model lacks, fitted on
-measured transformers, and keeps every predictor it had.
+other kernels; so are the nearest upsamplings of HRNet and GhostNetV2 (element-wise). ``LatencyModel.extended``
+adds predictors for the operation kinds a model lacks, fitted on measured models, and keeps every predictor it
+had.
 
-On the transformers of a dataset (default the shipped ``torch-fp32-1t.transformers.jsonl.xz``), grouped k-fold
-over the models (``--folds``; every model held out once), for each method:
+On the non-synthetic models of a dataset (default the shipped ``torch-fp32-1t.transformers.jsonl.xz``), grouped
+k-fold over the models (``--folds``; every model held out once), or one model family held out at a time
+(``--by-family``: the family is the model's name up to its first ``_``, so that no variant of a held-out
+network is trained on), for each method:
 
-- **base**: the scenario's model without its extensions (the synthetic-CNN predictors alone): the models it
+- **base**: the scenario's model without its extensions (the synthetic-CNN predictors alone), or with its first
+  ``--keep-extensions`` (the transformers' kept, when the upsampling networks are the next one): the models it
   predicts whole, and, over all of them, the error of its summed predictions for the ops it does cover against
   those ops' measured times;
-- **extended**: the base extended with the other folds' transformers: end-to-end MAPE over the held-out models
-  (the end-to-end time includes any work eager PyTorch runs that the IR folds away, which no op predicts).
+- **extended**: the base extended with the other folds' models: end-to-end MAPE over the held-out models (the
+  end-to-end time includes any work eager PyTorch runs that the IR folds away, which no op predicts).
 
-Also, where the scenario's model is extended, its side effect on the real-world CNNs of the scenario's shipped
-dataset (which it was not fitted on): their MAPE with and without the extension.
+Also, where the scenario's model has more extensions than the base, the side effect of the later ones on the
+real-world CNNs of the scenario's shipped dataset (which they were not fitted on): their MAPE with and without
+them.
 
 Prints the figures per model and the means. It fits only the added kinds' predictors per fold (a few
 seconds each with Lasso, a minute or so with GBDT on one thread).
@@ -47,6 +52,11 @@ def covered_error(model: Any, record: dict[str, Any]) -> tuple[float, float, int
     return sum(p for p, _ in done), sum(m for _, m in done), len(ops) - len(done), prediction
 
 
+def family(model: str) -> str:
+    """A zoo model's family: its name up to the first ``_`` (``timm:hrnet_w18_small`` -> ``timm:hrnet``)."""
+    return model.split("_", 1)[0]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA / "torch-fp32-1t.transformers.jsonl.xz")
@@ -58,13 +68,17 @@ def main() -> int:
     parser.add_argument("--cnn-data", type=Path, default=None,
                         help="The dataset whose real-world CNNs show the extension's side effect (default: the "
                              "scenario's shipped one; give the profile's own machine's, e.g. the Zen 5 file)")
+    parser.add_argument("--keep-extensions", type=int, default=0,
+                        help="The base keeps the shipped model's first N extensions (default 0: none)")
+    parser.add_argument("--by-family", action="store_true",
+                        help="Hold out one model family at a time (the name up to its first '_') instead of k-fold")
     args = parser.parse_args()
 
     import torch
 
     torch.set_num_threads(args.threads)
     from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import mape, record_latency
+    from edgeplan.latency.model import mape, record_latency, record_ops
     from edgeplan.latency.predict import load_device_model
     from edgeplan.measure.model_sets import expand_models
 
@@ -73,8 +87,10 @@ def main() -> int:
     cnn = set(expand_models(["synthetic:0-1099"]))
     records = [r for r in data.records if r["model"] not in cnn]
     device = args.device or data.scenario
-    print(f"{args.data.name}: {len(records)} transformers of {data.scenario} (of {len(data.records)} models); "
-          f"base: the shipped {device} models without their extensions; {args.folds}-fold over the models")
+    kept = f"with its first {args.keep_extensions} extension(s)" if args.keep_extensions else "without its extensions"
+    split = "one family held out at a time" if args.by_family else f"{args.folds}-fold over the models"
+    print(f"{args.data.name}: {len(records)} models of {data.scenario} beside the synthetic CNNs (of "
+          f"{len(data.records)} models); base: the shipped {device} models {kept}; {split}")
     from edgeplan.experiments.li2023 import REAL_WORLD, dataset_path
 
     zoo_file = args.cnn_data or dataset_path(data.scenario)
@@ -82,10 +98,14 @@ def main() -> int:
                if zoo_file.is_file() else [])
     order = np.random.default_rng(args.seed).permutation(len(records))
     folds = [order[i::args.folds] for i in range(args.folds)]
+    if args.by_family:
+        families = [family(r["model"]) for r in records]
+        folds = [np.array([i for i in order if families[i] == f]) for f in dict.fromkeys(families)]
     for method in args.methods:
         shipped = load_device_model(device, method)
-        base = shipped.without_extensions() if shipped.info.get("extensions") else shipped
+        base = shipped.without_extensions(keep=args.keep_extensions) if shipped.info.get("extensions") else shipped
         rows: dict[str, dict[str, Any]] = {}
+        kinds: dict[str, list[Any]] = {}  # kind -> measured, base and extended sums over held-out ops, their count
         for k, held in enumerate(folds):
             out = set(held)
             train = [records[i] for i in order if i not in out]
@@ -98,7 +118,15 @@ def main() -> int:
                 rows[r["model"]] = {"true": true, "base_cover": (pred, meas), "base_missing": missing,
                                     "base_whole": prediction.latency_ms if missing == 0 else None,
                                     "extended": ext.latency_ms, "ext_missing": len(ext.unpredicted)}
-            print(f"  {method} fold {k + 1}/{args.folds}: {len(train)} training transformers, "
+                added = {k.rsplit("|", 1)[0] for k in set(extended.predictors) - set(base.predictors)}
+                for o, b, e in zip(record_ops(r, base.statistic), prediction.ops, ext.ops, strict=True):
+                    if o.kind in added:  # the held-out ops of a kind this fold's extension priced on its own
+                        sums = kinds.setdefault(o.kind, [0.0, 0.0, 0.0, 0])
+                        sums[0] += o.measured_ms or 0.0
+                        sums[1] += b.ms or 0.0
+                        sums[2] += e.ms or 0.0
+                        sums[3] += 1
+            print(f"  {method} fold {k + 1}/{len(folds)}: {len(train)} training models, "
                   f"{len(extended.predictors) - len(base.predictors)} kinds added", flush=True)
         print(f"\n{method}: end-to-end {base.statistic} latency, ms")
         print(f"{'model':<44} {'measured':>9} {'base: covered ops':>22} {'missing':>8} {'extended':>9} {'error':>8}")
@@ -110,23 +138,27 @@ def main() -> int:
         truth = [r["true"] for r in rows.values()]
         cover = mape([r["base_cover"][0] for r in rows.values()], [r["base_cover"][1] for r in rows.values()])
         whole = [(r["base_whole"], r["true"]) for r in rows.values() if r["base_whole"] is not None]
-        print(f"{method}: base predicts {len(whole)} of {len(rows)} transformers whole"
+        print(f"{method}: base predicts {len(whole)} of {len(rows)} models whole"
               + (f" (MAPE {mape(*zip(*whole, strict=True)):.2f}%)" if whole else "")
               + f"; its covered ops' sums are off by a MAPE of {cover:.2f}% (median ratio predicted/measured "
               f"{np.median([r['base_cover'][0] / r['base_cover'][1] for r in rows.values()]):.3f})")
+        for kind, (meas, was, now, n) in sorted(kinds.items(), key=lambda kv: -kv[1][0]):
+            print(f"{method}: {kind}, {n} held-out ops: predicted / measured sum {was / meas:.3f} by the base "
+                  f"(a stand-in or none), {now / meas:.3f} by its own predictor fitted on the other folds")
         unpredicted = sum(r["ext_missing"] for r in rows.values())
         print(f"{method}: extended, end-to-end MAPE {mape([r['extended'] for r in rows.values()], truth):.2f}% over "
-              f"{len(rows)} held-out transformers (median ratio predicted/measured "
+              f"{len(rows)} held-out models (median ratio predicted/measured "
               f"{np.median([r['extended'] / r['true'] for r in rows.values()]):.3f}; ops still unpredicted: "
               f"{unpredicted})")
-        if shipped is not base and cnn_zoo:  # the shipped extension's side effect on the CNNs it was not fitted on
+        if len(shipped.predictors) > len(base.predictors) and cnn_zoo:  # the later extensions' side effect on the
+            # CNNs they were not fitted on
             truth = [record_latency(r, base.statistic) for r in cnn_zoo]
             before = [base.predict_record(r).latency_ms for r in cnn_zoo]
             after = [shipped.predict_record(r).latency_ms for r in cnn_zoo]
             changed = sum(abs(a - b) > 1e-9 * b for a, b in zip(after, before, strict=True))
             print(f"{method}: the shipped {device} model (extended with all {len(records)}) on the {len(cnn_zoo)} "
-                  f"real-world CNNs of {zoo_file.name}: MAPE {mape(before, truth):.2f}% without its extension, "
-                  f"{mape(after, truth):.2f}% with it ({changed} predictions changed)")
+                  f"real-world CNNs of {zoo_file.name}: MAPE {mape(before, truth):.2f}% as the base, "
+                  f"{mape(after, truth):.2f}% as shipped ({changed} predictions changed)")
         print()
     return 0
 

@@ -454,6 +454,18 @@ def test_an_extended_model_adds_the_kinds_it_lacked_and_keeps_its_own(tmp_path: 
     (ext,) = extended.info["extensions"]
     assert ext["added_ops_per_key"] == {ln: 30} and ext["dataset"] == "tokens" and len(ext["models"]) == 30
     assert extended.without_extensions().predictors == base.predictors
+    # a second extension (softmax over tokens) can be dropped alone, keeping the first
+    soft = [dict(r) for r in tokens[:30]]
+    for k, r in enumerate(soft):
+        r["ops"] = [*r["ops"], {"kernel": "sm", "kind": "aten::softmax", "nodes": ["ln"], "ms": 1.0 + 0.01 * k,
+                                "min_ms": 1.0 + 0.01 * k, "iqr_rel": 0}]
+    twice = extended.extended(soft, info={"dataset": "softmax"})
+    assert set(twice.predictors) - set(extended.predictors) == {"aten::softmax|elementwise"}
+    first = twice.without_extensions(keep=1)
+    assert first.predictors == extended.predictors and first.info["extensions"] == extended.info["extensions"]
+    assert twice.without_extensions().predictors == base.predictors and "extensions" not in base.info
+    with pytest.raises(InvalidInputError, match="keep -1"):
+        twice.without_extensions(keep=-1)
     # A kind seen in fewer than three models, or at one shape only, would be a constant: it is left out, and why.
     rare = [dict(r) for r in tokens[:30]]
     for r in rare[:2]:
@@ -952,9 +964,10 @@ def test_the_shipped_torch_profiles_are_extended_with_their_transformer_datasets
         model = load_device_model(scenario, method)
         assert isinstance(model, LatencyModel)
         assert all(tuple(model.feature_names[c]) == CATEGORY_FEATURES[c] for c in ("matmul", "attention"))
-        (ext,) = model.info["extensions"]
+        ext, *later = model.info["extensions"]  # then extended with upsampling networks
         assert ext["models"] == transformers.models() and ext["extended"] == scenario
-        added = set(ext["added_ops_per_key"])
+        assert [e["dataset"] for e in later] == [f"{scenario}.upsample.jsonl.xz"]
+        added = {k for e in model.info["extensions"] for k in e["added_ops_per_key"]}
         assert "aten::scaled_dot_product_attention|attention" in added and "aten::layer_norm|elementwise" in added
         base = model.without_extensions()
         assert set(base.predictors) == set(model.predictors) - added and "extensions" not in base.info
@@ -964,6 +977,42 @@ def test_the_shipped_torch_profiles_are_extended_with_their_transformer_datasets
         assert any("scaled_dot_product_attention" in u for u in base.predict_record(vit).unpredicted)
         assert [model.predict_record(r).latency_ms for r in synthetic] == [base.predict_record(r).latency_ms
                                                                             for r in synthetic]
+
+
+@pytest.mark.parametrize("scenario", ["torch-fp32-1t", "torch-fp32-2t"])
+def test_the_shipped_torch_profiles_price_nearest_upsampling_with_its_own_predictor(scenario: str) -> None:
+    """The torch profiles' second extension: HRNet and GhostNetV2 measured beside the reference on a later day (its
+    reference warmed first), put on the CNN file's scale by matching 20 synthetic networks measured in both, give
+    the nearest upsampling (and hard sigmoid) predictors of their own; without it they are priced as generic
+    element-wise ops, far too low."""
+    from edgeplan.experiments.li2023 import dataset_path
+    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.latency.predict import load_device_model
+
+    cnns = load_dataset(dataset_path(scenario))
+    data = load_dataset(dataset_path(scenario).with_name(f"{scenario}.upsample.jsonl.xz"))
+    reference = data.provenance["reference"]
+    matched = reference["scale_from"]
+    assert matched["file_reference_ms"] == cnns.provenance["reference"]["ms"] and reference["warm"] is True
+    assert matched["matched"]["models"] == 20 and matched["matched"]["iqr_rel"] < 0.1  # the bridge agrees
+    assert {m.split("_")[0] for m in data.models()} == {"timm:hrnet", "timm:ghostnetv2"}
+    ghost = next(r for r in data.records if r["model"] == "timm:ghostnetv2_100")
+    for method in ("lasso", "gbdt"):
+        model = load_device_model(scenario, method)
+        assert isinstance(model, LatencyModel)
+        *_, ext = model.info["extensions"]
+        assert ext["models"] == data.models() and set(ext["added_ops_per_key"]) == {
+            "aten::upsample_nearest2d|elementwise", "aten::hardsigmoid|elementwise"}
+        before = model.without_extensions(keep=1)
+
+        def upsampled(m: LatencyModel) -> tuple[list[Any], float]:
+            ops = [o for o in m.predict_record(ghost).ops if o.kind == "aten::upsample_nearest2d"]
+            return ops, sum(o.ms or 0.0 for o in ops)
+
+        (own, own_ms), (stand_in, stand_in_ms) = upsampled(model), upsampled(before)
+        measured = sum(o["ms"] for o in ghost["ops"] if o["kind"] == "aten::upsample_nearest2d")
+        assert len(own) == 14 and not any(o.by_category for o in own) and all(o.by_category for o in stand_in)
+        assert abs(own_ms / measured - 1) < abs(stand_in_ms / measured - 1)  # closer to its own measured sum
 
 
 def test_predict_measures_a_zen5_profile_under_the_allocator_its_data_were_measured_with(tmp_path: Path) -> None:

@@ -704,6 +704,23 @@ def test_campaign_with_a_reference_exports_normalised_times(scenario: str, tmp_p
         for kwargs in ({"merge": tmp_path / "old.jsonl.gz"}, {"scale_from": tmp_path / "old.jsonl.gz"}):
             with pytest.raises(InvalidInputError, match="straight after each call .*not comparable"):
                 export_dataset(store, s, tmp_path / "refused.jsonl.gz", **kwargs)
+        # ... unless the scales are matched on models measured in both (at least MIN_MATCHED of them)
+        with pytest.raises(InvalidInputError, match="give them with --match-on"):
+            export_dataset(store, s, tmp_path / "refused.jsonl.gz", scale_from=tmp_path / "old.jsonl.gz")
+        with pytest.raises(InvalidInputError, match="timed otherwise, and it shares 2 models"):
+            export_dataset(store, s, tmp_path / "refused.jsonl.gz", scale_from=tmp_path / "old.jsonl.gz",
+                           match_on=[CELL, other])
+        assert not (tmp_path / "refused.jsonl.gz").exists()
+        from edgeplan.latency import campaign as campaign_module
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(campaign_module, "MIN_MATCHED", 2)
+            export_dataset(store, s, tmp_path / "matched.jsonl.gz", scale_from=tmp_path / "old.jsonl.gz",
+                           match_on=[CELL, other])
+        matched = load_dataset(tmp_path / "matched.jsonl.gz").provenance["reference"]
+        # the old file holds the same measurements, so the matched latency is its own reference latency
+        assert matched["ms"] == pytest.approx(old["reference"]["ms"], rel=FILE) and matched["warm"] is True
+        assert matched["scale_from"]["matched"]["models"] == 2
     data, again = load_dataset(tmp_path / "d.jsonl.gz"), load_dataset(tmp_path / "r.jsonl.gz")
     scale = data.provenance["reference"]
     assert scale["model"] == CELL and scale["models"] == 2 and scale["from_campaign"] == f"ops/{scenario}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,7 +110,9 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
 @click.option("--match-on", "match_on", multiple=True,
               help="With --merge of a campaign measured beside a reference into a file measured without one: match "
                    "the two scales on these models only (zoo strings, ranges such as synthetic:900-959, sets; "
-                   "repeat for several; they keep the file's rows); default every model both hold.")
+                   "repeat for several; they keep the file's rows); default every model both hold. With "
+                   "--scale-from a file whose reference was timed otherwise (before 2026-11-27): match the scales "
+                   "on these models, measured in both.")
 @click.option("--scale-from", "scale_from", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the times at this dataset file's reference latency (a file of the scenario measured beside "
                    "the same reference), so that a new file of other models shares its scale.")
@@ -351,9 +354,11 @@ def _extendable(device: str, method: str, data: OpDataset, statistic: str | None
         raise InvalidInputError(f"--statistic {statistic}: {device}'s {method} model learnt the {model.statistic}; "
                                 "an extension learns what it learnt (drop --statistic)")
     ours, theirs = model.info.get("reference"), data.provenance.get("reference")
+    # a campaign matched onto a file's scale (its reference timed otherwise) shares that file's scale
+    shared = float(theirs.get("scale_from", {}).get("file_reference_ms", theirs["ms"])) if theirs else math.nan
     same = (ours is None and theirs is None) or (
         ours is not None and theirs is not None and ours.get("model") == theirs.get("model")
-        and abs(float(ours["ms"]) - float(theirs["ms"])) <= 1e-9 * float(ours["ms"]))
+        and abs(float(ours["ms"]) - shared) <= 1e-9 * float(ours["ms"]))
     if not same:
         def scale(ref: dict[str, Any] | None) -> str:
             return f"{ref['model']} at {float(ref['ms']):.4g} ms" if ref else "no reference model"

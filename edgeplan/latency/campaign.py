@@ -285,13 +285,13 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         if merge is not None:
             raise InvalidInputError("--scale-from and --merge both set the scale of the file; a merge writes at its "
                                     "file's reference latency already: drop --scale-from")
-        scale = _scale_of(scale_from, scenario, scale)
+        scale = _scale_of(scale_from, scenario, scale, match_on=match_on, records=campaign_records)
     earlier = _mergeable(merge, scenario, repeat, scale) if merge is not None else None
     matching = earlier is not None and scale is not None and not earlier.provenance.get("reference")
-    if match_on is not None and not matching:
+    if match_on is not None and not matching and scale_from is None:
         raise InvalidInputError("--match-on chooses the models that match a paired campaign's scale to a file "
-                                "measured without a reference; this export matches no scale (it needs a campaign "
-                                "measured with --reference merged into such a file): drop --match-on")
+                                "measured without a reference, or to a --scale-from file whose reference was timed "
+                                "otherwise; this export matches no scale: drop --match-on")
     if earlier is not None and scale is not None:
         before = earlier.provenance.get("reference")
         scale = dict(before) if before else _matched_scale(earlier, campaign_records, scale, str(merge), match_on)
@@ -467,13 +467,15 @@ MIN_MATCHED = 10
 
 
 def _matched_scale(earlier: OpDataset, records: Sequence[Any], scale: Mapping[str, Any], path: str,
-                   match_on: Collection[str] | None = None) -> dict[str, Any]:
+                   match_on: Collection[str] | None = None,
+                   why: str = "--merge {path}: it was measured without a reference model and") -> dict[str, Any]:
     """The reference latency that puts a paired campaign's ratios on an unpaired dataset's scale.
 
     An unpaired dataset (measured before the reference pairing) has no reference latency; the models it shares
     with the campaign (of ``match_on`` only, when given) give one: the median over them of the dataset's time
     divided by the campaign's ratio to the reference (separately for the medians and the fastest runs). Their
-    spread is recorded beside it.
+    spread is recorded beside it. The same matches a campaign to a ``--scale-from`` file whose reference was
+    timed otherwise (``why`` begins the message of a refusal).
 
     Raises
     ------
@@ -485,10 +487,9 @@ def _matched_scale(earlier: OpDataset, records: Sequence[Any], scale: Mapping[st
     common = [r for r in records if r.model in rows and (allowed is None or r.model in allowed)]
     if len(common) < MIN_MATCHED:
         among = "" if allowed is None else f" among the {len(allowed)} --match-on models"
-        raise InvalidInputError(f"--merge {path}: it was measured without a reference model and shares "
-                                f"{len(common)} models with the Store's campaign{among}; re-measure at least "
-                                f"{MIN_MATCHED} of its models beside the reference too (they put the two on one "
-                                "scale)")
+        raise InvalidInputError(f"{why.format(path=path)} shares {len(common)} models with the Store's "
+                                f"campaign{among}; re-measure at least {MIN_MATCHED} of its models beside the "
+                                "reference too (they put the two on one scale)")
     ms = np.array([rows[r.model]["latency_ms"] / r.extra["reference"]["ratio"] for r in common])
     fastest = np.array([rows[r.model]["latency_min_ms"] / r.extra["reference"]["min_ratio"] for r in common])
     q1, q3 = np.percentile(ms, [25, 75])
@@ -498,8 +499,16 @@ def _matched_scale(earlier: OpDataset, records: Sequence[Any], scale: Mapping[st
                         "campaign_reference_ms": scale["ms"], "campaign_reference_min_ms": scale["min_ms"]}}
 
 
-def _scale_of(path: str | Path, scenario: Scenario, scale: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The reference latency of the dataset at ``path`` for a campaign measured beside the same reference model."""
+def _scale_of(path: str | Path, scenario: Scenario, scale: Mapping[str, Any] | None,
+              match_on: Collection[str] | None = None, records: Sequence[Any] = ()) -> dict[str, Any]:
+    """The reference latency of the dataset at ``path`` for a campaign measured beside the same reference model.
+
+    A campaign that timed its reference otherwise than the file (after an untimed call of it, the file straight
+    after each call) has ratios on another footing: with ``match_on``, the latency is the one that matches the
+    campaign's times of those models to the file's (:func:`_matched_scale` over ``records``, the campaign's),
+    bridge models measured again for that, and the file's own reference latency is kept beside it
+    (``scale_from.file_reference_ms``: the scale of the file, which the campaign's times now share); without it,
+    such a file is refused."""
     other = load_dataset(path)
     ref = other.provenance.get("reference")
     if other.scenario != scenario.name:
@@ -508,9 +517,20 @@ def _scale_of(path: str | Path, scenario: Scenario, scale: Mapping[str, Any] | N
         raise InvalidInputError(f"--scale-from {path}: it was measured {_beside((ref or {}).get('model'))}, the "
                                 f"Store's campaign {_beside((scale or {}).get('model'))}; only times measured beside "
                                 "the same reference model can be put on its scale")
-    _check_pairing(f"--scale-from {path}", ref, scale)
-    return {**ref, "scale_from": {"file": str(path), "campaign_reference_ms": scale["ms"],
-                                  "campaign_reference_min_ms": scale["min_ms"]}}
+    source = {"file": str(path), "campaign_reference_ms": scale["ms"], "campaign_reference_min_ms": scale["min_ms"]}
+    if match_on is not None:
+        matched = _matched_scale(other, records, scale, str(path), match_on,
+                                 why="--scale-from {path}: its reference was timed otherwise, and it")
+        source["matched"] = matched.pop("matched")
+        source["file_reference_ms"], source["file_reference_min_ms"] = ref["ms"], ref["min_ms"]
+        return {**ref, "ms": matched["ms"], "min_ms": matched["min_ms"], "warm": bool(scale.get("warm")),
+                "scale_from": source}
+    try:
+        _check_pairing(f"--scale-from {path}", ref, scale)
+    except InvalidInputError as err:
+        raise InvalidInputError(f"{err}; or re-measure at least {MIN_MATCHED} of its models in the campaign and "
+                                "give them with --match-on, to match the two scales on them") from None
+    return {**ref, "scale_from": source}
 
 
 def _beside(model: str | None) -> str:

@@ -640,10 +640,18 @@ class LatencyModel:
                                "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"), **dict(info or {})}]
         return replace(self, predictors=predictors, info=meta, feature_names=feature_names)
 
-    def without_extensions(self) -> LatencyModel:
-        """This model as its own fit left it: the predictors :meth:`extended` added are dropped."""
-        added = {k for ext in self.info.get("extensions", []) for k in ext.get("added_ops_per_key", {})}
+    def without_extensions(self, keep: int = 0) -> LatencyModel:
+        """This model as its own fit left it: the predictors :meth:`extended` added are dropped.
+
+        With ``keep``, the first ``keep`` extensions stay and only the later ones are dropped (the model as it was
+        before its last extension, say)."""
+        if keep < 0:
+            raise InvalidInputError(f"keep {keep}: give how many extensions to keep (0 or more)")
+        extensions = list(self.info.get("extensions", []))
+        added = {k for ext in extensions[keep:] for k in ext.get("added_ops_per_key", {})}
         info = {k: v for k, v in self.info.items() if k != "extensions"}
+        if extensions[:keep]:
+            info["extensions"] = extensions[:keep]
         return replace(self, predictors={k: p for k, p in self.predictors.items() if k not in added}, info=info,
                        feature_names=dict(self.feature_names))
 
