@@ -134,7 +134,8 @@ def _ranges_from(source: str, model: str, threads: int, chain: LayerChain, home:
         shipped = shipped_range_table(model, threads) if input_shape is None else None
         if shipped is None or shipped.layers != tuple(names) or not shipped.complete:
             raise InvalidInputError(f"no shipped layer ranges of {model} at {threads} thread(s) (the package ships "
-                                    "the paper: models at 1 and 2 threads, default input shapes)")
+                                    "the paper: models at 1 and 2 threads, default input shapes); measure them on "
+                                    "this machine with --costs measure (or auto)")
         return shipped.median_ms, (f"measured: torch, {threads} thread(s), {shipped.device.cpu_model} "
                                    f"({shipped.source})")
     if source == "measure":

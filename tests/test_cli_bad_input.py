@@ -31,6 +31,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
         (("offload", "paper:alexnet", "--costs", "shipped", "--cloud-speedup", "5", "--cloud-threads", "2"),
          "--cloud-threads has no effect"),
         (("offload", "paper:alexnet", "--costs", "shipped", "--mobile-power-w", "-1"), "power draw in watts"),
+        (("offload", "torchvision:mobilenet_v2", "--costs", "shipped"), "with --costs measure"),
         (("reproduce", "eshratifar2018", "--cloud", "measured", "--cloud-speedup", "5"), "has no effect"),
         (("reproduce", "mulder2020", "--platforms", ",", "--data-dir", "."), "at least one table"),
         (("measure", "synthetic:0", "--max-time", "0"), "--max-time"),
