@@ -42,6 +42,12 @@ def test_a_stretch_larger_than_a_node_is_named() -> None:
     problem = PartitionProblem(("conv1", "fc"), (1.0, 0.0), memory, 20.0 )
     with pytest.raises(InfeasibleError, match="'fc' needs"):
         shortest_partition_path(problem)
+    # several too large: the largest is named, so that the node size it asks for fits them all
+    mib = 2.0**20
+    memory = tuple(tuple(v * mib for v in row) for row in ((30, 40, 100), (0, 10, 70), (0, 0, 60)))
+    problem = PartitionProblem(("conv1", "conv2", "fc"), (1.0, 1.0, 0.0), memory, 20 * mib)
+    with pytest.raises(InfeasibleError, match=r"'fc' needs 60\.0 MiB.*1 smaller one.*at least 60\.0 MiB"):
+        shortest_partition_path(problem)
 
 
 def test_problem_from_a_zoo_graph_and_real_compression() -> None:

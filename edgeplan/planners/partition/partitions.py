@@ -107,13 +107,15 @@ def shortest_partition_path(problem: PartitionProblem, objective: str = "sum") -
     if objective not in ("sum", "max"):
         raise InvalidInputError(f"objective {objective!r} is not 'sum' or 'max'")
     m = len(problem.points)
-    for k in range(m):
-        if not problem.fits(k, k):
-            need = problem.memory_bytes[k][k]
-            raise InfeasibleError(
-                f"the partition ending at {problem.points[k]!r} needs {need / 2**20:.1f} MiB, more than a node's "
-                f"{problem.memory_limit_bytes / 2**20:.1f} MiB, and cannot be split further; use nodes with at least "
-                f"{need / 2**20:.1f} MiB")
+    too_big = [k for k in range(m) if not problem.fits(k, k)]
+    if too_big:  # name the largest unsplittable stretch: the smallest node that fits them all
+        k = max(too_big, key=lambda i: problem.memory_bytes[i][i])
+        need = problem.memory_bytes[k][k]
+        more = f" (and {len(too_big) - 1} smaller one(s) over it too)" if len(too_big) > 1 else ""
+        raise InfeasibleError(
+            f"the partition ending at {problem.points[k]!r} needs {need / 2**20:.1f} MiB, more than a node's "
+            f"{problem.memory_limit_bytes / 2**20:.1f} MiB, and cannot be split further{more}; use nodes with at "
+            f"least {need / 2**20:.1f} MiB")
     best: list[float] = [0.0] * (m + 1)  # best[b + 1]: best value of the points 0..b, cut after b
     choice = [0] * (m + 1)
     for b in range(m):
