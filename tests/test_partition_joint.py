@@ -202,6 +202,9 @@ def test_own_plans_mixed_memory_clusters_with_partitions_every_node_holds() -> N
     pp = PlacementProblem(plan.transfers_bytes, bw)
     assert plan.bottleneck_ms == pytest.approx(bottleneck_ms(pp, plan.placement.nodes))
     assert plan.proven_optimal and plan.search_complete
+    # two nodes of 30 MiB hold at most 6 of the 7 points: the refusal says how many such nodes it takes
+    with pytest.raises(InfeasibleError, match="with at most 2 stages: in nodes of 30.0 MiB it needs 3; use at least 3"):
+        plan_own(problem, tuple(row[:2] for row in bw[:2]), node_memory_bytes=[30 * mib, 30 * mib])
 
 
 def test_time_limits_return_a_valid_unproven_plan(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -234,8 +234,10 @@ def plan_own(problem: PartitionProblem, bandwidth_mbps: tuple[tuple[float, ...],
         if pp is not None:
             scored.append((matching_bound(pp), origin, cand, pp))
     if not scored:
+        fewest = _fewest_stages(problem.memory_bytes, max(memory))
         raise InfeasibleError(f"no partitioning fits the nodes ({max(memory) / 2**20:.1f} MiB at most) with at most "
-                              f"{n} stages; use more nodes or nodes with more memory")
+                              f"{n} stages: in nodes of {max(memory) / 2**20:.1f} MiB it needs {fewest}; use at "
+                              f"least {fewest} nodes, or nodes with more memory")
     scored.sort(key=lambda c: c[0])
     best: JointPlan | None = None
     proven, complete, tried = True, True, 0
@@ -264,3 +266,15 @@ def plan_own(problem: PartitionProblem, bandwidth_mbps: tuple[tuple[float, ...],
     return JointPlan(best.runs, best.transfers_bytes, best.placement, "own", lower_bound_ms=lower,
                      proven_optimal=proven, candidates_tried=tried, candidates_total=len(scored), notes=best.notes,
                      search_complete=complete)
+
+
+def _fewest_stages(memory_bytes: Sequence[Sequence[float]], limit: float) -> int:
+    """Fewest consecutive runs of points that each fit in ``limit`` bytes: each run is extended while the next point
+    fits (optimal when a longer run never needs less memory, as parameters and activations only add up)."""
+    m, a, stages = len(memory_bytes), 0, 0
+    while a < m:
+        b = a
+        while b + 1 < m and memory_bytes[a][b + 1] <= limit:
+            b += 1
+        stages, a = stages + 1, b + 1
+    return stages
