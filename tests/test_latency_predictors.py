@@ -482,11 +482,18 @@ def test_an_extended_model_adds_the_kinds_it_lacked_and_keeps_its_own(tmp_path: 
         extended.extended(tokens[:30])
     with pytest.raises(InvalidInputError, match="no models"):
         base.extended([])
-    # A category whose predictors take an older edgeplan's features cannot get new ones beside them.
+    # A category whose predictors take an older edgeplan's features gets new ones on the same features, when this
+    # edgeplan still computes them all (the shipped torch profiles' convolutions predate the alignment features) ...
     old = LatencyModel(base.scenario, base.method, base.predictors, base.overhead_ms, dict(base.info), base.statistic,
-                       {**base.feature_names, "elementwise": ("in_c",)})
-    with pytest.raises(InvalidInputError, match="older edgeplan"):
-        old.extended(tokens[:30])
+                       {**base.feature_names, "elementwise": ("in_c", "output_size")})
+    on_old = old.extended(tokens[:30])
+    assert on_old.feature_names["elementwise"] == ("in_c", "output_size")
+    assert len(on_old.predictors[ln].mean) == 2 and on_old.predictors[ln].predict(np.array([[64.0, 6400.0]]))[0] > 0
+    # ... and is refused where it took a feature this edgeplan no longer computes
+    gone = LatencyModel(base.scenario, base.method, base.predictors, base.overhead_ms, dict(base.info),
+                        base.statistic, {**base.feature_names, "elementwise": ("in_c", "retired_feature")})
+    with pytest.raises(InvalidInputError, match="no longer computes"):
+        gone.extended(tokens[:30])
     # A model saved before a category existed records no features for it: its new predictors record theirs.
     unlisted = LatencyModel(base.scenario, base.method, base.predictors, base.overhead_ms, dict(base.info),
                             base.statistic, {c: n for c, n in base.feature_names.items() if c != "elementwise"})

@@ -591,7 +591,8 @@ class LatencyModel:
         ------
         InvalidInputError
             When ``records`` add nothing, or a new key's category already has predictors of this model that take
-            other features than this edgeplan computes (a model saved by an older edgeplan: refit it).
+            a feature this edgeplan no longer computes (refit it). Where they take an older edgeplan's list that it
+            still computes (one without the features added since), the new predictors take that list too.
         """
         if not records:
             raise InvalidInputError("no models to extend the latency model with")
@@ -625,9 +626,15 @@ class LatencyModel:
                 feature_names[cat] = want[cat]  # recorded: the new predictors take these
                 continue
             if any(k.rsplit("|", 1)[1] == cat for k in self.predictors):
-                raise InvalidInputError(f"this {self.scenario} {self.method} model's {cat!r} predictors take the "
-                                        "features of an older edgeplan; refit it (`edgeplan ops fit`) before "
-                                        "extending it")
+                # the category's predictors take an older edgeplan's list: the new ones take it too, when this
+                # edgeplan still computes every feature of it (a list without the features added since)
+                try:
+                    _column_index(tuple(feature_names[cat]), cat)
+                except ValueError:
+                    raise InvalidInputError(f"this {self.scenario} {self.method} model's {cat!r} predictors take "
+                                            "features this edgeplan no longer computes; refit it (`edgeplan ops "
+                                            "fit`) before extending it") from None
+                continue
             feature_names[cat] = want[cat]  # no predictor of its own used the old list
         predictors = dict(self.predictors)
         for key, ops in sorted(new.items()):
