@@ -104,7 +104,7 @@ def test_cli_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert code != 0 and "6 stages need 6 nodes, the cluster has 2" in err
     code, _, err = run(capsys, "partition", "torchvision:resnet18", "--nodes", "2", "--memory-mb", "20",
                        "--simulate", "0", "--no-compute")
-    assert code != 0 and "with at most 2 stages; use more nodes or nodes with more memory" in err
+    assert code != 0 and "with at most 2 stages: in nodes of 20.0 MiB it needs 6; use at least 6 nodes" in err
 
 
 def test_cli_run_deploys_the_plan_on_local_ray(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
