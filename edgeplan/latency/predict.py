@@ -344,7 +344,6 @@ class ModelPrediction:
                           for o in p.ops]
         return out
 
-
     def stand_ins(self) -> list[dict[str, Any]]:
         """The ops priced by a stand-in: runtime kernels without a predictor of their own, predicted by their
         category's (or op family's) predictor, grouped by kernel and stand-in, most time first.
