@@ -110,6 +110,7 @@ def main() -> int:
             out = set(held)
             train = [records[i] for i in order if i not in out]
             extended = base.extended(train, seed=args.seed)
+            added = {key.rsplit("|", 1)[0] for key in set(extended.predictors) - set(base.predictors)}
             for i in held:
                 r = records[i]
                 true = record_latency(r, base.statistic)
@@ -118,7 +119,6 @@ def main() -> int:
                 rows[r["model"]] = {"true": true, "base_cover": (pred, meas), "base_missing": missing,
                                     "base_whole": prediction.latency_ms if missing == 0 else None,
                                     "extended": ext.latency_ms, "ext_missing": len(ext.unpredicted)}
-                added = {k.rsplit("|", 1)[0] for k in set(extended.predictors) - set(base.predictors)}
                 for o, b, e in zip(record_ops(r, base.statistic), prediction.ops, ext.ops, strict=True):
                     if o.kind in added:  # the held-out ops of a kind this fold's extension priced on its own
                         sums = kinds.setdefault(o.kind, [0.0, 0.0, 0.0, 0])
