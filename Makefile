@@ -44,6 +44,7 @@ bench-noise: $(STAMP)
 bench-coverage: $(STAMP)
 	$(BIN)/python benchmarks/bench_coverage.py
 	$(BIN)/python benchmarks/bench_coverage.py --only timm-families
+	$(BIN)/python benchmarks/bench_coverage.py --only timm-families --predict torch-fp32-1t
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

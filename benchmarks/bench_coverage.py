@@ -3,8 +3,12 @@
 every architecture family the pinned timm ships, its smallest-named variant, so ~100 models).
 
 Prints, per model, whether it imports to a validated IR graph (and its MACs, nodes, import time) or why not,
-then the totals. Usage:
+then the totals. With ``--predict DEVICE``, each imported model is also priced by that device profile (GBDT), and
+the report says how much of it the profile prices with predictors of its own: per model the unpredicted ops and the
+ops priced by a stand-in (a kernel without a predictor of its own, priced by its category's), then the kernels
+that most often lack one, by models and by their share of the predicted time. Usage:
 python benchmarks/bench_coverage.py [--json OUT] [--only torchvision|timm|timm-transformers|timm-families] [--limit N]
+    [--predict DEVICE]
 """
 
 from __future__ import annotations
@@ -44,11 +48,63 @@ def timm_families() -> list[str]:
     return out
 
 
+def _priced(spec: str, device: str) -> dict[str, object]:
+    """How ``device`` prices ``spec``: the latency, the unpredicted ops' kernels and the stand-ins (kernel, count,
+    predicted ms), or the error that stopped the prediction."""
+    from edgeplan.api import predict_latency
+
+    try:
+        p = predict_latency(spec, device=device, opaque=True)
+    except Exception as e:  # noqa: BLE001 - reported by name and reason
+        return {"predict_error": f"{type(e).__name__}: {str(e)[:300]}"}
+    unpredicted = Counter(o.kind for o in p.prediction.ops if o.ms is None)
+    return {"latency_ms": p.prediction.latency_ms, "ops": len(p.prediction.ops),
+            "unpredicted": dict(unpredicted), "stand_ins": p.stand_ins()}
+
+
+def _priced_status(row: dict) -> str:
+    if "predict_error" in row:
+        return "PREDICT FAIL " + row["predict_error"]
+    stand = sum(s["ms"] for s in row["stand_ins"])
+    share = stand / row["latency_ms"] if row["latency_ms"] else 0.0
+    return (f"{row['latency_ms']:9.2f} ms, {sum(row['unpredicted'].values())} unpredicted, "
+            f"{sum(s['count'] for s in row['stand_ins'])} by stand-ins ({100 * share:.1f}% of the time)")
+
+
+def _coverage_summary(rows: list[dict], device: str) -> None:
+    """The models fully priced by predictors of their own, and the kernels that most often lack one."""
+    priced = [r for r in rows if "predict_error" not in r]
+    print(f"\npriced by {device}: {len(priced)}/{len(rows)} imported models "
+          f"({len(rows) - len(priced)} failed to predict)")
+    full = [r for r in priced if not r["unpredicted"] and not r["stand_ins"]]
+    print(f"  every op by a predictor of its own: {len(full)}/{len(priced)}")
+    print(f"  with unpredicted ops: {sum(bool(r['unpredicted']) for r in priced)}/{len(priced)}")
+    shares = sorted(sum(s["ms"] for s in r["stand_ins"]) / r["latency_ms"] for r in priced if r["latency_ms"])
+    if shares:
+        print(f"  share of the predicted time priced by stand-ins: median {100 * shares[len(shares) // 2]:.1f}%, "
+              f"max {100 * shares[-1]:.1f}%, over 10% in {sum(s > 0.1 for s in shares)} models")
+    models: Counter[str] = Counter()
+    ms_share: Counter[str] = Counter()
+    for r in priced:
+        for s in r["stand_ins"]:
+            kernel = f"{s['kernel']} (stand-in {s['predictor']})"
+            models[kernel] += 1
+            ms_share[kernel] += s["ms"] / r["latency_ms"] if r["latency_ms"] else 0.0
+        for kernel in r["unpredicted"]:
+            models[f"{kernel} (unpredicted)"] += 1
+    if models:
+        print("  kernels without a predictor of their own (models using them; summed share of those models' time):")
+        for kernel, n in models.most_common(25):
+            print(f"    {n:3d} models  {100 * ms_share[kernel]:7.1f}%  {kernel}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", default=None)
     parser.add_argument("--only", choices=["torchvision", "timm", "timm-transformers", "timm-families"], default=None)
     parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--predict", default=None, metavar="DEVICE",
+                        help="also price every imported model with this device profile and report its coverage")
     args = parser.parse_args()
     import torch
 
@@ -73,11 +129,15 @@ def main() -> int:
             g = load_graph(spec)
             t = g.totals()
             row = {"model": spec, "ok": True, "nodes": t.nodes, "macs": t.macs, "params": t.params}
+            if args.predict:
+                row.update(_priced(spec, args.predict))
         except Exception as e:  # noqa: BLE001 - the benchmark reports every failure by name and reason
             row = {"model": spec, "ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
         row["seconds"] = round(time.perf_counter() - start, 2)
         rows.append(row)
         status = f"ok  {row['macs'] / 1e9:8.3f} GMACs {row['nodes']:5d} nodes" if row["ok"] else "FAIL " + row["error"]
+        if row["ok"] and args.predict:
+            status += "  " + _priced_status(row)
         print(f"[{i:3d}/{len(specs)}] {spec:45s} {row['seconds']:6.1f}s {status}", flush=True)
         gc.collect()
     transformers = set(timm_names("timm-transformers"))
@@ -93,6 +153,8 @@ def main() -> int:
                       for r in rows if not r["ok"])
     for reason, n in reasons.most_common():
         print(f"  {n:3d} x {reason}")
+    if args.predict:
+        _coverage_summary([r for r in rows if r["ok"]], args.predict)
     print(f"machine: {machine()}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -56,8 +56,10 @@ def test_the_frontend_records_the_shapes_of_every_folded_operator(graph: object)
 def test_eager_pytorch_prices_folded_work_and_names_what_it_cannot(graph: object) -> None:
     ops, skipped = graph_ops(graph, "torch-eager")
     folded = {o.name: o for o in ops if "@folded#" in o.name}
-    # the reshapes and the view move no data; the two multiplications and the weight standardization are ops
-    assert sorted(folded) == ["aten::batch_norm@folded#3", "aten::mul@folded#1", "aten::mul@folded#5"]
+    # the reshapes and the view move no data; the two multiplications, the weight standardization and the
+    # convolution of constants are ops
+    assert sorted(folded) == ["aten::batch_norm@folded#3", "aten::conv2d@folded#6", "aten::mul@folded#1",
+                              "aten::mul@folded#5"]
     scale = folded["aten::mul@folded#5"]
     assert scale.key == "aten::mul|elementwise" and scale.category == "elementwise"
     assert dict(zip(("in_h", "in_w", "in_c", "input_size", "inputs", "output_size"), scale.x, strict=True)) == {
@@ -68,8 +70,12 @@ def test_eager_pytorch_prices_folded_work_and_names_what_it_cannot(graph: object
     assert std.key == "aten::batch_norm|weight_norm" and std.category == "weight_norm"
     assert dict(zip(("filters", "fan_in", "input_size"), std.x, strict=True)) == {
         "filters": 8, "fan_in": 36, "input_size": 288}
-    # a convolution of constants has no recorded attributes: named as unpredicted, not priced at 0
-    assert skipped == ["aten::conv2d@folded#6 (aten::conv2d, folded: attributes not recorded)"]
+    # a convolution of constants is the convolution node it would have been, its weight among its inputs
+    conv = next(o for o in ops if o.name == "aten::conv2d@folded#6")
+    assert conv.key == "aten::conv2d|conv" and conv.category == "conv" and not skipped
+    assert conv.lead["attrs"] == {"in_channels": 2, "out_channels": 8, "kernel": [1, 1], "stride": [1, 1],
+                                  "dilation": [1, 1], "groups": 1, "bias": False}
+    assert conv.lead["macs"] == 8 * 36 * 2
     # a graph runtime that folds constants runs none of it
     ops_folding, skipped_folding = graph_ops(graph, "torch-eager", "fold-constants")
     assert not [o for o in ops_folding if "@folded#" in o.name] and not skipped_folding
@@ -90,11 +96,59 @@ def test_the_shipped_eager_profile_adds_the_folded_work_to_the_latency(graph: ob
     with_work = predict_graph(graph, model, "torch-eager")
     without = predict_graph(dataclasses.replace(graph, folded_ops=(), folded_shapes=()), model, "torch-eager")
     priced = [o for o in with_work.ops if "@folded#" in o.name and o.ms is not None]
-    assert len(priced) == 2 and all(o.ms > 0 for o in priced)
+    assert len(priced) == 3 and all(o.ms > 0 for o in priced)
+    assert next(o for o in priced if o.name == "aten::conv2d@folded#6").predicted_by == "aten::conv2d|conv"
     # the shipped profile learnt no weight standardization: named as unpredicted, never priced by the batch norms
     # of activations (the element-wise category's)
-    assert [u.split(" ")[0] for u in with_work.unpredicted] == ["aten::batch_norm@folded#3", "aten::conv2d@folded#6"]
+    assert [u.split(" ")[0] for u in with_work.unpredicted] == ["aten::batch_norm@folded#3"]
     assert with_work.latency_ms == pytest.approx(without.latency_ms + sum(o.ms for o in priced))
+
+
+@pytest.mark.parametrize(("op", "ins", "out", "expected"), [
+    # Swin V2's position-bias MLP over its 2401 constant coordinates: a linear layer over rows
+    ("linear", [[2401, 2], [384, 2], [384]], [2401, 384],
+     {"op": "linear", "attrs": {"in_features": 2, "out_features": 384, "bias": True}, "macs": 2401 * 384 * 2,
+      "params": 384 * 3}),
+    ("linear", [[7, 5], [3, 5]], [7, 3], {"attrs": {"in_features": 5, "out_features": 3, "bias": False}}),
+    ("matmul", [[2, 4, 6], [2, 6, 3]], [2, 4, 3], {"op": "matmul", "attrs": {"contraction": 6, "equation": ""},
+                                                   "macs": 2 * 4 * 3 * 6, "params": 0}),
+    # a strided, padded 3x3 convolution (14 -> 7) and a depthwise one: stride and groups from the shapes
+    ("conv2d", [[1, 8, 14, 14], [16, 8, 3, 3], [16]], [1, 16, 7, 7],
+     {"attrs": {"in_channels": 8, "out_channels": 16, "kernel": [3, 3], "stride": [2, 2], "dilation": [1, 1],
+                "groups": 1, "bias": True}, "macs": 16 * 49 * 8 * 9}),
+    ("conv2d", [[1, 8, 9, 9], [8, 1, 3, 3]], [1, 8, 9, 9], {"attrs": {
+        "in_channels": 8, "out_channels": 8, "kernel": [3, 3], "stride": [1, 1], "dilation": [1, 1], "groups": 8,
+        "bias": False}}),
+])
+def test_a_folded_product_is_the_node_its_shapes_determine(op: str, ins: list[list[int]], out: list[int],
+                                                           expected: dict[str, object]) -> None:
+    from edgeplan.latency.predict import folded_product_node
+
+    node = folded_product_node(op, ins, [out])
+    assert node is not None and node["output_shapes"] == [out]
+    assert {k: node[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize(("op", "ins", "out"), [
+    ("linear", [[7, 5], [3, 4]], [7, 3]),  # the weight does not take the input's features
+    ("matmul", [[4, 6], [5, 3]], [4, 3]),  # the contraction does not match
+    ("conv2d", [[1, 8, 14, 14], [16, 3, 3, 3]], [1, 16, 7, 7]),  # 8 channels are no multiple of 3 per group
+    ("conv2d", [[1, 8, 14, 14], [16, 8, 3, 3]], [1, 16, 20, 20]),  # no stride and padding grow 14 to 20
+    ("conv_transpose2d", [[1, 8, 7, 7], [8, 16, 2, 2]], [1, 16, 14, 14]),  # not a product it knows
+])
+def test_a_folded_product_its_shapes_do_not_determine_is_refused(op: str, ins: list[list[int]],
+                                                                  out: list[int]) -> None:
+    from edgeplan.latency.predict import folded_product_node
+
+    assert folded_product_node(op, ins, [out]) is None
+
+
+def test_a_folded_product_the_shapes_do_not_determine_is_named_not_priced(graph: object) -> None:
+    bad = list(graph.folded_shapes)
+    bad[6] = (((1, 2, 6, 6), (8, 3, 1, 1)), ((1, 8, 6, 6),))  # 2 channels, 3 per group
+    ops, skipped = graph_ops(dataclasses.replace(graph, folded_shapes=tuple(bad)), "torch-eager")
+    assert not [o for o in ops if o.name == "aten::conv2d@folded#6"]
+    assert skipped == ["aten::conv2d@folded#6 (aten::conv2d, folded: shapes do not determine the product)"]
 
 
 def test_eager_profiling_times_each_folded_operator_that_moves_data(graph: object) -> None:
@@ -158,7 +212,7 @@ def test_a_records_timed_folded_operators_are_ops_a_model_learns(graph: object) 
 
 def test_the_table_counts_unpredicted_ops_of_one_kind_and_reason() -> None:
     names = [f"aten::batch_norm@folded#{i} (aten::batch_norm, folded: no predictor)" for i in (3, 9, 14)]
-    lone = "aten::conv2d@folded#6 (aten::conv2d, folded: attributes not recorded)"
+    lone = "aten::conv2d@folded#6 (aten::conv2d, folded: shapes do not determine the product)"
     assert _grouped([names[0], lone, *names[1:]]) == ["3 x aten::batch_norm, folded: no predictor", lone]
     assert _grouped(names[:1]) == names[:1]
 

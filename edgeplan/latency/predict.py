@@ -12,6 +12,7 @@ xz-compressed JSON) and the ones ``edgeplan calibrate`` creates under the edgepl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -170,9 +171,12 @@ def folded_work_ops(graph: Graph, kernel_profile: str, network: float | None = N
     Only a runtime whose rules have ``folded_work`` (eager PyTorch) runs them; the others fold them when the model
     is loaded. Each folded operator but a view (the rules' ``views``) is an op (:func:`folded_op_input`) with the
     shapes of :attr:`~edgeplan.ir.Graph.folded_shapes`: MobileOne's and NFNets' identity additions and scalings of
-    activations, NFNets' weight standardization. Returned by name instead, never priced 0: a folded convolution or
-    product (its attributes are not recorded); an operator the rules list as ``unpriced``; and every folded
-    operator of a graph without shapes.
+    activations, NFNets' weight standardization. A folded linear layer, matrix product or 2-D convolution (Swin V2's
+    and the relative-position ViTs' position-bias MLPs over their constant coordinate tables) is priced as the IR
+    node it would have been (:func:`folded_product_node`: its weight is among its recorded inputs). Returned by
+    name instead, never priced 0: a folded product whose shapes do not determine it (another product, a dilated or
+    transposed convolution); an operator the rules list as ``unpriced``; and every folded operator of a graph
+    without shapes.
 
     Parameters
     ----------
@@ -203,14 +207,87 @@ def folded_work_ops(graph: Graph, kernel_profile: str, network: float | None = N
         if op in views:
             continue
         kind = renamed.get(op, f"aten::{op}")
+        product = (folded_product_node(op, *graph.folded_shapes[i])
+                   if graph.folded_shapes and computes_product(kind) else None)
         why = ("no shapes recorded" if not graph.folded_shapes else "no predictor" if op in unpriced
-               else "attributes not recorded" if computes_product(kind) else None)
+               else "shapes do not determine the product" if computes_product(kind) and product is None else None)
         if why is not None:
             skipped.append(f"{kind}@folded#{i} ({kind}, folded: {why})")
             continue
         ins, outs = graph.folded_shapes[i]
         ops.append(folded_op_input(i, op, kind, ins, outs, rules))
     return with_context(ops, network), skipped
+
+
+def folded_product_node(op: str, input_shapes: Sequence[Sequence[int]], output_shapes: Sequence[Sequence[int]]
+                        ) -> dict[str, Any] | None:
+    """The IR node (as a node dict) a folded linear layer, matrix product or 2-D convolution would have been, from
+    the shapes the frontend recorded for it, its weight's among its inputs; None when they do not determine it.
+
+    A linear layer's ``(out_features, in_features)`` weight gives its attributes; a product's contraction is its
+    first input's last axis; a convolution's ``(filters, channels / groups, k_h, k_w)`` weight gives its kernel and
+    groups, and its stride is the one that maps its input's height and width to its output's with a padding of
+    at most half the kernel (its dilation is taken as 1: the shapes do not record it).
+
+    Parameters
+    ----------
+    op
+        The operator's name in the graph's ``folded_ops`` (``linear``, ``matmul``, ``mm``, ``bmm``, ``conv2d``).
+    input_shapes, output_shapes
+        Its recorded shapes (:attr:`~edgeplan.ir.Graph.folded_shapes`).
+
+    Returns
+    -------
+    dict or None
+        A node dict with ``op``, ``attrs``, shapes, ``macs``, ``flops`` and ``params``, as
+        :func:`edgeplan.ir.serialize.node_to_dict` writes an IR node.
+    """
+    ins = [[int(d) for d in s] for s in input_shapes]
+    outs = [[int(d) for d in s] for s in output_shapes]
+    if len(outs) != 1 or len(ins) < 2 or not outs[0]:
+        return None
+    out = outs[0]
+    size = math.prod(out)
+    if op == "linear":
+        x, w = ins[0], ins[1]
+        if len(w) != 2 or not x or x[-1] != w[1] or out[-1] != w[0]:
+            return None
+        bias = len(ins) > 2 and ins[2] == [w[0]]
+        params = w[0] * w[1] + (w[0] if bias else 0)
+        return {"op": "linear", "attrs": {"in_features": w[1], "out_features": w[0], "bias": bias},
+                "input_shapes": [x], "output_shapes": [out], "macs": size * w[1], "flops": 2 * size * w[1],
+                "params": params, "param_bytes": 4 * params}
+    if op in ("matmul", "mm", "bmm"):
+        a, b = ins[0], ins[1]
+        if len(a) < 2 or len(b) < 2 or a[-1] != b[-2] or out[-1] != b[-1]:
+            return None
+        return {"op": "matmul", "attrs": {"contraction": a[-1], "equation": ""}, "input_shapes": [a, b],
+                "output_shapes": [out], "macs": size * a[-1], "flops": 2 * size * a[-1], "params": 0}
+    if op == "conv2d":
+        x, w = ins[0], ins[1]
+        if len(x) != 4 or len(w) != 4 or len(out) != 4 or out[1] != w[0] or w[1] < 1 or x[1] % w[1]:
+            return None
+        stride = [_conv_stride(x[2 + a], out[2 + a], w[2 + a]) for a in (0, 1)]
+        if None in stride:
+            return None
+        groups = x[1] // w[1]
+        bias = len(ins) > 2 and ins[2] == [w[0]]
+        params = math.prod(w) + (w[0] if bias else 0)
+        macs = size * w[1] * w[2] * w[3]
+        return {"op": "conv2d", "attrs": {"in_channels": x[1], "out_channels": w[0], "kernel": w[2:],
+                                          "stride": stride, "dilation": [1, 1], "groups": groups, "bias": bias},
+                "input_shapes": [x], "output_shapes": [out], "macs": macs, "flops": 2 * macs, "params": params,
+                "param_bytes": 4 * params}
+    return None
+
+
+def _conv_stride(size: int, out: int, kernel: int) -> int | None:
+    """The stride mapping ``size`` to ``out`` under a ``kernel`` with a padding of at most half of it per side."""
+    for stride in range(1, max(size, 1) + 1):
+        if any((size + 2 * pad - kernel) // stride + 1 == out for pad in range(kernel // 2 + 1)
+               if size + 2 * pad >= kernel):
+            return stride
+    return None
 
 
 def folded_op_input(index: int, op: str, kind: str, input_shapes: Sequence[Sequence[int]],
@@ -222,7 +299,8 @@ def folded_op_input(index: int, op: str, kind: str, input_shapes: Sequence[Seque
     ``concat`` for the ``folded_work`` rules' ``concat`` operators, ``weight_norm`` for their ``weights`` ones (a
     convolution's weight standardized at every call, NFNets' ``aten::batch_norm`` over a ``(1, filters, fan_in)``
     view of it: its own predictors, learnt from the ``synthetic-nf`` space, never the batch norms of activations',
-    which priced it at 0.17-0.38 of its time) and ``elementwise`` for the rest.
+    which priced it at 0.17-0.38 of its time) and ``elementwise`` for the rest; a linear layer, matrix product or
+    2-D convolution whose shapes determine it (:func:`folded_product_node`) is that node, with its category.
 
     Parameters
     ----------
@@ -239,6 +317,12 @@ def folded_op_input(index: int, op: str, kind: str, input_shapes: Sequence[Seque
     -------
     OpInput
     """
+    from edgeplan.latency.features import computes_product
+
+    product = folded_product_node(op, input_shapes, output_shapes) if computes_product(kind) else None
+    if product is not None:  # priced as the IR node it would have been
+        cat, x = features([product], kind)
+        return OpInput(f"{kind}@folded#{index}", kind, predictor_key(kind, product), cat, x, measured_ms, product)
     what = "concat" if op in rules.get("concat", ()) else "weight_norm" if op in rules.get("weights", {}) else "folded"
     lead: dict[str, Any] = {"op": what, "attrs": {}, "params": 0, "flops": 0,
                             "input_shapes": [list(s) for s in input_shapes],
