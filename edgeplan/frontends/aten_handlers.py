@@ -37,6 +37,7 @@ from edgeplan.ir.ops import (
     RollAttrs,
     SliceAttrs,
     SplitAttrs,
+    UnfoldAttrs,
     UpsampleAttrs,
 )
 
@@ -287,6 +288,26 @@ def _reduce(op: str) -> Handler:
 
 _register("sum")(_reduce("sum"))
 _register("amax")(_reduce("max"))
+
+
+def _extreme(op: str) -> Handler:
+    """``torch.max`` / ``torch.min`` over all values, or along ``dim`` (values and indices: the indices are dropped,
+    as a max pooling's, and using them is refused by name); of two tensors (``max.other``) they are not modelled."""
+    def handler(call: Call) -> Emit:
+        dim = call.arg(1, "dim")
+        if dim is not None and not isinstance(dim, int):
+            raise UnsupportedOperatorError(call.op, call.node_name, f"the element-wise {op}imum of two tensors is "
+                                           "not modelled")
+        rank = len(call.x.shape)
+        axes = tuple(range(rank)) if dim is None else (int(dim) % rank,)
+        call.out_shapes = call.out_shapes[:1]
+        return Emit(OpKind.REDUCE, ReduceAttrs(op, axes, bool(call.arg(2, "keepdim", False))), (call.x,))
+
+    return handler
+
+
+_register("max")(_extreme("max"))
+_register("min")(_extreme("min"))
 _register("amin")(_reduce("min"))
 _register("linalg_vector_norm")(_reduce("norm2"))
 
@@ -297,6 +318,33 @@ def _roll(call: Call) -> Emit:
     shifts = tuple(int(s) for s in (shifts if isinstance(shifts, (list, tuple)) else [shifts]))
     axes = tuple(int(d) for d in (dims if isinstance(dims, (list, tuple)) else [dims]))
     return Emit(OpKind.ROLL, RollAttrs(shifts, axes), (call.x,))
+
+
+@_register("unfold")
+def _unfold(call: Call) -> Emit:
+    """``Tensor.unfold(dimension, size, step)``: windows along one axis, a view in eager PyTorch."""
+    axis = int(call.arg(1, "dimension")) % len(call.x.shape)
+    return Emit(OpKind.UNFOLD, UnfoldAttrs("unfold", axis=axis, size=int(call.arg(2, "size")),
+                                           step=int(call.arg(3, "step"))), (call.x,))
+
+
+@_register("im2col")
+def _im2col(call: Call) -> Emit:
+    """``F.unfold``: every kernel window of the spatial axes as a column."""
+    return Emit(OpKind.UNFOLD, UnfoldAttrs("im2col", kernel=_pair(call.arg(1, "kernel_size")),
+                                           dilation=_pair(call.arg(2, "dilation")),
+                                           padding=_pair(call.arg(3, "padding"), 0),
+                                           stride=_pair(call.arg(4, "stride"))), (call.x,))
+
+
+@_register("col2im")
+def _col2im(call: Call) -> Emit:
+    """``F.fold``: columns summed back into an image."""
+    return Emit(OpKind.UNFOLD, UnfoldAttrs("col2im", output_size=_pair(call.arg(1, "output_size")),
+                                           kernel=_pair(call.arg(2, "kernel_size")),
+                                           dilation=_pair(call.arg(3, "dilation")),
+                                           padding=_pair(call.arg(4, "padding"), 0),
+                                           stride=_pair(call.arg(5, "stride"))), (call.x,))
 
 
 @_register("leaky_relu")

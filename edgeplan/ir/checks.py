@@ -18,12 +18,13 @@ from edgeplan.ir.ops import (
     OpKind,
     PoolAttrs,
     SplitAttrs,
+    UnfoldAttrs,
 )
 
 if TYPE_CHECKING:
     from edgeplan.ir.graph import Node
 
-__all__ = ["broadcast_shapes", "check_node", "conv_output_size"]
+__all__ = ["broadcast_shapes", "check_node", "conv_output_size", "unfold_output_shape"]
 
 # (min inputs, max inputs, outputs or -1 for "at least one")
 _ARITY: dict[OpKind, tuple[int, int, int]] = {
@@ -181,6 +182,41 @@ def _check_shuffle(node: Node) -> str:
     return _check_same_numel(node)
 
 
+def unfold_output_shape(a: UnfoldAttrs, x: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The output shape of an :class:`~edgeplan.ir.ops.UnfoldAttrs` node of input shape ``x``, or None when the
+    input cannot be unfolded so."""
+    if a.mode == "unfold":
+        if not x or not 0 <= a.axis < len(x) or a.size < 1 or a.step < 1 or x[a.axis] < a.size:
+            return None
+        return (*x[:a.axis], (x[a.axis] - a.size) // a.step + 1, *x[a.axis + 1:], a.size)
+    if a.mode == "im2col":
+        if len(x) != 4:
+            return None
+        blocks = [conv_output_size(x[2 + i], a.kernel[i], a.stride[i], 2 * a.padding[i], a.dilation[i])
+                  for i in (0, 1)]
+        return None if min(blocks) < 1 else (x[0], x[1] * a.kernel[0] * a.kernel[1], blocks[0] * blocks[1])
+    if a.mode == "col2im":
+        window = a.kernel[0] * a.kernel[1]
+        blocks = [conv_output_size(a.output_size[i], a.kernel[i], a.stride[i], 2 * a.padding[i], a.dilation[i])
+                  for i in (0, 1)]
+        if len(x) != 3 or window < 1 or x[1] % window or min(blocks) < 1 or x[2] != blocks[0] * blocks[1]:
+            return None
+        return (x[0], x[1] // window, *a.output_size)
+    return None
+
+
+def _check_unfold(node: Node) -> str:
+    a = node.attrs
+    assert isinstance(a, UnfoldAttrs)
+    if a.mode not in ("unfold", "im2col", "col2im"):
+        return f"unknown unfold mode {a.mode!r} (unfold, im2col or col2im)"
+    expect = unfold_output_shape(a, node.input_shapes[0])
+    if expect != node.output_shapes[0]:
+        return (f"{a.mode} of {node.input_shapes[0]} gives {expect}, not {node.output_shapes[0]}" if expect
+                else f"{a.mode} cannot apply to an input of shape {node.input_shapes[0]} with its attributes")
+    return ""
+
+
 _SAME_SHAPE = frozenset(
     {OpKind.BATCH_NORM, OpKind.LAYER_NORM, OpKind.GROUP_NORM, OpKind.ACTIVATION, OpKind.SOFTMAX, OpKind.DROPOUT,
      OpKind.LRN}
@@ -198,6 +234,7 @@ _RULES: dict[OpKind, Callable[[Node], str]] = {
     OpKind.RESHAPE: _check_same_numel,
     OpKind.PERMUTE: _check_same_numel,
     OpKind.CHANNEL_SHUFFLE: _check_shuffle,
+    OpKind.UNFOLD: _check_unfold,
 }
 
 

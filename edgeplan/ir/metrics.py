@@ -36,6 +36,7 @@ from edgeplan.ir.ops import (
     NormAttrs,
     OpKind,
     PoolAttrs,
+    UnfoldAttrs,
     UpsampleAttrs,
 )
 
@@ -89,6 +90,8 @@ def node_flops(node: Node) -> int:
         return (node.attrs.size + 3) * out
     if isinstance(node.attrs, UpsampleAttrs) and node.attrs.mode != "nearest":
         return 4 * out
+    if isinstance(node.attrs, UnfoldAttrs) and node.attrs.mode == "col2im":  # overlapping windows are summed
+        return inp
     return 0
 
 

@@ -35,6 +35,8 @@ kind                   meaning (inputs -> outputs)
 ``reduce``             sum/max/min/L2-norm reduction over axes
 ``attention``          scaled dot-product attention (query, key, value [, mask])
 ``roll``               cyclic shift along axes (shifted windows)
+``unfold``             sliding windows: of one axis (``Tensor.unfold``, a view), of the spatial axes as columns
+                       (``im2col``, ``F.unfold``), or columns summed back into an image (``col2im``, ``F.fold``)
 ``softmax``            softmax along an axis
 ``upsample``           nearest or (bi)linear resize
 ``dropout``            dropout; a no-op at inference, kept so the graph mirrors the model
@@ -87,6 +89,7 @@ __all__ = [
     "RollAttrs",
     "SliceAttrs",
     "SplitAttrs",
+    "UnfoldAttrs",
     "UpsampleAttrs",
 ]
 
@@ -122,6 +125,7 @@ class OpKind(str, enum.Enum):
     REDUCE = "reduce"
     ATTENTION = "attention"
     ROLL = "roll"
+    UNFOLD = "unfold"
     SOFTMAX = "softmax"
     UPSAMPLE = "upsample"
     DROPOUT = "dropout"
@@ -453,6 +457,28 @@ class RollAttrs:
 
 
 @dataclass(frozen=True)
+class UnfoldAttrs:
+    """Sliding windows, by ``mode``: ``unfold`` takes windows of ``size`` every ``step`` along ``axis`` into a new
+    last axis (``Tensor.unfold``); ``im2col`` lays every ``kernel`` window of the two spatial axes out as a column,
+    ``(N, C, H, W) -> (N, C * k_h * k_w, blocks)`` (``F.unfold``); ``col2im`` sums such columns back into an
+    ``output_size`` image (``F.fold``). ``dilation``, ``padding`` and ``stride`` are per spatial axis.
+
+    ``Tensor.unfold`` is a view in eager PyTorch, but the reshape that follows it in a model (HaloNet's blocks)
+    copies the overlapping windows out, and the IR writes that reshape as a view: a latency model prices the unfold
+    as that copy, by the size of its output."""
+
+    mode: str
+    axis: int = 0
+    size: int = 0
+    step: int = 1
+    kernel: tuple[int, int] = (1, 1)
+    dilation: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    stride: tuple[int, int] = (1, 1)
+    output_size: tuple[int, int] = (0, 0)
+
+
+@dataclass(frozen=True)
 class UpsampleAttrs:
     """Resize to the output shape with ``mode`` (nearest, bilinear, bicubic)."""
 
@@ -511,6 +537,7 @@ Attrs = Union[  # noqa: UP007 - a runtime alias usable on Python 3.10
     ReduceAttrs,
     AttentionAttrs,
     RollAttrs,
+    UnfoldAttrs,
     DropoutAttrs,
     LRNAttrs,
     OpaqueAttrs,
@@ -546,6 +573,7 @@ ATTRS_BY_KIND: dict[OpKind, type] = {
     OpKind.REDUCE: ReduceAttrs,
     OpKind.ATTENTION: AttentionAttrs,
     OpKind.ROLL: RollAttrs,
+    OpKind.UNFOLD: UnfoldAttrs,
     OpKind.SOFTMAX: AxisAttrs,
     OpKind.UPSAMPLE: UpsampleAttrs,
     OpKind.DROPOUT: DropoutAttrs,

@@ -375,6 +375,13 @@ def _shape_op(node: Node, gen: torch.Generator, w: Mapping[str, torch.Tensor] | 
     if kind is OpKind.ROLL:
         assert isinstance(a, o.RollAttrs)
         return _one(lambda x: torch.roll(x, a.shifts, a.axes))
+    if kind is OpKind.UNFOLD:
+        assert isinstance(a, o.UnfoldAttrs)
+        if a.mode == "unfold":
+            return _one(lambda x: x.unfold(a.axis, a.size, a.step))
+        if a.mode == "im2col":
+            return _one(lambda x: F.unfold(x, a.kernel, a.dilation, a.padding, a.stride))
+        return _one(lambda x: F.fold(x, a.output_size, a.kernel, a.dilation, a.padding, a.stride))
     assert isinstance(a, o.PadAttrs)  # PAD
     flat = tuple(p for before_after in reversed(a.pads) for p in before_after)
     return _one(lambda x: F.pad(x, flat, mode=a.mode, value=a.value if a.mode == "constant" else None))
@@ -434,7 +441,7 @@ _BUILDERS: dict[OpKind, Callable[[Node, torch.Generator, Mapping[str, torch.Tens
     OpKind.ELTWISE: _eltwise,
     **{k: _shape_op for k in (OpKind.FLATTEN, OpKind.RESHAPE, OpKind.DROPOUT, OpKind.CONCAT, OpKind.STACK,
                               OpKind.SPLIT, OpKind.EXPAND, OpKind.SLICE, OpKind.CHANNEL_SHUFFLE, OpKind.PERMUTE,
-                              OpKind.ROLL, OpKind.PAD)},
+                              OpKind.ROLL, OpKind.UNFOLD, OpKind.PAD)},
     OpKind.MEAN: _reduce,
     OpKind.REDUCE: _reduce,
     **{k: _misc for k in (OpKind.SOFTMAX, OpKind.LRN, OpKind.UPSAMPLE, OpKind.ATTENTION, OpKind.CONSTANT)},

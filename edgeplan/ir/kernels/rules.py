@@ -127,6 +127,8 @@ def _sub_kind(node: Node) -> str | None:
         return str(mode.value)
     if node.kind is OpKind.LINEAR and node.input_shapes and len(node.input_shapes[0]) > 2:
         return "batched"
+    if node.kind is OpKind.UNFOLD:
+        return str(mode)
     return None
 
 
