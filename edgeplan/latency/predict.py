@@ -174,8 +174,8 @@ def folded_work_ops(graph: Graph, kernel_profile: str, network: float | None = N
     activations, NFNets' weight standardization. A folded linear layer, matrix product or 2-D convolution (Swin V2's
     and the relative-position ViTs' position-bias MLPs over their constant coordinate tables) is priced as the IR
     node it would have been (:func:`folded_product_node`: its weight is among its recorded inputs). Returned by
-    name instead, never priced 0: a folded product whose shapes do not determine it (another product, a dilated or
-    transposed convolution); an operator the rules list as ``unpriced``; and every folded operator of a graph
+    name instead, never priced 0: a folded product whose shapes do not determine it (another product, a transposed
+    convolution); an operator the rules list as ``unpriced``; and every folded operator of a graph
     without shapes.
 
     Parameters
@@ -239,8 +239,8 @@ def folded_product_node(op: str, input_shapes: Sequence[Sequence[int]], output_s
     Returns
     -------
     dict or None
-        A node dict with ``op``, ``attrs``, shapes, ``macs``, ``flops`` and ``params``, as
-        :func:`edgeplan.ir.serialize.node_to_dict` writes an IR node.
+        A node dict with ``op``, ``attrs``, shapes, ``macs``, ``flops``, ``params`` and the bytes of the parameters
+        and the output (float32), as :func:`edgeplan.ir.serialize.node_to_dict` writes an IR node.
     """
     ins = [[int(d) for d in s] for s in input_shapes]
     outs = [[int(d) for d in s] for s in output_shapes]
@@ -256,13 +256,14 @@ def folded_product_node(op: str, input_shapes: Sequence[Sequence[int]], output_s
         params = w[0] * w[1] + (w[0] if bias else 0)
         return {"op": "linear", "attrs": {"in_features": w[1], "out_features": w[0], "bias": bias},
                 "input_shapes": [x], "output_shapes": [out], "macs": size * w[1], "flops": 2 * size * w[1],
-                "params": params, "param_bytes": 4 * params}
+                "params": params, "param_bytes": 4 * params, "activation_bytes": 4 * size}
     if op in ("matmul", "mm", "bmm"):
         a, b = ins[0], ins[1]
         if len(a) < 2 or len(b) < 2 or a[-1] != b[-2] or out[-1] != b[-1]:
             return None
         return {"op": "matmul", "attrs": {"contraction": a[-1], "equation": ""}, "input_shapes": [a, b],
-                "output_shapes": [out], "macs": size * a[-1], "flops": 2 * size * a[-1], "params": 0}
+                "output_shapes": [out], "macs": size * a[-1], "flops": 2 * size * a[-1], "params": 0,
+                "param_bytes": 0, "activation_bytes": 4 * size}
     if op == "conv2d":
         x, w = ins[0], ins[1]
         if len(x) != 4 or len(w) != 4 or len(out) != 4 or out[1] != w[0] or w[1] < 1 or x[1] % w[1]:
@@ -277,7 +278,7 @@ def folded_product_node(op: str, input_shapes: Sequence[Sequence[int]], output_s
         return {"op": "conv2d", "attrs": {"in_channels": x[1], "out_channels": w[0], "kernel": w[2:],
                                           "stride": stride, "dilation": [1, 1], "groups": groups, "bias": bias},
                 "input_shapes": [x], "output_shapes": [out], "macs": macs, "flops": 2 * macs, "params": params,
-                "param_bytes": 4 * params}
+                "param_bytes": 4 * params, "activation_bytes": 4 * size}
     return None
 
 
