@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import statistics
 import sys
 import time
 from collections import Counter
@@ -81,7 +82,7 @@ def _coverage_summary(rows: list[dict], device: str) -> None:
     print(f"  with unpredicted ops: {sum(bool(r['unpredicted']) for r in priced)}/{len(priced)}")
     shares = sorted(sum(s["ms"] for s in r["stand_ins"]) / r["latency_ms"] for r in priced if r["latency_ms"])
     if shares:
-        print(f"  share of the predicted time priced by stand-ins: median {100 * shares[len(shares) // 2]:.1f}%, "
+        print(f"  share of the predicted time priced by stand-ins: median {100 * statistics.median(shares):.1f}%, "
               f"max {100 * shares[-1]:.1f}%, over 10% in {sum(s > 0.1 for s in shares)} models")
     models: Counter[str] = Counter()
     ms_share: Counter[str] = Counter()
@@ -129,11 +130,11 @@ def main() -> int:
             g = load_graph(spec)
             t = g.totals()
             row = {"model": spec, "ok": True, "nodes": t.nodes, "macs": t.macs, "params": t.params}
-            if args.predict:
-                row.update(_priced(spec, args.predict))
         except Exception as e:  # noqa: BLE001 - the benchmark reports every failure by name and reason
             row = {"model": spec, "ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
-        row["seconds"] = round(time.perf_counter() - start, 2)
+        row["seconds"] = round(time.perf_counter() - start, 2)  # the import's time, not the prediction's
+        if row["ok"] and args.predict:
+            row.update(_priced(spec, args.predict))
         rows.append(row)
         status = f"ok  {row['macs'] / 1e9:8.3f} GMACs {row['nodes']:5d} nodes" if row["ok"] else "FAIL " + row["error"]
         if row["ok"] and args.predict:
