@@ -19,10 +19,14 @@ import json
 import statistics
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from _machine import machine
+
+if TYPE_CHECKING:
+    from edgeplan.ir.graph import Graph
 
 
 def timm_names(name: str) -> list[str]:
@@ -49,13 +53,28 @@ def timm_families() -> list[str]:
     return out
 
 
-def _priced(spec: str, device: str) -> dict[str, object]:
+def _priced(spec: str, device: str, graph: Graph | None = None) -> dict[str, object]:
     """How ``device`` prices ``spec``: the latency, the unpredicted ops' kernels and the stand-ins (kernel, count,
-    predicted ms), or the error that stopped the prediction."""
+    predicted ms), or the error that stopped the prediction. ``graph``, the model's graph when already imported,
+    is priced as it is on a device whose runtime edgeplan deduces from the graph (not imported again)."""
     from edgeplan.api import predict_latency
+    from edgeplan.latency.predict import (
+        ORT_OBSERVED,
+        ModelPrediction,
+        kernel_profile_of,
+        load_device_model,
+        predict_graph,
+        resolve_method,
+    )
 
     try:
-        p = predict_latency(spec, device=device, opaque=True)
+        method = resolve_method(device, None)
+        model = load_device_model(device, method)
+        profile = kernel_profile_of(model)
+        if graph is not None and profile not in ORT_OBSERVED:
+            p = ModelPrediction(spec, device, method, predict_graph(graph, model, profile))
+        else:
+            p = predict_latency(spec, device=device, opaque=True)
     except Exception as e:  # noqa: BLE001 - reported by name and reason
         return {"predict_error": f"{type(e).__name__}: {str(e)[:300]}"}
     unpredicted = Counter(o.kind for o in p.prediction.ops if o.ms is None)
@@ -85,7 +104,7 @@ def _coverage_summary(rows: list[dict], device: str) -> None:
         print(f"  share of the predicted time priced by stand-ins: median {100 * statistics.median(shares):.1f}%, "
               f"max {100 * shares[-1]:.1f}%, over 10% in {sum(s > 0.1 for s in shares)} models")
     models: Counter[str] = Counter()
-    ms_share: Counter[str] = Counter()
+    ms_share: dict[str, float] = defaultdict(float)
     for r in priced:
         for s in r["stand_ins"]:
             kernel = f"{s['kernel']} (stand-in {s['predictor']})"
@@ -131,10 +150,10 @@ def main() -> int:
             t = g.totals()
             row = {"model": spec, "ok": True, "nodes": t.nodes, "macs": t.macs, "params": t.params}
         except Exception as e:  # noqa: BLE001 - the benchmark reports every failure by name and reason
-            row = {"model": spec, "ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+            g, row = None, {"model": spec, "ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
         row["seconds"] = round(time.perf_counter() - start, 2)  # the import's time, not the prediction's
         if row["ok"] and args.predict:
-            row.update(_priced(spec, args.predict))
+            row.update(_priced(spec, args.predict, g))
         rows.append(row)
         status = f"ok  {row['macs'] / 1e9:8.3f} GMACs {row['nodes']:5d} nodes" if row["ok"] else "FAIL " + row["error"]
         if row["ok"] and args.predict:

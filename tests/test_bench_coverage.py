@@ -20,6 +20,14 @@ def test_a_model_is_priced_with_its_unpredicted_ops_and_stand_ins_counted() -> N
     assert set(failed) == {"predict_error"} and "not_a_model" in failed["predict_error"]
 
 
+def test_an_imported_graph_is_priced_as_the_model_is() -> None:
+    from edgeplan.api import load_graph
+
+    cov = load_benchmark("bench_coverage")
+    spec = "torchvision:mobilenet_v3_small"
+    assert cov._priced(spec, "torch-fp32-1t", load_graph(spec)) == cov._priced(spec, "torch-fp32-1t")
+
+
 def test_the_summary_counts_models_and_kernels(capsys: pytest.CaptureFixture[str]) -> None:
     cov = load_benchmark("bench_coverage")
     stand = {"kernel": "aten::roll", "predictor": "category elementwise", "count": 2, "ms": 1.0}

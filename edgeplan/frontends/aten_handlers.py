@@ -288,6 +288,8 @@ def _reduce(op: str) -> Handler:
 
 _register("sum")(_reduce("sum"))
 _register("amax")(_reduce("max"))
+_register("amin")(_reduce("min"))
+_register("linalg_vector_norm")(_reduce("norm2"))
 
 
 def _extreme(op: str) -> Handler:
@@ -308,8 +310,6 @@ def _extreme(op: str) -> Handler:
 
 _register("max")(_extreme("max"))
 _register("min")(_extreme("min"))
-_register("amin")(_reduce("min"))
-_register("linalg_vector_norm")(_reduce("norm2"))
 
 
 @_register("roll")

@@ -284,9 +284,10 @@ def folded_product_node(op: str, input_shapes: Sequence[Sequence[int]], output_s
 
 def _conv_stride(size: int, out: int, kernel: int) -> int | None:
     """The stride mapping ``size`` to ``out`` under a ``kernel`` with a padding of at most half of it per side."""
+    from edgeplan.ir.checks import conv_output_size
+
     for stride in range(1, max(size, 1) + 1):
-        if any((size + 2 * pad - kernel) // stride + 1 == out for pad in range(kernel // 2 + 1)
-               if size + 2 * pad >= kernel):
+        if any(conv_output_size(size, kernel, stride, 2 * pad, 1) == out for pad in range(kernel // 2 + 1)):
             return stride
     return None
 
