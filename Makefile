@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-nf bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
 
 install: $(STAMP)
 
@@ -30,7 +30,7 @@ lint: $(STAMP)
 bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
        bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points \
        bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer \
-       bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
+       bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-nf bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
 
 bench-help: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli_help.py
@@ -260,3 +260,12 @@ bench-upsample: $(STAMP)
 		--keep-extensions 1 --by-family --methods gbdt lasso
 	$(BIN)/python benchmarks/bench_transformers.py --data edgeplan/data/latency/torch-fp32-2t.upsample.jsonl.xz \
 		--keep-extensions 1 --by-family --methods gbdt lasso
+
+# weight standardization (NF-ResNets, NFNets) in the torch-fp32 profiles: the 8 timm normalization-free models held
+# out one family at a time, the 20 synthetic-nf networks always trained on, the base keeping the transformers' and the
+# upsampling extensions (~3 min each, one core)
+bench-nf: $(STAMP)
+	$(BIN)/python benchmarks/bench_transformers.py --data edgeplan/data/latency/torch-fp32-1t.nf.jsonl.xz \
+		--keep-extensions 2 --by-family --always-train synthetic-nf:0-19 --methods gbdt lasso
+	$(BIN)/python benchmarks/bench_transformers.py --data edgeplan/data/latency/torch-fp32-2t.nf.jsonl.xz \
+		--keep-extensions 2 --by-family --always-train synthetic-nf:0-19 --methods gbdt lasso

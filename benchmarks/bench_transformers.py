@@ -10,7 +10,9 @@ had.
 On the non-synthetic models of a dataset (default the shipped ``torch-fp32-1t.transformers.jsonl.xz``), grouped
 k-fold over the models (``--folds``; every model held out once), or one model family held out at a time
 (``--by-family``: the family is the model's name up to its first ``_``, so that no variant of a held-out
-network is trained on), for each method:
+network is trained on), for each method. Models given to ``--always-train`` (``synthetic-nf:0-19``, say: the
+normalization-free synthetic networks, when the real NFNets are the ones held out) are in every fold's training
+models and never held out:
 
 - **base**: the scenario's model without its extensions (the synthetic-CNN predictors alone), or with its first
   ``--keep-extensions`` (the transformers' kept, when the upsampling networks are the next one): the models it
@@ -57,6 +59,15 @@ def family(model: str) -> str:
     return model.split("_", 1)[0]
 
 
+def held_out_folds(models: list[str], order: np.ndarray, k: int, *, by_family: bool) -> list[np.ndarray]:
+    """The indices of ``models`` each fold holds out: ``k`` folds along ``order`` (a permutation), or one per
+    family (in the order the families first appear in ``models``)."""
+    if not by_family:
+        return [order[i::k] for i in range(k)]
+    families = [family(m) for m in models]
+    return [np.array([i for i in order if families[i] == f]) for f in dict.fromkeys(families)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA / "torch-fp32-1t.transformers.jsonl.xz")
@@ -72,6 +83,9 @@ def main() -> int:
                         help="The base keeps the shipped model's first N extensions (default 0: none)")
     parser.add_argument("--by-family", action="store_true",
                         help="Hold out one model family at a time (the name up to its first '_') instead of k-fold")
+    parser.add_argument("--always-train", nargs="+", default=[], metavar="MODEL",
+                        help="Models (ranges such as synthetic-nf:0-19 allowed) in every fold's training models, "
+                             "never held out")
     args = parser.parse_args()
 
     import torch
@@ -85,22 +99,27 @@ def main() -> int:
     print(machine(args.threads))
     data = load_dataset(args.data)
     cnn = set(expand_models(["synthetic:0-1099"]))
-    records = [r for r in data.records if r["model"] not in cnn]
+    always = set(expand_models(args.always_train)) if args.always_train else set()
+    missing = sorted(always - {r["model"] for r in data.records})
+    if missing:
+        print(f"error: --always-train: {len(missing)} model(s) not in {args.data}: {', '.join(missing[:5])}; give "
+              "models the dataset holds", file=sys.stderr)
+        return 2
+    fixed = [r for r in data.records if r["model"] in always]
+    records = [r for r in data.records if r["model"] not in cnn and r["model"] not in always]
     device = args.device or data.scenario
     kept = f"with its first {args.keep_extensions} extension(s)" if args.keep_extensions else "without its extensions"
     split = "one family held out at a time" if args.by_family else f"{args.folds}-fold over the models"
     print(f"{args.data.name}: {len(records)} models of {data.scenario} beside the synthetic CNNs (of "
-          f"{len(data.records)} models); base: the shipped {device} models {kept}; {split}")
+          f"{len(data.records)} models); base: the shipped {device} models {kept}; {split}"
+          + (f"; {len(fixed)} more in every fold's training models" if fixed else ""))
     from edgeplan.experiments.li2023 import REAL_WORLD, dataset_path
 
     zoo_file = args.cnn_data or dataset_path(data.scenario)
     cnn_zoo = ([r for r in load_dataset(zoo_file).records if r["model"].split(":", 1)[0] in REAL_WORLD]
                if zoo_file.is_file() else [])
     order = np.random.default_rng(args.seed).permutation(len(records))
-    folds = [order[i::args.folds] for i in range(args.folds)]
-    if args.by_family:
-        families = [family(r["model"]) for r in records]
-        folds = [np.array([i for i in order if families[i] == f]) for f in dict.fromkeys(families)]
+    folds = held_out_folds([r["model"] for r in records], order, args.folds, by_family=args.by_family)
     for method in args.methods:
         shipped = load_device_model(device, method)
         base = shipped.without_extensions(keep=args.keep_extensions) if shipped.info.get("extensions") else shipped
@@ -108,7 +127,7 @@ def main() -> int:
         kinds: dict[str, list[Any]] = {}  # kind -> measured, base and extended sums over held-out ops, their count
         for k, held in enumerate(folds):
             out = set(held)
-            train = [records[i] for i in order if i not in out]
+            train = [records[i] for i in order if i not in out] + fixed
             extended = base.extended(train, seed=args.seed)
             added = {key.rsplit("|", 1)[0] for key in set(extended.predictors) - set(base.predictors)}
             for i in held:
@@ -156,8 +175,8 @@ def main() -> int:
             before = [base.predict_record(r).latency_ms for r in cnn_zoo]
             after = [shipped.predict_record(r).latency_ms for r in cnn_zoo]
             changed = sum(abs(a - b) > 1e-9 * b for a, b in zip(after, before, strict=True))
-            print(f"{method}: the shipped {device} model (extended with all {len(records)}) on the {len(cnn_zoo)} "
-                  f"real-world CNNs of {zoo_file.name}: MAPE {mape(before, truth):.2f}% as the base, "
+            print(f"{method}: the shipped {device} model (extended with all {len(records) + len(fixed)}) on the "
+                  f"{len(cnn_zoo)} real-world CNNs of {zoo_file.name}: MAPE {mape(before, truth):.2f}% as the base, "
                   f"{mape(after, truth):.2f}% as shipped ({changed} predictions changed)")
         print()
     return 0

@@ -96,12 +96,16 @@ def test_the_shipped_eager_profile_adds_the_folded_work_to_the_latency(graph: ob
     with_work = predict_graph(graph, model, "torch-eager")
     without = predict_graph(dataclasses.replace(graph, folded_ops=(), folded_shapes=()), model, "torch-eager")
     priced = [o for o in with_work.ops if "@folded#" in o.name and o.ms is not None]
-    assert len(priced) == 3 and all(o.ms > 0 for o in priced)
+    assert len(priced) == 4 and all(o.ms > 0 for o in priced)
     assert next(o for o in priced if o.name == "aten::conv2d@folded#6").predicted_by == "aten::conv2d|conv"
-    # the shipped profile learnt no weight standardization: named as unpredicted, never priced by the batch norms
-    # of activations (the element-wise category's)
-    assert [u.split(" ")[0] for u in with_work.unpredicted] == ["aten::batch_norm@folded#3"]
+    assert next(o for o in priced if o.name == "aten::batch_norm@folded#3").predicted_by == (
+        "aten::batch_norm|weight_norm")  # the profile's third extension (normalization-free networks)
+    assert not with_work.unpredicted
     assert with_work.latency_ms == pytest.approx(without.latency_ms + sum(o.ms for o in priced))
+    # a profile that learnt no weight standardization names it as unpredicted, never prices it by the batch norms of
+    # activations (the element-wise category's)
+    cnn = predict_graph(graph, model.without_extensions(keep=2), "torch-eager")
+    assert [u.split(" ")[0] for u in cnn.unpredicted] == ["aten::batch_norm@folded#3"]
 
 
 @pytest.mark.parametrize(("op", "ins", "out", "expected"), [
@@ -232,10 +236,16 @@ def test_li2023_evaluation_counts_a_records_folded_work_as_predict_does() -> Non
     assert len(added) == 29 and all(o.ms is not None and o.ms > 0 for o in added)
     assert mobileone.latency_ms == pytest.approx(model.predict_record(records["timm:mobileone_s0"]).latency_ms
                                                  + sum(o.ms or 0.0 for o in added))
-    nf = predict_with_folded_work(model, records["timm:nf_resnet50"])  # its weight standardizations, by name
+    # its weight standardizations: priced by the profile's weight-standardization predictor (its third extension)
+    nf = predict_with_folded_work(model, records["timm:nf_resnet50"])
+    standardized = [o for o in nf.ops if "aten::batch_norm@folded#" in o.name]
+    assert not nf.unpredicted and len(standardized) == 53
+    assert all(o.predicted_by == "aten::batch_norm|weight_norm" for o in standardized)
+    # named by a profile without it, and the report names each kind once
+    cnn = model.without_extensions(keep=2)
+    nf = predict_with_folded_work(cnn, records["timm:nf_resnet50"])
     assert len(nf.unpredicted) == 53 and all("aten::batch_norm@folded#" in u for u in nf.unpredicted)
-    # the report names each kind once
-    assert _evaluate(model, [records["timm:nf_resnet50"]])["unpredicted"] == ["aten::batch_norm (aten::batch_norm)"]
+    assert _evaluate(cnn, [records["timm:nf_resnet50"]])["unpredicted"] == ["aten::batch_norm (aten::batch_norm)"]
 
 
 def test_a_records_folded_work_that_cannot_be_rebuilt_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -971,9 +971,9 @@ def test_the_shipped_torch_profiles_are_extended_with_their_transformer_datasets
         model = load_device_model(scenario, method)
         assert isinstance(model, LatencyModel)
         assert all(tuple(model.feature_names[c]) == CATEGORY_FEATURES[c] for c in ("matmul", "attention"))
-        ext, *later = model.info["extensions"]  # then extended with upsampling networks
+        ext, *later = model.info["extensions"]  # then extended with upsampling and normalization-free networks
         assert ext["models"] == transformers.models() and ext["extended"] == scenario
-        assert [e["dataset"] for e in later] == [f"{scenario}.upsample.jsonl.xz"]
+        assert [e["dataset"] for e in later] == [f"{scenario}.upsample.jsonl.xz", f"{scenario}.nf.jsonl.xz"]
         added = {k for e in model.info["extensions"] for k in e["added_ops_per_key"]}
         assert "aten::scaled_dot_product_attention|attention" in added and "aten::layer_norm|elementwise" in added
         base = model.without_extensions()
@@ -1007,7 +1007,7 @@ def test_the_shipped_torch_profiles_price_nearest_upsampling_with_its_own_predic
     for method in ("lasso", "gbdt"):
         model = load_device_model(scenario, method)
         assert isinstance(model, LatencyModel)
-        *_, ext = model.info["extensions"]
+        ext = model.info["extensions"][1]
         assert ext["models"] == data.models() and set(ext["added_ops_per_key"]) == {
             "aten::upsample_nearest2d|elementwise", "aten::hardsigmoid|elementwise"}
         before = model.without_extensions(keep=1)
@@ -1020,6 +1020,39 @@ def test_the_shipped_torch_profiles_price_nearest_upsampling_with_its_own_predic
         measured = sum(o["ms"] for o in ghost["ops"] if o["kind"] == "aten::upsample_nearest2d")
         assert len(own) == 14 and not any(o.by_category for o in own) and all(o.by_category for o in stand_in)
         assert abs(own_ms / measured - 1) < abs(stand_in_ms / measured - 1)  # closer to its own measured sum
+
+
+@pytest.mark.parametrize("scenario", ["torch-fp32-1t", "torch-fp32-2t"])
+def test_the_shipped_torch_profiles_price_weight_standardization(scenario: str) -> None:
+    """The torch profiles' third extension: 20 ``synthetic-nf`` networks and 8 timm normalization-free models measured
+    on another machine beside the reference, put on the CNN file's scale by matching 20 synthetic networks measured in
+    both, give the weight standardization of NF-ResNets and NFNets (a training-mode batch norm over each conv's
+    weight, which eager PyTorch runs at every call) a predictor of its own; before it, it was unpredicted."""
+    from edgeplan.experiments.li2023 import dataset_path
+    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.latency.predict import load_device_model
+
+    cnns = load_dataset(dataset_path(scenario))
+    data = load_dataset(dataset_path(scenario).with_name(f"{scenario}.nf.jsonl.xz"))
+    matched = data.provenance["reference"]["scale_from"]
+    assert matched["file_reference_ms"] == cnns.provenance["reference"]["ms"]
+    assert matched["matched"]["models"] == 20 and matched["matched"]["iqr_rel"] < 0.15  # the bridge agrees
+    assert len([m for m in data.models() if m.startswith("synthetic-nf:")]) == 20
+    assert not any(m.startswith("synthetic:") for m in data.models())  # the bridge networks are not in the file
+    regnet = next(r for r in data.records if r["model"] == "timm:nf_regnet_b0")
+    measured = sum(o["ms"] for o in regnet["folded_ops"] if o["kind"] == "aten::batch_norm")
+    for method in ("lasso", "gbdt"):
+        model = load_device_model(scenario, method)
+        assert isinstance(model, LatencyModel)
+        *_, ext = model.info["extensions"]
+        assert ext["models"] == data.models() and set(ext["added_ops_per_key"]) == {
+            "aten::batch_norm|weight_norm", "*|weight_norm"}
+        before = model.without_extensions(keep=2)
+        assert len(before.predict_record(regnet).unpredicted) == 54  # each conv's standardization, by name
+        after = model.predict_record(regnet)
+        own = [o for o in after.ops if o.predicted_by == "aten::batch_norm|weight_norm"]
+        assert not after.unpredicted and len(own) == 54 and not any(o.by_category for o in own)
+        assert 0.5 < sum(o.ms or 0.0 for o in own) / measured < 2.0
 
 
 def test_predict_measures_a_zen5_profile_under_the_allocator_its_data_were_measured_with(tmp_path: Path) -> None:
