@@ -90,11 +90,11 @@ def run(args: argparse.Namespace) -> None:
 
     train, test, zoo, floor = load_split(args)
     threads = scenario_threads(args.scenario)
-    print(f"{machine(threads)}\n{args.data}: feature {args.feature}, overhead {args.overhead}, trained on "
-          f"{len(train)} networks ({args.train}); noise floor {floor}", flush=True)
+    print(f"{machine(threads)}\n{args.data}: {args.method}, feature {args.feature}, overhead {args.overhead}, "
+          f"trained on {len(train)} networks ({args.train}); noise floor {floor}", flush=True)
     start = time.perf_counter()
-    model = LatencyModel.fit(train, "gbdt", args.scenario, statistic="median", threads=threads, context=True,
-                             overhead=args.overhead, network=args.feature == "distinct")
+    model = LatencyModel.fit(train, args.method, args.scenario, statistic="median", threads=threads, context=True,
+                             overhead=args.overhead, network=False if args.feature == "none" else args.feature)
     print(f"fitted in {time.perf_counter() - start:.0f} s")
     for name, records in (("synthetic:900-999", test), ("zoo CNNs", zoo)):
         preds = [model.predict_record(r) for r in records]
@@ -108,8 +108,8 @@ def add_arguments(parser: argparse.ArgumentParser, feature: str = "distinct") ->
     """The options this script shares with ``diag_li2023_overhead_forms.py``: the file, the feature, the training set
     and the scenario."""
     parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--feature", choices=("none", "distinct"), default=feature,
-                        help="distinct: fit with the network feature (LatencyModel.fit(network=True))")
+    parser.add_argument("--feature", choices=("none", "distinct", "total"), default=feature,
+                        help="distinct, total: fit with that network feature (LatencyModel.fit(network=...))")
     parser.add_argument("--train", choices=("900", "all"), default="900")
     parser.add_argument("--scenario", default="torch-fp32-2t", help="the scenario DATA was measured in")
 
@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat-data", type=Path, default=None,
                         help="the repeat file for the noise floor (default: DATA's .repeat twin when present)")
     parser.add_argument("--overhead", choices=("linear", "stacked"), default="linear")
+    parser.add_argument("--method", choices=("gbdt", "rf", "lasso", "mlp"), default="gbdt")
     return run_if_present(parser.parse_args(argv), run)
 
 

@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> None:
     print(f"{machine(threads)}\n{args.data}: feature {args.feature}, trained on {len(train)} networks "
           f"({args.train}); noise floor {floor}", flush=True)
     options: dict[str, Any] = {"statistic": "median", "threads": threads, "context": True,
-                               "network": args.feature == "distinct"}
+                               "network": False if args.feature == "none" else args.feature}
     start = time.perf_counter()
     model = LatencyModel.fit(train, "gbdt", args.scenario, **options)
     print(f"fitted in {time.perf_counter() - start:.0f} s", flush=True)

@@ -25,7 +25,15 @@ from edgeplan.latency.features import (
     lead_node,
     predictor_key,
 )
-from edgeplan.latency.model import LatencyModel, fit_overhead, mape, network_footprint, record_ops, with_context
+from edgeplan.latency.model import (
+    LatencyModel,
+    fit_overhead,
+    mape,
+    network_footprint,
+    network_values,
+    record_ops,
+    with_context,
+)
 from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
 from edgeplan.measure.allocator import KEEP_MEMORY, allocator_settings
 
@@ -174,6 +182,32 @@ def test_forests_extrapolate_through_their_linear_baseline(method: str) -> None:
     np.testing.assert_allclose(again.predict(big), p.predict(big))
     old = {**p.to_dict(), "params": {**p.params, "base": None}}  # saved before baselines: still loads
     assert OpPredictor.from_dict(old).predict(big)[0] < truth / 2
+
+
+def test_the_mlp_extrapolates_through_its_linear_baseline_and_never_overflows() -> None:
+    """A log-target MLP's output is linear in the features far from them, so alone it priced an op many times larger
+    than any in training exponentially (an infinite latency for some zoo networks trained on li2023's space). It
+    learns the ratio to the forests' linear baseline, clipped to the training range."""
+    x, y = _linear_data()
+    p = fit_predictor(x, y, "mlp", seed=1)
+    big = np.array([[1000.0, 500.0, 50.0]])  # ten times the largest training op
+    truth = 0.02 * 1000 + 0.005 * 500 + 0.3
+    assert p.params["base"] is not None and abs(p.predict(big)[0] / truth - 1) < 0.2
+    lo, hi = p.params["log_range"]
+    huge = np.array([[1e12, 1e12, 1e12]])
+    ratio = p.predict(huge)[0] / _base_of(p, huge)
+    assert np.isfinite(p.predict(huge)[0]) and np.exp(lo) * (1 - 1e-9) <= ratio <= np.exp(hi) * (1 + 1e-9)
+    again = OpPredictor.from_dict(json.loads(json.dumps(p.to_dict())))
+    np.testing.assert_allclose(again.predict(big), p.predict(big))
+    # saved before (no baseline, no range): predicts as it did, the plain log-target network
+    old = OpPredictor.from_dict({**p.to_dict(), "params": {**p.params, "base": None, "log_range": None}})
+    assert old.predict(big)[0] != pytest.approx(p.predict(big)[0])
+
+
+def _base_of(p: OpPredictor, x: np.ndarray[Any, Any]) -> float:
+    from edgeplan.latency.predictors import _base
+
+    return float(_base(p.params["base"], (x - np.asarray(p.mean)) / np.asarray(p.std))[0])
 
 
 @pytest.mark.parametrize("method", ["lasso", "gbdt"])
@@ -599,7 +633,14 @@ def test_the_network_feature_is_the_footprint_of_its_distinct_output_sizes_and_p
     assert network_footprint(ops) == pytest.approx(math.log2(6.0))  # the two 2 MiB outputs count once
     assert network_footprint([]) == -10.0  # at least 1 KiB
     assert [o.context[2] for o in with_context(ops)] == pytest.approx([math.log2(6.0)] * 3)
-    assert {o.context[2] for o in with_context(ops, 1.5)} == {1.5}
+    assert {o.context[2:] for o in with_context(ops, (1.5, 2.5))} == {(1.5, 2.5)}
+    with pytest.raises(InvalidInputError, match="network values"):
+        with_context(ops, (1.5,))
+    # the total footprint adds the kernels' parameters (each kernel's, not counted once per size)
+    weighted = [dataclasses.replace(o, lead={**(o.lead or {}), "param_bytes": mib}) for o in ops]
+    assert network_footprint(weighted, with_params=True) == pytest.approx(math.log2(9.0))
+    assert network_values(weighted) == pytest.approx((math.log2(6.0), math.log2(9.0)))
+    assert [o.context[3] for o in with_context(weighted)] == pytest.approx([math.log2(9.0)] * 3)
     rng = np.random.default_rng(3)
     train = [_footprint_record(i, rng, big=i % 2 == 0) for i in range(60)]
     test = [_footprint_record(100 + i, rng, big=i % 2 == 0) for i in range(10)]
@@ -607,16 +648,28 @@ def test_the_network_feature_is_the_footprint_of_its_distinct_output_sizes_and_p
     network = LatencyModel.fit(train, "gbdt", "test-scenario", network=True)
     plain = LatencyModel.fit(train, "gbdt", "test-scenario")
     assert network.uses_network and network.uses_context and not plain.uses_network
-    assert network.feature_names["conv"] == (*CATEGORY_FEATURES["conv"], *CONTEXT_FEATURES, *NETWORK_FEATURES)
+    assert network.feature_names["conv"] == (*CATEGORY_FEATURES["conv"], *CONTEXT_FEATURES, "network_distinct_mib")
     # the shared small convolutions: the plain model prices them alike in both kinds of network
     small = [o for o in record_ops(test[0], "min") if o.name.startswith("c0")]
-    assert plain.predict_ops(with_context(small, 0.0)).latency_ms == pytest.approx(
-        plain.predict_ops(with_context(small, 9.0)).latency_ms)
+    assert plain.predict_ops(with_context(small, (0.0, 0.0))).latency_ms == pytest.approx(
+        plain.predict_ops(with_context(small, (9.0, 9.0))).latency_ms)
     assert mape([network.predict_record(r).latency_ms for r in test], truth) < 0.5 * mape(
         [plain.predict_record(r).latency_ms for r in test], truth)
     loaded = LatencyModel.from_dict(json.loads(json.dumps(network.to_dict())))
     assert loaded.uses_network and loaded.predict_record(test[0]).latency_ms == pytest.approx(
         network.predict_record(test[0]).latency_ms)
+    assert network.network_feature == "distinct" and plain.network_feature is None
+    # the total footprint (parameters too) is the other choice; a model takes one of them
+    total = LatencyModel.fit(train, "gbdt", "test-scenario", network="total")
+    assert total.network_feature == "total" and total.uses_network
+    assert total.feature_names["conv"] == (*CATEGORY_FEATURES["conv"], *CONTEXT_FEATURES, "network_total_mib")
+    assert mape([total.predict_record(r).latency_ms for r in test], truth) < mape(
+        [plain.predict_record(r).latency_ms for r in test], truth)
+    again = LatencyModel.from_dict(json.loads(json.dumps(total.to_dict())))
+    assert again.network_feature == "total" and again.predict_record(test[0]).latency_ms == pytest.approx(
+        total.predict_record(test[0]).latency_ms)
+    with pytest.raises(InvalidInputError, match="unknown network feature"):
+        LatencyModel.fit(train, "gbdt", "test-scenario", network="params")
 
 
 def _write_dataset(path: Path, records: list[dict[str, Any]], scenario: str = "torch-fp32-1t") -> Path:
@@ -716,7 +769,7 @@ def test_li2023_report_keys_convolutions_by_implementation_unless_asked_not_to(t
         seen.clear()
         net = reproduce(methods=("lasso",), data_file=data, network=True)
         assert seen and {m.uses_network for m in seen} == {True} and not by_impl["network"]
-    assert net["network"] and "network's footprint (--network-context)" in format_report(net)[0]
+    assert net["network"] and "network's footprint (--network-context distinct)" in format_report(net)[0]
     assert "--network-context" not in format_report(by_impl)[0]
     assert (by_impl["keys"], by_kind["keys"]) == ("implementation", "kind")
     assert "implementation the runtime selects" in format_report(by_impl)[0]

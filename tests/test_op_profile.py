@@ -923,6 +923,16 @@ def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str],
     assert main(["--home", home, "predict", CELL, "--device", "net", "--method", "lasso", "--json"]) == 0
     (networked,) = json.loads(capsys.readouterr().out)
     assert networked["latency_ms"] > 0 and networked["unpredicted_ops"] == []
+    # --network-context total: the footprint with the kernels' parameters; an unknown choice is refused by name
+    assert main(["ops", "fit", "--data", str(data), "--method", "lasso", "--out", str(tmp_path / "devices" / "tot"),
+                 "--network-context", "total", "--json", "--min-samples", "3"]) == 0
+    capsys.readouterr()
+    tot = json.loads((tmp_path / "devices" / "tot" / "lasso.json").read_text())["features"]["conv"]
+    assert tot[-3:] == ["same_op_before", "same_kind_before", "network_total_mib"]
+    assert main(["--home", home, "predict", CELL, "--device", "tot", "--method", "lasso", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["latency_ms"] > 0
+    assert main(["ops", "fit", "--data", str(data), "--out", str(tmp_path / "y"), "--network-context", "params"]) != 0
+    assert "'params' is not one of 'distinct', 'total'" in capsys.readouterr().err
     for flag in ("--implementations", "--no-context", "--network-context"):  # an extension keeps the base's keys
         assert main(["ops", "fit", "--data", str(data), "--out", str(tmp_path / "x"), "--extend", "mine", flag]) != 0
         assert f"drop one of --extend and {flag}" in capsys.readouterr().err

@@ -232,14 +232,16 @@ def compact_cmd(ctx: Context, src: Path, out: Path, remove_src: bool) -> None:
 @click.option("--no-context", is_flag=True,
               help="Fit on each op's own features alone, as li2023 does; by default the predictors also see its place "
                    "in the network (how often the same op and the same kind ran before it in the same run).")
-@click.option("--network-context", is_flag=True,
-              help="Also give every predictor its network's footprint (log2 of the summed MiB of the distinct "
-                   "output sizes of its kernels): ops of networks with a large one run slower.")
+@click.option("--network-context", type=click.Choice(["distinct", "total"]), is_flag=False, flag_value="distinct",
+              default=None,
+              help="Also give every predictor its network's footprint: log2 of the summed MiB of the distinct output "
+                   "sizes of its kernels (distinct, the value when none is given), or of those and the kernels' "
+                   "parameters (total): ops of networks with a large one run slower.")
 @OVERHEAD_OPTION
 @click.option("--json", "as_json", is_flag=True)
 def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, ...], out: Path, seed: int,
             min_samples: int, statistic: str | None, extend: str | None, min_models: int, implementations: bool,
-            no_context: bool, network_context: bool, overhead: str, as_json: bool) -> None:
+            no_context: bool, network_context: str | None, overhead: str, as_json: bool) -> None:
     """Fit operation-wise predictors (li2023 §4.2) on a dataset; write one model per method.
 
     With --extend DEVICE, the device's models gain predictors for the operation kinds of --data they have none for
@@ -302,7 +304,7 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
                                                min_samples=min_samples, statistic=statistic or "min",
                                                threads=scenario.threads if implementations else None,
                                                context=not no_context, overhead=overhead,
-                                               network=network_context))
+                                               network=network_context or False))
     except InvalidInputError:
         if created and not any(out.iterdir()):  # refused: no empty device folder left behind
             out.rmdir()

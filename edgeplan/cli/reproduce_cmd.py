@@ -230,17 +230,19 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
 @click.option("--no-context", is_flag=True,
               help="Fit the op predictors on each op's own features alone, as li2023 does, without its place in the "
                    "network (how often the same op and the same kind ran before it in the same run).")
-@click.option("--network-context", is_flag=True,
-              help="Also give the op predictors their network's footprint (log2 of the summed MiB of its distinct "
-                   "kernel output sizes; ops fit --network-context).")
+@click.option("--network-context", type=click.Choice(["distinct", "total"]), is_flag=False, flag_value="distinct",
+              default=None,
+              help="Also give the op predictors their network's footprint: log2 of the summed MiB of its distinct "
+                   "kernel output sizes (distinct, the value when none is given), or of those and its kernels' "
+                   "parameters (total); ops fit --network-context.")
 @OVERHEAD_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Path | None, repeat_file: Path | None,
            statistic: str, nb201: bool, insight: str | None, floor_only: bool, versus_file: Path | None,
            help_data: Path, source: str, source_method: str | None, seeds: int, samples: int, nb201_module: str,
-           no_fold_zeros: bool, fewshot_file: Path | None, kind_keys: bool, no_context: bool, network_context: bool,
-           overhead: str, as_json: bool) -> None:
+           no_fold_zeros: bool, fewshot_file: Path | None, kind_keys: bool, no_context: bool,
+           network_context: str | None, overhead: str, as_json: bool) -> None:
     """Latency prediction (§5.1, §5.3, §5.5, §5.6) on this machine's per-op datasets, --nb201 few-shot, --fewshot
     on your own measurements, or an --insight of §3.1."""
     from edgeplan.experiments.li2023 import format_nb201, format_report, nb201_fewshot
@@ -307,7 +309,8 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
         _emit(few, format_nb201(few), as_json)
         return
     result = run(scenario, methods, data_file, repeat_file, progress=not as_json, statistic=statistic,
-                 implementations=not kind_keys, context=not no_context, overhead=overhead, network=network_context)
+                 implementations=not kind_keys, context=not no_context, overhead=overhead,
+                 network=network_context or False)
     _emit(result, format_report(result), as_json)
 
 

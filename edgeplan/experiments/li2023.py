@@ -52,7 +52,7 @@ from edgeplan.latency.model import (
     OpInput,
     Prediction,
     mape,
-    network_footprint,
+    network_values,
     op_ms,
     record_latency,
     record_ops,
@@ -303,7 +303,7 @@ def predict_with_folded_work(model: LatencyModel, record: Mapping[str, Any]) -> 
     if scenario is None:  # no runtime to say what it folds: the record's own ops
         return model.predict_ops(ops)
     folded, skipped = _folded_work(str(record["model"]), scenario.kernel_profile)
-    folded = with_context(folded, network_footprint(ops))  # the network's value is its kernels' (the record's ops)
+    folded = with_context(folded, network_values(ops))  # the network's values are its kernels' (the record's ops)
     return with_skipped(model.predict_ops([*ops, *folded]), skipped)
 
 
@@ -374,9 +374,15 @@ def _nnmeter(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any
     return mape(totals, [record_latency(r, statistic) for r in test])
 
 
+def _network_name(network: bool | str) -> str:
+    """``reproduce``'s ``network`` as ``--network-context`` spells it."""
+    return "distinct" if network is True else str(network)
+
+
 def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS, data_file: Path | None = None,
               repeat_file: Path | None = None, progress: bool = False, statistic: str = "min",
-              implementations: bool = True, context: bool = True, overhead: str = "linear", network: bool = False
+              implementations: bool = True, context: bool = True, overhead: str = "linear",
+              network: bool | str = False
               ) -> dict[str, Any]:
     """Compute §5.1, §5.3, §5.5 and §5.6 on a scenario's dataset.
 
@@ -406,8 +412,8 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
         How the end-to-end overhead is learnt (:data:`~edgeplan.latency.model.OVERHEAD_FORMS`): ``linear``
         (default), ``stacked`` or li2023's ``mean``.
     network
-        Give the predictors each op's network's footprint too
-        (:data:`~edgeplan.latency.features.NETWORK_FEATURES`); off by default, as in li2023.
+        Give the predictors each op's network's footprint too: ``True`` or ``"distinct"``, ``"total"``
+        (:data:`~edgeplan.latency.features.NETWORK_CHOICES`); off by default, as in li2023.
 
     Returns
     -------
@@ -491,7 +497,8 @@ def format_report(result: Mapping[str, Any]) -> list[str]:
                 if result.get("keys", "kind") == "implementation" else "kernel kind (li2023)")
              + ("; features: the op's own and its place in the network (--no-context: its own alone, as li2023)"
                 if result.get("context") else "; features: the op's own (li2023)")
-             + ("; and its network's footprint (--network-context)" if result.get("network") else "")
+             + (f"; and its network's footprint (--network-context {_network_name(result['network'])})"
+                if result.get("network") else "")
              + {"linear": "; overhead: linear in the op count and the measured ops' sum (--overhead mean: li2023's "
                           "mean difference)",
                 "stacked": "; overhead: linear in the op count and the ops' sum as the fitted predictors give it "

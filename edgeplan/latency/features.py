@@ -80,8 +80,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["CATEGORY_FEATURES", "CONTEXT_CAPS", "CONTEXT_FEATURES", "LEGACY_FEATURES", "NETWORK_FEATURES",
-           "category", "computes_product", "features", "lead_node", "predictor_key"]
+__all__ = ["CATEGORY_FEATURES", "CONTEXT_CAPS", "CONTEXT_FEATURES", "LEGACY_FEATURES", "NETWORK_CHOICES",
+           "NETWORK_FEATURES", "category", "computes_product", "features", "lead_node", "predictor_key"]
 
 _CONV = ("in_h", "in_w", "in_c", "out_h", "out_w", "stride", "k_h", "k_w", "filters", "input_size", "output_size",
          "kernel_size", "flops")
@@ -147,8 +147,14 @@ CONTEXT_CAPS: dict[str, int] = {"same_op_before": 3, "same_kind_before": 8}
 #: repeat). The shipped zen5-torch-fp32-2t refitted with it (li2023's 900 and the six spaces, GBDT): synthetic:900-999
 #: 3.26 -> 2.84 %, the zoo CNNs 4.98 -> 4.95 %; zen5-torch-fp32-1t: 2.43 -> 2.14 % (``make bench-profile-zen5``). The
 #: summed output MiB itself helps the synthetic networks as much but costs the zoo, which shows no such slowdown
-#: (``benchmarks/diag_li2023_network_context.py``).
-NETWORK_FEATURES: tuple[str, ...] = ("network_distinct_mib",)
+#: (``benchmarks/diag_li2023_network_context.py``). ``network_total_mib`` (``network="total"``, ``ops fit
+#: --network-context total``) adds the parameter bytes of the network's kernels to those distinct output sizes: the
+#: memory a call touches, weights included, against the caches (32 MiB of L3 on that VM).
+NETWORK_FEATURES: tuple[str, ...] = ("network_distinct_mib", "network_total_mib")
+
+#: Which of :data:`NETWORK_FEATURES` a model fitted with ``network=CHOICE`` takes (``True`` is ``distinct``).
+NETWORK_CHOICES: dict[str, tuple[str, ...]] = {"distinct": ("network_distinct_mib",),
+                                               "total": ("network_total_mib",)}
 
 _MEAN_OPS = {"global_pool", "adaptive_pool2d", "mean", "reduce"}
 

@@ -44,6 +44,7 @@ from edgeplan.latency.features import (
     CONTEXT_CAPS,
     CONTEXT_FEATURES,
     LEGACY_FEATURES,
+    NETWORK_CHOICES,
     NETWORK_FEATURES,
     PRODUCT_CATEGORIES,
     features,
@@ -66,6 +67,7 @@ __all__ = [
     "mape",
     "model_file",
     "network_footprint",
+    "network_values",
     "op_ms",
     "read_json",
     "record_latency",
@@ -175,28 +177,38 @@ class OpInput:
         return [*self.x, *self.context]
 
 
-def network_footprint(ops: Sequence[OpInput]) -> float:
+def network_footprint(ops: Sequence[OpInput], with_params: bool = False) -> float:
     """:data:`~edgeplan.latency.features.NETWORK_FEATURES`' ``network_distinct_mib`` of a network from its kernels
     ``ops``: log2 of the summed MiB of their distinct output sizes (each lead node's ``activation_bytes``, counted
-    once per size; at least 1 KiB)."""
+    once per size; at least 1 KiB); with ``with_params``, ``network_total_mib``: the kernels' parameter bytes (each
+    lead node's ``param_bytes``) added to those sizes."""
     sizes = {int((o.lead or {}).get("activation_bytes", 0) or 0) for o in ops}
-    return math.log2(max(sum(sizes) / 2**20, 2.0**-10))
+    params = sum(int((o.lead or {}).get("param_bytes", 0) or 0) for o in ops) if with_params else 0
+    return math.log2(max((sum(sizes) + params) / 2**20, 2.0**-10))
 
 
-def with_context(ops: Sequence[OpInput], network: float | None = None) -> list[OpInput]:
+def network_values(ops: Sequence[OpInput]) -> tuple[float, ...]:
+    """Every one of :data:`~edgeplan.latency.features.NETWORK_FEATURES` of a network from its kernels ``ops``
+    (:func:`network_footprint` without and with the parameters)."""
+    return network_footprint(ops), network_footprint(ops, with_params=True)
+
+
+def with_context(ops: Sequence[OpInput], network: Sequence[float] | None = None) -> list[OpInput]:
     """``ops`` (one network's, in execution order) with their context features set
     (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`): per op, how many ops before it have its key and identical
     features, and how many have its key, each capped at :data:`~edgeplan.latency.features.CONTEXT_CAPS`; then the
-    network's (:data:`~edgeplan.latency.features.NETWORK_FEATURES`): ``network``, or :func:`network_footprint` of
-    ``ops`` when None (give the kernels' value to a network's folded operators, whose sizes it leaves out)."""
+    network's (:data:`~edgeplan.latency.features.NETWORK_FEATURES`): ``network``, or :func:`network_values` of
+    ``ops`` when None (give the kernels' values to a network's folded operators, whose sizes they leave out)."""
     same: dict[tuple[str, tuple[float, ...]], int] = defaultdict(int)
     kind: dict[str, int] = defaultdict(int)
     cap_op, cap_kind = CONTEXT_CAPS["same_op_before"], CONTEXT_CAPS["same_kind_before"]
-    whole = network_footprint(ops) if network is None else float(network)
+    whole = network_values(ops) if network is None else tuple(float(v) for v in network)
+    if len(whole) != len(NETWORK_FEATURES):
+        raise InvalidInputError(f"{len(whole)} network values given; give one per feature of {NETWORK_FEATURES}")
     out = []
     for o in ops:
         exact = (o.key, tuple(o.x))
-        out.append(replace(o, context=(float(min(same[exact], cap_op)), float(min(kind[o.key], cap_kind)), whole)))
+        out.append(replace(o, context=(float(min(same[exact], cap_op)), float(min(kind[o.key], cap_kind)), *whole)))
         same[exact] += 1
         kind[o.key] += 1
     return out
@@ -252,7 +264,7 @@ def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpI
     rules = load_rules(FOLDING_PROFILE).data["folded_work"]
     folded = [folded_op_input(int(op["folded"]), str(op["op"]), str(op["kind"]), op["input_shapes"],
                               op["output_shapes"], rules, op_ms(op, statistic)) for op in record["folded_ops"]]
-    return [*kernels, *with_context(folded, network_footprint(out))]
+    return [*kernels, *with_context(folded, network_values(out))]
 
 
 @dataclass(frozen=True)
@@ -404,11 +416,22 @@ def _fit_ops(ops: Sequence[OpInput], method: str, seed: int, names: Mapping[str,
 _CONTEXT = (*CONTEXT_FEATURES, *NETWORK_FEATURES)
 
 
-def _feature_names(context: bool, network: bool = False) -> dict[str, tuple[str, ...]]:
+def _feature_names(context: bool, network: str | None = None) -> dict[str, tuple[str, ...]]:
     """Every category's feature names for a new fit: its own, then :data:`CONTEXT_FEATURES` when ``context``, then
-    :data:`NETWORK_FEATURES` when ``network``."""
-    extra = (*(CONTEXT_FEATURES if context else ()), *(NETWORK_FEATURES if network else ()))
+    the :data:`NETWORK_FEATURES` of ``network`` (:data:`NETWORK_CHOICES`) when given."""
+    extra = (*(CONTEXT_FEATURES if context else ()), *(NETWORK_CHOICES[network] if network else ()))
     return {c: (*names, *extra) for c, names in CATEGORY_FEATURES.items()}
+
+
+def _network_choice(network: bool | str | None) -> str | None:
+    """``LatencyModel.fit``'s ``network`` as a key of :data:`NETWORK_CHOICES` (True: ``distinct``), or None."""
+    if network is True:
+        return "distinct"
+    if not network:
+        return None
+    if network not in NETWORK_CHOICES:
+        raise InvalidInputError(f"unknown network feature {network!r}; choose one of {', '.join(NETWORK_CHOICES)}")
+    return str(network)
 
 
 @functools.lru_cache(maxsize=256)
@@ -482,7 +505,7 @@ class LatencyModel:
     def fit(cls, records: Sequence[Mapping[str, Any]], method: str, scenario: str, seed: int = 0,
             progress: bool = False, info: Mapping[str, Any] | None = None,
             min_samples: int = MIN_SAMPLES, statistic: str = "min", threads: int | None = None,
-            context: bool = True, overhead: str = "linear", network: bool = False) -> LatencyModel:
+            context: bool = True, overhead: str = "linear", network: bool | str = False) -> LatencyModel:
         """Fit every operation key's predictor and the overhead on ``records``.
 
         Parameters
@@ -517,8 +540,9 @@ class LatencyModel:
             log target price an op at the geometric mean of its times, below their mean); or ``mean``, li2023's
             mean difference.
         network
-            Give the predictors the op's network's footprint too (:data:`NETWORK_FEATURES`,
-            :func:`network_footprint`); off by default.
+            Give the predictors the op's network's footprint too (:func:`network_footprint`): ``True`` or
+            ``"distinct"``, its distinct output sizes; ``"total"``, those and its kernels' parameters
+            (:data:`NETWORK_CHOICES`); off by default.
         """
         _check_statistic(statistic)
         if overhead not in OVERHEAD_FORMS:
@@ -528,7 +552,7 @@ class LatencyModel:
         if not records:
             raise InvalidInputError("no training models")
         keyed = cls(scenario, method, {}, 0.0, threads=threads)
-        names = _feature_names(context, network)
+        names = _feature_names(context, _network_choice(network))
         by_key: dict[str, list[OpInput]] = defaultdict(list)
         by_cat: dict[str, list[OpInput]] = defaultdict(list)
         latencies, sums, counts, every = [], [], [], []
@@ -620,7 +644,7 @@ class LatencyModel:
                                     "shape: nothing to add" + (f" (it was extended already: {earlier})"
                                                                if earlier else ""))
         feature_names = dict(self.feature_names)
-        want = _feature_names(self.uses_context, self.uses_network)
+        want = _feature_names(self.uses_context, self.network_feature)
         for cat in sorted({k.rsplit("|", 1)[1] for k in new}):
             if tuple(feature_names.get(cat, want[cat])) == want[cat]:
                 feature_names[cat] = want[cat]  # recorded: the new predictors take these
@@ -718,7 +742,7 @@ class LatencyModel:
         """Where the features of this model's ``category`` predictors are in an op vector of category ``of``
         (the same category, or a grouped convolution predicted as a dense one: :data:`FAMILY`); a slice when they
         are its first ones, in order (the usual case, and the fast one)."""
-        names = self.feature_names.get(category) or _feature_names(self.uses_context, self.uses_network)[category]
+        names = self.feature_names.get(category) or _feature_names(self.uses_context, self.network_feature)[category]
         return _column_index(tuple(names), of)
 
     @property
@@ -736,6 +760,12 @@ class LatencyModel:
     def uses_network(self) -> bool:
         """Whether its predictors take the op's network's features (:data:`NETWORK_FEATURES`)."""
         return any(n in NETWORK_FEATURES for names in self.feature_names.values() for n in names)
+
+    @property
+    def network_feature(self) -> str | None:
+        """Which network feature its predictors take (a key of :data:`NETWORK_CHOICES`), or None."""
+        taken = {n for names in self.feature_names.values() for n in names}
+        return next((c for c, names in NETWORK_CHOICES.items() if set(names) <= taken), None)
 
     def _family_key(self, own: str, category: str) -> str | None:
         """The predictor of an op's family (:data:`FAMILY`) when its own key ``own`` (:meth:`key_of`) and its

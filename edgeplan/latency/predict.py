@@ -29,7 +29,7 @@ from edgeplan.latency.model import (
     OpInput,
     Prediction,
     model_file,
-    network_footprint,
+    network_values,
     read_json,
     with_context,
 )
@@ -158,12 +158,12 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
                                 "fold-constants")
     ops, skipped = _featurize(graph, kernels)
     if deduction == "as-source" and graph.folded_ops:
-        folded, not_priced = folded_work_ops(graph, kernel_profile, network_footprint(ops))
+        folded, not_priced = folded_work_ops(graph, kernel_profile, network_values(ops))
         ops, skipped = ops + folded, skipped + not_priced
     return ops, skipped
 
 
-def folded_work_ops(graph: Graph, kernel_profile: str, network: float | None = None
+def folded_work_ops(graph: Graph, kernel_profile: str, network: Sequence[float] | None = None
                     ) -> tuple[list[OpInput], list[str]]:
     """The graph's folded operators (:attr:`~edgeplan.ir.Graph.folded_ops`) that ``kernel_profile``'s runtime runs
     at every call, as predictor inputs, and those that cannot be priced, by name.
@@ -185,7 +185,7 @@ def folded_work_ops(graph: Graph, kernel_profile: str, network: float | None = N
     kernel_profile
         The runtime profile (:func:`edgeplan.ir.kernels.profiles`).
     network
-        The network-level features' value (:func:`~edgeplan.latency.model.network_footprint` of the graph's
+        The network-level features' values (:func:`~edgeplan.latency.model.network_values` of the graph's
         kernels); None takes it from the folded ops alone.
 
     Returns
