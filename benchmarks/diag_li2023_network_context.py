@@ -17,7 +17,9 @@ This fits the profile with one more feature per operation, the same for every op
   summed MiB of its distinct output sizes (a proxy for what the allocator must hold;
   :data:`edgeplan.latency.features.NETWORK_FEATURES`);
 - ``activation``: log2 of the summed output MiB of the network's operations (this script as of commit 7042af1,
-  which patched it into ``with_context``; not in the library).
+  which patched it into ``with_context``; not in the library);
+- ``total`` (``--feature total``, ``network="total"``, ``ops fit --network-context total``): log2 of the summed MiB of
+  the distinct output sizes and the kernels' parameters (the memory a call touches, weights included).
 
 and scores synthetic:900-999 and the zoo CNNs from their recorded operations (folded work left as recorded, so the
 zoo figure is not ``bench_li2023_zoo_bias.py``'s), training on synthetic:0-899 (``--train 900``) or on them and all
@@ -33,6 +35,7 @@ feature, overhead             ``--train 900``  ``--train all``
 ============================  ===============  ===============
 none, linear (the default)    2.84 / 10.63     3.26 / 5.44
 distinct, linear              2.64 / 10.81     2.91* / 5.45*
+total, linear                 2.48 / 12.33     3.01 / 6.87
 activation, linear            2.64 / 11.96     2.88 / 5.65
 none, stacked                 2.44 / 11.74     2.92 / 6.42
 distinct, stacked             2.40* / 11.48*
@@ -44,10 +47,12 @@ At one thread (``--data edgeplan/data/latency/epyc-zen5-keep/torch-fp32-1t.jsonl
 2.15* % / 4.70* %, against 2.43 % on synthetic:900-999 for the shipped profile fitted the same way without it.
 
 Trained on the 900 alone, every variant that lowers the synthetic error raises the zoo's: the footprint effect the
-synthetic networks show is not the zoo's. Trained on the 900 and the six spaces, ``distinct`` keeps the zoo where it
+synthetic networks show is not the zoo's. ``total`` (2026-11-30, logs ``campaigns/diag_netctx_total_{900,all}_s35.log``)
+brings §5.1 under 2.5 % with the linear overhead, and costs the zoo most of all, trained on the 900 or on all.
+Trained on the 900 and the six spaces, ``distinct`` keeps the zoo where it
 was and lowers the synthetic error, so the Zen 5 profiles are fitted with it (``ops fit --network-context``). The
-stacked overhead costs the zoo a point trained on all (6.42 % against 5.44 %). Only ``stacked`` variants bring §5.1
-(the 900 alone) under 2.5 %, at the zoo's expense. The noise floor printed is li2023's
+stacked overhead costs the zoo a point trained on all (6.42 % against 5.44 %). Only ``stacked`` variants and ``total``
+bring §5.1 (the 900 alone) under 2.5 %, at the zoo's expense. The noise floor printed is li2023's
 (:func:`edgeplan.experiments.li2023.noise_floor`): the main campaign against its repeat on the models both hold
 (synthetic:900-919 and the torchvision CNNs).
 """
