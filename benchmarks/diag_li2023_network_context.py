@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> None:
     """Fit and score as the module docstring says."""
     from _machine import machine
 
-    from edgeplan.latency.model import LatencyModel, mape, scenario_threads
+    from edgeplan.latency.model import LatencyModel, mape, network_values, record_ops, scenario_threads
 
     train, test, zoo, floor = load_split(args)
     threads = scenario_threads(args.scenario)
@@ -107,6 +107,11 @@ def run(args: argparse.Namespace) -> None:
         unpredicted = sum(bool(p.unpredicted) for p in preds)
         print(f"  {name}: MAPE {mape([p.latency_ms for p in preds], [r['latency_ms'] for r in records]):.2f}% "
               f"(median ratio {ratio:.3f}; {unpredicted} with an unpredicted op, left as lower bounds)")
+        # how the error follows the network's footprints: log ratio against each log2 footprint
+        logs = np.log([p.latency_ms / r["latency_ms"] for p, r in zip(preds, records, strict=True)])
+        feet = np.array([network_values(record_ops(r, "median")) for r in records])
+        cors = ", ".join(f"{n} {np.corrcoef(logs, feet[:, i])[0, 1]:+.2f}" for i, n in enumerate(("distinct", "total")))
+        print(f"    correlation of log(predicted / measured) with the log footprint: {cors}")
 
 
 def add_arguments(parser: argparse.ArgumentParser, feature: str = "distinct") -> None:

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-__all__ = ["KEEP_MEMORY_HELP", "OVERHEAD_OPTION", "Context", "check_positive", "emit_json", "keep_memory",
-           "model_specs", "refuse_failures"]
+__all__ = ["KEEP_MEMORY_HELP", "NETWORK_CONTEXT_OPTION", "OVERHEAD_OPTION", "Context", "check_positive", "emit_json",
+           "keep_memory", "model_specs", "refuse_failures"]
 
 #: Help of the ``--keep-memory`` option of the commands that measure.
 KEEP_MEMORY_HELP = ("Measure under glibc malloc tunables that keep freed memory in the process (as a caching "
@@ -29,6 +29,15 @@ OVERHEAD_OPTION = click.option(
          "ops' sum, by least relative error, over the training networks' measured op sums (linear) or over the sums "
          "the fitted predictors give them (stacked: also corrects the predictors' bias there); or li2023's mean "
          "difference (mean).")
+
+#: ``--network-context [distinct|total]`` of ``ops fit`` and ``reproduce li2023`` (the keys of
+#: :data:`edgeplan.latency.features.NETWORK_CHOICES`; given bare, ``distinct``).
+NETWORK_CONTEXT_OPTION = click.option(
+    "--network-context", type=click.Choice(["distinct", "total"]), is_flag=False, flag_value="distinct",
+    default=None,
+    help="Also give every op predictor its network's footprint: log2 of the summed MiB of the distinct output sizes "
+         "of its kernels (distinct, the value when none is given), or of those and the kernels' parameters (total): "
+         "ops of networks with a large one run slower.")
 
 
 @dataclass

@@ -10,6 +10,7 @@ import click
 
 from edgeplan.cli.common import (
     KEEP_MEMORY_HELP,
+    NETWORK_CONTEXT_OPTION,
     OVERHEAD_OPTION,
     Context,
     check_positive,
@@ -232,11 +233,7 @@ def compact_cmd(ctx: Context, src: Path, out: Path, remove_src: bool) -> None:
 @click.option("--no-context", is_flag=True,
               help="Fit on each op's own features alone, as li2023 does; by default the predictors also see its place "
                    "in the network (how often the same op and the same kind ran before it in the same run).")
-@click.option("--network-context", type=click.Choice(["distinct", "total"]), is_flag=False, flag_value="distinct",
-              default=None,
-              help="Also give every predictor its network's footprint: log2 of the summed MiB of the distinct output "
-                   "sizes of its kernels (distinct, the value when none is given), or of those and the kernels' "
-                   "parameters (total): ops of networks with a large one run slower.")
+@NETWORK_CONTEXT_OPTION
 @OVERHEAD_OPTION
 @click.option("--json", "as_json", is_flag=True)
 def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, ...], out: Path, seed: int,

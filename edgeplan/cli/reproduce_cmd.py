@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from edgeplan.cli.common import OVERHEAD_OPTION, Context, emit_json
+from edgeplan.cli.common import NETWORK_CONTEXT_OPTION, OVERHEAD_OPTION, Context, emit_json
 from edgeplan.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -230,11 +230,7 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
 @click.option("--no-context", is_flag=True,
               help="Fit the op predictors on each op's own features alone, as li2023 does, without its place in the "
                    "network (how often the same op and the same kind ran before it in the same run).")
-@click.option("--network-context", type=click.Choice(["distinct", "total"]), is_flag=False, flag_value="distinct",
-              default=None,
-              help="Also give the op predictors their network's footprint: log2 of the summed MiB of its distinct "
-                   "kernel output sizes (distinct, the value when none is given), or of those and its kernels' "
-                   "parameters (total); ops fit --network-context.")
+@NETWORK_CONTEXT_OPTION
 @OVERHEAD_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj

@@ -52,6 +52,7 @@ from edgeplan.latency.model import (
     OpInput,
     Prediction,
     mape,
+    network_choice,
     network_values,
     op_ms,
     record_latency,
@@ -374,11 +375,6 @@ def _nnmeter(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any
     return mape(totals, [record_latency(r, statistic) for r in test])
 
 
-def _network_name(network: bool | str) -> str:
-    """``reproduce``'s ``network`` as ``--network-context`` spells it."""
-    return "distinct" if network is True else str(network)
-
-
 def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS, data_file: Path | None = None,
               repeat_file: Path | None = None, progress: bool = False, statistic: str = "min",
               implementations: bool = True, context: bool = True, overhead: str = "linear",
@@ -497,7 +493,7 @@ def format_report(result: Mapping[str, Any]) -> list[str]:
                 if result.get("keys", "kind") == "implementation" else "kernel kind (li2023)")
              + ("; features: the op's own and its place in the network (--no-context: its own alone, as li2023)"
                 if result.get("context") else "; features: the op's own (li2023)")
-             + (f"; and its network's footprint (--network-context {_network_name(result['network'])})"
+             + (f"; and its network's footprint (--network-context {network_choice(result['network'])})"
                 if result.get("network") else "")
              + {"linear": "; overhead: linear in the op count and the measured ops' sum (--overhead mean: li2023's "
                           "mean difference)",

@@ -66,6 +66,7 @@ __all__ = [
     "fit_overhead",
     "mape",
     "model_file",
+    "network_choice",
     "network_footprint",
     "network_values",
     "op_ms",
@@ -423,8 +424,23 @@ def _feature_names(context: bool, network: str | None = None) -> dict[str, tuple
     return {c: (*names, *extra) for c, names in CATEGORY_FEATURES.items()}
 
 
-def _network_choice(network: bool | str | None) -> str | None:
-    """``LatencyModel.fit``'s ``network`` as a key of :data:`NETWORK_CHOICES` (True: ``distinct``), or None."""
+def network_choice(network: bool | str | None) -> str | None:
+    """:meth:`LatencyModel.fit`'s ``network`` as a key of :data:`NETWORK_CHOICES`.
+
+    Parameters
+    ----------
+    network
+        True (``distinct``), a key of :data:`NETWORK_CHOICES`, or False / None (no network feature).
+
+    Returns
+    -------
+    str or None
+
+    Raises
+    ------
+    InvalidInputError
+        For a name that is not a key of :data:`NETWORK_CHOICES`.
+    """
     if network is True:
         return "distinct"
     if not network:
@@ -552,7 +568,7 @@ class LatencyModel:
         if not records:
             raise InvalidInputError("no training models")
         keyed = cls(scenario, method, {}, 0.0, threads=threads)
-        names = _feature_names(context, _network_choice(network))
+        names = _feature_names(context, network_choice(network))
         by_key: dict[str, list[OpInput]] = defaultdict(list)
         by_cat: dict[str, list[OpInput]] = defaultdict(list)
         latencies, sums, counts, every = [], [], [], []
