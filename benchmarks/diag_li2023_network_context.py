@@ -27,13 +27,14 @@ of edgeplan's synthetic spaces in the file (``--train all``), with the default (
 
 Outcome (2026-11-29, one core each, logs ``campaigns/diag_netctx_*.log``; MAPE synthetic:900-999 / zoo). The
 figures marked * are of commit 7042af1's version, whose ``distinct`` summed sizes rounded to 1e-4 MiB (the 900 gave
-2.73 / 10.89 with it); the ``activation`` rows, the ``none`` row trained on all and ``distinct`` trained on all are
-of an ad hoc script that patched ``with_context`` the same way:
+2.73 / 10.89 with it); the ``activation`` rows and ``distinct`` trained on all are of an ad hoc script that patched
+``with_context`` the same way; the ``none`` row trained on all is this script's (2026-11-30, log
+``campaigns/diag_netctx_none_all_s36.log``; the ad hoc script had given 3.26 / 5.44):
 
 ============================  ===============  ===============
 feature, overhead             ``--train 900``  ``--train all``
 ============================  ===============  ===============
-none, linear (the default)    2.84 / 10.63     3.26 / 5.44
+none, linear (the default)    2.84 / 10.63     3.27 / 5.41
 distinct, linear              2.64 / 10.81     2.91* / 5.45*
 total, linear                 2.48 / 12.33     3.01 / 6.87
 activation, linear            2.64 / 11.96     2.88 / 5.65
@@ -51,7 +52,7 @@ synthetic networks show is not the zoo's. ``total`` (2026-11-30, logs ``campaign
 brings §5.1 under 2.5 % with the linear overhead, and costs the zoo most of all, trained on the 900 or on all.
 Trained on the 900 and the six spaces, ``distinct`` keeps the zoo where it
 was and lowers the synthetic error, so the Zen 5 profiles are fitted with it (``ops fit --network-context``). The
-stacked overhead costs the zoo a point trained on all (6.42 % against 5.44 %). Only ``stacked`` variants and ``total``
+stacked overhead costs the zoo a point trained on all (6.42 % against 5.41 %). Only ``stacked`` variants and ``total``
 bring §5.1 (the 900 alone) under 2.5 %, at the zoo's expense. The noise floor printed is li2023's
 (:func:`edgeplan.experiments.li2023.noise_floor`): the main campaign against its repeat on the models both hold
 (synthetic:900-919 and the torchvision CNNs).
@@ -95,11 +96,13 @@ def run(args: argparse.Namespace) -> None:
 
     train, test, zoo, floor = load_split(args)
     threads = scenario_threads(args.scenario)
+    cv = getattr(args, "cv", "ops")
     print(f"{machine(threads)}\n{args.data}: {args.method}, feature {args.feature}, overhead {args.overhead}, "
-          f"trained on {len(train)} networks ({args.train}); noise floor {floor}", flush=True)
+          f"CV folds by {cv}, trained on {len(train)} networks ({args.train}); noise floor {floor}", flush=True)
     start = time.perf_counter()
     model = LatencyModel.fit(train, args.method, args.scenario, statistic="median", threads=threads, context=True,
-                             overhead=args.overhead, network=False if args.feature == "none" else args.feature)
+                             overhead=args.overhead, network=False if args.feature == "none" else args.feature,
+                             cv=cv)
     print(f"fitted in {time.perf_counter() - start:.0f} s")
     for name, records in (("synthetic:900-999", test), ("zoo CNNs", zoo)):
         preds = [model.predict_record(r) for r in records]

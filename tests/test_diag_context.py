@@ -206,3 +206,18 @@ def test_the_overhead_forms_power_fit_recovers_its_exponent_and_the_per_key_scal
     assert scales == pytest.approx({"k|conv": 1.25, "k|add": 0.8})
     fixed = diag._sums(Biased(), nets, lambda key: scales[key])
     assert fixed == pytest.approx([sum(o.measured_ms or 0.0 for o in ops) for ops in nets])
+
+
+def test_the_capacity_diagnostic_sets_the_tree_knobs_refuses_bad_ones_and_skips_without_its_data(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from edgeplan.latency import predictors
+
+    monkeypatch.setattr(predictors, "GBDT_DEPTH", predictors.GBDT_DEPTH)  # restored after the test
+    monkeypatch.setattr(predictors, "RF_TREES", predictors.RF_TREES)
+    diag = _benchmark("diag_li2023_capacity")
+    for bad in (["--rf-trees", "ten"], ["--depth", "0"], ["--cv", "layers"]):
+        with pytest.raises(SystemExit):
+            diag.main(bad)
+    assert diag.main(["--data", str(tmp_path / "absent.jsonl.xz"), "--depth", "5", "--rf-trees", "30,10"]) == 0
+    assert "is not here" in capsys.readouterr().err
+    assert predictors.GBDT_DEPTH == 5 and predictors.RF_TREES == (10, 30)

@@ -1123,3 +1123,58 @@ def test_predict_measures_a_zen5_profile_under_the_allocator_its_data_were_measu
     (row,) = json.loads(done.stdout)
     assert row["device"] == "zen5-torch-fp32-1t" and row["measured_ms"] > 0
     assert row["measured_reference"] == "synthetic:0"
+
+
+def test_network_grouped_cv_folds_hold_out_whole_networks() -> None:
+    """With groups, each validation fold holds whole groups and the folds' validation parts partition the rows;
+    without, the folds are the rows drawn one by one, as before."""
+    from edgeplan.latency.predictors import _folds
+
+    groups = np.repeat(np.arange(23), np.arange(23) % 4 + 1)  # 23 networks of 1-4 ops
+    folds = _folds(len(groups), 5, 3, groups)
+    held = np.concatenate([b for _, b in folds])
+    assert sorted(held.tolist()) == list(range(len(groups)))
+    for a, b in folds:
+        assert not set(groups[a]) & set(groups[b]) and len(a) + len(b) == len(groups)
+    plain = _folds(len(groups), 5, 3)
+    order = np.random.default_rng(3).permutation(len(groups))
+    assert np.array_equal(np.concatenate([b for _, b in plain]), order)
+
+
+def test_fit_predictor_checks_its_groups_and_falls_back_to_rows_with_few_groups() -> None:
+    x, y = _linear_data()
+    with pytest.raises(InvalidInputError, match="groups has 3 entries for 120 rows"):
+        fit_predictor(x, y, "lasso", groups=[0, 1, 2])
+    grouped = fit_predictor(x, y, "gbdt", seed=1, groups=np.arange(len(y)) // 6)
+    assert mape(grouped.predict(x), y) < 10.0
+    few = fit_predictor(x, y, "lasso", seed=1, groups=np.arange(len(y)) % 2)  # 2 groups: folds by rows
+    assert few.hyper == fit_predictor(x, y, "lasso", seed=1).hyper
+
+
+def test_a_latency_model_can_draw_its_cv_folds_by_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cv="networks"`` hands every predictor its ops' network indices (subsampled with the ops), records the
+    choice, and predicts; an unknown choice is refused by name."""
+    import edgeplan.latency.model as model_module
+
+    seen: list[list[int] | None] = []
+    real = model_module.fit_predictor
+
+    def spy(x: Any, y: Any, method: str, **kw: Any) -> OpPredictor:
+        seen.append(None if kw.get("groups") is None else list(kw["groups"]))
+        assert kw.get("groups") is None or len(kw["groups"]) == len(y)
+        return real(x, y, method, **kw)
+
+    monkeypatch.setattr(model_module, "fit_predictor", spy)
+    monkeypatch.setattr(model_module, "MAX_FIT_OPS", 25)
+    rng = np.random.default_rng(0)
+    records = [_record(i, rng) for i in range(40)]
+    grouped = LatencyModel.fit(records[:30], "lasso", "s", cv="networks")
+    assert grouped.info["cv"] == "networks" and seen and all(g is not None for g in seen)
+    cut = [g for g in seen if len(g) == 25]  # a key's 30 ops subsampled to 25, each keeping its network's index
+    assert cut and all(len(set(g)) == 25 and set(g) <= set(range(30)) and g == sorted(g) for g in cut)
+    assert grouped.predict_record(records[33]).latency_ms > 0
+    seen.clear()
+    plain = LatencyModel.fit(records[:30], "lasso", "s")
+    assert "cv" not in plain.info and seen and all(g is None for g in seen)
+    with pytest.raises(InvalidInputError, match="unknown cv folds 'layers'"):
+        LatencyModel.fit(records[:30], "lasso", "s", cv="layers")

@@ -54,6 +54,7 @@ from edgeplan.latency.features import (
 from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
 
 __all__ = [
+    "CV_FOLDS",
     "FAMILY",
     "MODEL_FORMAT",
     "MODEL_SUFFIXES",
@@ -348,6 +349,10 @@ class Prediction:
 #: their bias on networks like those), ``mean`` li2023's.
 OVERHEAD_FORMS: tuple[str, ...] = ("linear", "stacked", "mean")
 
+#: How :meth:`LatencyModel.fit`'s predictors draw their CV folds: ``ops`` one by one (li2023's), ``networks`` whole
+#: training networks at a time.
+CV_FOLDS: tuple[str, ...] = ("ops", "networks")
+
 #: Fewest training models the ``linear`` overhead is fitted on; with fewer, three parameters would follow their
 #: noise, and the overhead is li2023's mean difference.
 MIN_LINEAR_OVERHEAD_MODELS = 10
@@ -395,22 +400,24 @@ def fit_overhead(latencies: Sequence[float], op_sums: Sequence[float], op_counts
     return float(a), float(b), float(c - 1.0)
 
 
-def _fit_ops(ops: Sequence[OpInput], method: str, seed: int, names: Mapping[str, tuple[str, ...]]) -> OpPredictor:
+def _fit_ops(ops: Sequence[OpInput], method: str, seed: int, names: Mapping[str, tuple[str, ...]],
+             groups: Sequence[int] | None = None) -> OpPredictor:
     """One key's predictor, fitted on its operations' features ``names`` (by category) and measured times (floored
     at :data:`MIN_TARGET_MS`); on a seeded subsample of :data:`MAX_FIT_OPS` of them when there are more. A
     product's predictor puts the weight of features tied in its data on :data:`WORK_FEATURES`; the linear parts
     (Lasso, the forests' baseline) take no context feature (:func:`~edgeplan.latency.predictors.fit_predictor`'s
-    ``linear``)."""
+    ``linear``). ``groups``, one per op (its network's index), makes the CV folds hold out whole networks."""
     if len(ops) > MAX_FIT_OPS:
         keep = np.sort(np.random.default_rng(seed).choice(len(ops), MAX_FIT_OPS, replace=False))
         ops = [ops[i] for i in keep]
+        groups = None if groups is None else [groups[i] for i in keep]
     cat = ops[0].category
     cols = _column_index(tuple(names[cat]), cat)
     x = np.array([_take(o.vector, cols) for o in ops])
     y = np.array([max(o.measured_ms or 0.0, MIN_TARGET_MS) for o in ops])
     prefer = [n in WORK_FEATURES for n in names[cat]] if cat in PRODUCT_CATEGORIES else None
     linear = [n not in _CONTEXT for n in names[cat]]  # the context reaches the trees and the MLP only
-    return fit_predictor(x, y, method, seed=seed, prefer=prefer, linear=linear)
+    return fit_predictor(x, y, method, seed=seed, prefer=prefer, linear=linear, groups=groups)
 
 
 #: Every feature of an operation's place in its network and of the network: the predictors' linear parts take none.
@@ -521,7 +528,8 @@ class LatencyModel:
     def fit(cls, records: Sequence[Mapping[str, Any]], method: str, scenario: str, seed: int = 0,
             progress: bool = False, info: Mapping[str, Any] | None = None,
             min_samples: int = MIN_SAMPLES, statistic: str = "min", threads: int | None = None,
-            context: bool = True, overhead: str = "linear", network: bool | str = False) -> LatencyModel:
+            context: bool = True, overhead: str = "linear", network: bool | str = False,
+            cv: str = "ops") -> LatencyModel:
         """Fit every operation key's predictor and the overhead on ``records``.
 
         Parameters
@@ -559,7 +567,13 @@ class LatencyModel:
             Give the predictors the op's network's footprint too (:func:`network_footprint`): ``True`` or
             ``"distinct"``, its distinct output sizes; ``"total"``, those and its kernels' parameters
             (:data:`NETWORK_CHOICES`); off by default.
+        cv
+            How each predictor's 5-fold hyperparameter search draws its folds (:data:`CV_FOLDS`): ``ops``, the
+            operations one by one, as li2023 does (default); ``networks``, whole training networks, so that the
+            hyperparameters are chosen for the operations of networks the fit has not seen.
         """
+        if cv not in CV_FOLDS:
+            raise InvalidInputError(f"unknown cv folds {cv!r}; choose one of {', '.join(CV_FOLDS)}")
         _check_statistic(statistic)
         if overhead not in OVERHEAD_FORMS:
             raise InvalidInputError(f"unknown overhead form {overhead!r}; choose one of {', '.join(OVERHEAD_FORMS)}")
@@ -571,13 +585,15 @@ class LatencyModel:
         names = _feature_names(context, network_choice(network))
         by_key: dict[str, list[OpInput]] = defaultdict(list)
         by_cat: dict[str, list[OpInput]] = defaultdict(list)
+        nets: dict[str, list[int]] = defaultdict(list)  # per key, each op's network index
         latencies, sums, counts, every = [], [], [], []
-        for r in records:
+        for index, r in enumerate(records):
             ops = record_ops(r, statistic)
             every.append(ops)
             for o in ops:
-                by_key[keyed.key_of(o)].append(o)
-                by_cat["*|" + o.category].append(o)
+                for bucket, key in ((by_key, keyed.key_of(o)), (by_cat, "*|" + o.category)):
+                    bucket[key].append(o)
+                    nets[key].append(index)
             latencies.append(record_latency(r, statistic))
             sums.append(sum(o.measured_ms or 0.0 for o in ops))
             counts.append(len(ops))
@@ -587,9 +603,10 @@ class LatencyModel:
 
         with counting_bar(progress, f"fitting {method}", total=len(groups)) as advance:
             for key, ops in sorted(groups.items()):
-                predictors[key] = _fit_ops(ops, method, seed, names)
+                predictors[key] = _fit_ops(ops, method, seed, names, nets[key] if cv == "networks" else None)
                 advance(1)
         meta = {"models": len(records), "min_samples": min_samples, "min_family_samples": MIN_FAMILY_SAMPLES,
+                **({"cv": cv} if cv != "ops" else {}),
                 "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"),
                 "ops_per_key": {k: len(v) for k, v in sorted(by_key.items())}, **dict(info or {})}
         fitted = cls(scenario, method, predictors, 0.0, meta, statistic, names, threads)

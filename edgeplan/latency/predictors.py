@@ -194,10 +194,16 @@ def _mape(pred: Array, y: Array) -> float:
     return float(np.mean(np.abs(pred - y) / y))
 
 
-def _folds(n: int, k: int, seed: int) -> list[tuple[Array, Array]]:
-    order = np.random.default_rng(seed).permutation(n)
-    parts = np.array_split(order, k)
-    return [(np.concatenate([parts[j] for j in range(k) if j != i]), parts[i]) for i in range(k)]
+def _folds(n: int, k: int, seed: int, groups: Array | None = None) -> list[tuple[Array, Array]]:
+    """``k`` seeded (train, validation) index splits of ``n`` rows; with ``groups``, whole groups go to one fold
+    (the groups in a seeded order, split as the rows are without them), so that no group is on both sides."""
+    if groups is None:
+        order = np.random.default_rng(seed).permutation(n)
+        parts = np.array_split(order, k)
+        return [(np.concatenate([parts[j] for j in range(k) if j != i]), parts[i]) for i in range(k)]
+    chunks = np.array_split(np.random.default_rng(seed).permutation(np.unique(groups)), k)
+    held = [np.isin(groups, c) for c in chunks]
+    return [(np.flatnonzero(~h), np.flatnonzero(h)) for h in held]
 
 
 @dataclass(frozen=True)
@@ -216,7 +222,8 @@ def _standardize(x: Array) -> tuple[Array, Array]:
 
 
 def fit_predictor(x: Array, y: Array, method: str, seed: int = 0,
-                  prefer: Sequence[bool] | None = None, linear: Sequence[bool] | None = None) -> OpPredictor:
+                  prefer: Sequence[bool] | None = None, linear: Sequence[bool] | None = None,
+                  groups: Sequence[int] | None = None) -> OpPredictor:
     """Fit one operation kind's predictor, with hyperparameters chosen by 5-fold CV on MAPE.
 
     Parameters
@@ -238,6 +245,11 @@ def fit_predictor(x: Array, y: Array, method: str, seed: int = 0,
         (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`) discount an op's time, which a non-negative linear
         weight cannot express, and a linear term in a repeat count extrapolates to the zoo's longer runs of
         repeats (one window of 30 training networks priced the zoo at 52.9% MAPE with it).
+    groups
+        Per row, the group it belongs to (the index of its network, say): the CV folds then hold out whole groups,
+        so that the hyperparameters are chosen for rows of groups the fit has not seen (operations of new networks,
+        whose repeated identical operations random folds put on both sides). None: rows are drawn into folds one by
+        one, as li2023 does. With fewer than 5 groups, rows one by one.
 
     Returns
     -------
@@ -260,7 +272,14 @@ def fit_predictor(x: Array, y: Array, method: str, seed: int = 0,
     mean, std = _standardize(x)
     z = (x - mean) / std
     k = min(5, len(y))
-    folds = _folds(len(y), k, seed) if k >= 2 else []
+    g = None
+    if groups is not None:
+        g = np.asarray(groups)
+        if g.shape != y.shape:
+            raise InvalidInputError(f"groups has {g.size} entries for {len(y)} rows; give one per row")
+        if len(np.unique(g)) < k:
+            g = None
+    folds = _folds(len(y), k, seed, g) if k >= 2 else []
     fit = {"lasso": _fit_lasso, "rf": _fit_rf, "gbdt": _fit_gbdt, "mlp": _fit_mlp}[method]
     if linear is not None and len(linear) != x.shape[1]:
         raise InvalidInputError(f"linear marks {len(linear)} features, the matrix has {x.shape[1]}")
@@ -359,10 +378,16 @@ def _fit_lasso(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: i
 # One fit per (min_split, fold) scores every tree count of the grid: a forest's first t trees are the forest of t
 # trees with the same seed, and boosting's staged predictions are the models with fewer stages.
 
-_RF_TREES = (1, 2, 5, 10)
+#: The tree counts a random forest's CV compares (li2023's range, 1-10; one fit of the largest scores them all).
+RF_TREES: tuple[int, ...] = (1, 2, 5, 10)
 _RF_SPLITS = (2, 5, 10, 20, 50)
 _GBDT_STAGES = (25, 50, 100, 200)
 _GBDT_SPLITS = (2, 4, 7)
+
+#: The depth of a boosted tree (scikit-learn's default, which li2023 does not change). Deeper trees fit li2023's
+#: synthetic test networks a little closer and the zoo CNNs no better (``benchmarks/diag_li2023_capacity.py``), at
+#: 1.5-1.7x the fitting time; a diagnostic may set it (and :data:`RF_TREES`) before fitting.
+GBDT_DEPTH = 3
 
 
 #: Whether forests learn a correction of a non-negative linear baseline (see :func:`_baseline`).
@@ -399,12 +424,12 @@ def _rf_train(z: Array, y: Array, trees: int, min_split: int, seed: int, cols: _
 def _rf_staged(m: tuple[Any, dict[str, Any] | None], z: Array) -> dict[int, Array]:
     per_tree = np.array([e.predict(z) for e in m[0].estimators_])
     base = _base(m[1], z)
-    return {t: base * np.exp(per_tree[:t].mean(axis=0)) for t in _RF_TREES}
+    return {t: base * np.exp(per_tree[:t].mean(axis=0)) for t in RF_TREES}
 
 
 def _fit_rf(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], seed: int,
             cols: _Columns | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
-    hyper, score = _staged_search(z, y, folds, _RF_SPLITS, lambda zz, yy, s: _rf_train(zz, yy, max(_RF_TREES), s,
+    hyper, score = _staged_search(z, y, folds, _RF_SPLITS, lambda zz, yy, s: _rf_train(zz, yy, max(RF_TREES), s,
                                                                                         seed, cols), _rf_staged)
     model, base = _rf_train(z, y, hyper["count"], hyper["min_split"], seed, cols)
     return {"trees": [_export_tree(e) for e in model.estimators_], "base": base}, {
@@ -419,7 +444,7 @@ def _gbdt_train(z: Array, y: Array, stages: int, min_split: int, seed: int, cols
     target = np.log(y) - np.log(_base(base, z))
     init = float(target.mean())
     model = GradientBoostingRegressor(n_estimators=stages, min_samples_split=min_split, learning_rate=0.1,
-                                      max_depth=3, init="zero", random_state=seed)
+                                      max_depth=GBDT_DEPTH, init="zero", random_state=seed)
     return model.fit(z, target - init), init, base
 
 
@@ -458,7 +483,7 @@ def _staged_search(z: Array, y: Array, folds: Sequence[tuple[Array, Array]], spl
 
 
 def _largest(staged: Any) -> int:
-    return max(_RF_TREES) if staged is _rf_staged else max(_GBDT_STAGES)
+    return max(RF_TREES) if staged is _rf_staged else max(_GBDT_STAGES)
 
 
 # --- MLP -----------------------------------------------------------------------------------------------------------
