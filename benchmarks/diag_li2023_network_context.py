@@ -11,6 +11,13 @@ the summed output bytes of the network's operations is -0.60 on synthetic:900-99
 0.965 at 30-60 MiB, 0.948 at 60-120 MiB), but +0.13 on the 128 zoo CNNs, which the same profile over-predicts
 slightly at every footprint.
 
+The script prints the error's correlation with both footprints and the median measured / predicted latency by total
+footprint (2026-11-30, the default GBDT trained on the 900, log ``campaigns/diag_netctx_none_900_s36.log``):
+synthetic:900-999 0.996 at 8-16 MiB, 1.019 at 16-32 MiB, 1.042 at 32-64 MiB (this VM's L3 is 32 MiB); the zoo CNNs
+0.955, 1.000, 0.948, 0.956 and 1.006 from 8-16 MiB to 128 MiB and up, with no such rise. Trained on the 900 and
+the six spaces (``--train all``, log ``campaigns/diag_netctx_none_all_s36b.log``) the synthetic networks still rise
+(0.984, 1.017, 1.036) and the zoo falls (1.047 at 16-32 MiB, 0.987 at 64-128 MiB, 0.970 from 128 MiB).
+
 This fits the profile with one more feature per operation, the same for every operation of a network:
 
 - ``distinct`` (``--feature distinct``, the library's ``network=True``, ``ops fit --network-context``): log2 of the
@@ -61,6 +68,7 @@ bring §5.1 (the 900 alone) under 2.5 %, at the zoo's expense. The noise floor p
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import time
 from collections.abc import Callable
@@ -115,6 +123,26 @@ def run(args: argparse.Namespace) -> None:
         feet = np.array([network_values(record_ops(r, "median")) for r in records])
         cors = ", ".join(f"{n} {np.corrcoef(logs, feet[:, i])[0, 1]:+.2f}" for i, n in enumerate(("distinct", "total")))
         print(f"    correlation of log(predicted / measured) with the log footprint: {cors}")
+        print(f"    measured / predicted by total footprint: {footprint_bins(logs, feet[:, 1])}")
+
+
+#: Edges (MiB) of the footprint bins :func:`footprint_bins` reports: this VM's L3 is 32 MiB.
+FOOTPRINT_EDGES = (8, 16, 32, 64, 128)
+
+
+def footprint_bins(logs: np.ndarray, log2_mib: np.ndarray) -> str:
+    """The median measured / predicted latency (``exp(-logs)``, ``logs`` = log(predicted / measured)) of the networks
+    in each total-footprint bin (``log2_mib``: log2 of MiB; bins at :data:`FOOTPRINT_EDGES`), with their counts;
+    empty bins left out."""
+    edges = [-np.inf, *np.log2(FOOTPRINT_EDGES), np.inf]
+    names = [f"<{FOOTPRINT_EDGES[0]}", *(f"{a}-{b}" for a, b in itertools.pairwise(FOOTPRINT_EDGES)),
+             f">={FOOTPRINT_EDGES[-1]}"]
+    out = []
+    for name, (lo, hi) in zip(names, itertools.pairwise(edges), strict=True):
+        inside = (log2_mib >= lo) & (log2_mib < hi)
+        if inside.any():
+            out.append(f"{name} MiB {float(np.exp(-np.median(logs[inside]))):.3f} ({int(inside.sum())})")
+    return ", ".join(out)
 
 
 def add_arguments(parser: argparse.ArgumentParser, feature: str = "distinct") -> None:

@@ -221,3 +221,11 @@ def test_the_capacity_diagnostic_sets_the_tree_knobs_refuses_bad_ones_and_skips_
     assert diag.main(["--data", str(tmp_path / "absent.jsonl.xz"), "--depth", "5", "--rf-trees", "30,10"]) == 0
     assert "is not here" in capsys.readouterr().err
     assert predictors.GBDT_DEPTH == 5 and predictors.RF_TREES == (10, 30)
+
+
+def test_the_network_context_diagnostic_bins_the_error_by_footprint() -> None:
+    diag = _benchmark("diag_li2023_network_context")
+    logs = np.log(np.array([1.0, 0.5, 0.8, 1.25]))  # predicted / measured
+    mib = np.log2(np.array([4.0, 20.0, 40.0, 200.0]))
+    assert diag.footprint_bins(logs, mib) == ("<8 MiB 1.000 (1), 16-32 MiB 2.000 (1), 32-64 MiB 1.250 (1), "
+                                               ">=128 MiB 0.800 (1)")
