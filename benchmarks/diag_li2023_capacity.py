@@ -27,8 +27,7 @@ RF of 10-100 trees, by networks      2.69 / 12.24
 More capacity gains a tenth or two on the synthetic networks and nothing on the zoo, and no form reaches 2.5 %: what
 is left is a per-network error shared by every category of a network, which follows its memory footprint
 (``diag_li2023_network_context.py``), and no per-operation model without a network feature can fit it. Grouping the
-folds changes the hyperparameters little, as the repeated identical operations of a network are few in li2023's
-space. Neither is adopted: the defaults stay li2023's.
+folds moves the figures by 0.02-0.33 points. Neither is adopted: the defaults stay li2023's.
 """
 
 from __future__ import annotations
