@@ -32,7 +32,10 @@ much of AMD's difference from Intel is layer-dependent, and whether 1 % of the l
 
 ``--design kmeans``: the target samples chosen by :func:`~edgeplan.costmodels.design_rows` (spread over the layer
 sizes, the filter shapes in proportion to the primitives that apply to them) instead of uniformly; the paper leaves
-choosing them to future work.
+choosing them to future work. ``--design cells``: the fraction of the training part's single primitive timings
+instead of rows, shared evenly among the primitives, each on layers at random (``cells-uniform``: uniformly over all
+timings); as many timings as the row draw, over far more layers (see :mod:`edgeplan.costmodels.transfer_learning`).
+Each run's line then gives the timings drawn beside the rows they fall in.
 
 ``--shared-correction``: beside each fine-tuning run, the source NN2 corrected by **one** boosted model of
 log(AMD / source prediction) shared by all primitives (features: the layer's (c, k, im, f, s), its operation, input,
@@ -76,6 +79,8 @@ from typing import Any
 
 import numpy as np
 from _machine import machine
+
+from edgeplan.costmodels.transfer_learning import DESIGNS
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "mulder2021"
 PAPER_FRACTIONS = (0.001, 0.01, 0.025, 0.05, 0.1, 0.25)
@@ -190,7 +195,8 @@ def fitted_run(source: Any, target: Any, fraction: float, seed: int, method: str
                      train="body" if "-body" in suffixes else "all")
     fit_s = time.monotonic() - started
     return model, {"fraction": fraction, "seed": seed, "method": method, "fit_s": fit_s,
-                   "drawn_rows": model.info["transfer"]["drawn_rows"], **score(model)}
+                   "drawn_rows": model.info["transfer"]["drawn_rows"],
+                   "drawn_cells": model.info["transfer"].get("drawn_cells"), **score(model)}
 
 
 VARIANTS = ("-refit", "-holdout", "-body")
@@ -208,8 +214,9 @@ def variant_of(method: str) -> tuple[str, tuple[str, ...]]:
 
 def print_run(row: dict[str, Any]) -> None:
     """One line per run: rows drawn, MdRAE, mean and GoogLeNet selection increase, fitting time."""
-    print(f"  {row['method']:<21} {100 * row['fraction']:6.2f} % seed {row['seed']:>2}: {row['drawn_rows']:>4} rows, "
-          f"MdRAE {row['mdrae_pct']:7.2f} %, increase {row['increase_pct']:7.2f} % (GoogLeNet "
+    cells = f" ({row['drawn_cells']} timings)" if row.get("drawn_cells") is not None else ""
+    print(f"  {row['method']:<21} {100 * row['fraction']:6.2f} % seed {row['seed']:>2}: {row['drawn_rows']:>4} "
+          f"rows{cells}, MdRAE {row['mdrae_pct']:7.2f} %, increase {row['increase_pct']:7.2f} % (GoogLeNet "
           f"{row['googlenet_pct']:7.2f} %), {row['fit_s']:5.1f} s", flush=True)
 
 
@@ -555,10 +562,12 @@ def main() -> int:
                              "the folds chose together; -body: only the hidden layers fine-tuned (transfer(..., "
                              "train='body')); -body-refit: both")
     parser.add_argument("--split-seed", type=int, default=0)
-    parser.add_argument("--design", default="uniform", choices=["uniform", "kmeans"],
+    parser.add_argument("--design", default="uniform", choices=list(DESIGNS),
                         help="How the target samples are chosen: uniform (the paper's draw) or kmeans (spread over the "
                              "layer sizes, the filter shapes in proportion to the primitives that apply to them; "
-                             "edgeplan.costmodels.design_rows)")
+                             "edgeplan.costmodels.design_rows) rows, or cells: the fraction of the training part's "
+                             "single primitive timings, as many per primitive, at random (cells-uniform: uniformly "
+                             "over all of them)")
     parser.add_argument("--bag", type=int, default=1,
                         help="Fine-tunings per transfer kept as one ensemble (transfer(..., bag=N); the fine-tuning "
                              "methods only)")

@@ -32,6 +32,7 @@ from edgeplan.costmodels.transfer_learning import (
     calibrate_primitives,
     common_epoch,
     design_rows,
+    even_shares,
     factor_scales,
     hold_out,
     pooled_scales,
@@ -179,6 +180,83 @@ def test_transfer_records_its_design(lin_source: PerformanceModel) -> None:
     model = transfer(lin_source, target, fraction=0.1, seed=0, method="factor", design="kmeans")
     assert model.info["transfer"]["design"] == "kmeans"
     assert transfer(lin_source, target, fraction=0.1, seed=0, method="factor").info["transfer"]["design"] == "uniform"
+
+
+def test_cells_samples_draw_the_fraction_of_the_training_parts_timings(source_data: PrimitiveDataset) -> None:
+    train = split_indices(source_data.features, 0).train
+    defined = int((~np.isnan(source_data.primitive_ns[train])).sum())
+    sample = draw_samples(source_data, 0.05, seed=2, design="cells")
+    assert sample.cells is not None and sample.drawn_cells == len(sample.cells) == round(0.05 * defined)
+    rows, cols = sample.cells.T
+    assert set(rows) <= set(train) and not np.isnan(source_data.primitive_ns[rows, cols]).any()
+    assert len({(r, c) for r, c in sample.cells}) == len(sample.cells)  # without replacement
+    assert np.array_equal(sample.rows, np.unique(rows))  # the rows are those the timings fall in, and no other
+    assert len(sample.rows) > round(0.05 * len(train))  # spread over far more layers than a row draw of as many
+    # the transformations are those of the uniform row draw, and the draw is seeded
+    assert np.array_equal(sample.transform_rows, draw_samples(source_data, 0.05, seed=2).rows)
+    again = draw_samples(source_data, 0.05, seed=2, design="cells")
+    assert again.cells is not None and np.array_equal(again.cells, sample.cells)
+    seen = sample.primitive_times(source_data)
+    assert int(np.isfinite(seen).sum()) == len(sample.cells)
+    assert draw_samples(source_data, 0.05, seed=2).primitive_times(source_data) is source_data.primitive_ns
+
+
+def test_even_shares_give_every_column_as_many_as_it_can_take() -> None:
+    assert even_shares([10, 2, 10], 12, seed=0).tolist() == [5, 2, 5]  # the capped column's share goes to the others
+    shares = even_shares([10, 10, 10], 5, seed=3)
+    assert shares.sum() == 5 and set(shares.tolist()) == {1, 2}
+    assert even_shares([1, 0, 2], 10, seed=0).tolist() == [1, 0, 2]  # no more than there is
+    assert even_shares([4, 4], 0, seed=0).tolist() == [0, 0]
+
+
+def test_cells_samples_give_every_primitive_as_many_timings(source_data: PrimitiveDataset) -> None:
+    train = split_indices(source_data.features, 0).train
+    per_column = (~np.isnan(source_data.primitive_ns[train])).sum(axis=0)
+    balanced = draw_samples(source_data, 0.1, seed=0, design="cells")
+    uniform = draw_samples(source_data, 0.1, seed=0, design="cells-uniform")
+    assert balanced.cells is not None and uniform.cells is not None
+    counts = np.bincount(balanced.cells[:, 1], minlength=3)
+    assert counts.sum() == len(uniform.cells) == round(0.1 * per_column.sum())
+    assert counts.max() - counts.min() <= 1  # the rare third primitive (f = 3, s = 1 only) as many as the others
+    rare = np.bincount(uniform.cells[:, 1], minlength=3)[2]
+    assert rare < counts[2]  # uniformly over the cells it gets its share of the cells, far fewer
+
+
+def test_a_cells_transfer_learns_from_the_drawn_timings_only(lin_source: PerformanceModel) -> None:
+    """Poison every undrawn cell of the drawn rows (and their transformations): the factor stays exact."""
+    clean = shifted_target()
+    x = clean.features
+    scales = np.array([2.5, 0.5, 4.0])
+    prims = lin_source.predict_primitives(x) * scales
+    prims[np.isnan(clean.primitive_ns)] = np.nan
+    trans = lin_source.predict_transforms(x[:, [0, 2]]) * 3.0
+    sample = draw_samples(table(x, prims, trans), 0.3, seed=1, design="cells")
+    assert sample.cells is not None and set(sample.cells[:, 1]) == {0, 1, 2}  # every primitive has drawn timings
+    poisoned, poisoned_trans = prims * 1000.0, trans * 1000.0
+    poisoned[sample.cells[:, 0], sample.cells[:, 1]] = prims[sample.cells[:, 0], sample.cells[:, 1]]
+    poisoned_trans[sample.transform_rows] = trans[sample.transform_rows]
+    model = transfer(lin_source, table(x, poisoned, poisoned_trans), fraction=0.3, seed=1, method="factor",
+                     design="cells")
+    assert model.info["transfer"]["primitive_scales"] == pytest.approx(dict(zip(NAMES, scales, strict=True)),
+                                                                      rel=1e-9)
+    assert list(model.info["transfer"]["transform_scales"].values()) == pytest.approx([3.0] * 9, rel=1e-9)
+    info = model.info["transfer"]
+    assert info["design"] == "cells" and info["drawn_cells"] == len(sample.cells)
+    assert info["drawn_rows"] == len(sample.rows)
+    assert transfer(lin_source, clean, fraction=0.3, seed=1, method="factor").info["transfer"]["drawn_cells"] is None
+
+
+def test_a_cells_sample_fine_tunes_and_trains_from_scratch(nn2_source: PerformanceModel) -> None:
+    target = shifted_target()
+    direct = evaluate_performance_model(transfer(nn2_source, target, fraction=0.1, seed=0, method="direct"),
+                                        target).median_primitive_mdrae
+    tuned = transfer(nn2_source, target, fraction=0.1, seed=0, method="finetune", design="cells")
+    assert evaluate_performance_model(tuned, target).median_primitive_mdrae < 0.5 * direct
+    scratch = transfer(nn2_source, target, fraction=0.3, seed=0, method="scratch", design="cells")
+    sample = draw_samples(target, 0.3, 0, design="cells")
+    # its standardization comes from the drawn timings of its training rows, not from their other cells
+    expected = np.nanmean(np.log(sample.primitive_times(target)[sample.fit_rows]), axis=0)
+    np.testing.assert_allclose(scratch.primitives.y_mean_, expected)
 
 
 def test_validation_and_test_rows_never_reach_the_transfer(source_data: PrimitiveDataset,
@@ -558,6 +636,13 @@ def test_cli_transfer(tmp_path: Path, lin_source: PerformanceModel) -> None:
     result = runner.invoke(transfer_cmd, [*args, "--design", "kmeans", "--json"], obj=Context())
     assert result.exit_code == 0, (result.output, result.exception)
     assert json.loads(result.output)["design"] == "kmeans" == load_performance_model(out).info["transfer"]["design"]
+    assert json.loads(result.output)["drawn_cells"] is None
+    result = runner.invoke(transfer_cmd, [*args, "--design", "cells", "--json"], obj=Context())
+    assert result.exit_code == 0, (result.output, result.exception)
+    cells = json.loads(result.output)
+    assert cells["design"] == "cells" and cells["drawn_cells"] > 0 and cells["drawn_rows"] > data["drawn_rows"]
+    result = runner.invoke(transfer_cmd, [*args, "--design", "cells"], obj=Context())
+    assert result.exit_code == 0 and f"({cells['drawn_cells']} single timings) (cells" in result.output
     result = runner.invoke(transfer_cmd, args, obj=Context())
     assert result.exit_code == 0 and "target test MdRAE (median over 3 primitives" in result.output
     assert "held out for early stopping" in result.output  # factor: no fine-tuning, nothing cross-fitted

@@ -211,9 +211,13 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
                    "model on the same samples; direct: the source as is.")
 @click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the target's 80/10/10 split (samples from its training part; scored on its test part).")
-@click.option("--design", type=click.Choice(["uniform", "kmeans"]), default="uniform", show_default=True,
-              help="How the samples are chosen from the training part: uniform (the paper's draw) or kmeans (spread "
-                   "over the layer sizes, the filter shapes in proportion to the primitives that apply to them).")
+@click.option("--design", type=click.Choice(["uniform", "kmeans", "cells", "cells-uniform"]), default="uniform",
+              show_default=True,
+              help="How the samples are chosen from the training part: uniform (layers at random, the paper's draw), "
+                   "kmeans (layers spread over the sizes, the filter shapes in proportion to the primitives that "
+                   "apply to them), cells (the fraction of the single primitive timings, as many per primitive, each "
+                   "on layers at random: as many timings as uniform, spread over far more layers) or cells-uniform "
+                   "(the timings uniformly at random).")
 @click.option("--refit/--no-refit", default=False, show_default=True,
               help="Fine-tuning an ensemble: after the cross-fitted folds choose an epoch count together, train every "
                    "member on all the samples for that long (default: each member keeps its own fold's stop). Lowers "
@@ -260,7 +264,7 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
     if as_json:
         emit_json({"model": str(folder), "source": model_dir, "data": data_path, "method": method,
                    "fraction": fraction, "seed": seed, "split_seed": split_seed, "design": design,
-                   "drawn_rows": info["drawn_rows"],
+                   "drawn_rows": info["drawn_rows"], "drawn_cells": info.get("drawn_cells"),
                    "stop_rows": info["stop_rows"], "cross_fit_folds": info.get("cross_fit_folds"),
                    "refit_epochs": info.get("refit_epochs"), "bag": info.get("bag", 1),
                    "train": info.get("train", "all"),
@@ -268,8 +272,10 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
                    "ignored_columns": info["ignored_columns"], "seconds": info["seconds"],
                    "test": result.to_dict()})
         return
+    timings = f" ({info['drawn_cells']} single timings)" if info.get("drawn_cells") is not None else ""
     click.echo(f"{method}: {source.kind} model {model_dir} -> {data_path} with {info['drawn_rows']} of "
-               f"{info['target_train_rows']} training layers ({design}, fraction {fraction:g}, seed {seed}, split seed "
+               f"{info['target_train_rows']} training layers{timings} ({design}, fraction {fraction:g}, seed {seed}, "
+               f"split seed "
                f"{split_seed}; {_stopping(info)}{_bagged(info)}{_body(info)}), {info['seconds']:.1f} s")
     if info["ignored_columns"]:
         click.echo(f"ignored {len(info['ignored_columns'])} target column(s) the source does not predict: "

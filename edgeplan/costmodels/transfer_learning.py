@@ -35,7 +35,25 @@ never used. For the same seed and split, a smaller fraction's sample is a prefix
 permutation of the training part), so the fractions of one repeat are nested. ``design="kmeans"`` (not in the paper,
 which leaves the choice of samples to future work) chooses the same number of rows from the training part by
 :func:`design_rows` instead: spread over the layer sizes, the filter shapes in proportion to the primitives that apply
-to them.
+to them. ``design="cells"`` (not the paper's draw, but its unit: mulder2020 counts "sample points", one primitive timed
+on one layer, and its factor takes "25 sample points from the device (1 % of the profiled dataset)" per primitive) draws
+single timings instead of whole rows: ``fraction`` of the training part's defined primitive cells, shared evenly among
+the primitives (:func:`even_shares`), each primitive's on layers drawn uniformly from those it applies to. That is as
+many timings as a row draw of the same fraction (862 at 1 % of AMD's training part, where 37 rows hold some 23
+primitives each), but spread over some 670 layers instead of 37, and as many for a Winograd primitive as for a general
+one, where a row draw gives those a few layers of their one filter shape. ``cells-uniform`` draws the timings uniformly
+over all cells instead (a primitive then gets its share of the cells). The rows carry only their drawn cells
+(:meth:`TransferSample.primitive_times`: the others are unknown, so no loss, gradient or factor sample), and the layout
+transformations are those of the rows ``uniform`` draws, so that no transformation is timed more often than there. On
+Intel -> AMD at 1 %, factor then fine-tuning refitted (25 seeds; ``benchmarks/bench_transfer.py --fractions 0.01
+--repeats 25 --methods factor-finetune-refit --design cells``, log ``campaigns/transfer25_1_cellsbal_refit_s37.log``)
+reaches a test MdRAE of 6.82 % [6.69, 7.04], the first design under the 7 % target (kmeans rows: 8.28 %), and
+``cells-uniform`` 7.46 % [7.14, 7.77] (log ``campaigns/transfer25_1_cells_refit_s37.log``): the spread over layers gains
+0.8 points, the even shares 0.6 more. The selections are worse, not better: a mean increase of 4.84 % [3.88, 6.52]
+(``cells-uniform`` 5.68 %) against 3.69 % from kmeans rows. A row times every primitive on the same layer, and the
+selection rests on the order of close primitives on one layer, which paired timings pin down and timings spread over
+different layers do not. So ``cells`` is the design for a model that predicts times, and rows are the one for a model
+that selects primitives; neither meets both 1 % targets.
 
 **Early stopping** (``finetune``, ``factor-finetune`` and ``scratch``): :data:`STOP_FRACTION` (20 %) of the drawn
 samples, ``max(1, round(0.2 * n))`` rows for ``n >= 2``, chosen by the seed, are held out of training and early-stopped
@@ -133,8 +151,8 @@ from edgeplan.errors import InvalidInputError
 
 __all__ = ["CALIBRATION_FOLDS", "CROSS_FIT_MIN_ROWS", "DESIGNS", "FINETUNE_LR_FACTOR", "METHODS", "STOP_FRACTION",
            "TRAIN_PARTS", "PrimitiveCalibration", "TransferSample", "bag_seed", "calibrate_primitives", "common_epoch",
-           "design_rows", "draw_samples", "factor_scales", "hold_out", "pooled_scales", "stopping_plan", "transfer",
-           "transfer_on"]
+           "design_rows", "draw_samples", "even_shares", "factor_scales", "hold_out", "pooled_scales", "stopping_plan",
+           "transfer", "transfer_on"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -146,8 +164,10 @@ METHODS: tuple[str, ...] = ("finetune", "factor", "scratch", "direct", "factor-f
 TRAIN_PARTS: tuple[str, ...] = ("all", "body")
 """What fine-tuning trains (:func:`transfer`'s ``train``): every layer (the paper) or the hidden layers only."""
 
-DESIGNS: tuple[str, ...] = ("uniform", "kmeans")
-"""How :func:`draw_samples` chooses the target rows: uniformly at random (the paper) or by :func:`design_rows`."""
+DESIGNS: tuple[str, ...] = ("uniform", "kmeans", "cells", "cells-uniform")
+"""How :func:`draw_samples` chooses the target samples: rows uniformly at random (the paper), rows by
+:func:`design_rows`, or single timings (cells) at random, as many per primitive (``cells``) or uniformly over all of
+them (``cells-uniform``)."""
 
 FINETUNE_LR_FACTOR = 0.1
 """Fine-tuning learning rate relative to the source's (mulder2020 Table 3: "lowered by a factor of 10")."""
@@ -170,15 +190,42 @@ class TransferSample:
         Rows trained on (``finetune``, ``factor-finetune``, ``scratch``).
     stop_rows
         Rows held out for early stopping (empty with a single drawn sample).
+    cells
+        ``(m, 2)`` array of the drawn ``(row, primitive column)`` pairs of the target table, sorted (the ``cells``
+        design); None: every defined primitive cell of the rows is drawn (a row design).
+    tensor_rows
+        Rows whose layout-transformation times are used; None: :attr:`rows`.
     """
 
     fit_rows: IntArray
     stop_rows: IntArray
+    cells: IntArray | None = None
+    tensor_rows: IntArray | None = None
 
     @property
     def rows(self) -> IntArray:
         """Every drawn row (``factor`` uses them all)."""
         return np.sort(np.concatenate([self.fit_rows, self.stop_rows]))
+
+    @property
+    def transform_rows(self) -> IntArray:
+        """The rows whose layout-transformation times the transfer uses."""
+        return self.rows if self.tensor_rows is None else self.tensor_rows
+
+    def primitive_times(self, target: PrimitiveDataset) -> FloatArray:
+        """``target``'s primitive times as this sample sees them: all of them for a row design; for a ``cells``
+        sample a copy with every undrawn cell NaN (unknown, so no loss, gradient or factor sample)."""
+        if self.cells is None:
+            return target.primitive_ns
+        seen = np.full_like(target.primitive_ns, np.nan)
+        r, c = self.cells[:, 0], self.cells[:, 1]
+        seen[r, c] = target.primitive_ns[r, c]
+        return seen
+
+    @property
+    def drawn_cells(self) -> int | None:
+        """How many single timings a ``cells`` sample drew (None for a row design)."""
+        return None if self.cells is None else len(self.cells)
 
     def __len__(self) -> int:
         return int(len(self.fit_rows) + len(self.stop_rows))
@@ -218,7 +265,11 @@ def draw_samples(target: PrimitiveDataset, fraction: float, seed: int, split_see
     design
         ``uniform`` (default; the paper's draw) or ``kmeans``: the rows :func:`design_rows` chooses from the
         training part (spread over the layer sizes; the filter shapes in proportion to how many of the target's
-        primitives apply to them, i.e. its defined cells).
+        primitives apply to them, i.e. its defined cells). ``cells``: ``fraction`` of the training part's defined
+        primitive cells (single timings of one primitive on one layer, the paper's "sample points"), shared
+        evenly among the primitives (:func:`even_shares`), each primitive's on layers drawn uniformly;
+        ``cells-uniform``: the cells drawn uniformly. The rows are those the cells fall in, and the layout
+        transformations are those of the rows ``uniform`` would draw (see the module docstring).
 
     Returns
     -------
@@ -226,12 +277,14 @@ def draw_samples(target: PrimitiveDataset, fraction: float, seed: int, split_see
         ``max(1, round(fraction * len(train)))`` training-part rows (``uniform``: the first of one seeded permutation
         of the training part, so a smaller fraction's rows are a subset of a larger one's; ``kmeans`` samples are not
         nested), of which ``max(1, round(STOP_FRACTION * n))`` (none when ``n = 1``), chosen by the seed, are
-        ``stop_rows``.
+        ``stop_rows``. For ``cells``: ``max(1, round(fraction * cells))`` of the training part's defined cells, the
+        rows they fall in split the same way.
 
     Raises
     ------
     InvalidInputError
-        ``fraction`` outside ``(0, 1]``, a negative seed, an unknown design, or an empty training part.
+        ``fraction`` outside ``(0, 1]``, a negative seed, an unknown design, or an empty training part (for
+        ``cells``: one without a defined primitive cell).
     """
     fraction = _check_fraction(fraction)
     seed = _check_seed(seed, "seed")
@@ -245,7 +298,54 @@ def draw_samples(target: PrimitiveDataset, fraction: float, seed: int, split_see
     if design == "kmeans":  # the shapes weighted by how many primitives apply there (a NaN cell: not applicable)
         cells = (~np.isnan(target.primitive_ns)).sum(axis=1)
         return hold_out(design_rows(target.features, train, n, seed, cells=cells), seed)
-    return hold_out(np.random.default_rng(seed).permutation(train)[:n], seed)
+    rows = np.random.default_rng(seed).permutation(train)[:n]
+    if design in ("cells", "cells-uniform"):
+        return _draw_cells(target, train, fraction, seed, np.sort(rows), balanced=design == "cells")
+    return hold_out(rows, seed)
+
+
+def even_shares(available: npt.ArrayLike, n: int, seed: int) -> IntArray:
+    """``n`` draws shared as evenly as possible among columns with ``available`` cells each: every column the same
+    number (the remainder to columns chosen by the seed), none more than it has; what a column cannot take is shared
+    among the others. The total is ``min(n, sum(available))``."""
+    room = np.asarray(available, dtype=np.int64)
+    take = np.zeros_like(room)
+    rng = np.random.default_rng([seed, 5])
+    left = min(int(n), int(room.sum()))
+    while left > 0:
+        open_ = np.flatnonzero(take < room)
+        share, extra = divmod(left, len(open_))
+        add = np.full(len(open_), share)
+        add[rng.choice(len(open_), extra, replace=False)] += 1
+        add = np.minimum(add, room[open_] - take[open_])
+        take[open_] += add
+        left -= int(add.sum())
+    return take
+
+
+def _draw_cells(target: PrimitiveDataset, train: IntArray, fraction: float, seed: int, tensors: IntArray,
+                balanced: bool = True) -> TransferSample:
+    """The ``cells`` designs of :func:`draw_samples`: ``fraction`` of the defined primitive cells of the ``train``
+    rows, at random (seeded) within each primitive, each primitive as many (:func:`even_shares`; ``balanced``) or
+    uniformly over all cells; the rows they fall in held out as :func:`hold_out` does, ``tensors`` the rows whose
+    transformations are used."""
+    defined = ~np.isnan(target.primitive_ns[train])
+    if not defined.any():
+        raise InvalidInputError(f"{target.source or 'the target table'}: its training part has no primitive time to "
+                                f"draw; use a table with measured primitives")
+    n = max(1, round(fraction * int(defined.sum())))
+    rng = np.random.default_rng([seed, 3])
+    if balanced:
+        shares = even_shares(defined.sum(axis=0), n, seed)
+        pick = np.vstack([np.column_stack([rng.choice(np.flatnonzero(defined[:, j]), k, replace=False),
+                                           np.full(k, j)]) for j, k in enumerate(shares) if k > 0])
+    else:
+        every = np.argwhere(defined)
+        pick = every[rng.choice(len(every), n, replace=False)]
+    cells = np.column_stack([train[pick[:, 0]], pick[:, 1]]).astype(np.int64)
+    cells = cells[np.lexsort((cells[:, 1], cells[:, 0]))]
+    rows = hold_out(np.unique(cells[:, 0]), seed)
+    return TransferSample(rows.fit_rows, rows.stop_rows, cells, tensors)
 
 
 def design_rows(features: npt.ArrayLike, candidates: npt.ArrayLike, n: int, seed: int,
@@ -697,8 +797,8 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
         Fine-tune an ensemble cross-fitted (default; see :func:`stopping_plan`); False: every member trains on the
         same rows and early-stops on the same hold-out, as ``scratch`` does.
     design
-        How the rows are chosen from the training part: ``uniform`` (default, the paper's draw) or ``kmeans``
-        (:func:`design_rows`).
+        How the samples are chosen from the training part: ``uniform`` rows (default, the paper's draw), ``kmeans``
+        rows (:func:`design_rows`) or ``cells``, single timings (:func:`draw_samples`).
     refit
         After cross-fitting, train every member afresh on all drawn rows for the epoch count the folds chose
         together (see the module docstring); default False: each member keeps the weights its own fold stopped it
@@ -791,7 +891,7 @@ def transfer_on(source: PerformanceModel, target: PrimitiveDataset, sample: Tran
     fraction, split_seed = settings
     started = time.monotonic()
     outputs = source.primitive_names
-    y_all = _aligned(target.primitive_ns, target.primitives, outputs)
+    y_all = _aligned(sample.primitive_times(target), target.primitives, outputs)
     x_all = target.features
     fit, stop = sample.fit_rows, sample.stop_rows
     if len(stop) == 0:  # one sample: train on it and stop on its training loss
@@ -822,13 +922,13 @@ def transfer_on(source: PerformanceModel, target: PrimitiveDataset, sample: Tran
         prim = _pooled_ensemble(tunings)
         refit_epochs = refits[0]
     elif method == "scratch":
-        own = target.primitive_ns
+        own = sample.primitive_times(target)
         prim = _scratch(source.primitives, target.primitives, (x_all[fit], own[fit], x_all[stop], own[stop]), seed,
                         threads)
     elif method == "direct":
         prim = _copy(source.primitives)
-    trans, paper, t_scales = _transfer_transforms((source.transforms, source.transforms_paper), target, sample.rows,
-                                                  method)
+    trans, paper, t_scales = _transfer_transforms((source.transforms, source.transforms_paper), target,
+                                                  sample.transform_rows, method)
     info = _info(source, target, method, (fraction, seed, split_seed), sample, time.monotonic() - started)
     cross_fit = bool(plan) and _cross_fits(len(sample), len(plan))
     if cross_fit:  # every drawn row trains most members and stops one
@@ -851,7 +951,8 @@ def _info(source: PerformanceModel, target: PrimitiveDataset, method: str,
             "rows": len(target), "train_rows": len(sample.fit_rows), "val_rows": len(sample.stop_rows),
             "transform_model": source.transform_kind,
             "transfer": {"method": method, "fraction": None if fraction is None else float(fraction), "seed": seed,
-                         "drawn_rows": len(sample), "target_train_rows": train_rows,
+                         "drawn_rows": len(sample), "drawn_cells": sample.drawn_cells,
+                         "target_train_rows": train_rows,
                          "stop_rows": len(sample.stop_rows), "stop_fraction": STOP_FRACTION,
                          "lr_factor": FINETUNE_LR_FACTOR if method.endswith("finetune") else None,
                          "seconds": round(elapsed_s, 3), "source_data": source.info.get("data"),
