@@ -305,9 +305,25 @@ def draw_samples(target: PrimitiveDataset, fraction: float, seed: int, split_see
 
 
 def even_shares(available: npt.ArrayLike, n: int, seed: int) -> IntArray:
-    """``n`` draws shared as evenly as possible among columns with ``available`` cells each: every column the same
-    number (the remainder to columns chosen by the seed), none more than it has; what a column cannot take is shared
-    among the others. The total is ``min(n, sum(available))``."""
+    """``n`` draws shared as evenly as possible among columns (the ``cells`` design's share of each primitive).
+
+    Every column gets the same number (the remainder goes to columns chosen by the seed), none more than it has;
+    what a column cannot take is shared among the others.
+
+    Parameters
+    ----------
+    available
+        Per column, how many cells it has to draw from (non-negative integers).
+    n
+        Draws to share.
+    seed
+        Seed of the columns that take the remainder.
+
+    Returns
+    -------
+    numpy.ndarray
+        Per column, its draws; they sum to ``min(n, sum(available))``.
+    """
     room = np.asarray(available, dtype=np.int64)
     take = np.zeros_like(room)
     rng = np.random.default_rng([seed, 5])
@@ -798,7 +814,8 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
         same rows and early-stops on the same hold-out, as ``scratch`` does.
     design
         How the samples are chosen from the training part: ``uniform`` rows (default, the paper's draw), ``kmeans``
-        rows (:func:`design_rows`) or ``cells``, single timings (:func:`draw_samples`).
+        rows (:func:`design_rows`), or single timings, as many per primitive (``cells``) or uniformly
+        (``cells-uniform``) (:func:`draw_samples`; see the module docstring).
     refit
         After cross-fitting, train every member afresh on all drawn rows for the epoch count the folds chose
         together (see the module docstring); default False: each member keeps the weights its own fold stopped it
