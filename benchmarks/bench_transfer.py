@@ -37,6 +37,9 @@ instead of rows, shared evenly among the primitives, each on layers at random (`
 timings); as many timings as the row draw, over far more layers (see :mod:`edgeplan.costmodels.transfer_learning`).
 Each run's line then gives the timings drawn beside the rows they fall in.
 
+``--first-seed S`` runs seeds ``S .. S + repeats - 1``, so that a long sweep can run in parts (on several cores);
+``--merge A.json B.json ...`` prints the report of the parts' ``--json`` files as one sweep.
+
 ``--shared-correction``: beside each fine-tuning run, the source NN2 corrected by **one** boosted model of
 log(AMD / source prediction) shared by all primitives (features: the layer's (c, k, im, f, s), its operation, input,
 weight and output sizes, the source's log prediction, the primitive's family and the primitive itself; absolute loss),
@@ -241,7 +244,7 @@ def sweep(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> lis
 
     one(args.fractions[0], 0, "direct")
     for fraction in args.fractions:
-        for seed in range(args.repeats):
+        for seed in range(args.first_seed, args.first_seed + args.repeats):
             for method in args.methods:
                 one(fraction, seed, method)
             if math.isclose(fraction, 0.01):
@@ -552,6 +555,9 @@ def main() -> int:
                         help="An AMD model fitted on all of AMD's training part, scored beside (if present).")
     parser.add_argument("--fractions", type=float, nargs="+", default=list(PAPER_FRACTIONS))
     parser.add_argument("--repeats", type=int, default=25)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="Seeds first-seed .. first-seed + repeats - 1 (a long sweep in parts; every run is "
+                             "deterministic per seed)")
     parser.add_argument("--methods", nargs="+", default=["finetune", "scratch"],
                         choices=["finetune", "scratch", "factor-finetune", "finetune-holdout", "finetune-refit",
                                  "factor-finetune-refit", "finetune-body", "factor-finetune-body",
@@ -586,7 +592,19 @@ def main() -> int:
                         help="Beside fine-tuning, the source corrected by one boosted model shared by all primitives "
                              "and its geometric mean with the fine-tuned model (MdRAE only).")
     parser.add_argument("--json", type=Path, default=None, help="Write every run's figures to this file.")
+    parser.add_argument("--merge", type=Path, nargs="+", default=None, metavar="JSON",
+                        help="Only print the report of the runs in these --json files (the parts of one sweep run "
+                             "with --first-seed; give the same --design and --bag for the header)")
     args = parser.parse_args()
+    if args.merge:
+        merged: dict[tuple[float, int, str], dict[str, Any]] = {}
+        for path in args.merge:
+            for row in json.loads(path.read_text()).get("runs", []):
+                merged[(float(row["fraction"]), int(row["seed"]), str(row["method"]))] = row
+        rows = list(merged.values())
+        args.repeats = len({r["seed"] for r in rows if r["method"] != "direct"})
+        report(args, rows, None)
+        return 0
     if not (DATA / "amd.csv").is_file():
         print(f"skipped: {DATA} not present")
         return 0
