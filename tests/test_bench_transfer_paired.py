@@ -118,3 +118,26 @@ def test_the_targets_are_checked_for_every_fine_tuning_method(capsys: pytest.Cap
     assert "1 % finetune: MdRAE 7.00 % (target <= 7.0 %), increase 4.00 % (target <= 3.0 %): FAIL" in out
     assert "bags of 5" in out and "1 % factor:" not in out  # the factor alone fine-tunes nothing
     assert "10 %: not run" in out
+
+
+def test_merge_reports_the_parts_of_a_sweep_as_one(tmp_path: Any, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import sys
+
+    bench = _bench()
+    direct = {**_run("direct", 0, 65.0, 6.0)}
+    first = [direct, _run("factor-finetune-refit", 0, 7.0, 4.0), _run("factor-finetune-refit", 1, 6.0, 3.0)]
+    second = [direct, _run("factor-finetune-refit", 2, 8.0, 5.0), _run("factor-finetune-refit", 1, 6.0, 3.0)]
+    paths = []
+    for k, runs in enumerate((first, second)):
+        paths.append(tmp_path / f"part{k}.json")
+        paths[-1].write_text(json.dumps({"runs": runs}))
+    monkeypatch.setattr(sys, "argv", ["bench_transfer.py", "--merge", *map(str, paths), "--design", "cells"])
+    assert bench.main() == 0
+    out = capsys.readouterr().out
+    assert "3 repeat(s) per fraction, samples cells" in out  # seeds 0-2, the repeated seed 1 counted once
+    line = next(x for x in out.splitlines() if "factor-finetune-refit" in x and "[" in x)
+    assert line.split()[3:5] == ["3", "7.00"]  # n, median MdRAE
+    direct_line = next(x for x in out.splitlines() if " direct " in x)
+    assert direct_line.split()[2] == "1"
