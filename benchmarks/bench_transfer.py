@@ -599,8 +599,15 @@ def main() -> int:
     if args.merge:
         merged: dict[tuple[float, int, str], dict[str, Any]] = {}
         for path in args.merge:
-            for row in json.loads(path.read_text()).get("runs", []):
-                merged[(float(row["fraction"]), int(row["seed"]), str(row["method"]))] = row
+            try:
+                part = json.loads(path.read_text())
+                for row in part.get("runs", []):
+                    merged[(float(row["fraction"]), int(row["seed"]), str(row["method"]))] = row
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                sys.exit(f"--merge: {path} is not a --json file of this benchmark ({exc}); give the files its runs "
+                         "wrote with --json")
+        if not merged:
+            sys.exit("--merge: the files hold no runs; give the --json files of runs that finished")
         rows = list(merged.values())
         args.repeats = len({r["seed"] for r in rows if r["method"] != "direct"})
         report(args, rows, None)

@@ -141,3 +141,28 @@ def test_merge_reports_the_parts_of_a_sweep_as_one(tmp_path: Any, capsys: pytest
     assert line.split()[3:5] == ["3", "7.00"]  # n, median MdRAE
     direct_line = next(x for x in out.splitlines() if " direct " in x)
     assert direct_line.split()[2] == "1"
+
+
+def test_merge_refuses_files_that_are_not_its_runs(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    bench = _bench()
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    for args in ([str(tmp_path / "absent.json")], [str(bad)]):
+        monkeypatch.setattr(sys, "argv", ["bench_transfer.py", "--merge", *args])
+        with pytest.raises(SystemExit, match="is not a --json file of this benchmark"):
+            bench.main()
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"runs": []}')
+    monkeypatch.setattr(sys, "argv", ["bench_transfer.py", "--merge", str(empty)])
+    with pytest.raises(SystemExit, match="hold no runs"):
+        bench.main()
+
+
+def test_the_cli_offers_every_sample_design() -> None:
+    from edgeplan.cli.costmodel_cmd import transfer
+    from edgeplan.costmodels.transfer_learning import DESIGNS
+
+    design = next(p for p in transfer.params if p.name == "design")
+    assert tuple(design.type.choices) == DESIGNS  # type: ignore[attr-defined]
