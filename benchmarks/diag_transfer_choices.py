@@ -94,8 +94,9 @@ def wrong_choices(structure: SelectionStructure, measured: SelectionCosts, predi
     -------
     tuple
         A list of ``{"layer", "conv", "chosen", "optimal", "lost_ms", "chosen_ratio", "optimal_ratio"}`` (``lost_ms``:
-        the chosen primitive's measured time minus the optimal one's, transformations not counted), and
-        ``{"all": [...], "chosen": [...], "optimal": [...]}`` ratios.
+        the chosen primitive's measured time minus the optimal one's, transformations not counted;
+        ``optimal_ratio`` None when ``predicted`` has no time for the optimal primitive), and
+        ``{"all": [...], "chosen": [...], "optimal": [...]}`` ratios (those the model prices).
     """
     chosen = _measured_choice(structure, measured, predicted, select_primitives(structure, predicted).choice)
     best = select_primitives(structure, measured).choice
@@ -110,12 +111,13 @@ def wrong_choices(structure: SelectionStructure, measured: SelectionCosts, predi
         ratio = [guess[n] / float(t) if n in guess else float("nan") for n, t in zip(names, truth, strict=True)]
         ratios["all"].extend(r for r in ratio if np.isfinite(r))
         ratios["chosen"].append(ratio[chosen[i]])
-        ratios["optimal"].append(ratio[best[i]])
+        if np.isfinite(ratio[best[i]]):  # the model may not price the optimal primitive (it predicts no time)
+            ratios["optimal"].append(ratio[best[i]])
         if chosen[i] != best[i]:
             wrong.append({"layer": node.name, "conv": list(node.conv[:5]) if node.conv else None,
                           "chosen": names[chosen[i]], "optimal": names[best[i]],
-                          "lost_ms": float(truth[chosen[i]] - truth[best[i]]),
-                          "chosen_ratio": ratio[chosen[i]], "optimal_ratio": ratio[best[i]]})
+                          "lost_ms": float(truth[chosen[i]] - truth[best[i]]), "chosen_ratio": ratio[chosen[i]],
+                          "optimal_ratio": ratio[best[i]] if np.isfinite(ratio[best[i]]) else None})
     return wrong, ratios
 
 
@@ -148,7 +150,8 @@ def analyse(model: Any, amd: Any, structures: dict[str, SelectionStructure], for
         for k, v in r.items():
             ratios[k].extend(v)
     return {"increase_pct": {k: statistics.fmean(v) for k, v in parts.items()},
-            "median_ratio": {k: float(np.median(v)) for k, v in ratios.items()}, "networks": networks, "wrong": wrong}
+            "median_ratio": {k: float(np.median(v)) if v else float("nan") for k, v in ratios.items()},
+            "networks": networks, "wrong": wrong}
 
 
 def costliest_layers(runs: list[dict[str, Any]]) -> list[tuple[str, str, float, int]]:

@@ -77,6 +77,15 @@ def test_options_are_matched_by_name_not_position() -> None:
     assert _diag().wrong_choices(structure, measured, predicted)[0] == []
 
 
+def test_an_optimal_primitive_the_model_does_not_price_has_no_ratio() -> None:
+    structure, measured = _toy([5.0, 3.5], [5.0, 3.0, 4.5])
+    # the model prices neither b: the selection can only take a, a (10 ms against the optimum's 8.5)
+    predicted = SelectionCosts(((A,), (A, C)), (np.array([5.0]), np.array([5.0, 4.5])), measured.transform_ms, "toy")
+    wrong, ratios = _diag().wrong_choices(structure, measured, predicted)
+    assert [(w["chosen"], w["optimal"], w["optimal_ratio"]) for w in wrong] == [("a", "b", None), ("a", "b", None)]
+    assert ratios["optimal"] == [] and ratios["chosen"] == [1.0, 1.0] and len(ratios["all"]) == 3
+
+
 def test_pairs_sum_the_lost_time_over_runs() -> None:
     runs = [{"wrong": [{"chosen": "a", "optimal": "b", "lost_ms": 1.5},
                        {"chosen": "c", "optimal": "b", "lost_ms": 4.0}]},
