@@ -49,44 +49,35 @@ from _machine import machine
 from bench_transfer import DATA, family, load_source, variant_of
 
 from edgeplan.costmodels.transfer_learning import DESIGNS
-from edgeplan.planners.pbqp.costgraph import SelectionCosts, plan_cost, select_primitives
+from edgeplan.experiments.mulder2020 import measured_choice
+from edgeplan.planners.pbqp.costgraph import SelectionCosts, SelectionPlan, plan_cost, select_primitives
 from edgeplan.planners.pbqp.network import SelectionStructure
 
 
-def priced_increase(structure: SelectionStructure, measured: SelectionCosts, costs: SelectionCosts) -> float:
-    """Percent by which the selection made with ``costs``, priced with ``measured``, exceeds the measured optimum."""
-    chosen = _measured_choice(structure, measured, costs, select_primitives(structure, costs).choice)
-    best = select_primitives(structure, measured).choice
-    return 100 * (sum(plan_cost(structure, measured, chosen)[:2]) / sum(plan_cost(structure, measured, best)[:2]) - 1)
+def priced_increase(structure: SelectionStructure, measured: SelectionCosts, costs: SelectionCosts,
+                    optimum: SelectionPlan | None = None) -> float:
+    """Percent by which the selection made with ``costs``, priced with ``measured``, exceeds the measured optimum
+    (``optimum``: that selection, if already made)."""
+    best = optimum or select_primitives(structure, measured)
+    chosen = measured_choice(measured, select_primitives(structure, costs))
+    return 100 * (sum(plan_cost(structure, measured, chosen)[:2]) / best.total_ms - 1)
 
 
-def _measured_choice(structure: SelectionStructure, measured: SelectionCosts, costs: SelectionCosts,
-                     choice: tuple[int, ...] | list[int]) -> list[int]:
-    """A choice made on ``costs`` as indices into ``measured``'s options (the options are matched by name)."""
-    out = []
-    for i, node in enumerate(structure.nodes):
-        if node.kind == "conv":
-            names = [o.name for o in measured.options[i]]
-            out.append(names.index(costs.options[i][choice[i]].name))
-        else:
-            out.append(choice[i])
-    return out
-
-
-def split_increase(structure: SelectionStructure, measured: SelectionCosts, predicted: SelectionCosts
-                   ) -> dict[str, float]:
+def split_increase(structure: SelectionStructure, measured: SelectionCosts, predicted: SelectionCosts,
+                   optimum: SelectionPlan | None = None) -> dict[str, float]:
     """The increase with every cost predicted (``all``), with the predicted primitives and the measured
     transformations (``primitives``), and with the measured primitives and the predicted transformations
     (``transforms``)."""
-    return {"all": priced_increase(structure, measured, predicted),
+    best = optimum or select_primitives(structure, measured)
+    return {"all": priced_increase(structure, measured, predicted, best),
             "primitives": priced_increase(structure, measured,
-                                          dataclasses.replace(predicted, transform_ms=measured.transform_ms)),
+                                          dataclasses.replace(predicted, transform_ms=measured.transform_ms), best),
             "transforms": priced_increase(structure, measured,
-                                          dataclasses.replace(measured, transform_ms=predicted.transform_ms))}
+                                          dataclasses.replace(measured, transform_ms=predicted.transform_ms), best)}
 
 
-def wrong_choices(structure: SelectionStructure, measured: SelectionCosts, predicted: SelectionCosts
-                  ) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+def wrong_choices(structure: SelectionStructure, measured: SelectionCosts, predicted: SelectionCosts,
+                  optimum: SelectionPlan | None = None) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
     """The conv layers where the selection made with ``predicted`` differs from the measured optimum, and the
     predicted / measured ratios of all options, the chosen ones and the optimal ones.
 
@@ -98,8 +89,8 @@ def wrong_choices(structure: SelectionStructure, measured: SelectionCosts, predi
         ``optimal_ratio`` None when ``predicted`` has no time for the optimal primitive), and
         ``{"all": [...], "chosen": [...], "optimal": [...]}`` ratios (those the model prices).
     """
-    chosen = _measured_choice(structure, measured, predicted, select_primitives(structure, predicted).choice)
-    best = select_primitives(structure, measured).choice
+    chosen = measured_choice(measured, select_primitives(structure, predicted))
+    best = (optimum or select_primitives(structure, measured)).choice
     wrong: list[dict[str, Any]] = []
     ratios: dict[str, list[float]] = {"all": [], "chosen": [], "optimal": []}
     for i, node in enumerate(structure.nodes):
@@ -140,12 +131,12 @@ def analyse(model: Any, amd: Any, structures: dict[str, SelectionStructure], for
     for name, structure in structures.items():
         measured = table_costs(structure, amd, formats)
         predicted = model_costs(structure, model, formats, restrict_to=measured)
-        split = split_increase(structure, measured, predicted)
+        optimum = select_primitives(structure, measured)
+        split = split_increase(structure, measured, predicted, optimum)
         for k, v in split.items():
             parts[k].append(v)
-        optimum = select_primitives(structure, measured)
-        networks[name] = {"increase_pct": split, "optimum_ms": sum(plan_cost(structure, measured, optimum.choice)[:2])}
-        w, r = wrong_choices(structure, measured, predicted)
+        networks[name] = {"increase_pct": split, "optimum_ms": optimum.total_ms}
+        w, r = wrong_choices(structure, measured, predicted, optimum)
         wrong.extend({"network": name, **x, "part": part.get(tuple(x["conv"])) if x["conv"] else None} for x in w)
         for k, v in r.items():
             ratios[k].extend(v)

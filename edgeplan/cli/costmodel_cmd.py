@@ -275,8 +275,7 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
     timings = f" ({info['drawn_cells']} single timings)" if info.get("drawn_cells") is not None else ""
     click.echo(f"{method}: {source.kind} model {model_dir} -> {data_path} with {info['drawn_rows']} of "
                f"{info['target_train_rows']} training layers{timings} ({design}, fraction {fraction:g}, seed {seed}, "
-               f"split seed "
-               f"{split_seed}; {_stopping(info)}{_bagged(info)}{_body(info)}), {info['seconds']:.1f} s")
+               f"split seed {split_seed}; {_stopping(info)}{_bagged(info)}{_body(info)}), {info['seconds']:.1f} s")
     if info["ignored_columns"]:
         click.echo(f"ignored {len(info['ignored_columns'])} target column(s) the source does not predict: "
                    f"{', '.join(info['ignored_columns'][:6])}")

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from edgeplan.costmodels import PerformanceModel
     from edgeplan.costmodels.primitive_data import PrimitiveDataset
 
-__all__ = ["NETWORKS", "PAPER_FIG7", "PAPER_TABLE4", "NetworkResult", "format_report", "network_result",
-           "structures"]
+__all__ = ["NETWORKS", "PAPER_FIG7", "PAPER_TABLE4", "NetworkResult", "format_report", "measured_choice",
+           "network_result", "structures"]
 
 NETWORKS = ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34")
 
@@ -118,16 +118,32 @@ class _Comparison:
         return 100.0 * (self.priced_ms / self.best.total_ms - 1.0)
 
 
+def measured_choice(measured: SelectionCosts, plan: SelectionPlan) -> list[int]:
+    """A plan made on other costs of the same structure (a model's, say) as indices into ``measured``'s options: each
+    conv layer's primitive looked up by name, each join's layout as it is.
+
+    Parameters
+    ----------
+    measured
+        The costs to index into (e.g. :func:`~edgeplan.selection.table_costs`).
+    plan
+        A selection of the same structure.
+
+    Returns
+    -------
+    list of int
+        A choice for :func:`~edgeplan.planners.pbqp.costgraph.plan_cost` with ``measured``.
+    """
+    names = [[o.name for o in opts] for opts in measured.options]
+    return [names[i].index(n.primitive) if n.kind == "conv" else plan.choice[i] for i, n in enumerate(plan.nodes)]
+
+
 def _compare(structure: SelectionStructure, data: PrimitiveDataset, model: PerformanceModel,
              formats: Mapping[str, tuple[str, str]]) -> _Comparison:
     measured = table_costs(structure, data, formats)
     best = select_primitives(structure, measured)
     predicted = select_network(structure, model, formats, restrict_to=measured)
-    # the options are aligned (same primitives per layer): look the predicted choices up in the measured costs
-    names = [[o.name for o in opts] for opts in measured.options]
-    choice = [names[i].index(n.primitive) if n.kind == "conv" else predicted.plan.choice[i]
-              for i, n in enumerate(predicted.plan.nodes)]
-    prims, trans, _ = plan_cost(structure, measured, choice)
+    prims, trans, _ = plan_cost(structure, measured, measured_choice(measured, predicted.plan))
     return _Comparison(measured, best, predicted, prims + trans)
 
 
