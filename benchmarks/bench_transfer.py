@@ -105,24 +105,12 @@ TARGETS = {0.01: (7.0, 3.0), 0.1: (4.5, 1.2)}  # fine-tuned (MdRAE %, increase %
 
 def family(name: str) -> str:
     """mulder2020 Table 6 family of a mulder2021 column name (or ``fft`` / ``runtime`` for edgeplan's own)."""
-    if name.startswith("direct"):
-        return "direct"
-    if name.startswith("im2"):
-        return "im2"
-    if name.startswith("kn2"):
-        return "kn2"
-    if name.startswith("conv-1x1"):
-        return "c1x1"
-    if name.startswith("mec"):
-        return "mec"
-    if name == "fft":  # edgeplan's own families (not in the mulder2021 tables)
-        return "fft"
-    if name.startswith("torch-"):
-        return "runtime"
-    if name.startswith("winograd-"):
-        kernel = name.split("-")[2]  # winograd-2-3, winograd-2x2-5x5-vec-4: the kernel is the third token
-        return f"wino{kernel[0]}"
-    raise ValueError(f"no family for column {name!r}")
+    from edgeplan.costmodels.blend import family as column_family
+
+    found = column_family(name)
+    if found == "other":
+        raise ValueError(f"no family for column {name!r}")
+    return found
 
 
 def quartiles(values: list[float]) -> tuple[float, float, float]:
@@ -186,7 +174,8 @@ def load_source(folder: Path) -> Any:
 def fitted_run(source: Any, target: Any, fraction: float, seed: int, method: str, args: argparse.Namespace,
                score: Any) -> tuple[Any, dict[str, Any]]:
     """One transfer (``method``; ``-holdout``: one shared early-stopping hold-out; ``-refit``: cross-fitted, then
-    refitted on all drawn rows; ``-body``: the hidden layers fine-tuned, the output layer frozen) and its scores:
+    refitted on all drawn rows; ``-body``: the hidden layers fine-tuned, the output layer frozen; ``-blend``: blended
+    with the source's shared correction) and its scores:
     (model, row)."""
     from edgeplan.costmodels import transfer
 
@@ -195,14 +184,14 @@ def fitted_run(source: Any, target: Any, fraction: float, seed: int, method: str
     model = transfer(source, target, fraction=fraction, seed=seed, method=base, split_seed=args.split_seed,
                      threads=args.threads, cross_fit="-holdout" not in suffixes, design=args.design,
                      refit="-refit" in suffixes, bag=args.bag if "finetune" in method else 1,
-                     train="body" if "-body" in suffixes else "all")
+                     train="body" if "-body" in suffixes else "all", blend="-blend" in suffixes)
     fit_s = time.monotonic() - started
     return model, {"fraction": fraction, "seed": seed, "method": method, "fit_s": fit_s,
                    "drawn_rows": model.info["transfer"]["drawn_rows"],
                    "drawn_cells": model.info["transfer"].get("drawn_cells"), **score(model)}
 
 
-VARIANTS = ("-refit", "-holdout", "-body")
+VARIANTS = ("-refit", "-holdout", "-body", "-blend")
 """Suffixes of ``--methods`` that name a variant of a fine-tuning method (see :func:`fitted_run`)."""
 
 
@@ -276,10 +265,12 @@ def print_paired(groups: dict[tuple[float, str], list[dict[str, Any]]]) -> None:
     lines = []
     for (fraction, method), rs in groups.items():
         name, suffixes = variant_of(method)
-        base = groups.get((fraction, name)) if suffixes else None
+        parent = method.removesuffix(suffixes[-1]) if suffixes else name  # the variant less its last suffix
+        against = parent if (fraction, parent) in groups else name
+        base = groups.get((fraction, against)) if suffixes else None
         if base:
             p = paired(base, rs)
-            lines.append(f"{100 * fraction:>8g}% {method:<22} vs {name:<16}"
+            lines.append(f"{100 * fraction:>8g}% {method:<22} vs {against:<16}"
                          + "".join(f"  {p[k][1]:>2} of {p[k][0]:>2} lower, {p[k][2]:+6.2f}"
                                    for k in ("mdrae_pct", "increase_pct", "googlenet_pct")))
     if lines:
@@ -561,12 +552,14 @@ def main() -> int:
     parser.add_argument("--methods", nargs="+", default=["finetune", "scratch"],
                         choices=["finetune", "scratch", "factor-finetune", "finetune-holdout", "finetune-refit",
                                  "factor-finetune-refit", "finetune-body", "factor-finetune-body",
-                                 "factor-finetune-body-refit"],
+                                 "factor-finetune-body-refit", "factor-finetune-blend", "factor-finetune-refit-blend",
+                                 "factor-finetune-body-refit-blend", "factor-finetune-body-blend"],
                         help="finetune-holdout: fine-tuning with one early-stopping hold-out shared by the members "
                              "(the default cross-fits them; see edgeplan.costmodels.transfer_learning.stopping_plan); "
                              "-refit: cross-fitted, then every member trained on all drawn rows for the epoch count "
                              "the folds chose together; -body: only the hidden layers fine-tuned (transfer(..., "
-                             "train='body')); -body-refit: both")
+                             "train='body')); -body-refit: both; -blend: blended with the source's shared "
+                             "correction (transfer(..., blend=True))")
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--design", default="uniform", choices=list(DESIGNS),
                         help="How the target samples are chosen: uniform (the paper's draw) or kmeans (spread over the "

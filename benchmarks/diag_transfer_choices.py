@@ -216,7 +216,7 @@ def main() -> int:
                              split_seed=args.split_seed,
                              cross_fit="-holdout" not in suffixes, design=args.design, refit="-refit" in suffixes,
                              bag=args.bag if "finetune" in base else 1,
-                             train="body" if "-body" in suffixes else "all")
+                             train="body" if "-body" in suffixes else "all", blend="-blend" in suffixes)
         run = {"seed": seed, **analyse(model, amd, nets, formats, args.split_seed)}
         runs.append(run)
         inc, ratio = run["increase_pct"], run["median_ratio"]

@@ -61,6 +61,24 @@ def test_variants_name_their_method_and_pair_with_it(capsys: pytest.CaptureFixtu
     assert "factor-finetune-body   vs factor-finetune" in out and " 0 of  2 lower,  +0.50" in out
     assert " 2 of  2 lower,  -1.00" in out
 
+
+def test_a_blend_pairs_with_its_method_less_the_blend(capsys: pytest.CaptureFixture[str]) -> None:
+    """``factor-finetune-refit-blend`` is compared with ``factor-finetune-refit`` when that ran, else with
+    ``factor-finetune``."""
+    bench = _bench()
+    assert bench.variant_of("factor-finetune-refit-blend") == ("factor-finetune", ("-refit", "-blend"))
+    groups = {(0.01, "factor-finetune"): [_run("factor-finetune", 0, 20.0, 9.0)],
+              (0.01, "factor-finetune-refit"): [_run("factor-finetune-refit", 0, 7.0, 5.0)],
+              (0.01, "factor-finetune-refit-blend"): [_run("factor-finetune-refit-blend", 0, 6.5, 3.0)]}
+    bench.print_paired(groups)
+    out = capsys.readouterr().out
+    assert "factor-finetune-refit-blend vs factor-finetune-refit" in out and " 1 of  1 lower,  -0.50" in out
+    del groups[(0.01, "factor-finetune-refit")]
+    bench.print_paired(groups)
+    out = capsys.readouterr().out
+    assert "factor-finetune-refit-blend vs factor-finetune " in out and " 1 of  1 lower, -13.50" in out
+
+
 def test_the_bag_diagnostic_compares_by_draw() -> None:
     bag = load_benchmark("diag_transfer_bag")
     line = bag.compare([(10.0, 3.0), (12.0, 4.0), (9.0, 5.0)], [(9.5, 3.5), (12.5, 2.0), (8.0, 4.0)])

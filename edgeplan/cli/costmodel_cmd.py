@@ -230,13 +230,16 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
                    "layer kept as the source had it (finetune, factor-finetune). body steadies the selections from a "
                    "few dozen samples (with --design kmeans, --bag 5 and factor-finetune; not on uniform draws); "
                    "from hundreds, all is better.")
+@click.option("--blend", is_flag=True,
+              help="Blend the fine-tuned model with the source corrected by one boosted model shared by all "
+                   "primitives, fitted on the same samples (finetune, factor-finetune; edgeplan.costmodels.blend).")
 @click.option("--threads", type=int, default=None, help="Torch intra-op threads for training (default: the source's).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder to write the transferred model to (JSON + .npz, no pickle).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed: int, method: str, split_seed: int,
-             design: str, refit: bool, bag: int, train_part: str, threads: int | None, out_dir: str,
+             design: str, refit: bool, bag: int, train_part: str, blend: bool, threads: int | None, out_dir: str,
              as_json: bool) -> None:
     """Transfer a fitted model to another platform from a fraction of its data; print the target test MdRAE."""
     from edgeplan.costmodels import (
@@ -257,7 +260,7 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
     source = load_performance_model(model_dir)
     data = load_primitive_csv(data_path)
     model = transfer_model(source, data, fraction=fraction, seed=seed, method=method, split_seed=split_seed,
-                           threads=threads, design=design, refit=refit, bag=bag, train=train_part)
+                           threads=threads, design=design, refit=refit, bag=bag, train=train_part, blend=blend)
     folder = save_performance_model(model, out_dir)
     result = evaluate_performance_model(model, data, "test", split_seed)
     info = model.info["transfer"]
@@ -267,7 +270,7 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
                    "drawn_rows": info["drawn_rows"], "drawn_cells": info.get("drawn_cells"),
                    "stop_rows": info["stop_rows"], "cross_fit_folds": info.get("cross_fit_folds"),
                    "refit_epochs": info.get("refit_epochs"), "bag": info.get("bag", 1),
-                   "train": info.get("train", "all"),
+                   "train": info.get("train", "all"), "blend": info.get("blend"),
                    "target_train_rows": info["target_train_rows"],
                    "ignored_columns": info["ignored_columns"], "seconds": info["seconds"],
                    "test": result.to_dict()})
@@ -275,7 +278,8 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
     timings = f" ({info['drawn_cells']} single timings)" if info.get("drawn_cells") is not None else ""
     click.echo(f"{method}: {source.kind} model {model_dir} -> {data_path} with {info['drawn_rows']} of "
                f"{info['target_train_rows']} training layers{timings} ({design}, fraction {fraction:g}, seed {seed}, "
-               f"split seed {split_seed}; {_stopping(info)}{_bagged(info)}{_body(info)}), {info['seconds']:.1f} s")
+               f"split seed {split_seed}; {_stopping(info)}{_bagged(info)}{_body(info)}{_blended(info)}), "
+               f"{info['seconds']:.1f} s")
     if info["ignored_columns"]:
         click.echo(f"ignored {len(info['ignored_columns'])} target column(s) the source does not predict: "
                    f"{', '.join(info['ignored_columns'][:6])}")
@@ -290,6 +294,12 @@ def _bagged(info: dict[str, Any]) -> str:
     """The bag of a transfer, for its one-line report ("" without one)."""
     bag = int(info.get("bag") or 1)
     return f"; a bag of {bag} fine-tunings, one ensemble" if bag > 1 else ""
+
+
+def _blended(info: dict[str, Any]) -> str:
+    """The blend of a transfer, for its one-line report ("" without one)."""
+    blend = info.get("blend")
+    return (f"; blended with the source's shared correction (weight {blend['weight']:g})" if blend else "")
 
 
 def _body(info: dict[str, Any]) -> str:

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from edgeplan.costmodels.blend import BlendedModel
 from edgeplan.costmodels.primitive_data import (
     LAYER_FEATURES,
     TRANSFORM_FEATURES,
@@ -414,6 +415,10 @@ def _read_json_object(path: Path) -> dict[str, Any]:
     return data
 
 
+_SAVED_KINDS: dict[str, type[PrimitiveEstimator]] = {**ESTIMATORS, BlendedModel.kind: BlendedModel}
+"""Primitive estimators a saved model may hold: those :func:`fit_performance_model` fits, and a transfer's blend."""
+
+
 def _load_estimator(folder: Path, stem: str) -> PrimitiveEstimator:
     meta = _read_json_object(folder / f"{stem}.json")
     npz_path = folder / f"{stem}.npz"
@@ -426,7 +431,7 @@ def _load_estimator(folder: Path, stem: str) -> PrimitiveEstimator:
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
         raise InvalidInputError(f"{npz_path}: cannot read the saved weights ({type(e).__name__}: {e}); the model "
                                 f"folder is damaged, fit the model again") from e
-    cls = ESTIMATORS.get(str(meta.get("kind"))) or TRANSFORM_ESTIMATORS.get(str(meta.get("kind")))
+    cls = _SAVED_KINDS.get(str(meta.get("kind"))) or TRANSFORM_ESTIMATORS.get(str(meta.get("kind")))
     if cls is None:
         raise InvalidInputError(f"{folder / (stem + '.json')}: unknown model kind {meta.get('kind')!r}; fit the "
                                 f"model again")
@@ -467,7 +472,7 @@ def load_performance_model(directory: str | Path) -> PerformanceModel:
         raise InvalidInputError(f"{top_path}: format version {version} is newer than this edgeplan reads "
                                 f"({FORMAT_VERSION}); upgrade edgeplan")
     kind, info = top.get("kind"), top.get("info", {})
-    if kind not in ESTIMATORS or not isinstance(info, dict):
+    if kind not in _SAVED_KINDS or not isinstance(info, dict):
         raise InvalidInputError(f"{top_path}: kind {kind!r} or info is not what `edgeplan primitives fit` writes; "
                                 f"the model folder is damaged, fit the model again")
     prim = _load_estimator(folder, "primitives")

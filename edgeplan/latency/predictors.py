@@ -154,6 +154,16 @@ class _Forest:
             self.threshold[i, :n], self.value[i, :n] = t["threshold"], t["value"]
         self.depth = max(int(t["depth"]) for t in trees)
 
+    @classmethod
+    def from_arrays(cls, left: Array, right: Array, feature: Array, threshold: Array, value: Array) -> _Forest:
+        """From padded ``(trees, nodes)`` arrays (a leaf's ``left`` is -1); the depth bound is the node count."""
+        forest = cls.__new__(cls)
+        forest.left, forest.right = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+        forest.feature = np.maximum(np.asarray(feature, dtype=np.int64), 0)
+        forest.threshold, forest.value = np.asarray(threshold, dtype=float), np.asarray(value, dtype=float)
+        forest.depth = int(forest.left.shape[1])
+        return forest
+
     def values(self, z: Array) -> Array:
         """The leaf value of every tree for every row of ``z``: shape (rows, trees)."""
         trees = np.arange(self.left.shape[0])[None, :]
