@@ -7,8 +7,10 @@ repeat number is the seed of the draw), the methods of :func:`~edgeplan.costmode
 and ``scratch``, ``--methods`` adds ``factor-finetune`` (a pooled factor, then fine-tuning), ``finetune-holdout``,
 fine-tuning without cross-fitting, and ``finetune-refit`` / ``factor-finetune-refit``, cross-fitted, then every member
 refitted on all drawn rows for the epoch count the folds chose together (``transfer(..., refit=True)``), and
-``finetune-body`` / ``factor-finetune-body``, only the hidden layers fine-tuned (``transfer(..., train="body")``); the
-same drawn samples for all) are scored by
+``finetune-body`` / ``factor-finetune-body``, only the hidden layers fine-tuned (``transfer(..., train="body")``), and
+``factor-finetune-blend`` and its ``-refit`` / ``-body`` variants ending in ``-blend``, blended with one boosted
+correction of the source shared by all primitives (``transfer(..., blend=True)``, :mod:`edgeplan.costmodels.blend`);
+the same drawn samples for all) are scored by
 
 - the MdRAE on AMD's test part (median over primitives), and
 - the selection increase: each network's selection made with the transferred model, priced with the measured AMD

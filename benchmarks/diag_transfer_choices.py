@@ -30,6 +30,12 @@ MEC optimal, an im2 primitive chosen; 0.51-0.61 points of the mean increase); ne
 with the kmeans rows (0.40-0.42 points, missed in 7-8 of 8 draws), the table's only 3x3 stride-1 layer at 224 pixels
 with more than four input channels, whose row is in the test part, so that no draw can hold it, and with single
 timings VGG-11's (512, 512, 28, 3, 1) (0.44 points; its row in the validation part).
+
+Blended (``--design cells --method factor-finetune-refit-blend``, 2026-11-30, log
+``campaigns/diag_choices_cells_blend_s39.log``): 3.03 / 2.88 %, the chosen options' ratio 0.951 against 1.008 over
+all options, 76 % of the lost time within one family; AlexNet's first layer still the costliest (0.65 points), then
+VGG-19's test-part layer (0.32) and ResNet's (512, 512, 7, 3, 1), where the optimal im2row-scan-abt-ik is
+over-predicted by 13-28 % in every draw.
 """
 
 from __future__ import annotations

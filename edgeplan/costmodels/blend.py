@@ -135,7 +135,10 @@ class _Trees:
 
     @classmethod
     def from_sklearn(cls, est: Any) -> _Trees:
-        """From a fitted ``HistGradientBoostingRegressor`` (its numeric splits; leaf values carry the shrinkage)."""
+        """From a fitted ``HistGradientBoostingRegressor`` (its numeric splits; leaf values carry the shrinkage).
+
+        Reads the estimator's private ``_predictors`` and ``_baseline_prediction`` (scikit-learn is pinned in
+        constraints.txt; ``tests/test_costmodels_blend.py`` checks the export against ``predict``)."""
         nodes = [p[0].nodes for p in est._predictors]
         width = max(len(n) for n in nodes)
         shape = (len(nodes), width)
