@@ -555,7 +555,7 @@ def main() -> int:
                         choices=["finetune", "scratch", "factor-finetune", "finetune-holdout", "finetune-refit",
                                  "factor-finetune-refit", "finetune-body", "factor-finetune-body",
                                  "factor-finetune-body-refit", "factor-finetune-blend", "factor-finetune-refit-blend",
-                                 "factor-finetune-body-refit-blend", "factor-finetune-body-blend"],
+                                 "factor-finetune-body-refit-blend", "factor-finetune-body-blend", "finetune-blend"],
                         help="finetune-holdout: fine-tuning with one early-stopping hold-out shared by the members "
                              "(the default cross-fits them; see edgeplan.costmodels.transfer_learning.stopping_plan); "
                              "-refit: cross-fitted, then every member trained on all drawn rows for the epoch count "
