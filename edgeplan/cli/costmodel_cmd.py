@@ -232,7 +232,8 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
                    "from hundreds, all is better.")
 @click.option("--blend", is_flag=True,
               help="Blend the fine-tuned model with the source corrected by one boosted model shared by all "
-                   "primitives, fitted on the same samples (finetune, factor-finetune; edgeplan.costmodels.blend).")
+                   "primitives, fitted on the same samples (finetune, factor-finetune; edgeplan.costmodels.blend). "
+                   "Lowers both the MdRAE and the selections' cost from 1 % of a table; worse from 10 %.")
 @click.option("--threads", type=int, default=None, help="Torch intra-op threads for training (default: the source's).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder to write the transferred model to (JSON + .npz, no pickle).")
