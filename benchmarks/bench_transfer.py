@@ -328,19 +328,13 @@ def report(args: argparse.Namespace, runs: list[dict[str, Any]], native: dict[st
 
 def _correction_inputs(features: np.ndarray, log_source: np.ndarray, names: tuple[str, ...]
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Inputs of the shared correction for every defined (layer, primitive) cell: (X, layer row, column)."""
-    c, k, im, f, s = (features[:, j] for j in range(5))
-    out = im / s
-    layer = np.column_stack([np.log2(c), np.log2(k), np.log2(im), f, s, np.log2(c * k * f * f * out * out),
-                             np.log2(c * im * im), np.log2(c * k * f * f), np.log2(k * out * out)])
+    """Inputs of the shared correction for every defined (layer, primitive) cell: (X, layer row, column); the
+    primitive described by its family and its column (one-hot), not by the blend's name tokens."""
+    from edgeplan.costmodels.blend import correction_inputs
+
     families = sorted({family(n) for n in names})
-    rows, cols = np.nonzero(np.isfinite(log_source))
-    onehot_family = np.zeros((len(rows), len(families)))
-    onehot_family[np.arange(len(rows)), [families.index(family(names[j])) for j in cols]] = 1
-    onehot_column = np.zeros((len(rows), len(names)))
-    onehot_column[np.arange(len(rows)), cols] = 1
-    x = np.hstack([layer[rows], log_source[rows, cols][:, None], onehot_family, onehot_column])
-    return x, rows, cols
+    onehot_family = np.array([[family(n) == f for f in families] for n in names], dtype=float)
+    return correction_inputs(features, log_source, np.hstack([onehot_family, np.eye(len(names))]))
 
 
 def shared_correction(source: Any, amd: Any, tuned: Any, drawn: np.ndarray, args: argparse.Namespace

@@ -205,14 +205,7 @@ class BlendedModel(PrimitiveEstimator):
         self.n_features_in_ = len(self.feature_names_in_)
         self.output_names_ = tuple(tuned.output_names_)
         self.applicability_ = dict(tuned.applicability_)
-        self.x_mean_, self.x_std_ = tuned.x_mean_, tuned.x_std_
         self.y_mean_ = np.zeros(len(self.output_names_))
-        self.y_std_ = np.ones(len(self.output_names_))
-
-    @property
-    def n_members(self) -> int:
-        """The fine-tuned model's ensemble members."""
-        return int(getattr(self.tuned_, "n_members", 1) or 1)
 
     def fit(self, X: npt.ArrayLike, Y: npt.ArrayLike, **kwargs: Any) -> PrimitiveEstimator:
         raise InvalidInputError("a blended model is made by a transfer (edgeplan primitives transfer --blend), not "

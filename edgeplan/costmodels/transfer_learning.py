@@ -120,9 +120,11 @@ less often. On Intel -> AMD at 1 % of the single timings, factor then fine-tunin
 run as seeds 0-12 and 13-24, logs ``campaigns/transfer25_1_cells_blend_{a,b}_s39.log``): MdRAE 6.47 % [6.27, 6.65]
 against 6.82 % without the blend (lower in 22 of 25 draws), mean selection increase 3.23 % [2.86, 4.27] against
 4.84 % (lower in 21 of 25, median paired difference -1.13 points; GoogLeNet 3.10 % against 4.14 %, lower in 24 of
-25). That is the nearest any single design has come to both 1 % targets (7 % and 3 %); the increase is still above
-3 % (at or under it in 9 of 25 draws). The weight (0.5) and the correction's features were chosen on seeds 0-5;
-on seeds 6-24 alone the increase is higher (3.48 %), so 3.23 % is, if anything, favourable. With more samples
+25; paired by ``--merge campaigns/transfer25_1_cellsbal_refit_s37.json`` and the two parts' ``--json`` files).
+That is the nearest any single design has come to both 1 % targets (7 % and 3 %); the increase is still above
+3 %. The weight (0.5) and the correction's features were chosen on seeds 0-5;
+on seeds 6-24 alone (``--repeats 19 --first-seed 6``, logs ``campaigns/transfer19_1_cells_blend_{c,d}_s39.log``) the
+increase is higher (3.48 %), so 3.23 % is, if anything, favourable. With more samples
 it is worse: at 10 % (kmeans rows, fine-tuning, seeds 0-2; ``--fractions 0.1 --repeats 3 --methods finetune
 finetune-blend --design kmeans``, log ``campaigns/transfer3_10_kmeans_blend_s39.log``) 4.24 % / 1.71 % against
 3.55 % / 1.36 % unblended: from hundreds of rows the fine-tuned model is better than the corrected source. So the
