@@ -37,6 +37,9 @@ sizes, the filter shapes in proportion to the primitives that apply to them) ins
 choosing them to future work. ``--design cells``: the fraction of the training part's single primitive timings
 instead of rows, shared evenly among the primitives, each on layers at random (``cells-uniform``: uniformly over all
 timings); as many timings as the row draw, over far more layers (see :mod:`edgeplan.costmodels.transfer_learning`).
+``--design cells-adaptive``: three quarters of those timings as ``cells``, then the rest on the close contenders of
+training layers as a transfer by the same method from the first round predicts them (two timed primitives or three
+per layer; :func:`~edgeplan.costmodels.transfer_learning.contender_cells`); each run then fits twice.
 Each run's line then gives the timings drawn beside the rows they fall in.
 
 ``--first-seed S`` runs seeds ``S .. S + repeats - 1``, so that a long sweep can run in parts (on several cores);
@@ -562,7 +565,8 @@ def main() -> int:
                              "layer sizes, the filter shapes in proportion to the primitives that apply to them; "
                              "edgeplan.costmodels.design_rows) rows, or cells: the fraction of the training part's "
                              "single primitive timings, as many per primitive, at random (cells-uniform: uniformly "
-                             "over all of them)")
+                             "over all of them; cells-adaptive: three quarters so, the rest on close contenders as "
+                             "a transfer from the first round predicts them)")
     parser.add_argument("--bag", type=int, default=1,
                         help="Fine-tunings per transfer kept as one ensemble (transfer(..., bag=N); the fine-tuning "
                              "methods only)")
@@ -585,6 +589,9 @@ def main() -> int:
                         help="Only print the report of the runs in these --json files (the parts of one sweep run "
                              "with --first-seed; give the same --design and --bag for the header)")
     args = parser.parse_args()
+    if args.shared_correction and args.design == "cells-adaptive":
+        parser.error("--shared-correction draws its rows with draw_samples, which cannot draw cells-adaptive (its "
+                     "second round needs a model); use another --design")
     if args.merge:
         merged: dict[tuple[float, int, str], dict[str, Any]] = {}
         for path in args.merge:

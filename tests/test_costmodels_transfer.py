@@ -25,12 +25,15 @@ from edgeplan.costmodels import (
     transfer,
 )
 from edgeplan.costmodels.transfer_learning import (
+    ADAPTIVE_FIRST,
     CALIBRATION_FOLDS,
+    CONTENDERS,
     CROSS_FIT_MIN_ROWS,
     STOP_FRACTION,
     bag_seed,
     calibrate_primitives,
     common_epoch,
+    contender_cells,
     design_rows,
     even_shares,
     factor_scales,
@@ -244,6 +247,68 @@ def test_a_cells_transfer_learns_from_the_drawn_timings_only(lin_source: Perform
     assert info["design"] == "cells" and info["drawn_cells"] == len(sample.cells)
     assert info["drawn_rows"] == len(sample.rows)
     assert transfer(lin_source, clean, fraction=0.3, seed=1, method="factor").info["transfer"]["drawn_cells"] is None
+
+
+def test_contender_cells_time_the_predicted_fastest_primitives_of_layers(lin_source: PerformanceModel) -> None:
+    target = shifted_target()
+    train = split_indices(target.features, 0).train
+    first = draw_samples(target, 0.05, seed=0, design="cells")
+    assert first.cells is not None
+    model = transfer_on(lin_source, target, first, seed=0, method="factor")
+    total = len(first.cells) + 41
+    sample = contender_cells(model, target, first, total, seed=0, contenders=2, margin=100.0)
+    assert sample.cells is not None and len(sample.cells) == total
+    assert len({(r, c) for r, c in sample.cells}) == total  # no timing drawn twice
+    assert {(r, c) for r, c in first.cells} <= {(r, c) for r, c in sample.cells}
+    assert np.array_equal(sample.rows, np.unique(sample.cells[:, 0]))
+    assert sample.transform_rows is first.transform_rows
+    new = sorted({(int(r), int(c)) for r, c in sample.cells} - {(int(r), int(c)) for r, c in first.cells})
+    new_rows = sorted({r for r, _ in new})
+    assert set(new_rows) <= set(train)
+    predicted = model.predict_primitives(target.features[new_rows])
+    predicted[np.isnan(target.primitive_ns[new_rows])] = np.inf  # where the target defines no time
+    partial = 0
+    for i, row in enumerate(new_rows):  # the pair the model predicts fastest there (the last layer may get one)
+        drawn = {c for r, c in new if r == row}
+        fastest = set(np.argsort(predicted[i])[:2].tolist())
+        assert drawn <= fastest
+        partial += drawn != fastest
+    assert partial <= 1 and len(new_rows) >= 20
+    again = contender_cells(model, target, first, total, seed=0, contenders=2, margin=100.0)
+    assert again.cells is not None and np.array_equal(again.cells, sample.cells)
+
+
+def test_contender_cells_time_no_layer_without_close_contenders(lin_source: PerformanceModel) -> None:
+    target = shifted_target()
+    first = draw_samples(target, 0.05, seed=1, design="cells")
+    assert first.cells is not None
+    model = transfer_on(lin_source, target, first, seed=1, method="factor")
+    none_close = contender_cells(model, target, first, len(first.cells) + 50, seed=1, margin=0.0)
+    assert none_close.cells is not None and np.array_equal(none_close.cells, first.cells)  # no exact ties here
+    with pytest.raises(InvalidInputError, match="at least 2 contenders"):
+        contender_cells(model, target, first, 10, seed=1, contenders=1)
+    with pytest.raises(InvalidInputError, match="single timings"):
+        contender_cells(model, target, draw_samples(target, 0.05, seed=1), 10, seed=1)
+
+
+def test_a_cells_adaptive_transfer_draws_two_rounds_of_as_many_timings_as_cells(lin_source: PerformanceModel) -> None:
+    x = layers(400)
+    prims, trans = times(x, slow=3.0)
+    prims[:, 0] = 1.05 * prims[:, 1]  # a close contender of the second primitive on every layer
+    target = table(x, prims, trans)
+    cells = draw_samples(target, 0.1, seed=2, design="cells")
+    assert cells.cells is not None and CONTENDERS >= 2
+    model = transfer(lin_source, target, fraction=0.1, seed=2, method="factor", design="cells-adaptive")
+    info = model.info["transfer"]
+    first = draw_samples(target, 0.1 * ADAPTIVE_FIRST, seed=2, design="cells")
+    assert first.cells is not None and info["design"] == "cells-adaptive"
+    assert info["adaptive_rounds"][0] == len(first.cells)
+    assert sum(info["adaptive_rounds"]) == info["drawn_cells"] <= len(cells.cells)
+    assert info["adaptive_rounds"][1] > 0
+    assert transfer(lin_source, target, fraction=0.1, seed=2, method="factor",
+                    design="cells").info["transfer"]["adaptive_rounds"] is None
+    with pytest.raises(InvalidInputError, match="transfer"):
+        draw_samples(target, 0.1, seed=2, design="cells-adaptive")
 
 
 def test_a_cells_sample_fine_tunes_and_trains_from_scratch(nn2_source: PerformanceModel) -> None:
@@ -643,6 +708,14 @@ def test_cli_transfer(tmp_path: Path, lin_source: PerformanceModel) -> None:
     assert cells["design"] == "cells" and cells["drawn_cells"] > 0 and cells["drawn_rows"] > data["drawn_rows"]
     result = runner.invoke(transfer_cmd, [*args, "--design", "cells"], obj=Context())
     assert result.exit_code == 0 and f"({cells['drawn_cells']} single timings) (cells" in result.output
+    assert cells["adaptive_rounds"] is None
+    result = runner.invoke(transfer_cmd, [*args, "--design", "cells-adaptive", "--json"], obj=Context())
+    assert result.exit_code == 0, (result.output, result.exception)
+    adaptive = json.loads(result.output)
+    first, second = adaptive["adaptive_rounds"]
+    assert adaptive["design"] == "cells-adaptive" and first + second == adaptive["drawn_cells"] <= cells["drawn_cells"]
+    result = runner.invoke(transfer_cmd, [*args, "--design", "cells-adaptive"], obj=Context())
+    assert result.exit_code == 0 and f"{first} as cells, {second} on close contenders" in result.output
     result = runner.invoke(transfer_cmd, args, obj=Context())
     assert result.exit_code == 0 and "target test MdRAE (median over 3 primitives" in result.output
     assert "held out for early stopping" in result.output  # factor: no fine-tuning, nothing cross-fitted

@@ -211,13 +211,15 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
                    "model on the same samples; direct: the source as is.")
 @click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the target's 80/10/10 split (samples from its training part; scored on its test part).")
-@click.option("--design", type=click.Choice(["uniform", "kmeans", "cells", "cells-uniform"]), default="uniform",
-              show_default=True,
+@click.option("--design", type=click.Choice(["uniform", "kmeans", "cells", "cells-uniform", "cells-adaptive"]),
+              default="uniform", show_default=True,
               help="How the samples are chosen from the training part: uniform (layers at random, the paper's draw), "
                    "kmeans (layers spread over the sizes, the filter shapes in proportion to the primitives that "
                    "apply to them), cells (the fraction of the single primitive timings, as many per primitive, each "
-                   "on layers at random: as many timings as uniform, spread over far more layers) or cells-uniform "
-                   "(the timings uniformly at random).")
+                   "on layers at random: as many timings as uniform, spread over far more layers), cells-uniform "
+                   "(the timings uniformly at random) or cells-adaptive (three quarters as cells, then the rest on "
+                   "the close contenders of layers as a transfer from the first round predicts them; twice the "
+                   "fitting time).")
 @click.option("--refit/--no-refit", default=False, show_default=True,
               help="Fine-tuning an ensemble: after the cross-fitted folds choose an epoch count together, train every "
                    "member on all the samples for that long (default: each member keeps its own fold's stop). Lowers "
@@ -269,7 +271,8 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
         emit_json({"model": str(folder), "source": model_dir, "data": data_path, "method": method,
                    "fraction": fraction, "seed": seed, "split_seed": split_seed, "design": design,
                    "drawn_rows": info["drawn_rows"], "drawn_cells": info.get("drawn_cells"),
-                   "stop_rows": info["stop_rows"], "cross_fit_folds": info.get("cross_fit_folds"),
+                   "adaptive_rounds": info.get("adaptive_rounds"), "stop_rows": info["stop_rows"],
+                   "cross_fit_folds": info.get("cross_fit_folds"),
                    "refit_epochs": info.get("refit_epochs"), "bag": info.get("bag", 1),
                    "train": info.get("train", "all"), "blend": info.get("blend"),
                    "target_train_rows": info["target_train_rows"],
@@ -277,6 +280,9 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
                    "test": result.to_dict()})
         return
     timings = f" ({info['drawn_cells']} single timings)" if info.get("drawn_cells") is not None else ""
+    if info.get("adaptive_rounds"):
+        first, contenders = info["adaptive_rounds"]
+        timings = f" ({info['drawn_cells']} single timings: {first} as cells, {contenders} on close contenders)"
     click.echo(f"{method}: {source.kind} model {model_dir} -> {data_path} with {info['drawn_rows']} of "
                f"{info['target_train_rows']} training layers{timings} ({design}, fraction {fraction:g}, seed {seed}, "
                f"split seed {split_seed}; {_stopping(info)}{_bagged(info)}{_body(info)}{_blended(info)}), "

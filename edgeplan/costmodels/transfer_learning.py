@@ -173,10 +173,10 @@ from edgeplan.costmodels.primitive_models import NN1Model, NN2Model, PrimitiveEs
 from edgeplan.costmodels.transform_models import make_transform_estimator
 from edgeplan.errors import InvalidInputError
 
-__all__ = ["CALIBRATION_FOLDS", "CROSS_FIT_MIN_ROWS", "DESIGNS", "FINETUNE_LR_FACTOR", "METHODS", "STOP_FRACTION",
-           "TRAIN_PARTS", "PrimitiveCalibration", "TransferSample", "bag_seed", "calibrate_primitives", "common_epoch",
-           "design_rows", "draw_samples", "even_shares", "factor_scales", "hold_out", "pooled_scales", "stopping_plan",
-           "transfer", "transfer_on"]
+__all__ = ["ADAPTIVE_FIRST", "CALIBRATION_FOLDS", "CONTENDERS", "CONTENDER_MARGIN", "CROSS_FIT_MIN_ROWS", "DESIGNS",
+           "FINETUNE_LR_FACTOR", "METHODS", "STOP_FRACTION", "TRAIN_PARTS", "PrimitiveCalibration", "TransferSample",
+           "bag_seed", "calibrate_primitives", "common_epoch", "contender_cells", "design_rows", "draw_samples",
+           "even_shares", "factor_scales", "hold_out", "pooled_scales", "stopping_plan", "transfer", "transfer_on"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -188,10 +188,20 @@ METHODS: tuple[str, ...] = ("finetune", "factor", "scratch", "direct", "factor-f
 TRAIN_PARTS: tuple[str, ...] = ("all", "body")
 """What fine-tuning trains (:func:`transfer`'s ``train``): every layer (the paper) or the hidden layers only."""
 
-DESIGNS: tuple[str, ...] = ("uniform", "kmeans", "cells", "cells-uniform")
+DESIGNS: tuple[str, ...] = ("uniform", "kmeans", "cells", "cells-uniform", "cells-adaptive")
 """How :func:`draw_samples` chooses the target samples: rows uniformly at random (the paper), rows by
 :func:`design_rows`, or single timings (cells) at random, as many per primitive (``cells``) or uniformly over all of
-them (``cells-uniform``)."""
+them (``cells-uniform``); ``cells-adaptive`` draws in two rounds, the second chosen by a model fitted on the first
+(:func:`contender_cells`; only :func:`transfer` draws it)."""
+
+ADAPTIVE_FIRST = 0.75
+"""Share of a ``cells-adaptive`` sample's timings drawn in its first round, as ``cells`` does."""
+
+CONTENDERS = 3
+"""Most primitives the second round of ``cells-adaptive`` times on one layer (:func:`contender_cells`)."""
+
+CONTENDER_MARGIN = 0.15
+"""A contender's predicted time is at most this much (relative) above the layer's predicted best."""
 
 FINETUNE_LR_FACTOR = 0.1
 """Fine-tuning learning rate relative to the source's (mulder2020 Table 3: "lowered by a factor of 10")."""
@@ -293,7 +303,8 @@ def draw_samples(target: PrimitiveDataset, fraction: float, seed: int, split_see
         primitive cells (single timings of one primitive on one layer, the paper's "sample points"), shared
         evenly among the primitives (:func:`even_shares`), each primitive's on layers drawn uniformly;
         ``cells-uniform``: the cells drawn uniformly. The rows are those the cells fall in, and the layout
-        transformations are those of the rows ``uniform`` would draw (see the module docstring).
+        transformations are those of the rows ``uniform`` would draw (see the module docstring). ``cells-adaptive``
+        is refused: its second round needs a model (:func:`transfer` draws it).
 
     Returns
     -------
@@ -307,13 +318,16 @@ def draw_samples(target: PrimitiveDataset, fraction: float, seed: int, split_see
     Raises
     ------
     InvalidInputError
-        ``fraction`` outside ``(0, 1]``, a negative seed, an unknown design, or an empty training part (for
-        ``cells``: one without a defined primitive cell).
+        ``fraction`` outside ``(0, 1]``, a negative seed, an unknown design (or ``cells-adaptive``), or an empty
+        training part (for ``cells``: one without a defined primitive cell).
     """
     fraction = _check_fraction(fraction)
     seed = _check_seed(seed, "seed")
     if design not in DESIGNS:
         raise InvalidInputError(f"unknown sample design {design!r}; use one of {', '.join(DESIGNS)}")
+    if design == "cells-adaptive":
+        raise InvalidInputError("the cells-adaptive design chooses its second round with a model fitted on its first; "
+                                "draw it with transfer(..., design='cells-adaptive'), or draw design='cells'")
     train = split_indices(target.features, _check_seed(split_seed, "split seed")).train
     if len(train) == 0:
         raise InvalidInputError(f"{target.source or 'the target table'}: {len(target)} layer(s) leave no training part "
@@ -386,6 +400,80 @@ def _draw_cells(target: PrimitiveDataset, train: IntArray, fraction: float, seed
     cells = cells[np.lexsort((cells[:, 1], cells[:, 0]))]
     rows = hold_out(np.unique(cells[:, 0]), seed)
     return TransferSample(rows.fit_rows, rows.stop_rows, cells, tensors)
+
+
+def contender_cells(model: PerformanceModel, target: PrimitiveDataset, first: TransferSample, total: int, seed: int,
+                    split_seed: int = 0, contenders: int = CONTENDERS,
+                    margin: float = CONTENDER_MARGIN) -> TransferSample:
+    """The second round of the ``cells-adaptive`` design: time the close contenders of layers, as ``model`` sees them.
+
+    The training part's layers are visited in a seeded random order. On each, the primitives the target defines
+    there and ``model`` predicts are ranked by ``model``'s prediction; those of the first ``contenders`` that are
+    predicted at most ``margin`` above the best and not yet drawn are drawn, if at least two are (a single one would
+    time no order). Visiting stops when ``first`` and the drawn contenders make ``total`` timings.
+
+    Parameters
+    ----------
+    model
+        A model of the target fitted on ``first`` (e.g. :func:`transfer_on` on it).
+    target
+        The target platform's table.
+    first
+        The first round (a ``cells`` sample).
+    total
+        Timings of both rounds together.
+    seed
+        Seed of the order of the layers.
+    split_seed
+        Seed of the target's 80/10/10 split (the layers are its training part's).
+    contenders
+        Most primitives drawn on one layer (at least 2).
+    margin
+        Relative margin over the layer's predicted best within which a primitive is a contender (non-negative).
+
+    Returns
+    -------
+    TransferSample
+        ``first``'s cells and the contenders' (``total`` of them unless the layers run out first), the rows they fall
+        in held out as :func:`hold_out` does, and ``first``'s transformation rows.
+
+    Raises
+    ------
+    InvalidInputError
+        ``first`` without cells, fewer than 2 ``contenders`` or a negative ``margin``.
+    """
+    if first.cells is None:
+        raise InvalidInputError("the first round of cells-adaptive must be single timings (design 'cells')")
+    if contenders < 2 or not margin >= 0.0:
+        raise InvalidInputError(f"contenders {contenders} and margin {margin}: use at least 2 contenders and a "
+                                f"non-negative margin")
+    train = split_indices(target.features, _check_seed(split_seed, "split seed")).train
+    columns = [model.primitive_names.index(p) if p in model.primitive_names else -1 for p in target.primitives]
+    predicted = model.predict_primitives(target.features[train])
+    times = np.full((len(train), len(columns)), np.inf)
+    for j, c in enumerate(columns):
+        if c >= 0:
+            times[:, j] = predicted[:, c]
+    times[np.isnan(target.primitive_ns[train]) | ~np.isfinite(times)] = np.inf  # not applicable or not predicted
+    taken = {(int(r), int(c)) for r, c in first.cells}
+    cells = sorted(taken)
+    need = int(total) - len(cells)
+    for i in np.random.default_rng([_check_seed(seed, "seed"), 11]).permutation(len(train)):
+        if need <= 0:
+            break
+        order = np.argsort(times[i], kind="stable")[:contenders]
+        best = times[i, order[0]]
+        row = int(train[i])
+        picks = [int(j) for j in order if times[i, j] <= best * (1.0 + margin) and (row, int(j)) not in taken]
+        if not np.isfinite(best) or len(picks) < 2:
+            continue
+        for j in picks[:need]:
+            cells.append((row, j))
+            taken.add((row, j))
+            need -= 1
+    drawn = np.array(sorted(cells), dtype=np.int64)
+    rows = hold_out(np.unique(drawn[:, 0]), seed)
+    return TransferSample(rows.fit_rows, rows.stop_rows, drawn, first.tensor_rows)
 
 
 def design_rows(features: npt.ArrayLike, candidates: npt.ArrayLike, n: int, seed: int,
@@ -839,7 +927,11 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
     design
         How the samples are chosen from the training part: ``uniform`` rows (default, the paper's draw), ``kmeans``
         rows (:func:`design_rows`), or single timings, as many per primitive (``cells``) or uniformly
-        (``cells-uniform``) (:func:`draw_samples`; see the module docstring).
+        (``cells-uniform``) (:func:`draw_samples`; see the module docstring), or ``cells-adaptive``: in two rounds,
+        :data:`ADAPTIVE_FIRST` of the timings as ``cells``, then the rest on the close contenders of layers as a
+        transfer (this method and these options) from the first round predicts them (:func:`contender_cells`); the
+        transfer is then made from both rounds (so it takes twice as long). ``info["transfer"]["adaptive_rounds"]``
+        gives the two rounds' timings.
     refit
         After cross-fitting, train every member afresh on all drawn rows for the epoch count the folds chose
         together (see the module docstring); default False: each member keeps the weights its own fold stopped it
@@ -870,11 +962,23 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
         without fine-tuning.
     """
     _check_transfer(source, target, method)
-    sample = draw_samples(target, fraction, seed, split_seed, design=design)
-    model = transfer_on(source, target, sample, seed=seed, method=method, threads=threads,
-                        settings=(fraction, split_seed), cross_fit=cross_fit, refit=refit, bag=bag, train=train,
-                        blend=blend)
+    options: dict[str, Any] = {"seed": seed, "method": method, "threads": threads, "settings": (fraction, split_seed),
+                               "cross_fit": cross_fit, "refit": refit, "bag": bag, "train": train, "blend": blend}
+    rounds = None
+    if design == "cells-adaptive":  # the first round as cells; a model of it chooses the second
+        full = draw_samples(target, fraction, seed, split_seed, design="cells")
+        assert full.cells is not None
+        first = draw_samples(target, fraction * ADAPTIVE_FIRST, seed, split_seed, design="cells")
+        first = TransferSample(first.fit_rows, first.stop_rows, first.cells, full.tensor_rows)
+        sample = contender_cells(transfer_on(source, target, first, **options), target, first, len(full.cells), seed,
+                                 split_seed)
+        assert first.cells is not None and sample.cells is not None
+        rounds = [len(first.cells), len(sample.cells) - len(first.cells)]
+    else:
+        sample = draw_samples(target, fraction, seed, split_seed, design=design)
+    model = transfer_on(source, target, sample, **options)
     model.info["transfer"]["design"] = design
+    model.info["transfer"]["adaptive_rounds"] = rounds
     return model
 
 
