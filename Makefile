@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-nf bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-1pct bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-nf bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
 
 install: $(STAMP)
 
@@ -30,7 +30,7 @@ lint: $(STAMP)
 bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
        bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points \
        bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer \
-       bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-nf bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
+       bench-transfer-1pct bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-nf bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
 
 bench-help: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli_help.py
@@ -94,6 +94,11 @@ bench-selection: $(STAMP)
 # needs the Intel and AMD NN2 that `make bench-costmodels` writes to out/costmodels (it says so)
 bench-transfer: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer.py
+
+# issue 5's 1% targets with one design: two rounds of single timings, blended (25 seeds, ~40 min on one core)
+bench-transfer-1pct: $(STAMP)
+	$(BIN)/python benchmarks/bench_transfer.py --fractions 0.01 --repeats 25 --threads 1 \
+	  --methods factor-finetune-refit-blend --design cells-adaptive
 
 # mulder2020 Table 5: the Intel NN2 fine-tuned on one family's columns of 10% of AMD's training part (same model)
 bench-transfer-table5: $(STAMP)
