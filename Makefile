@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer bench-transfer-1pct bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-nf bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-selection-zen5 bench-selection-here bench-transfer bench-transfer-1pct bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-nf bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
 
 install: $(STAMP)
 
@@ -29,7 +29,7 @@ lint: $(STAMP)
 # One command per target; each prints its figure and the machine.
 bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
        bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points \
-       bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer \
+       bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-selection-zen5 bench-transfer \
        bench-transfer-1pct bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-nf bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
 
 bench-help: $(STAMP)
@@ -90,6 +90,19 @@ bench-kernels: $(STAMP)
 
 bench-selection: $(STAMP)
 	$(BIN)/python benchmarks/bench_selection.py --data edgeplan/data/primitives/networks_cpu_2t.csv
+
+# the same from the tables measured on the Zen 5 VM (AMD EPYC, CPU family 26) on 2026-11-30
+bench-selection-zen5: $(STAMP)
+	$(BIN)/python benchmarks/bench_selection.py --data edgeplan/data/primitives/networks_cpu_2t_zen5.csv
+
+# the same on whatever machine this is: its own tables first (the six networks' 73 layers, ~2-3 min, resumable)
+bench-selection-here: $(STAMP)
+	$(BIN)/edgeplan primitives profile --store out/selection-here.sqlite --threads 2 --seed 1 \
+	  --network torchvision:alexnet --network torchvision:vgg11 --network torchvision:vgg19 \
+	  --network torchvision:googlenet --network torchvision:resnet18 --network torchvision:resnet34 --budget-s 3000
+	$(BIN)/edgeplan primitives export --store out/selection-here.sqlite --include-incomplete \
+	  --out out/networks_here_2t.csv
+	$(BIN)/python benchmarks/bench_selection.py --data out/networks_here_2t.csv
 
 # needs the Intel and AMD NN2 that `make bench-costmodels` writes to out/costmodels (it says so)
 bench-transfer: $(STAMP)

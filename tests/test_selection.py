@@ -253,3 +253,18 @@ def test_flow_costs_are_added_by_output_layout() -> None:
     assert plan.nodes[source].primitive == "pb"  # the plan moves to hwc to pool there
     with pytest.raises(InvalidInputError, match="flow costs"):
         with_flow_costs(structure, costs, np.zeros((1, 3)))
+
+
+@pytest.mark.parametrize("table", ["networks_cpu_2t.csv", "networks_cpu_2t_zen5.csv"])
+def test_the_shipped_two_thread_tables_price_every_conv_layer_of_the_six_networks(table: str) -> None:
+    """The costs of ``make bench-selection`` and ``make bench-selection-zen5``: every conv layer of the six mulder2020
+    networks has a row, measured at 2 threads, and the selection is optimal and finite without fixed layers."""
+    import json
+
+    from edgeplan.selection import SHIPPED, select_model
+
+    provenance = json.loads((SHIPPED / table).with_suffix(".provenance.json").read_text())
+    assert provenance["campaign"]["params"]["threads"] == 2 and provenance["rows"] == 73
+    for name in ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34"):
+        sel = select_model(f"torchvision:{name}", costs="measured", tables=[SHIPPED / table])
+        assert not sel.structure.fixed and sel.plan.solution.optimal and math.isfinite(sel.plan.total_ms)
