@@ -311,6 +311,20 @@ def test_a_cells_adaptive_transfer_draws_two_rounds_of_as_many_timings_as_cells(
         draw_samples(target, 0.1, seed=2, design="cells-adaptive")
 
 
+def test_a_cells_adaptive_transfer_reports_both_rounds_time(lin_source: PerformanceModel,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import itertools
+    import types
+
+    import edgeplan.costmodels.transfer_learning as tl
+
+    clock = itertools.count()  # every reading of the clock one second later
+    monkeypatch.setattr(tl, "time", types.SimpleNamespace(monotonic=lambda: float(next(clock))))
+    model = transfer(lin_source, shifted_target(), fraction=0.1, seed=2, method="factor", design="cells-adaptive")
+    assert model.info["fit_primitives_s"] == 1.0  # the last round alone
+    assert model.info["transfer"]["seconds"] > 1.0  # the first round and the choice of the second counted too
+
+
 def test_a_cells_sample_fine_tunes_and_trains_from_scratch(nn2_source: PerformanceModel) -> None:
     target = shifted_target()
     direct = evaluate_performance_model(transfer(nn2_source, target, fraction=0.1, seed=0, method="direct"),

@@ -981,7 +981,7 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
     _check_transfer(source, target, method)
     options: dict[str, Any] = {"seed": seed, "method": method, "threads": threads, "settings": (fraction, split_seed),
                                "cross_fit": cross_fit, "refit": refit, "bag": bag, "train": train, "blend": blend}
-    rounds = None
+    rounds, started = None, time.monotonic()
     if design == "cells-adaptive":  # the first round as cells; a model of it chooses the second
         full = draw_samples(target, fraction, seed, split_seed, design="cells")
         assert full.cells is not None
@@ -996,6 +996,8 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
     model = transfer_on(source, target, sample, **options)
     model.info["transfer"]["design"] = design
     model.info["transfer"]["adaptive_rounds"] = rounds
+    if rounds is not None:  # both rounds' fitting, and the choice between them
+        model.info["transfer"]["seconds"] = round(time.monotonic() - started, 3)
     return model
 
 
