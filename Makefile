@@ -108,7 +108,8 @@ bench-selection-here: $(STAMP)
 bench-transfer: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer.py
 
-# issue 5's 1% targets with one design: two rounds of single timings, blended (25 seeds, ~40 min on one core)
+# issue 5's 1% targets with one design: two rounds of single timings, blended (25 seeds, ~40 min on one core);
+# needs the Intel NN2 that `make bench-costmodels` writes to out/costmodels (it says so)
 bench-transfer-1pct: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer.py --fractions 0.01 --repeats 25 --threads 1 \
 	  --methods factor-finetune-refit-blend --design cells-adaptive

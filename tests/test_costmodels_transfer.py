@@ -304,11 +304,35 @@ def test_a_cells_adaptive_transfer_draws_two_rounds_of_as_many_timings_as_cells(
     assert first.cells is not None and info["design"] == "cells-adaptive"
     assert info["adaptive_rounds"][0] == len(first.cells)
     assert sum(info["adaptive_rounds"]) == info["drawn_cells"] <= len(cells.cells)
-    assert info["adaptive_rounds"][1] > 0
+    assert info["adaptive_rounds"][1] > 0 and sum(info["adaptive_rounds"]) == len(cells.cells)
+    assert info["transform_scales"] == transfer(lin_source, target, fraction=0.1, seed=2, method="factor",
+                                                design="cells").info["transfer"]["transform_scales"]  # same tensors
     assert transfer(lin_source, target, fraction=0.1, seed=2, method="factor",
                     design="cells").info["transfer"]["adaptive_rounds"] is None
     with pytest.raises(InvalidInputError, match="transfer"):
         draw_samples(target, 0.1, seed=2, design="cells-adaptive")
+
+
+def test_contender_cells_keep_to_the_margin_and_the_model_s_columns(lin_source: PerformanceModel) -> None:
+    x = layers(400)
+    prims, trans = times(x, slow=3.0)
+    prims[:, 0] = 1.3 * prims[:, 1]  # a contender of the second primitive within 50 %, not within 10 %
+    extra = 0.5 * prims[:, [1]]  # the fastest on every layer, but a column the model does not predict
+    target = table(x, np.hstack([prims, extra]), trans, names=(*NAMES, "extra"))
+    first = draw_samples(target, 0.05, seed=4, design="cells")
+    assert first.cells is not None
+    model = transfer_on(lin_source, target, first, seed=4, method="factor")
+    sample = contender_cells(model, target, first, len(first.cells) + 60, seed=4, contenders=3, margin=0.5)
+    assert sample.cells is not None
+    new = {(int(r), int(c)) for r, c in sample.cells} - {(int(r), int(c)) for r, c in first.cells}
+    assert new and all(c != 3 for _, c in new)  # never the column without a prediction
+    rows = sorted({r for r, _ in new})
+    predicted = model.predict_primitives(target.features[rows])
+    predicted[np.isnan(target.primitive_ns[rows, :3])] = np.inf
+    best = predicted.min(axis=1)
+    for i, row in enumerate(rows):  # every new timing within 50 % of its layer's predicted best
+        assert all(predicted[i, c] <= 1.5 * best[i] for r, c in new if r == row)
+    assert any(predicted[i, c] > 1.1 * best[i] for i, row in enumerate(rows) for r, c in new if r == row)
 
 
 def test_a_cells_adaptive_transfer_reports_both_rounds_time(lin_source: PerformanceModel,

@@ -144,8 +144,9 @@ factor-finetune-refit-blend --design cells-adaptive``, run as seeds 0-12 and 13-
 2.41 % [1.82, 2.72] (GoogLeNet 1.72 %; at or under 3 % in 23 of 25 draws, worst 4.88 %): both 1 % targets (7 % and
 3 %) with one design. Against one round of balanced timings blended, on the same seeds, the increase is lower in 22
 of 25 draws (median paired difference -1.25 points) and the MdRAE higher in 17 of 25 (+0.17). The share, the
-contenders and the margin were chosen on seeds 0-5 (shares 1/2 and 3/4 tried; 1/2 cost 0.8 points of MdRAE); on
-seeds 6-24 alone 6.75 % / 2.36 %.
+contenders and the margin were chosen on seeds 0-5 (shares 1/2 and 3/4 tried, ad hoc; 1/2 cost 0.6 points of
+MdRAE); on seeds 6-24 alone 6.75 % / 2.36 %. Without the blend two rounds are not enough (seeds 0-11: 6.70 % /
+3.70 %, log ``campaigns/transfer12_1_adaptive_noblend_s40.log``).
 
 **Columns.** The target's primitive columns must share at least one with the source; target columns the source does
 not predict are ignored (listed in ``info["transfer"]["ignored_columns"]``). Source columns absent from the target
@@ -426,8 +427,9 @@ def contender_cells(model: PerformanceModel, target: PrimitiveDataset, first: Tr
 
     The training part's layers are visited in a seeded random order. On each, the primitives the target defines
     there and ``model`` predicts are ranked by ``model``'s prediction; those of the first ``contenders`` that are
-    predicted at most ``margin`` above the best and not yet drawn are drawn, if at least two are (a single one would
-    time no order). Visiting stops when ``first`` and the drawn contenders make ``total`` timings.
+    predicted at most ``margin`` above the best and not yet drawn are drawn, if at least two are (a pair of new
+    timings on one layer; a layer where only one is new is passed over). Visiting stops when ``first`` and the drawn
+    contenders make ``total`` timings, so the last layer visited may get a single one.
 
     Parameters
     ----------
@@ -457,10 +459,11 @@ def contender_cells(model: PerformanceModel, target: PrimitiveDataset, first: Tr
     Raises
     ------
     InvalidInputError
-        ``first`` without cells, fewer than 2 ``contenders`` or a negative ``margin``.
+        ``first`` without cells (or with none), fewer than 2 ``contenders`` or a negative ``margin``.
     """
-    if first.cells is None:
-        raise InvalidInputError("the first round of cells-adaptive must be single timings (design 'cells')")
+    if first.cells is None or len(first.cells) == 0:
+        raise InvalidInputError("the first round of cells-adaptive must be single timings (design 'cells'), at least "
+                                "one")
     if contenders < 2 or not margin >= 0.0:
         raise InvalidInputError(f"contenders {contenders} and margin {margin}: use at least 2 contenders and a "
                                 f"non-negative margin")
@@ -471,7 +474,7 @@ def contender_cells(model: PerformanceModel, target: PrimitiveDataset, first: Tr
     for j, c in enumerate(columns):
         if c >= 0:
             times[:, j] = predicted[:, c]
-    times[np.isnan(target.primitive_ns[train]) | ~np.isfinite(times)] = np.inf  # not applicable or not predicted
+    times[np.isnan(target.primitive_ns[train]) | ~(times > 0)] = np.inf  # not applicable, or no usable prediction
     taken = {(int(r), int(c)) for r, c in first.cells}
     cells = sorted(taken)
     need = int(total) - len(cells)
@@ -948,7 +951,8 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
         :data:`ADAPTIVE_FIRST` of the timings as ``cells``, then the rest on the close contenders of layers as a
         transfer (this method and these options) from the first round predicts them (:func:`contender_cells`); the
         transfer is then made from both rounds (so it takes twice as long). ``info["transfer"]["adaptive_rounds"]``
-        gives the two rounds' timings.
+        gives the two rounds' timings, ``info["transfer"]["seconds"]`` both rounds' time (``info["fit_primitives_s"]``
+        the last round's).
     refit
         After cross-fitting, train every member afresh on all drawn rows for the epoch count the folds chose
         together (see the module docstring); default False: each member keeps the weights its own fold stopped it
