@@ -130,23 +130,26 @@ finetune-blend --design kmeans``, log ``campaigns/transfer3_10_kmeans_blend_s39.
 3.55 % / 1.36 % unblended: from hundreds of rows the fine-tuned model is better than the corrected source. So the
 blend is an option for a few samples, off by default.
 
-``design="cells-adaptive"`` (not in the paper; :func:`contender_cells`) draws the same number of single timings in
-two rounds: :data:`ADAPTIVE_FIRST` (three quarters) as ``cells``, then a transfer from them (the same method and
-options) predicts every training layer's primitives, and the rest of the timings go to close contenders: on layers
-visited at random, the :data:`CONTENDERS` (3) predicted fastest primitives within :data:`CONTENDER_MARGIN` (15 %) of
-the layer's predicted best, not yet drawn, when at least two are. The transfer is then made again from both rounds
-(twice the fitting time). The first round spreads the timings over the layers for the MdRAE; the second times close
-competitors side by side on one layer, which is what a row gives and single timings do not, and only where the
-selection has to decide. On Intel -> AMD at 1 %, factor then fine-tuning refitted and blended, 25 seeds (``make
-bench-transfer-1pct``: ``benchmarks/bench_transfer.py --fractions 0.01 --repeats 25 --threads 1 --methods
-factor-finetune-refit-blend --design cells-adaptive``, run as seeds 0-12 and 13-24, logs
-``campaigns/transfer25_1_adaptive_blend_{a,b}_s40.log``): MdRAE 6.73 % [6.52, 6.90], mean selection increase
-2.41 % [1.82, 2.72] (GoogLeNet 1.72 %; at or under 3 % in 23 of 25 draws, worst 4.88 %): both 1 % targets (7 % and
-3 %) with one design. Against one round of balanced timings blended, on the same seeds, the increase is lower in 22
-of 25 draws (median paired difference -1.25 points) and the MdRAE higher in 17 of 25 (+0.17). The share, the
-contenders and the margin were chosen on seeds 0-5 (shares 1/2 and 3/4 tried, ad hoc; 1/2 cost 0.6 points of
-MdRAE); on seeds 6-24 alone 6.75 % / 2.36 %. Without the blend two rounds are not enough (seeds 0-11: 6.70 % /
-3.70 %, log ``campaigns/transfer12_1_adaptive_noblend_s40.log``).
+``design="cells-adaptive"`` (not in the paper; :func:`contender_cells`) draws the same number of single timings in two
+rounds: :data:`ADAPTIVE_FIRST` (three quarters) as ``cells``, then a transfer from them (the same method and options)
+predicts every training layer's primitives, and the rest of the timings go to close contenders: on layers visited at
+random, the :data:`CONTENDERS` (3) predicted fastest primitives within :data:`CONTENDER_MARGIN` (15 %) of the layer's
+predicted best, not yet drawn, when at least two are. The transfer is then made again from both rounds (twice the
+fitting time). The first round spreads the timings over the layers for the MdRAE; the second times close competitors
+side by side on one layer, which is what a row gives and single timings do not, and only where the selection has to
+decide. On Intel -> AMD at 1 %, factor then fine-tuning refitted and blended, 25 seeds (``make bench-transfer-1pct``:
+``benchmarks/bench_transfer.py --fractions 0.01 --repeats 25 --threads 1 --methods factor-finetune-refit-blend --design
+cells-adaptive``, run as seeds 0-12 and 13-24, logs ``campaigns/transfer25_1_adaptive_blend_{a,b}_s40.log``): MdRAE 6.73
+% [6.52, 6.90], mean selection increase 2.41 % [1.82, 2.72] (GoogLeNet 1.72 %; at or under 3 % in 23 of 25 draws, worst
+4.88 %): both 1 % targets (7 % and 3 %) with one design. Against one round of balanced timings blended, on the same
+seeds, the increase is lower in 22 of 25 draws (median paired difference -1.25 points) and the MdRAE higher in 17 of 25
+(+0.17). The share, the contenders and the margin were chosen on seeds 0-5 (shares 1/2 and 3/4 tried, ad hoc; 1/2 cost
+0.6 points of MdRAE); on seeds 6-24 alone 6.75 % / 2.36 %. Without the blend two rounds are not enough (seeds 0-11: 6.70
+% / 3.70 %, log ``campaigns/transfer12_1_adaptive_noblend_s40.log``). At 10 % (fine-tuning, unblended, seeds 0-2;
+``--fractions 0.1 --repeats 3 --methods finetune --design cells-adaptive``, run as seeds 0-1 and 2, logs
+``campaigns/transfer3_10_adaptive_{s0,s2}_s40.log``) the design gives 3.04 % / 0.66 %, against one round of cells 3.20 %
+/ 1.21 % and kmeans rows 3.55 % / 1.36 % on the same seeds: three draws only, but the same design may serve both
+fractions.
 
 **Columns.** The target's primitive columns must share at least one with the source; target columns the source does
 not predict are ignored (listed in ``info["transfer"]["ignored_columns"]``). Source columns absent from the target
