@@ -471,12 +471,7 @@ def contender_cells(model: PerformanceModel, target: PrimitiveDataset, first: Tr
         raise InvalidInputError(f"contenders {contenders} and margin {margin}: use at least 2 contenders and a "
                                 f"non-negative margin")
     train = split_indices(target.features, _check_seed(split_seed, "split seed")).train
-    columns = [model.primitive_names.index(p) if p in model.primitive_names else -1 for p in target.primitives]
-    predicted = model.predict_primitives(target.features[train])
-    times = np.full((len(train), len(columns)), np.inf)
-    for j, c in enumerate(columns):
-        if c >= 0:
-            times[:, j] = predicted[:, c]
+    times = _aligned(model.predict_primitives(target.features[train]), model.primitive_names, target.primitives)
     times[np.isnan(target.primitive_ns[train]) | ~(times > 0)] = np.inf  # not applicable, or no usable prediction
     taken = {(int(r), int(c)) for r, c in first.cells}
     cells = sorted(taken)
