@@ -56,13 +56,18 @@ def test_categories_and_feature_vectors() -> None:
                      "filters": 16, "input_size": 8 * 32 * 32, "output_size": 16 * 16 * 16,
                      "kernel_size": 16 * 2 * 25, "flops": named["flops"], "groups": 4,
                      "in_c_by8": 1, "in_c_by16": 0, "filters_by8": 1, "filters_by16": 1,
-                     "in_per_group": 2, "out_per_group": 4, "per_group_by8": 0, "per_group_by16": 0}
+                     "in_per_group": 2, "out_per_group": 4, "per_group_by8": 0, "per_group_by16": 0,
+                     "per_group_by4": 0, "out_per_group_by4": 1}
     # A saved model without its own feature names reads the features of before the alignment ones.
     assert LEGACY_FEATURES["gconv"] == (*CATEGORY_FEATURES["conv"][:13], "groups")
     _, x48 = features([conv(48, 96, 16, groups=3)])
     named48 = dict(zip(CATEGORY_FEATURES["gconv"], x48, strict=True))
     assert (named48["in_c_by16"], named48["in_per_group"], named48["per_group_by8"],
             named48["per_group_by16"]) == (1, 16, 1, 1)
+    # oneDNN's blocked grouped kernel needs both a group's input and output channels in multiples of 4
+    _, x_gemm = features([conv(32, 48, 16, groups=8)])  # 4 -> 6 channels a group: im2col + GEMM
+    named_gemm = dict(zip(CATEGORY_FEATURES["gconv"], x_gemm, strict=True))
+    assert (named_gemm["per_group_by4"], named_gemm["out_per_group_by4"]) == (1, 0)
     cat_node = {"op": "concat", "input_shapes": [[1, 3, 4, 4], [1, 5, 4, 4]], "output_shapes": [[1, 8, 4, 4]]}
     cat, x = features([cat_node])
     assert cat == "concat" and dict(zip(CATEGORY_FEATURES[cat], x, strict=True))["in_c"] == 8

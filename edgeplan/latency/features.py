@@ -16,9 +16,10 @@ category         features
                  flops, and in_c_by8, in_c_by16, filters_by8, filters_by16 (+: whether each channel count is a
                  multiple of 8, of 16)
 ``dwconv``       the same (a depthwise convolution: groups == in_c)
-``gconv``        the same and groups, and in_per_group, out_per_group, per_group_by8, per_group_by16 (+: the
-                 channels of one group, in and out, and whether a group's input channels are a multiple of 8, of
-                 16)
+``gconv``        the same and groups, and in_per_group, out_per_group, per_group_by8, per_group_by16,
+                 per_group_by4, out_per_group_by4 (+: the channels of one group, in and out, whether a group's
+                 input channels are a multiple of 8, of 16, of 4, and whether its output channels are a multiple
+                 of 4)
 ``fc``           in_c, filters, param_size, flops (a linear layer over one vector; over more rows, H x W tokens as
                  ConvNeXt's or a sequence as a transformer's, it is a 1x1 ``conv`` over them)
 ``matmul``       batch, rows, in_c, filters, input_size, output_size, flops (+: a product of two activations,
@@ -48,7 +49,12 @@ li2023's 900 networks and edgeplan's four spaces, each key alone; an ad hoc scri
 of that session), the zoo CNNs' grouped convolutions went from
 34.8% to 14.0% MAPE per op (each model's grouped-convolution sum from a median 1.24x to 1.03x its measured time),
 the oneDNN dense ones from 10.4% to 9.6%, the depthwise ones from 15.2% to 14.3%; the cross-validated MAPE on the
-training ops fell with them (18.7 -> 16.9%, 9.9 -> 9.4%, 13.7 -> 13.1%).
+training ops fell with them (18.7 -> 16.9%, 9.9 -> 9.4%, 13.7 -> 13.1%). oneDNN runs a grouped convolution with
+its blocked direct kernel (``jit:avx512_core``, channels blocked by 4, 8 or 16) only when a group's input and output
+channels are both multiples of 4, and otherwise with im2col and GEMM (``x64:gemm:jit``): that rule labels all 241
+grouped configurations of the Zen 5 2-thread file exactly (``ONEDNN_VERBOSE``, 2026-11-29), and the two paths run
+the same FLOPs up to 3x apart (synthetic:942's 8 groups of 4 -> 8 channels, 7x7 at 112 pixels, stride 2: 97 GFLOP/s
+blocked; synthetic:855's 4 -> 6, otherwise alike: 34 GFLOP/s by GEMM). The by-4 features let a tree see it.
 
 Beyond Table 3, every operation has two features of its place in its network (:data:`CONTEXT_FEATURES`, set by
 :func:`edgeplan.latency.model.with_context` from the op order): how many ops before it in the same run are the same
@@ -86,7 +92,8 @@ __all__ = ["CATEGORY_FEATURES", "CONTEXT_CAPS", "CONTEXT_FEATURES", "LEGACY_FEAT
 _CONV = ("in_h", "in_w", "in_c", "out_h", "out_w", "stride", "k_h", "k_w", "filters", "input_size", "output_size",
          "kernel_size", "flops")
 _ALIGNED = ("in_c_by8", "in_c_by16", "filters_by8", "filters_by16")
-_GROUPS = ("groups", "in_per_group", "out_per_group", "per_group_by8", "per_group_by16")
+_GROUPS = ("groups", "in_per_group", "out_per_group", "per_group_by8", "per_group_by16", "per_group_by4",
+           "out_per_group_by4")
 _JOIN = ("in_h", "in_w", "in_c", "parts", "out_c", "input_size", "output_size")
 
 #: Feature names of models saved before a model recorded its own: they predict with these.
@@ -348,7 +355,9 @@ def features(nodes: Sequence[Mapping[str, Any]], kind: str | None = None) -> tup
     value.update({"in_c_by8": _multiple(value["in_c"], 8), "in_c_by16": _multiple(value["in_c"], 16),
                   "filters_by8": _multiple(value["filters"], 8), "filters_by16": _multiple(value["filters"], 16),
                   "in_per_group": value["in_c"] / groups, "out_per_group": value["filters"] / groups,
-                  "per_group_by8": _multiple(per_group, 8), "per_group_by16": _multiple(per_group, 16)})
+                  "per_group_by8": _multiple(per_group, 8), "per_group_by16": _multiple(per_group, 16),
+                  "per_group_by4": _multiple(per_group, 4),
+                  "out_per_group_by4": _multiple(int(value["filters"]) // groups, 4)})
     return cat, [float(value[f]) for f in CATEGORY_FEATURES[cat]]
 
 
