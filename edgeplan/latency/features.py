@@ -351,13 +351,13 @@ def features(nodes: Sequence[Mapping[str, Any]], kind: str | None = None) -> tup
         value["kv_len"] = v[-2] if len(v) > 1 else 1
         value["in_c"], value["filters"] = q[-1], v[-1]
     groups = max(int(value["groups"]), 1)
-    per_group = int(value["in_c"]) // groups
+    per_group, out_group = int(value["in_c"]) // groups, int(value["filters"]) // groups
     value.update({"in_c_by8": _multiple(value["in_c"], 8), "in_c_by16": _multiple(value["in_c"], 16),
                   "filters_by8": _multiple(value["filters"], 8), "filters_by16": _multiple(value["filters"], 16),
                   "in_per_group": value["in_c"] / groups, "out_per_group": value["filters"] / groups,
                   "per_group_by8": _multiple(per_group, 8), "per_group_by16": _multiple(per_group, 16),
                   "per_group_by4": _multiple(per_group, 4),
-                  "out_per_group_by4": _multiple(int(value["filters"]) // groups, 4)})
+                  "out_per_group_by4": _multiple(out_group, 4)})
     return cat, [float(value[f]) for f in CATEGORY_FEATURES[cat]]
 
 
