@@ -198,12 +198,13 @@ bench-li2023-2t-zen5: $(STAMP) $(ZEN5).jsonl.xz $(ZEN5).repeat.jsonl.xz
 
 # the same machine measured again whole with glibc's allocator keeping freed memory (ops profile --keep-memory): no
 # operation pays page faults for buffers over 32 MiB that the allocator handed back (~30 min on one core)
-# li2023 on the Zen 5 keep-memory files of one thread count (2t, 1t): $(call ZEN5KEEP,2t)
+# li2023 on the Zen 5 keep-memory files of one thread count (2t, 1t): $(call ZEN5KEEP,2t); the default targets give
+# the predictors the network's largest output when fitted on li2023's 900 networks or more (--network-context auto)
 ZEN5KEEP = $(BIN)/edgeplan reproduce li2023 --data edgeplan/data/latency/epyc-zen5-keep/torch-fp32-$(1).jsonl.xz \
 	--repeat-data edgeplan/data/latency/epyc-zen5-keep/torch-fp32-$(1).repeat.jsonl.xz --method gbdt --statistic median
 
 bench-li2023-2t-zen5-keep: $(STAMP)
-	$(call ZEN5KEEP,2t)
+	$(call ZEN5KEEP,2t) --network-context auto
 
 bench-li2023-2t-zen5-keep-stacked: $(STAMP)
 	$(call ZEN5KEEP,2t) --overhead stacked
@@ -213,7 +214,7 @@ bench-li2023-2t-zen5-keep-net: $(STAMP)
 	$(call ZEN5KEEP,2t) --network-context
 
 bench-li2023-1t-zen5-keep: $(STAMP)
-	$(call ZEN5KEEP,1t)
+	$(call ZEN5KEEP,1t) --network-context auto
 
 bench-li2023-1t-zen5-keep-net: $(STAMP)
 	$(call ZEN5KEEP,1t) --network-context

@@ -26,10 +26,13 @@ from edgeplan.latency.features import (
     predictor_key,
 )
 from edgeplan.latency.model import (
+    NETWORK_AUTO,
     LatencyModel,
     fit_overhead,
     mape,
+    network_choice,
     network_footprint,
+    network_peak,
     network_values,
     record_ops,
     with_context,
@@ -638,14 +641,18 @@ def test_the_network_feature_is_the_footprint_of_its_distinct_output_sizes_and_p
     assert network_footprint(ops) == pytest.approx(math.log2(6.0))  # the two 2 MiB outputs count once
     assert network_footprint([]) == -10.0  # at least 1 KiB
     assert [o.context[2] for o in with_context(ops)] == pytest.approx([math.log2(6.0)] * 3)
-    assert {o.context[2:] for o in with_context(ops, (1.5, 2.5))} == {(1.5, 2.5)}
+    assert {o.context[2:] for o in with_context(ops, (1.5, 2.5, 3.5))} == {(1.5, 2.5, 3.5)}
     with pytest.raises(InvalidInputError, match="network values"):
         with_context(ops, (1.5,))
     # the total footprint adds the kernels' parameters (each kernel's, not counted once per size)
     weighted = [dataclasses.replace(o, lead={**(o.lead or {}), "param_bytes": mib}) for o in ops]
     assert network_footprint(weighted, with_params=True) == pytest.approx(math.log2(9.0))
-    assert network_values(weighted) == pytest.approx((math.log2(6.0), math.log2(9.0)))
+    assert network_values(weighted) == pytest.approx((math.log2(6.0), math.log2(9.0), 2.0))
     assert [o.context[3] for o in with_context(weighted)] == pytest.approx([math.log2(9.0)] * 3)
+    # the peak is the largest output (4 MiB), whatever the others and the parameters
+    assert network_peak(ops) == network_peak(weighted) == pytest.approx(2.0)
+    assert network_peak([]) == -10.0
+    assert [o.context[4] for o in with_context(weighted)] == pytest.approx([2.0] * 3)
     rng = np.random.default_rng(3)
     train = [_footprint_record(i, rng, big=i % 2 == 0) for i in range(60)]
     test = [_footprint_record(100 + i, rng, big=i % 2 == 0) for i in range(10)]
@@ -656,8 +663,8 @@ def test_the_network_feature_is_the_footprint_of_its_distinct_output_sizes_and_p
     assert network.feature_names["conv"] == (*CATEGORY_FEATURES["conv"], *CONTEXT_FEATURES, "network_distinct_mib")
     # the shared small convolutions: the plain model prices them alike in both kinds of network
     small = [o for o in record_ops(test[0], "min") if o.name.startswith("c0")]
-    assert plain.predict_ops(with_context(small, (0.0, 0.0))).latency_ms == pytest.approx(
-        plain.predict_ops(with_context(small, (9.0, 9.0))).latency_ms)
+    assert plain.predict_ops(with_context(small, (0.0, 0.0, 0.0))).latency_ms == pytest.approx(
+        plain.predict_ops(with_context(small, (9.0, 9.0, 9.0))).latency_ms)
     assert mape([network.predict_record(r).latency_ms for r in test], truth) < 0.5 * mape(
         [plain.predict_record(r).latency_ms for r in test], truth)
     loaded = LatencyModel.from_dict(json.loads(json.dumps(network.to_dict())))
@@ -675,6 +682,36 @@ def test_the_network_feature_is_the_footprint_of_its_distinct_output_sizes_and_p
         total.predict_record(test[0]).latency_ms)
     with pytest.raises(InvalidInputError, match="unknown network feature"):
         LatencyModel.fit(train, "gbdt", "test-scenario", network="params")
+
+
+def test_the_peak_network_feature_and_auto_which_takes_it_from_enough_networks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``network="peak"`` gives the predictors log2 of the network's largest output and learns the slowdown of the
+    networks with a large one; ``"auto"`` takes it only from :data:`NETWORK_AUTO`'s count of networks on, and says
+    what it chose."""
+    rng = np.random.default_rng(5)
+    train = [_footprint_record(i, rng, big=i % 2 == 0) for i in range(60)]
+    test = [_footprint_record(100 + i, rng, big=i % 2 == 0) for i in range(10)]
+    truth = [r["latency_min_ms"] for r in test]
+    peak = LatencyModel.fit(train, "gbdt", "test-scenario", network="peak")
+    plain = LatencyModel.fit(train, "gbdt", "test-scenario")
+    assert peak.network_feature == "peak"
+    assert peak.feature_names["conv"] == (*CATEGORY_FEATURES["conv"], *CONTEXT_FEATURES, "network_peak_mib")
+    assert mape([peak.predict_record(r).latency_ms for r in test], truth) < 0.5 * mape(
+        [plain.predict_record(r).latency_ms for r in test], truth)
+    again = LatencyModel.from_dict(json.loads(json.dumps(peak.to_dict())))
+    assert again.network_feature == "peak" and again.predict_record(test[0]).latency_ms == pytest.approx(
+        peak.predict_record(test[0]).latency_ms)
+    feature, fewest = NETWORK_AUTO
+    assert feature == "peak" and fewest > len(train)
+    assert network_choice("auto", fewest - 1) is None and network_choice("auto", fewest) == "peak"
+    few = LatencyModel.fit(train, "gbdt", "test-scenario", network="auto")
+    assert few.network_feature is None and few.info["network"].startswith("auto: none (60 networks")
+    assert few.predict_record(test[0]).latency_ms == pytest.approx(plain.predict_record(test[0]).latency_ms)
+    monkeypatch.setattr("edgeplan.latency.model.NETWORK_AUTO", ("peak", 60))
+    enough = LatencyModel.fit(train, "gbdt", "test-scenario", network="auto")
+    assert enough.network_feature == "peak" and enough.info["network"].startswith("auto: peak (60 networks")
+    assert enough.predict_record(test[0]).latency_ms == pytest.approx(peak.predict_record(test[0]).latency_ms)
 
 
 def _write_dataset(path: Path, records: list[dict[str, Any]], scenario: str = "torch-fp32-1t") -> Path:

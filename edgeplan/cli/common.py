@@ -30,14 +30,15 @@ OVERHEAD_OPTION = click.option(
          "the fitted predictors give them (stacked: also corrects the predictors' bias there); or li2023's mean "
          "difference (mean).")
 
-#: ``--network-context [distinct|total]`` of ``ops fit`` and ``reproduce li2023`` (the keys of
-#: :data:`edgeplan.latency.features.NETWORK_CHOICES`; given bare, ``distinct``).
+#: ``--network-context [distinct|total|peak|auto]`` of ``ops fit`` and ``reproduce li2023`` (the keys of
+#: :data:`edgeplan.latency.features.NETWORK_CHOICES`, and ``auto``; given bare, ``distinct``).
 NETWORK_CONTEXT_OPTION = click.option(
-    "--network-context", type=click.Choice(["distinct", "total"]), is_flag=False, flag_value="distinct",
-    default=None,
+    "--network-context", type=click.Choice(["distinct", "total", "peak", "auto"]), is_flag=False,
+    flag_value="distinct", default=None,
     help="Also give every op predictor its network's footprint: log2 of the summed MiB of the distinct output sizes "
-         "of its kernels (distinct, the value when none is given), or of those and the kernels' parameters (total): "
-         "ops of networks with a large one run slower.")
+         "of its kernels (distinct, the value when none is given), of those and the kernels' parameters (total), or "
+         "of its largest output (peak): ops of networks with a large one run slower. auto: peak when fitted on at "
+         "least 900 networks, else none (with few, the trees use it to tell the networks apart).")
 
 
 @dataclass

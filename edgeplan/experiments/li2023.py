@@ -48,6 +48,7 @@ from edgeplan.latency.calibrate import (
 from edgeplan.latency.campaign import OpDataset, load_dataset
 from edgeplan.latency.features import CONTEXT_FEATURES
 from edgeplan.latency.model import (
+    NETWORK_AUTO,
     LatencyModel,
     OpInput,
     Prediction,
@@ -408,8 +409,9 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
         How the end-to-end overhead is learnt (:data:`~edgeplan.latency.model.OVERHEAD_FORMS`): ``linear``
         (default), ``stacked`` or li2023's ``mean``.
     network
-        Give the predictors each op's network's footprint too: ``True`` or ``"distinct"``, ``"total"``
-        (:data:`~edgeplan.latency.features.NETWORK_CHOICES`); off by default, as in li2023.
+        Give the predictors each op's network's footprint too: ``True`` or ``"distinct"``, ``"total"``, ``"peak"``
+        (:data:`~edgeplan.latency.features.NETWORK_CHOICES`), or ``"auto"`` (``peak`` for the models fitted on
+        enough networks: :data:`~edgeplan.latency.model.NETWORK_AUTO`); off by default, as in li2023.
 
     Returns
     -------
@@ -484,6 +486,14 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
     return out
 
 
+def _network_option(network: bool | str) -> str:
+    """``--network-context``'s value for a run's ``network``; ``auto`` with the networks it takes its feature from."""
+    if network == "auto":
+        feature, fewest = NETWORK_AUTO
+        return f"auto: {feature} for the models fitted on {fewest} networks or more"
+    return str(network_choice(network))
+
+
 def format_report(result: Mapping[str, Any]) -> list[str]:
     """The result as text tables."""
     lines = [f"li2023 on {result['scenario']}: trained on {result['train']} synthetic networks, tested on "
@@ -493,7 +503,7 @@ def format_report(result: Mapping[str, Any]) -> list[str]:
                 if result.get("keys", "kind") == "implementation" else "kernel kind (li2023)")
              + ("; features: the op's own and its place in the network (--no-context: its own alone, as li2023)"
                 if result.get("context") else "; features: the op's own (li2023)")
-             + (f"; and its network's footprint (--network-context {network_choice(result['network'])})"
+             + (f"; and its network's footprint (--network-context {_network_option(result['network'])})"
                 if result.get("network") else "")
              + {"linear": "; overhead: linear in the op count and the measured ops' sum (--overhead mean: li2023's "
                           "mean difference)",

@@ -156,12 +156,19 @@ CONTEXT_CAPS: dict[str, int] = {"same_op_before": 3, "same_kind_before": 8}
 #: summed output MiB itself helps the synthetic networks as much but costs the zoo, which shows no such slowdown
 #: (``benchmarks/diag_li2023_network_context.py``). ``network_total_mib`` (``network="total"``, ``ops fit
 #: --network-context total``) adds the parameter bytes of the network's kernels to those distinct output sizes: the
-#: memory a call touches, weights included, against the caches (32 MiB of L3 on that VM).
-NETWORK_FEATURES: tuple[str, ...] = ("network_distinct_mib", "network_total_mib")
+#: memory a call touches, weights included, against the caches (32 MiB of L3 on that VM). ``network_peak_mib``
+#: (``network="peak"``, ``ops fit --network-context peak``) is log2 of the largest output of the network's kernels
+#: (MiB): the slowdown follows the network's largest tensor better than its sum. On the Zen 5 two-thread file
+#: (2026-12-01, GBDT, ``benchmarks/diag_li2023_network_context.py``; MAPE synthetic:900-999 / zoo CNNs) it does
+#: better than ``distinct`` both ways: trained on li2023's 900, 2.45 / 11.17 % against 2.59 / 11.18 % (none:
+#: 2.75 / 10.64 %); trained on the 900 and the six spaces, 2.76 / 5.37 % against 2.91 / 5.45 % (none: 3.24 /
+#: 5.44 %).
+NETWORK_FEATURES: tuple[str, ...] = ("network_distinct_mib", "network_total_mib", "network_peak_mib")
 
 #: Which of :data:`NETWORK_FEATURES` a model fitted with ``network=CHOICE`` takes (``True`` is ``distinct``).
 NETWORK_CHOICES: dict[str, tuple[str, ...]] = {"distinct": ("network_distinct_mib",),
-                                               "total": ("network_total_mib",)}
+                                               "total": ("network_total_mib",),
+                                               "peak": ("network_peak_mib",)}
 
 _MEAN_OPS = {"global_pool", "adaptive_pool2d", "mean", "reduce"}
 

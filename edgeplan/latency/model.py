@@ -69,6 +69,7 @@ __all__ = [
     "model_file",
     "network_choice",
     "network_footprint",
+    "network_peak",
     "network_values",
     "op_ms",
     "read_json",
@@ -189,10 +190,17 @@ def network_footprint(ops: Sequence[OpInput], with_params: bool = False) -> floa
     return math.log2(max((sum(sizes) + params) / 2**20, 2.0**-10))
 
 
+def network_peak(ops: Sequence[OpInput]) -> float:
+    """:data:`~edgeplan.latency.features.NETWORK_FEATURES`' ``network_peak_mib`` of a network from its kernels
+    ``ops``: log2 of the MiB of their largest output (each lead node's ``activation_bytes``; at least 1 KiB)."""
+    peak = max((int((o.lead or {}).get("activation_bytes", 0) or 0) for o in ops), default=0)
+    return math.log2(max(peak / 2**20, 2.0**-10))
+
+
 def network_values(ops: Sequence[OpInput]) -> tuple[float, ...]:
     """Every one of :data:`~edgeplan.latency.features.NETWORK_FEATURES` of a network from its kernels ``ops``
-    (:func:`network_footprint` without and with the parameters)."""
-    return network_footprint(ops), network_footprint(ops, with_params=True)
+    (:func:`network_footprint` without and with the parameters, :func:`network_peak`)."""
+    return network_footprint(ops), network_footprint(ops, with_params=True), network_peak(ops)
 
 
 def with_context(ops: Sequence[OpInput], network: Sequence[float] | None = None) -> list[OpInput]:
@@ -431,13 +439,28 @@ def _feature_names(context: bool, network: str | None = None) -> dict[str, tuple
     return {c: (*names, *extra) for c, names in CATEGORY_FEATURES.items()}
 
 
-def network_choice(network: bool | str | None) -> str | None:
+#: ``network="auto"`` (:func:`network_choice`): the network feature it takes, and the fewest training networks it
+#: takes it from. A network feature has one value per training network, so with few networks the trees can use it
+#: to tell them apart rather than to learn how a network's size slows its operations. On the Zen 5 two-thread file
+#: (2026-12-01, GBDT; ad hoc ``campaigns/adhoc/sizes_peak_s42.py`` and ``benchmarks/diag_li2023_network_context.py``),
+#: ``peak`` against none, MAPE on synthetic:900-999 / the zoo CNNs, trained on the first N of li2023's synthetic
+#: networks: N = 30 5.03 / 10.94 against 4.96 / 10.38 %; 100 7.29 / 10.15 against 6.24 / 10.31 %; 300 4.64 / 12.70
+#: against 4.38 / 12.21 %; 900 2.45 / 11.17 against 2.75 / 10.64 %; the 900 and the six spaces (2,700) 2.76 / 5.37
+#: against 3.24 / 5.44 %; on the first 30 of the mixed space the zoo 7.84 against 6.74 %. It takes the feature from
+#: the fewest networks at which it was measured to help the held-out synthetic networks, li2023's 900.
+NETWORK_AUTO: tuple[str, int] = ("peak", 900)
+
+
+def network_choice(network: bool | str | None, networks: int | None = None) -> str | None:
     """:meth:`LatencyModel.fit`'s ``network`` as a key of :data:`NETWORK_CHOICES`.
 
     Parameters
     ----------
     network
-        True (``distinct``), a key of :data:`NETWORK_CHOICES`, or False / None (no network feature).
+        True (``distinct``), a key of :data:`NETWORK_CHOICES`, ``"auto"`` (:data:`NETWORK_AUTO`'s feature when
+        fitted on at least its count of networks, else none), or False / None (no network feature).
+    networks
+        How many networks the model is fitted on (for ``"auto"``); None: as many as ``"auto"`` needs.
 
     Returns
     -------
@@ -446,14 +469,18 @@ def network_choice(network: bool | str | None) -> str | None:
     Raises
     ------
     InvalidInputError
-        For a name that is not a key of :data:`NETWORK_CHOICES`.
+        For a name that is not a key of :data:`NETWORK_CHOICES` or ``"auto"``.
     """
     if network is True:
         return "distinct"
     if not network:
         return None
+    if network == "auto":
+        feature, fewest = NETWORK_AUTO
+        return feature if networks is None or networks >= fewest else None
     if network not in NETWORK_CHOICES:
-        raise InvalidInputError(f"unknown network feature {network!r}; choose one of {', '.join(NETWORK_CHOICES)}")
+        raise InvalidInputError(f"unknown network feature {network!r}; choose one of {', '.join(NETWORK_CHOICES)}, "
+                                "or auto")
     return str(network)
 
 
@@ -565,8 +592,10 @@ class LatencyModel:
             mean difference.
         network
             Give the predictors the op's network's footprint too (:func:`network_footprint`): ``True`` or
-            ``"distinct"``, its distinct output sizes; ``"total"``, those and its kernels' parameters
-            (:data:`NETWORK_CHOICES`); off by default.
+            ``"distinct"``, its distinct output sizes; ``"total"``, those and its kernels' parameters; ``"peak"``,
+            its largest output (:func:`network_peak`) (:data:`NETWORK_CHOICES`); ``"auto"``, :data:`NETWORK_AUTO`'s
+            feature when ``records`` hold at least its count of networks, else none (:func:`network_choice`; the
+            choice is noted in :attr:`info` ``["network"]``); off by default.
         cv
             How each predictor's 5-fold hyperparameter search draws its folds (:data:`CV_FOLDS`): ``ops``, the
             operations one by one, as li2023 does (default); ``networks``, whole training networks, so that the
@@ -582,7 +611,8 @@ class LatencyModel:
         if not records:
             raise InvalidInputError("no training models")
         keyed = cls(scenario, method, {}, 0.0, threads=threads)
-        names = _feature_names(context, network_choice(network))
+        chosen = network_choice(network, len(records))
+        names = _feature_names(context, chosen)
         by_key: dict[str, list[OpInput]] = defaultdict(list)
         by_cat: dict[str, list[OpInput]] = defaultdict(list)
         nets: dict[str, list[int]] = defaultdict(list)  # per key, each op's network index
@@ -607,6 +637,8 @@ class LatencyModel:
                 advance(1)
         meta = {"models": len(records), "min_samples": min_samples, "min_family_samples": MIN_FAMILY_SAMPLES,
                 **({"cv": cv} if cv != "ops" else {}),
+                **({"network": f"auto: {chosen or 'none'} ({len(records)} networks, {NETWORK_AUTO[0]} from "
+                               f"{NETWORK_AUTO[1]})"} if network == "auto" else {}),
                 "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"),
                 "ops_per_key": {k: len(v) for k, v in sorted(by_key.items())}, **dict(info or {})}
         fitted = cls(scenario, method, predictors, 0.0, meta, statistic, names, threads)
