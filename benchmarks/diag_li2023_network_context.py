@@ -26,7 +26,13 @@ This fits the profile with one more feature per operation, the same for every op
 - ``activation``: log2 of the summed output MiB of the network's operations (this script as of commit 7042af1,
   which patched it into ``with_context``; not in the library);
 - ``total`` (``--feature total``, ``network="total"``, ``ops fit --network-context total``): log2 of the summed MiB of
-  the distinct output sizes and the kernels' parameters (the memory a call touches, weights included).
+  the distinct output sizes and the kernels' parameters (the memory a call touches, weights included);
+- ``peak`` (``--feature peak``, ``network="peak"``, ``ops fit --network-context peak``): log2 of the MiB of the
+  network's largest output (2026-12-01, with the grouped convolutions' by-4 features; ad hoc, the same values
+  patched in as ``total``, logs ``campaigns/adhoc/maxact_{900,all}_s42.log``): 2.45 / 11.17 trained on the 900 and
+  2.76 / 5.37 trained on all, against none's 2.75 / 10.64 and 3.24 / 5.44 and ``distinct``'s 2.59 / 11.18 on the
+  900 (with the by-4 features; 2.91* / 5.45* on all, before them). ``ops fit --network-context auto`` takes it
+  from 900 training networks on (:data:`edgeplan.latency.model.NETWORK_AUTO`).
 
 and scores synthetic:900-999 and the zoo CNNs from their recorded operations (folded work left as recorded, so the
 zoo figure is not ``bench_li2023_zoo_bias.py``'s), training on synthetic:0-899 (``--train 900``) or on them and all
@@ -149,8 +155,8 @@ def add_arguments(parser: argparse.ArgumentParser, feature: str = "distinct") ->
     """The options this script shares with ``diag_li2023_overhead_forms.py``: the file, the feature, the training set
     and the scenario."""
     parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--feature", choices=("none", "distinct", "total"), default=feature,
-                        help="distinct, total: fit with that network feature (LatencyModel.fit(network=...))")
+    parser.add_argument("--feature", choices=("none", "distinct", "total", "peak"), default=feature,
+                        help="distinct, total, peak: fit with that network feature (LatencyModel.fit(network=...))")
     parser.add_argument("--train", choices=("900", "all"), default="900")
     parser.add_argument("--scenario", default="torch-fp32-2t", help="the scenario DATA was measured in")
 

@@ -811,7 +811,14 @@ def test_li2023_report_keys_convolutions_by_implementation_unless_asked_not_to(t
         seen.clear()
         net = reproduce(methods=("lasso",), data_file=data, network=True)
         assert seen and {m.uses_network for m in seen} == {True} and not by_impl["network"]
+        # auto: the peak for the models fitted on enough networks (here 31 on: the 35 training networks, not 30)
+        seen.clear()
+        mp.setattr("edgeplan.latency.model.NETWORK_AUTO", ("peak", 31))
+        auto = reproduce(methods=("lasso",), data_file=data, network="auto")
+        chosen = {m.info["models"]: m.network_feature for m in seen}
+        assert chosen == {30: None, 35: "peak"}
     assert net["network"] and "network's footprint (--network-context distinct)" in format_report(net)[0]
+    assert "--network-context auto: peak for the models fitted on 900 networks or more" in format_report(auto)[0]
     assert "--network-context" not in format_report(by_impl)[0]
     assert (by_impl["keys"], by_kind["keys"]) == ("implementation", "kind")
     assert "implementation the runtime selects" in format_report(by_impl)[0]

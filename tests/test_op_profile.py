@@ -931,6 +931,17 @@ def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str],
     assert tot[-3:] == ["same_op_before", "same_kind_before", "network_total_mib"]
     assert main(["--home", home, "predict", CELL, "--device", "tot", "--method", "lasso", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["latency_ms"] > 0
+    # --network-context peak: the network's largest output; auto takes it only from enough networks (not these)
+    for choice, name in (("peak", "network_peak_mib"), ("auto", None)):
+        assert main(["ops", "fit", "--data", str(data), "--method", "lasso", "--out",
+                     str(tmp_path / "devices" / choice), "--network-context", choice, "--json", "--min-samples",
+                     "3"]) == 0
+        capsys.readouterr()
+        fitted = json.loads((tmp_path / "devices" / choice / "lasso.json").read_text())
+        assert fitted["features"]["conv"][-1] == (name or "same_kind_before")
+        assert choice != "auto" or fitted["info"]["network"].startswith("auto: none")
+        assert main(["--home", home, "predict", CELL, "--device", choice, "--method", "lasso", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)[0]["latency_ms"] > 0
     assert main(["ops", "fit", "--data", str(data), "--out", str(tmp_path / "y"), "--network-context", "params"]) != 0
     assert "'params' is not one of 'distinct', 'total'" in capsys.readouterr().err
     for flag in ("--implementations", "--no-context", "--network-context"):  # an extension keeps the base's keys

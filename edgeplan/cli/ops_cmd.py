@@ -257,7 +257,8 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
 
     With --network-context every predictor also takes its network's footprint: on the Zen 5 two-thread data the
     operations of synthetic networks with large activations ran slower together, which it learns
-    (`edgeplan.latency.features.NETWORK_FEATURES`).
+    (`edgeplan.latency.features.NETWORK_FEATURES`). --network-context auto takes the network's largest output
+    (peak) when fitting on 900 networks or more, and none from fewer, where it cost the held-out networks.
     """
     from edgeplan.errors import InvalidInputError
     from edgeplan.latency.campaign import load_dataset
