@@ -159,7 +159,7 @@ CONTEXT_CAPS: dict[str, int] = {"same_op_before": 3, "same_kind_before": 8}
 #: memory a call touches, weights included, against the caches (32 MiB of L3 on that VM). ``network_peak_mib``
 #: (``network="peak"``, ``ops fit --network-context peak``) is log2 of the largest output of the network's kernels
 #: (MiB): the slowdown follows the network's largest tensor better than its sum. On the Zen 5 two-thread file
-#: (2026-12-01, GBDT, ``benchmarks/diag_li2023_network_context.py``, ad hoc with the values patched in as ``total``;
+#: (2026-12-01, GBDT, ``benchmarks/diag_li2023_network_context.py --feature peak``;
 #: MAPE synthetic:900-999 / zoo CNNs): trained on li2023's 900, 2.45 / 11.17 % against ``distinct``'s 2.59 / 11.18 %
 #: (none: 2.75 / 10.64 %); trained on the 900 and the six spaces, 2.76 / 5.37 % against none's 3.24 / 5.44 %
 #: (``distinct`` 2.91 / 5.45 % there before the grouped convolutions' by-4 features).

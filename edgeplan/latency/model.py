@@ -442,7 +442,7 @@ def _feature_names(context: bool, network: str | None = None) -> dict[str, tuple
 #: ``network="auto"`` (:func:`network_choice`): the network feature it takes, and the fewest training networks it
 #: takes it from. A network feature has one value per training network, so with few networks the trees can use it
 #: to tell them apart rather than to learn how a network's size slows its operations. On the Zen 5 two-thread file
-#: (2026-12-01, GBDT; ad hoc ``campaigns/adhoc/sizes_peak_s42.py`` and ``benchmarks/diag_li2023_network_context.py``),
+#: (2026-12-01, GBDT; ``benchmarks/diag_li2023_network_sizes.py`` and ``benchmarks/diag_li2023_network_context.py``),
 #: ``peak`` against none, MAPE on synthetic:900-999 / the zoo CNNs, trained on the first N of li2023's synthetic
 #: networks: N = 30 5.03 / 10.94 against 4.96 / 10.38 %; 100 7.29 / 10.15 against 6.24 / 10.31 %; 300 4.64 / 12.70
 #: against 4.38 / 12.21 %; 900 2.45 / 11.17 against 2.75 / 10.64 %; the 900 and the six spaces (2,700) 2.76 / 5.37
