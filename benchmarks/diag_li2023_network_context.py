@@ -29,9 +29,9 @@ This fits the profile with one more feature per operation, the same for every op
   the distinct output sizes and the kernels' parameters (the memory a call touches, weights included);
 - ``peak`` (``--feature peak``, ``network="peak"``, ``ops fit --network-context peak``): log2 of the MiB of the
   network's largest output (2026-12-01, with the grouped convolutions' by-4 features; log
-  ``campaigns/diag_peak_900_s42.log``, and first ad hoc with the same values patched in as ``total``, logs
+  ``campaigns/diag_peak_{900,all}_s42.log``, and first ad hoc with the same values patched in as ``total``, logs
   ``campaigns/adhoc/maxact_{900,all}_s42.log``): 2.45 / 11.17 trained on the 900 and
-  2.76 / 5.37 trained on all, against none's 2.75 / 10.64 and 3.24 / 5.44 and ``distinct``'s 2.59 / 11.18 on the
+  2.76 / 5.38 trained on all, against none's 2.75 / 10.64 and 3.24 / 5.44 and ``distinct``'s 2.59 / 11.18 on the
   900 (with the by-4 features; 2.91* / 5.45* on all, before them). ``ops fit --network-context auto`` takes it
   from 900 training networks on (:data:`edgeplan.latency.model.NETWORK_AUTO`).
 

@@ -161,7 +161,7 @@ CONTEXT_CAPS: dict[str, int] = {"same_op_before": 3, "same_kind_before": 8}
 #: (MiB): the slowdown follows the network's largest tensor better than its sum. On the Zen 5 two-thread file
 #: (2026-12-01, GBDT, ``benchmarks/diag_li2023_network_context.py --feature peak``;
 #: MAPE synthetic:900-999 / zoo CNNs): trained on li2023's 900, 2.45 / 11.17 % against ``distinct``'s 2.59 / 11.18 %
-#: (none: 2.75 / 10.64 %); trained on the 900 and the six spaces, 2.76 / 5.37 % against none's 3.24 / 5.44 %
+#: (none: 2.75 / 10.64 %); trained on the 900 and the six spaces, 2.76 / 5.38 % against none's 3.24 / 5.44 %
 #: (``distinct`` 2.91 / 5.45 % there before the grouped convolutions' by-4 features).
 NETWORK_FEATURES: tuple[str, ...] = ("network_distinct_mib", "network_total_mib", "network_peak_mib")
 

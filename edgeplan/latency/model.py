@@ -445,7 +445,7 @@ def _feature_names(context: bool, network: str | None = None) -> dict[str, tuple
 #: (2026-12-01, GBDT; ``benchmarks/diag_li2023_network_sizes.py`` and ``benchmarks/diag_li2023_network_context.py``),
 #: ``peak`` against none, MAPE on synthetic:900-999 / the zoo CNNs, trained on the first N of li2023's synthetic
 #: networks: N = 30 5.03 / 10.94 against 4.96 / 10.38 %; 100 7.29 / 10.15 against 6.24 / 10.31 %; 300 4.64 / 12.70
-#: against 4.38 / 12.21 %; 900 2.45 / 11.17 against 2.75 / 10.64 %; the 900 and the six spaces (2,700) 2.76 / 5.37
+#: against 4.38 / 12.21 %; 900 2.45 / 11.17 against 2.75 / 10.64 %; the 900 and the six spaces (2,700) 2.76 / 5.38
 #: against 3.24 / 5.44 %; on the first 30 of the mixed space the zoo 7.84 against 6.74 %. It takes the feature from
 #: the fewest networks at which it was measured to help the held-out synthetic networks, li2023's 900.
 NETWORK_AUTO: tuple[str, int] = ("peak", 900)
