@@ -5,11 +5,11 @@ others. This benchmark measures a pool of models **here** in the source profile'
 ``torch-fp32-1t``) with ``edgeplan ops profile`` beside the reference model ``synthetic:0`` (each model's time
 kept relative to the reference's, measured alternately with it, so that the machine's drift cancels), and a
 subset of them again in an independent campaign (``--repeat-models``) for the noise floor. It then scores what
-``edgeplan calibrate`` does for a user (:func:`edgeplan.experiments.li2023.fewshot_measured`, also ``edgeplan
+``edgeplan calibrate`` does for a user (:func:`experiments.li2023.fewshot_measured`, also ``edgeplan
 reproduce li2023 --fewshot FILE``): the source calibrated from ``--samples`` (default 10) measured models, every
 other model predicted; ``--seeds`` random draws from the whole pool, from the synthetic networks only and from the
 real-world ones only; the calibration's own choice of correction beside the single factor and the source as is.
-The samples' operations were measured too, so the ``per-op`` correction (:mod:`edgeplan.latency.op_correction`)
+The samples' operations were measured too, so the ``per-op`` correction (:mod:`edgeplan.costmodels.opwise.op_correction`)
 is a candidate, as for ``edgeplan calibrate --measure``, and is also scored on its own.
 
 The campaigns live in the Store under ``--home`` (default ``campaigns/calibrate_here``; a run resumes where the last
@@ -72,17 +72,17 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
+    from edgeplan.costmodels.opwise.ops import record_latency
+    from edgeplan.costmodels.opwise.profiles import load_device_model
     from edgeplan.errors import InvalidInputError
-    from edgeplan.experiments.li2023 import (
+    from edgeplan.measure.op_campaign import load_dataset
+    from experiments.li2023 import (
         dataset_path,
         fewshot_measured,
         format_fewshot_measured,
         measured_latencies,
         speedup_insight,
     )
-    from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import record_latency
-    from edgeplan.latency.predict import load_device_model
 
     folder = args.measured or args.home
     if args.measured is None:

@@ -38,7 +38,7 @@ def score(model: Any, table: Any, structures: dict[str, Any], formats: dict[str,
     """MdRAE on every row of ``table`` and the selection increase on each network, priced with ``table``."""
     from edgeplan.costmodels import evaluate_performance_model
     from edgeplan.errors import InvalidInputError
-    from edgeplan.experiments.mulder2020 import network_result
+    from experiments.mulder2020 import network_result
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -67,8 +67,8 @@ def main() -> int:
     from edgeplan.cli.common import Context
     from edgeplan.costmodels import load_performance_model, load_primitive_csv
     from edgeplan.costmodels.transfer_learning import calibrate_primitives, hold_out, transfer_on
-    from edgeplan.experiments.mulder2020 import structures
-    from edgeplan.selection import SHIPPED, SHIPPED_MODEL, own_formats
+    from edgeplan.decisions.select import SHIPPED, SHIPPED_MODEL, own_formats
+    from experiments.mulder2020 import structures
 
     print(machine(args.threads))
     source = load_performance_model(SHIPPED / SHIPPED_MODEL)
@@ -81,7 +81,7 @@ def main() -> int:
     again_path = args.table.with_name(args.table.stem + "_remeasure.csv")
     floor = None
     if again_path.is_file():
-        from edgeplan.primitives.campaign import noise_floor
+        from edgeplan.measure.primitive_campaign import noise_floor
 
         floor = noise_floor(table, load_primitive_csv(again_path))
     nets = structures(table)

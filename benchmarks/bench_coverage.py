@@ -57,15 +57,9 @@ def _priced(spec: str, device: str, graph: Graph | None = None) -> dict[str, obj
     """How ``device`` prices ``spec``: the latency, the unpredicted ops' kernels and the stand-ins (kernel, count,
     predicted ms), or the error that stopped the prediction. ``graph``, the model's graph when already imported,
     is priced as it is on a device whose runtime edgeplan deduces from the graph (not imported again)."""
-    from edgeplan.api import predict_latency
-    from edgeplan.latency.predict import (
-        ORT_OBSERVED,
-        ModelPrediction,
-        kernel_profile_of,
-        load_device_model,
-        predict_graph,
-        resolve_method,
-    )
+    from edgeplan.costmodels.opwise.graph_ops import ORT_OBSERVED, predict_graph
+    from edgeplan.costmodels.opwise.profiles import kernel_profile_of, load_device_model, resolve_method
+    from edgeplan.decisions.predict import ModelPrediction, predict_latency
 
     try:
         method = resolve_method(device, None)
@@ -129,8 +123,7 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(2)
-    from edgeplan.api import load_graph
-    from edgeplan.frontends.zoo import torchvision_names
+    from edgeplan.frontends.zoo import load_graph, torchvision_names
 
     specs: list[str] = []
     if args.only in (None, "torchvision"):

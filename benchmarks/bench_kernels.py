@@ -3,7 +3,7 @@
 For each model: export it with edgeplan's exporter, import the ONNX file (its node names are ORT's) and the torch
 module (batch norms still in it), and for the profile ``onnxruntime`` (compared at ``ORT_ENABLE_EXTENDED``) and the
 NCHWc profile of this CPU (``ORT_ENABLE_ALL``; none on a CPU without NCHWc kernels) compare the deduced kernels with
-ORT's (:func:`edgeplan.runtimes.kernel_check.check_onnxruntime`): node by node on the ONNX IR where the profile keeps
+ORT's (:func:`edgeplan.measure.kernel_check.check_onnxruntime`): node by node on the ONNX IR where the profile keeps
 ORT's tensor names, counts per kind on both IRs. Prints one row per model and profile (kernels deduced, kernels in
 ORT's optimized graph, mismatches on the ONNX IR and on the torch IR, seconds of the three ORT runs and the
 comparison, export excluded) and the mismatches in words; exits 1 on any mismatch or model that could not be checked.
@@ -23,11 +23,7 @@ from _machine import machine
 
 from edgeplan.errors import EdgeplanError
 from edgeplan.ir.kernels import KernelMismatch, deduce_kernels
-from edgeplan.runtimes.kernel_check import (
-    check_onnxruntime,
-    onnxruntime_nchwc_block_size,
-    onnxruntime_optimized_kernels,
-)
+from edgeplan.measure.kernel_check import check_onnxruntime, onnxruntime_nchwc_block_size, onnxruntime_optimized_kernels
 
 MODELS = ("resnet18", "mobilenet_v2", "squeezenet1_0", "googlenet", "densenet121", "shufflenet_v2_x0_5",
           "mnasnet0_5", "efficientnet_b0")

@@ -1,6 +1,6 @@
 """Where a scenario's predictors err on the zoo CNNs: the ratio of predicted to measured end-to-end times, the same
 for the sum of the ops alone and per op category, and the MAPE with each overhead form
-(:data:`~edgeplan.latency.model.OVERHEAD_FORMS`) learnt on the training networks, on the same op predictions.
+(:data:`~edgeplan.costmodels.opwise.model.OVERHEAD_FORMS`) learnt on the training networks, on the same op predictions.
 
 By default the scenario's shipped models and dataset (no timing, no fitting). With ``--data FILE`` (an ``edgeplan
 ops export`` of your own campaign, e.g. another machine's) the methods are fitted on that file's training networks
@@ -51,10 +51,10 @@ def _group_rows(model: Any, records: Sequence[Mapping[str, Any]]) -> dict[str, A
 
     A record with folded work that it does not time op by op (a zoo CNN measured before ``folded_ops`` were kept:
     NFNets' weight standardizations, MobileOne's identities) is predicted as ``reproduce li2023`` predicts it
-    (:func:`~edgeplan.experiments.li2023.predict_with_folded_work`: its graph's folded operators added); its
+    (:func:`~experiments.li2023.predict_with_folded_work`: its graph's folded operators added); its
     measured folded work counts in its measured op sum, and the two in the category ``folded work``."""
-    from edgeplan.experiments.li2023 import predict_with_folded_work
-    from edgeplan.latency.model import record_latency, record_ops
+    from edgeplan.costmodels.opwise.ops import record_latency, record_ops
+    from experiments.li2023 import predict_with_folded_work
 
     rows = []
     pred_cat: dict[str, float] = defaultdict(float)
@@ -89,14 +89,14 @@ def worst(group: Mapping[str, Any], n: int) -> list[str]:
 
 
 def _overhead(params: Sequence[float], rows: np.ndarray, sums: int = 2) -> np.ndarray:
-    """The overhead ``(constant, per op, share)`` of :func:`~edgeplan.latency.model.fit_overhead` for
+    """The overhead ``(constant, per op, share)`` of :func:`~edgeplan.costmodels.opwise.model.fit_overhead` for
     :func:`_group_rows` rows, on their measured op sums (column ``sums`` 2; 1 for the predicted ones)."""
     return params[0] + params[1] * rows[:, 0] + params[2] * rows[:, sums]
 
 
 def _report(label: str, group: Mapping[str, Any], overhead: Sequence[float],
             floor: Mapping[str, Any] | None = None) -> None:
-    from edgeplan.latency.model import mape
+    from edgeplan.costmodels.opwise.model import mape
 
     a = group["rows"]
     e2e = a[:, 4] / a[:, 3]
@@ -115,7 +115,7 @@ def _report(label: str, group: Mapping[str, Any], overhead: Sequence[float],
 
 def _same_features(trained: Sequence[Mapping[str, Any]], zoo: Sequence[Mapping[str, Any]], statistic: str) -> None:
     """Print, per op key, how the zoo's ops compare with the training networks' ops of identical features."""
-    from edgeplan.latency.model import record_ops
+    from edgeplan.costmodels.opwise.ops import record_ops
 
     seen: dict[tuple[str, tuple[float, ...]], list[float]] = defaultdict(list)
     for r in trained:
@@ -153,8 +153,8 @@ def _reference_beside(ref: Mapping[str, Any] | None, synthetic: Sequence[Mapping
 
 def _fitted_profile(device: str, method: str, records: Sequence[Mapping[str, Any]]) -> tuple[Any, set[str], list[Any]]:
     """``device``'s fitted ``method`` model, the names of its training networks, and those of ``records``."""
-    from edgeplan.latency.model import LatencyModel
-    from edgeplan.latency.predict import load_device_model
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.profiles import load_device_model
 
     model = load_device_model(device, method)
     if not isinstance(model, LatencyModel):
@@ -166,8 +166,9 @@ def _fitted_profile(device: str, method: str, records: Sequence[Mapping[str, Any
 def _graph_report(device: str, method: str, zoo: Sequence[Mapping[str, Any]], statistic: str,
                   floor: Mapping[str, Any] | None, n_worst: int) -> None:
     """Print the zoo CNNs' MAPE as ``edgeplan predict`` gives it: each predicted from its graph on ``device``."""
-    from edgeplan.latency.model import mape, record_latency
-    from edgeplan.latency.predict import predict_models
+    from edgeplan.costmodels.opwise.model import mape
+    from edgeplan.costmodels.opwise.ops import record_latency
+    from edgeplan.decisions.predict import predict_models
 
     preds = predict_models([str(r["model"]) for r in zoo], device=device, method=method, progress=True)
     incomplete = [p.model for p in preds if p.prediction.unpredicted]
@@ -207,9 +208,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --data: fit on each op's own features alone, as li2023 (before 2026-11-28, the "
                              "only way)")
     args = parser.parse_args(argv)
-    from edgeplan.experiments.li2023 import _spaces, _split, dataset_path, group_floor, noise_floor
-    from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import OVERHEAD_FORMS, LatencyModel, fit_overhead, mape, scenario_threads
+    from edgeplan.costmodels.opwise.model import OVERHEAD_FORMS, LatencyModel, fit_overhead, mape, scenario_threads
+    from edgeplan.measure.op_campaign import load_dataset
+    from experiments.li2023 import _spaces, _split, dataset_path, group_floor, noise_floor
 
     if args.with_spaces and args.data is None:
         parser.error("--with-spaces fits on a --data file's networks; give --data")

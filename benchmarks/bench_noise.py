@@ -18,7 +18,7 @@ from _machine import machine
 
 CAMPAIGN = r"""
 import json, sys
-from edgeplan.api import measure_model
+from edgeplan.measure.model_latency import measure_model
 from edgeplan.measure import TimingConfig
 out = {}
 for threads in (1, 2):

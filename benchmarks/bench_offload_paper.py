@@ -6,7 +6,7 @@ import sys
 
 from _machine import machine
 
-from edgeplan.experiments.eshratifar2018 import calibrated_slowdown, format_report, reproduce
+from experiments.eshratifar2018 import calibrated_slowdown, format_report, reproduce
 
 
 def main() -> int:

@@ -13,7 +13,7 @@ import time
 
 from _machine import machine
 
-from edgeplan.offload import DEFAULT_MOBILE_POWER, OffloadSetup, offload_costs
+from edgeplan.decisions.offload import DEFAULT_MOBILE_POWER, OffloadSetup, offload_costs
 from edgeplan.planners.offload import OffloadProblem, network_preset, solve
 
 

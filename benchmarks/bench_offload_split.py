@@ -18,9 +18,9 @@ import tempfile
 
 from _machine import machine
 
-from edgeplan.offload import OffloadResult, OffloadSetup, plan_offload
+from edgeplan.decisions.offload import OffloadResult, OffloadSetup, plan_offload
+from edgeplan.measure.graph_exec import GraphExecutor
 from edgeplan.planners.offload import Segment, evaluate_schedule
-from edgeplan.runtimes.graph_exec import GraphExecutor
 from edgeplan.runtimes.split import run_split
 
 MODELS = ("paper:alexnet", "paper:overfeat", "paper:nin", "paper:chair")

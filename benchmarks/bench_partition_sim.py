@@ -3,7 +3,7 @@
 The full grid of the paper, nothing cut: 8 models (our zoo's versions of the paper's Keras models), node memory
 64/128/256/512 MB, 5/10/15/20/50 nodes, 2 to 20 bandwidth classes, 50 random clusters per configuration (link
 model ``"min"``), and 1000 clusters of 50 nodes and 64 MB for Fig. 10
-(:func:`edgeplan.experiments.parthasarathy2022.run_simulation`). Alg. 1 cuts every model (uncompressed transfers);
+(:func:`experiments.parthasarathy2022.run_simulation`). Alg. 1 cuts every model (uncompressed transfers);
 the stages are placed by the paper's k-path algorithm, exactly, by the joint greedy and random baselines and by
 edgeplan's own planner. Printed: the report (tables of Figs. 7-10, ratios, the paper's claims checked), the
 paths of the figures (``campaigns/partition_figs/``), and the two Done-when figures: the exact solver's time at 50
@@ -28,7 +28,13 @@ from pathlib import Path
 import numpy as np
 from _machine import machine
 
-from edgeplan.experiments.parthasarathy2022 import (
+from edgeplan.frontends.zoo import load_graph
+from edgeplan.ir.cut_points import cut_points
+from edgeplan.planners.partition import PlacementProblem, place_exact
+from edgeplan.planners.partition.simulate import random_cluster
+from edgeplan.reports.partition_report import plot_partition_figures
+from edgeplan.runtimes.compression import measure_compression
+from experiments.parthasarathy2022 import (
     TARGETS,
     SimulationConfig,
     SimulationResult,
@@ -36,12 +42,6 @@ from edgeplan.experiments.parthasarathy2022 import (
     own_ratio,
     run_simulation,
 )
-from edgeplan.frontends.zoo import load_graph
-from edgeplan.ir.cut_points import cut_points
-from edgeplan.planners.partition import PlacementProblem, place_exact
-from edgeplan.planners.partition.simulate import random_cluster
-from edgeplan.reports.partition_report import plot_partition_figures
-from edgeplan.runtimes.compression import measure_compression
 
 FIGURES = Path(__file__).resolve().parent.parent / "campaigns" / "partition_figs"
 

@@ -25,8 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1000, help="synthetic models in the batch call")
     args = parser.parse_args(argv)
     print(machine(1))
+    from edgeplan.costmodels.opwise.graph_ops import predict_graph
+    from edgeplan.costmodels.opwise.profiles import kernel_profile_of, load_device_model
+    from edgeplan.decisions.predict import predict_models
     from edgeplan.frontends.zoo import load_graph
-    from edgeplan.latency.predict import kernel_profile_of, load_device_model, predict_graph, predict_models
 
     model = load_device_model(args.device, args.method)
     profile = kernel_profile_of(model)

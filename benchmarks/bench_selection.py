@@ -18,8 +18,8 @@ import sys
 from _machine import machine
 
 from edgeplan.cli.select_cmd import OUTPUT_TOLERANCE
+from edgeplan.decisions.select import select_model, single_primitive_choice
 from edgeplan.runtimes.selected import run_selection
-from edgeplan.selection import select_model, single_primitive_choice
 
 NETWORKS = ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34")
 

@@ -138,7 +138,7 @@ class Scorer:
     """MdRAE on AMD's test part and the selection increase on the six networks for a model."""
 
     def __init__(self, amd: Any, formats: dict[str, tuple[str, str]], split_seed: int) -> None:
-        from edgeplan.experiments.mulder2020 import structures
+        from experiments.mulder2020 import structures
 
         self.amd, self.formats, self.split_seed = amd, formats, split_seed
         self.structures = structures(amd)
@@ -146,7 +146,7 @@ class Scorer:
     def __call__(self, model: Any) -> dict[str, Any]:
         from edgeplan.costmodels import evaluate_performance_model
         from edgeplan.errors import InvalidInputError
-        from edgeplan.experiments.mulder2020 import network_result
+        from experiments.mulder2020 import network_result
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -346,7 +346,7 @@ def shared_correction(source: Any, amd: Any, tuned: Any, drawn: np.ndarray, args
     the ``drawn`` rows, and of the geometric mean of that and the fine-tuned model ``tuned``."""
     from sklearn.ensemble import HistGradientBoostingRegressor
 
-    from edgeplan.costmodels.primitive_data import split_indices
+    from edgeplan.measure.primitive_data import split_indices
 
     names = tuple(p for p in amd.primitives if p in source.primitive_names)
     truth = amd.primitive_ns[:, [amd.primitives.index(p) for p in names]]
@@ -374,7 +374,7 @@ def shared_correction(source: Any, amd: Any, tuned: Any, drawn: np.ndarray, args
 
 def _median_mdrae_pct(truth: np.ndarray, pred: np.ndarray, names: tuple[str, ...]) -> float:
     """Median over primitives (those scored) of the per-primitive MdRAE, in %."""
-    from edgeplan.costmodels.metrics import mdrae_per_column
+    from edgeplan.measure.metrics import mdrae_per_column
 
     per = mdrae_per_column(truth, pred, names)
     return 100 * float(np.nanmedian([v for v in per.values() if math.isfinite(v)]))
@@ -388,7 +388,7 @@ def ceiling(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> d
     training part (the ``factor`` method at 100 %), with its selection increase.
     """
     from edgeplan.costmodels import load_primitive_csv, transfer
-    from edgeplan.costmodels.primitive_data import split_indices
+    from edgeplan.measure.primitive_data import split_indices
 
     intel = load_primitive_csv(DATA / "intel.csv")
     if intel.features.shape != amd.features.shape or not np.array_equal(intel.features, amd.features):
@@ -612,7 +612,7 @@ def main() -> int:
         print(f"skipped: {DATA} not present")
         return 0
     from edgeplan.costmodels import load_performance_model, load_primitive_csv
-    from edgeplan.selection import load_formats
+    from edgeplan.decisions.select import load_formats
 
     print(machine(args.threads))
     source = load_source(args.source)

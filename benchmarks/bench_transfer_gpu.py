@@ -89,9 +89,9 @@ def main() -> int:
     args = parser.parse_args()
 
     from edgeplan.costmodels import draw_samples, load_performance_model, load_primitive_csv
-    from edgeplan.experiments.mulder2020 import structures
-    from edgeplan.primitives.campaign import noise_floor
-    from edgeplan.selection import own_formats
+    from edgeplan.decisions.select import own_formats
+    from edgeplan.measure.primitive_campaign import noise_floor
+    from experiments.mulder2020 import structures
 
     print(machine(args.threads))
     source = load_performance_model(args.source)

@@ -46,7 +46,7 @@ DATA = ROOT / "edgeplan" / "data" / "latency"
 def covered_error(model: Any, record: dict[str, Any]) -> tuple[float, float, int, Any]:
     """(predicted sum, measured sum) over the ops ``model`` predicts in ``record``, how many it does not, and the
     prediction itself."""
-    from edgeplan.latency.model import record_ops
+    from edgeplan.costmodels.opwise.ops import record_ops
 
     ops = record_ops(record, model.statistic)
     prediction = model.predict_ops(ops)
@@ -91,10 +91,11 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import mape, record_latency, record_ops
-    from edgeplan.latency.predict import load_device_model
+    from edgeplan.costmodels.opwise.model import mape
+    from edgeplan.costmodels.opwise.ops import record_latency, record_ops
+    from edgeplan.costmodels.opwise.profiles import load_device_model
     from edgeplan.measure.model_sets import expand_models
+    from edgeplan.measure.op_campaign import load_dataset
 
     print(machine(args.threads))
     data = load_dataset(args.data)
@@ -113,7 +114,7 @@ def main() -> int:
     print(f"{args.data.name}: {len(records)} models of {data.scenario} beside the synthetic CNNs (of "
           f"{len(data.records)} models); base: the shipped {device} models {kept}; {split}"
           + (f"; {len(fixed)} more in every fold's training models" if fixed else ""))
-    from edgeplan.experiments.li2023 import REAL_WORLD, dataset_path
+    from experiments.li2023 import REAL_WORLD, dataset_path
 
     zoo_file = args.cnn_data or dataset_path(data.scenario)
     cnn_zoo = ([r for r in load_dataset(zoo_file).records if r["model"].split(":", 1)[0] in REAL_WORLD]

@@ -50,9 +50,7 @@ import sys
 import numpy as np
 from _machine import machine
 
-from edgeplan.errors import InvalidInputError
-from edgeplan.experiments.li2023 import _fewshot_group, _split
-from edgeplan.latency.calibrate import (
+from edgeplan.costmodels.opwise.calibrate import (
     FORMS,
     PER_OP,
     _fit_form,
@@ -65,11 +63,13 @@ from edgeplan.latency.calibrate import (
     _predict_form,
     source_terms,
 )
-from edgeplan.latency.campaign import load_dataset
-from edgeplan.latency.model import record_latency
-from edgeplan.latency.op_correction import measured_ops
-from edgeplan.latency.predict import load_device_model
+from edgeplan.costmodels.opwise.op_correction import measured_ops
+from edgeplan.costmodels.opwise.ops import record_latency
+from edgeplan.costmodels.opwise.profiles import load_device_model
+from edgeplan.errors import InvalidInputError
 from edgeplan.measure.model_sets import expand_models
+from edgeplan.measure.op_campaign import load_dataset
+from experiments.li2023 import _fewshot_group, _split
 
 DATA = "edgeplan/data/latency/fewshot/xeon-torch-fp32-1t/main.jsonl.xz"
 

@@ -7,7 +7,7 @@ order. This diagnostic prints, from those files alone:
 - per primitive, the median ratio of the second GPU's time to the first's, and the MdRAE of the first GPU's
   measured times taken as the second's (as is, and rescaled by that median ratio);
 - per configuration, the median log ratio over its primitives, and its autocorrelation along the order the
-  campaign measured the configurations in (the seeded plan of :func:`edgeplan.primitives.campaign.primitive_campaign`):
+  campaign measured the configurations in (the seeded plan of :func:`edgeplan.measure.primitive_campaign.primitive_campaign`):
   a machine whose speed drifts over seconds makes neighbours alike, independent noise does not;
 - the second GPU's re-measurement (``--again``): the per-configuration ratio of the second run to the first;
 - the network tables (``--nets``): how many primitive cells are over 2.5x the first GPU's value.
@@ -58,7 +58,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="The campaigns' seed (their plan's order).")
     args = parser.parse_args()
 
-    from edgeplan.primitives.campaign import primitive_campaign
+    from edgeplan.measure.primitive_campaign import primitive_campaign
 
     first, second = table(args.first), table(args.second)
     plan = primitive_campaign("order", seed=args.seed, device="cuda")

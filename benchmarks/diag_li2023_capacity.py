@@ -5,8 +5,8 @@ trained on synthetic:0-899 predicts synthetic:900-999 within 2.84 % against a ta
 (``diag_li2023_network_context.py``). This fits the same profile with more capacity or another CV and prints the
 same figures (MAPE on synthetic:900-999 and on the zoo CNNs, and how the error follows the network's footprint):
 
-- ``--depth N``: boosted trees of depth N (:data:`edgeplan.latency.predictors.GBDT_DEPTH`, 3 by default);
-- ``--rf-trees 10,30,100``: the tree counts a random forest's CV compares (:data:`~edgeplan.latency.predictors.
+- ``--depth N``: boosted trees of depth N (:data:`edgeplan.costmodels.opwise.predictors.GBDT_DEPTH`, 3 by default);
+- ``--rf-trees 10,30,100``: the tree counts a random forest's CV compares (:data:`~edgeplan.costmodels.opwise.predictors.
   RF_TREES`, li2023's 1-10 by default), with ``--method rf``;
 - ``--cv networks``: each predictor's CV folds hold out whole training networks (``LatencyModel.fit(cv=...)``), so
   that the hyperparameters are chosen for operations of unseen networks, which is what §5.1 scores.
@@ -40,7 +40,7 @@ from diag_li2023_network_context import add_arguments, run, run_if_present
 
 
 def main(argv: list[str] | None = None) -> int:
-    from edgeplan.latency.model import CV_FOLDS
+    from edgeplan.costmodels.opwise.model import CV_FOLDS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_arguments(parser, feature="none")
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="draw each predictor's CV folds by operation (li2023's) or by training network")
     args = parser.parse_args(argv)
     args.overhead, args.repeat_data = "linear", None
-    from edgeplan.latency import predictors
+    from edgeplan.costmodels.opwise import predictors
 
     try:
         trees = tuple(int(t) for t in args.rf_trees.split(","))

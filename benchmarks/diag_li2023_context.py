@@ -14,7 +14,7 @@ time, so the figures say what a perfect op predictor would leave):
 2. **Context.** The same operation (same predictor key, identical features) timed inside a zoo CNN and inside the
    training networks: the median of the zoo time over the training networks' median time, per category, by the op's
    position in its network, by the network's weight size, and by how many times the same op (key and features)
-   ran before it in the same network (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`); the synthetic test
+   ran before it in the same network (:data:`~edgeplan.costmodels.opwise.features.CONTEXT_FEATURES`); the synthetic test
    networks' ops beside them as the control (about 1 by construction), and the training networks' own ops (in
    sample: each against its group's median) by the same repeat count. No predictor of the op's own features can
    price a difference here; the context features can price the part that follows the repeats.
@@ -45,7 +45,7 @@ FORMS: dict[str, tuple[bool, bool]] = {"constant (li2023)": (False, False), "sca
 
 
 def _rows(records: Sequence[Mapping[str, Any]], ops: Mapping[str, Sequence[Any]], statistic: str) -> np.ndarray:
-    from edgeplan.latency.model import record_latency
+    from edgeplan.costmodels.opwise.ops import record_latency
 
     out = []
     for r in records:
@@ -57,7 +57,7 @@ def _rows(records: Sequence[Mapping[str, Any]], ops: Mapping[str, Sequence[Any]]
 def predicted_rows(model: Any, records: Sequence[Mapping[str, Any]], ops: Mapping[str, Sequence[Any]]) -> np.ndarray:
     """Rows (end to end as measured, the op sum as ``model`` predicts it, op count) of ``records``; an unpredicted op
     counts 0, as in the model's own total."""
-    from edgeplan.latency.model import record_latency
+    from edgeplan.costmodels.opwise.ops import record_latency
 
     return np.array([(record_latency(r, model.statistic),
                       sum(q.ms or 0.0 for q in model.predict_ops(ops[r["model"]]).ops), len(ops[r["model"]]))
@@ -168,9 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--predicted", choices=("gbdt", "lasso", "rf", "mlp"),
                         help="also score the forms on the ops as this method predicts them")
     args = parser.parse_args(argv)
-    from edgeplan.experiments.li2023 import _spaces, _split
-    from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import record_ops
+    from edgeplan.costmodels.opwise.ops import record_ops
+    from edgeplan.measure.op_campaign import load_dataset
+    from experiments.li2023 import _spaces, _split
 
     data = load_dataset(args.data)
     train, test, zoo = _split(data)
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     train_rows = _rows(train, ops, args.statistic)
     _composition(train_rows, {g: _rows(rs, ops, args.statistic) for g, rs in groups.items()})
     if args.predicted:
-        from edgeplan.latency.model import LatencyModel, scenario_threads
+        from edgeplan.costmodels.opwise.model import LatencyModel, scenario_threads
 
         model = LatencyModel.fit(train, args.predicted, data.scenario, statistic=args.statistic, progress=True,
                                  threads=scenario_threads(data.scenario))

@@ -22,7 +22,7 @@ This fits the profile with one more feature per operation, the same for every op
 
 - ``distinct`` (``--feature distinct``, the library's ``network=True``, ``ops fit --network-context``): log2 of the
   summed MiB of its distinct output sizes (a proxy for what the allocator must hold;
-  :data:`edgeplan.latency.features.NETWORK_FEATURES`);
+  :data:`edgeplan.costmodels.opwise.features.NETWORK_FEATURES`);
 - ``activation``: log2 of the summed output MiB of the network's operations (this script as of commit 7042af1,
   which patched it into ``with_context``; not in the library);
 - ``total`` (``--feature total``, ``network="total"``, ``ops fit --network-context total``): log2 of the summed MiB of
@@ -33,7 +33,7 @@ This fits the profile with one more feature per operation, the same for every op
   ``campaigns/adhoc/maxact_{900,all}_s42.log``): 2.45 / 11.17 trained on the 900 and
   2.76 / 5.38 trained on all, against none's 2.75 / 10.64 and 3.24 / 5.44 and ``distinct``'s 2.59 / 11.18 on the
   900 (with the by-4 features; 2.91* / 5.45* on all, before them). ``ops fit --network-context auto`` takes it
-  from 900 training networks on (:data:`edgeplan.latency.model.NETWORK_AUTO`).
+  from 900 training networks on (:data:`edgeplan.costmodels.opwise.model.NETWORK_AUTO`).
 
 and scores synthetic:900-999 and the zoo CNNs from their recorded operations (folded work left as recorded, so the
 zoo figure is not ``bench_li2023_zoo_bias.py``'s), training on synthetic:0-899 (``--train 900``) or on them and all
@@ -68,7 +68,7 @@ Trained on the 900 and the six spaces, ``distinct`` keeps the zoo where it
 was and lowers the synthetic error, so the Zen 5 profiles are fitted with it (``ops fit --network-context``). The
 stacked overhead costs the zoo a point trained on all (6.42 % against 5.41 %). Only ``stacked`` variants and ``total``
 bring §5.1 (the 900 alone) under 2.5 %, at the zoo's expense. The noise floor printed is li2023's
-(:func:`edgeplan.experiments.li2023.noise_floor`): the main campaign against its repeat on the models both hold
+(:func:`experiments.li2023.noise_floor`): the main campaign against its repeat on the models both hold
 (synthetic:900-919 and the torchvision CNNs).
 """
 
@@ -91,8 +91,8 @@ def load_split(args: argparse.Namespace) -> tuple[list[Any], list[Any], list[Any
     """``args.data``'s training networks (synthetic:0-899, and with ``--train all`` every synthetic space's), its
     synthetic:900-999 and its zoo CNNs, and li2023's noise floor against its repeat (``--repeat-data`` or the file's
     ``.repeat`` twin), as text."""
-    from edgeplan.experiments.li2023 import _spaces, _split, format_floor, noise_floor
-    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.measure.op_campaign import load_dataset
+    from experiments.li2023 import _spaces, _split, format_floor, noise_floor
 
     data = load_dataset(args.data)
     twin = getattr(args, "repeat_data", None) or args.data.with_name(args.data.name.replace(".jsonl", ".repeat.jsonl"))
@@ -107,7 +107,8 @@ def run(args: argparse.Namespace) -> None:
     """Fit and score as the module docstring says."""
     from _machine import machine
 
-    from edgeplan.latency.model import LatencyModel, mape, network_values, record_ops, scenario_threads
+    from edgeplan.costmodels.opwise.model import LatencyModel, mape, scenario_threads
+    from edgeplan.costmodels.opwise.ops import network_values, record_ops
 
     train, test, zoo, floor = load_split(args)
     threads = scenario_threads(args.scenario)

@@ -2,10 +2,10 @@
 
 Fits GBDT (median, keyed by implementation, context features, linear overhead) on the first N of li2023's synthetic
 networks of a file, and on the first 30 of each of edgeplan's synthetic spaces in it, with and without a network
-feature (``--feature``, default ``peak``: :data:`edgeplan.latency.features.NETWORK_CHOICES`), and prints the MAPE of
+feature (``--feature``, default ``peak``: :data:`edgeplan.costmodels.opwise.features.NETWORK_CHOICES`), and prints the MAPE of
 synthetic:900-999 and of the zoo CNNs as ``edgeplan reproduce li2023`` scores them. A network feature has one value
 per training network; with few networks the trees can use it to tell them apart. This is the measurement behind
-``--network-context auto``'s count (:data:`edgeplan.latency.model.NETWORK_AUTO`).
+``--network-context auto``'s count (:data:`edgeplan.costmodels.opwise.model.NETWORK_AUTO`).
 
 2026-12-01, Zen 5 keep-memory 2-thread file, ``peak`` (log ``campaigns/diag_network_sizes_s42.log``; the same
 figures as the ad hoc run that set the count): with / without, synthetic / zoo, first 30 of the 900 5.03 / 10.94
@@ -31,9 +31,9 @@ def run(args: argparse.Namespace) -> None:
     """Fit and score as the module docstring says."""
     from _machine import machine
 
-    from edgeplan.experiments.li2023 import _evaluate, _spaces, _split
-    from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import LatencyModel, scenario_threads
+    from edgeplan.costmodels.opwise.model import LatencyModel, scenario_threads
+    from edgeplan.measure.op_campaign import load_dataset
+    from experiments.li2023 import _evaluate, _spaces, _split
 
     data = load_dataset(args.data)
     train, test, zoo = _split(data)

@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> None:
     from _machine import machine
     from diag_li2023_network_context import load_split
 
-    from edgeplan.latency.model import LatencyModel, fit_overhead, mape, record_latency, record_ops, scenario_threads
+    from edgeplan.costmodels.opwise.model import LatencyModel, fit_overhead, mape, scenario_threads
+    from edgeplan.costmodels.opwise.ops import record_latency, record_ops
 
     train, test, zoo, floor = load_split(args)
     threads = scenario_threads(args.scenario)

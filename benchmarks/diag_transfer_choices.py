@@ -55,9 +55,9 @@ from _machine import machine
 from bench_transfer import DATA, family, load_source, variant_of
 
 from edgeplan.costmodels.transfer_learning import DESIGNS
-from edgeplan.experiments.mulder2020 import measured_choice
 from edgeplan.planners.pbqp.costgraph import SelectionCosts, SelectionPlan, plan_cost, select_primitives
 from edgeplan.planners.pbqp.network import SelectionStructure
+from experiments.mulder2020 import measured_choice
 
 
 def priced_increase(structure: SelectionStructure, measured: SelectionCosts, costs: SelectionCosts,
@@ -123,8 +123,8 @@ def analyse(model: Any, amd: Any, structures: dict[str, SelectionStructure], for
     """:func:`split_increase` and :func:`wrong_choices` of one model over the networks (means of the increases); each
     wrong choice also says which part of the table's 80/10/10 split (``split_seed``) its layer's row is in
     (``train``, ``val``, ``test``): only training rows can be drawn."""
-    from edgeplan.costmodels.primitive_data import split_indices
-    from edgeplan.selection import model_costs, table_costs
+    from edgeplan.decisions.select import model_costs, table_costs
+    from edgeplan.measure.primitive_data import split_indices
 
     split = split_indices(amd.features, split_seed)
     part = {tuple(int(v) for v in amd.features[r]): name for name in ("train", "val", "test")
@@ -206,8 +206,8 @@ def main() -> int:
     import torch
 
     from edgeplan.costmodels import load_primitive_csv, transfer
-    from edgeplan.experiments.mulder2020 import structures
-    from edgeplan.selection import load_formats
+    from edgeplan.decisions.select import load_formats
+    from experiments.mulder2020 import structures
 
     torch.set_num_threads(1)
     print(machine(1))

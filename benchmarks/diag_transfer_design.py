@@ -10,7 +10,7 @@ For every seed, the same number of rows as the uniform draw, from the same train
 
 - ``uniform``: :func:`~edgeplan.costmodels.draw_samples` (the paper's and the benchmark's draw);
 - ``kmeans``: ``draw_samples(..., design="kmeans")``
-  (:func:`~edgeplan.costmodels.transfer_learning.design_rows`): the ``(c, k, im)`` sizes of the training part
+  (:func:`~edgeplan.measure.sampling.design_rows`): the ``(c, k, im)`` sizes of the training part
   clustered on their logarithms (standardized) into ``n`` clusters (k-means, seeded, weighted by how many rows each
   size has); per cluster the size nearest its centre; each chosen size then takes the filter shape least used so far
   relative to the shape's weight, the number of primitives that apply to it (ties broken by the seed): stride-1
@@ -49,8 +49,9 @@ from bench_transfer import FAMILIES, family
 from diag_transfer_probe import load_setup, transfer_arguments
 
 from edgeplan.costmodels import draw_samples
-from edgeplan.costmodels.primitive_data import split_indices
-from edgeplan.costmodels.transfer_learning import design_rows, hold_out, transfer_on
+from edgeplan.costmodels.transfer_learning import hold_out, transfer_on
+from edgeplan.measure.primitive_data import split_indices
+from edgeplan.measure.sampling import design_rows
 
 DESIGNS = ("uniform", "kmeans", "even", "maximin", "shapes")
 

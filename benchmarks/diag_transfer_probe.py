@@ -31,7 +31,7 @@ import torch
 from bench_transfer import DATA, Scorer, load_source
 
 from edgeplan.costmodels import draw_samples, load_primitive_csv, transfer
-from edgeplan.selection import load_formats
+from edgeplan.decisions.select import load_formats
 
 GRID = [(lam, kappa) for lam in (0.01, 0.1, 1, 10, 100) for kappa in (0.1, 1, 10, 100)]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from edgeplan.cli.main import main as cli_main
-from edgeplan.selection import SHIPPED
+from edgeplan.decisions.select import SHIPPED
 
 __all__ = ["main"]
 
@@ -29,7 +29,7 @@ def _summary() -> None:
     from rich.progress import track
     from rich.table import Table
 
-    from edgeplan.api import load_graph
+    from edgeplan.frontends.zoo import load_graph
     from edgeplan.reports.tables import human, print_table
 
     table = Table(title="models imported to the edgeplan IR", header_style="bold")
@@ -52,7 +52,7 @@ def _run(*args: str) -> None:
 def main() -> int:
     """Run the tour; return the exit code."""
     _run("zoo")
-    print("\n$ (python) edgeplan.api.load_graph(...) for a few models", flush=True)
+    print("\n$ (python) edgeplan.frontends.zoo.load_graph(...) for a few models", flush=True)
     _summary()
     _run("inspect", "paper:alexnet")
     _run("measure", "torchvision:resnet18", "--threads", "1")

@@ -11,14 +11,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from edgeplan.api import cache_export, load_graph, predict_latency
+from edgeplan.costmodels.opwise.graph_ops import predict_graph
+from edgeplan.costmodels.opwise.profiles import kernel_profile_of, load_device_model
+from edgeplan.decisions.predict import predict_latency
+from edgeplan.decisions.select import SHIPPED, SHIPPED_TABLES, merged_tables
 from edgeplan.errors import InvalidInputError
+from edgeplan.frontends.onnx_export import cache_export
 from edgeplan.frontends.torch_frontend import graph_from_torch
-from edgeplan.frontends.zoo import build_model
-from edgeplan.latency.predict import kernel_profile_of, load_device_model, predict_graph
+from edgeplan.frontends.zoo import build_model, load_graph
 from edgeplan.measure import Store, check_thread_count
 from edgeplan.measure.harness import MAX_THREADS
-from edgeplan.selection import SHIPPED, SHIPPED_TABLES, merged_tables
 
 
 def test_export_refuses_the_stores_own_file(tmp_path: Path) -> None:
@@ -73,7 +75,7 @@ def test_attention_without_a_predictor_of_its_own_is_unpredicted() -> None:
     """Predictors fitted on CNNs alone once priced an attention by the element-wise predictor at about 0.05 ms
     (ViT-B/16's twelve, each some 0.1 GFLOPs) and reported it as predicted. Without its transformer extension the
     shipped profile lists it as unpredicted; with it (as shipped) attention has a predictor of its own."""
-    from edgeplan.latency.model import LatencyModel
+    from edgeplan.costmodels.opwise.model import LatencyModel
 
     graph = graph_from_torch(_Attention(), torch.randn(1, 16, 32))
     model = load_device_model("torch-fp32-1t", "gbdt")
@@ -146,7 +148,7 @@ def test_one_table_path_is_one_table() -> None:
 
 
 def test_measure_model_wants_a_timing_config() -> None:
-    from edgeplan.api import measure_model
+    from edgeplan.measure.model_latency import measure_model
 
     with pytest.raises(InvalidInputError, match="must be a TimingConfig"):
         measure_model("paper:alexnet", config={"max_time_s": 1})  # type: ignore[arg-type]
@@ -155,7 +157,7 @@ def test_measure_model_wants_a_timing_config() -> None:
 def test_calibrate_primitives_wants_loaded_inputs_and_a_thread_count(tmp_path: Path) -> None:
     from edgeplan.costmodels import load_performance_model, load_primitive_csv
     from edgeplan.costmodels.transfer_learning import calibrate_primitives
-    from edgeplan.selection import SHIPPED_MODEL
+    from edgeplan.decisions.select import SHIPPED_MODEL
 
     source = load_performance_model(SHIPPED / SHIPPED_MODEL)
     table = SHIPPED / "networks_cpu_2t.csv"
@@ -176,7 +178,7 @@ def test_primitive_tables_want_whole_layer_shapes(tmp_path: Path) -> None:
 
 
 def test_offload_inputs_are_checked_when_given() -> None:
-    from edgeplan.offload import OffloadSetup, plan_offload
+    from edgeplan.decisions.offload import OffloadSetup, plan_offload
     from edgeplan.planners.offload import OffloadCosts
 
     for bad in ({"cloud_speedup": float("inf")}, {"cloud_speedup": "2"}, {"mobile_threads": 0}, {"model": None}):
@@ -205,7 +207,7 @@ def test_store_open_checks_its_arguments_before_creating_a_file(tmp_path: Path) 
 
 
 def test_select_model_refuses_options_its_costs_do_not_use() -> None:
-    from edgeplan.selection import select_model
+    from edgeplan.decisions.select import select_model
 
     with pytest.raises(InvalidInputError, match="tables are measured costs"):
         select_model("paper:alexnet", costs="predicted", tables=[SHIPPED / SHIPPED_TABLES[0]])

@@ -21,7 +21,7 @@ def test_a_model_is_priced_with_its_unpredicted_ops_and_stand_ins_counted() -> N
 
 
 def test_an_imported_graph_is_priced_as_the_model_is() -> None:
-    from edgeplan.api import load_graph
+    from edgeplan.frontends.zoo import load_graph
 
     cov = load_benchmark("bench_coverage")
     spec = "torchvision:mobilenet_v3_small"

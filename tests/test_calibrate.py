@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 from edgeplan.cli.main import main
+from edgeplan.costmodels.opwise.calibrate import calibrate, read_measurements
+from edgeplan.costmodels.opwise.model import LatencyModel
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.direct import nb201_graph
 from edgeplan.ir.kernels import deduce_kernels
 from edgeplan.ir.serialize import node_to_dict
-from edgeplan.latency.calibrate import calibrate, read_measurements
-from edgeplan.latency.model import LatencyModel
+from experiments.reproduce import main as reproduce_main
 
 CELLS = [f"|{a}~0|+|{b}~0|{c}~1|+|skip_connect~0|{a}~1|{b}~2|"
          for a in ("nor_conv_3x3", "nor_conv_1x1", "avg_pool_3x3")
@@ -46,7 +47,7 @@ def source() -> LatencyModel:
 
 
 def test_calibration_recovers_a_scaled_device(source: LatencyModel) -> None:
-    from edgeplan.experiments.li2023 import nb201_terms
+    from experiments.li2023 import nb201_terms
 
     terms = nb201_terms(CELLS, source)
     truth = np.array([3.0 * t["total"] + 0.5 for t in terms])  # a device 3x slower with 0.5 ms of overhead
@@ -70,7 +71,7 @@ def test_calibration_recovers_a_scaled_device(source: LatencyModel) -> None:
 
 def test_only_strong_evidence_keeps_the_source_kernels_on_constant_networks(source: LatencyModel) -> None:
     """as-source is kept outright only when it beats fold-zeros by more than CONSTANT_EVIDENCE_SE standard errors."""
-    from edgeplan.latency.calibrate import CONSTANT_EVIDENCE_SE, CalibratedDevice
+    from edgeplan.costmodels.opwise.calibrate import CONSTANT_EVIDENCE_SE, CalibratedDevice
 
     rng = np.random.default_rng(0)
     conv = rng.uniform(1.0, 5.0, 10)
@@ -99,7 +100,7 @@ def test_only_strong_evidence_keeps_the_source_kernels_on_constant_networks(sour
 
 
 def test_nb201_fewshot_on_a_help_like_file(tmp_path: Path, source: LatencyModel) -> None:
-    from edgeplan.experiments.li2023 import format_nb201, nb201_fewshot, nb201_terms
+    from experiments.li2023 import format_nb201, nb201_fewshot, nb201_terms
 
     terms = nb201_terms(CELLS, source)
     path = tmp_path / "help.csv"
@@ -108,7 +109,7 @@ def test_nb201_fewshot_on_a_help_like_file(tmp_path: Path, source: LatencyModel)
         w.writerow(["index", "arch", "fast", "slow"])
         for i, (c, t) in enumerate(zip(CELLS, terms, strict=True)):
             w.writerow([i, c, 0.5 * t["total"] + 0.1, 4 * t["total"] + 0.02 * t["kernels"]])
-    import edgeplan.experiments.li2023 as li
+    import experiments.li2023 as li
 
     old = li.HELP_REFERENCE
     li.HELP_REFERENCE = tuple(range(10))
@@ -135,7 +136,7 @@ def _csv(path: Path, rows: list[list[Any]]) -> Path:
 def test_fewshot_on_measured_models_recovers_a_scaled_device_and_names_what_it_leaves_out(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, source: LatencyModel) -> None:
     """``reproduce li2023 --fewshot``: calibrated from 10 rows of a CSV, the others predicted; a repeat's floor."""
-    from edgeplan.experiments.li2023 import fewshot_measured, format_fewshot_measured, measured_terms
+    from experiments.li2023 import fewshot_measured, format_fewshot_measured, measured_terms
 
     models = [f"nb201:{c}" for c in CELLS]
     terms, kept, left = measured_terms(models, source)
@@ -160,11 +161,11 @@ def test_fewshot_on_measured_models_recovers_a_scaled_device_and_names_what_it_l
     source.save(home / "devices" / "src")
     first = _csv(tmp_path / "first.csv", [["model", "latency_ms"], *map(list, rows)])
     second = _csv(tmp_path / "second.csv", [["model", "latency_ms"], *map(list, again)])
-    assert main(["--home", str(home), "reproduce", "li2023", "--fewshot", str(first), "--repeat-data", str(second),
+    assert reproduce_main(["--home", str(home), "li2023", "--fewshot", str(first), "--repeat-data", str(second),
                  "--source", "src", "--seeds", "2", "--samples", "6", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["samples"] == 6 and out["seeds"] == 2 and out["pools"]["zoo"]["scale"]["all"]["mape"] < 1.0
-    assert main(["--home", str(home), "reproduce", "li2023", "--fewshot", str(first), "--nb201"]) != 0
+    assert reproduce_main(["--home", str(home), "li2023", "--fewshot", str(first), "--nb201"]) != 0
     assert "separate runs" in capsys.readouterr().err
 
 
@@ -197,7 +198,7 @@ def test_cli_calibrate_then_predict_and_bad_files(capsys: pytest.CaptureFixture[
     (pred,) = json.loads(capsys.readouterr().out)
     assert pred["latency_ms"] > 0 and pred["unpredicted_ops"] == []
     assert pred["latency_ms"] == pytest.approx(pred["overhead_ms"] + sum(o["ms"] for o in pred["ops"]))
-    from edgeplan.api import predict_latency
+    from edgeplan.decisions.predict import predict_latency
 
     one = predict_latency("nb201:" + CELLS[12], device="phone", method="lasso", home=home)
     assert one.prediction.latency_ms == pytest.approx(pred["latency_ms"])
@@ -214,7 +215,7 @@ def test_cli_calibrate_then_predict_and_bad_files(capsys: pytest.CaptureFixture[
                  "--json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["source"] == "src" and "calibrating against its source src" in captured.err
-    from edgeplan.latency.predict import available_devices
+    from edgeplan.costmodels.opwise.profiles import available_devices
 
     assert available_devices(home)["phone2"] == ["lasso"]
     source.save(home / "devices" / "torch-fp32-1t")  # a home device named like a shipped scenario: methods merge
@@ -223,8 +224,8 @@ def test_cli_calibrate_then_predict_and_bad_files(capsys: pytest.CaptureFixture[
 
 def test_calibration_chooses_the_fold_zeros_deduction_when_the_samples_say_so(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, source: LatencyModel) -> None:
-    from edgeplan.experiments.li2023 import nb201_terms
-    from edgeplan.latency.calibrate import CalibratedDevice
+    from edgeplan.costmodels.opwise.calibrate import CalibratedDevice
+    from experiments.li2023 import nb201_terms
 
     cells = [*CELLS, "|skip_connect~0|+|skip_connect~0|avg_pool_3x3~1|+|none~0|skip_connect~1|none~2|",
              "|nor_conv_3x3~0|+|none~0|nor_conv_1x1~1|+|skip_connect~0|none~1|none~2|"]
@@ -334,7 +335,7 @@ def _device_record(cell: str) -> dict[str, Any]:
     """A made-up device whose convolutions slow down with their kernel (1 + k_h times the source's times: 4x for
     3x3, 2x for 1x1, mixed differently in each cell) and whose other operations run twice as fast, with 0.4 ms
     between operations: no end-to-end form follows that."""
-    from edgeplan.latency.model import record_ops
+    from edgeplan.costmodels.opwise.ops import record_ops
 
     rec = _record(cell)
     for op, o in zip(rec["ops"], record_ops(rec), strict=True):
@@ -347,10 +348,10 @@ def _device_record(cell: str) -> dict[str, Any]:
 def test_per_op_correction_learns_each_operation_from_the_measured_ops(source: LatencyModel) -> None:
     """The ``per-op`` form: learnt from the samples' operations timed on the device; chosen by leave-one-out when
     the device differs from the source op by op; saved and loaded without change; refused without operations."""
-    from edgeplan.experiments.li2023 import nb201_terms
-    from edgeplan.latency.calibrate import PER_OP, CalibratedDevice
-    from edgeplan.latency.model import record_ops
-    from edgeplan.latency.op_correction import measured_ops
+    from edgeplan.costmodels.opwise.calibrate import PER_OP, CalibratedDevice
+    from edgeplan.costmodels.opwise.op_correction import measured_ops
+    from edgeplan.costmodels.opwise.ops import record_ops
+    from experiments.li2023 import nb201_terms
 
     records = [_device_record(c) for c in CELLS]
     truth = np.array([r["latency_ms"] for r in records])
@@ -384,9 +385,9 @@ def test_per_op_correction_learns_each_operation_from_the_measured_ops(source: L
 def test_per_op_is_kept_unless_another_form_beats_it_by_a_standard_error(source: LatencyModel) -> None:
     """The lowest leave-one-out score replaces ``per-op`` only when its lead exceeds two standard errors of the
     paired differences: a lead within the noise of ten samples keeps ``per-op``, a clear one does not."""
-    from edgeplan.experiments.li2023 import nb201_terms
-    from edgeplan.latency.calibrate import PER_OP, PER_OP_EVIDENCE_SE, _keep_per_op
-    from edgeplan.latency.op_correction import measured_ops
+    from edgeplan.costmodels.opwise.calibrate import PER_OP, PER_OP_EVIDENCE_SE, _keep_per_op
+    from edgeplan.costmodels.opwise.op_correction import measured_ops
+    from experiments.li2023 import nb201_terms
 
     per_op = np.array([0.10, 0.02, 0.15, 0.05, 0.12, 0.08, 0.03, 0.20, 0.06, 0.09])
     noisy = per_op + np.array([-0.06, 0.05, -0.07, 0.04, -0.05, 0.03, 0.04, -0.08, 0.02, 0.05]) - 0.005
@@ -425,7 +426,7 @@ FORMS_WITHOUT_PER_OP = ("scale", "scale+overhead", "scale+kernels", "per-categor
 def test_fewshot_scores_the_per_op_correction_from_a_dataset(source: LatencyModel) -> None:
     """``reproduce li2023 --fewshot DATASET``: the records' operations make per-op a candidate and a row of its own;
     a model without a record is left out by name."""
-    from edgeplan.experiments.li2023 import fewshot_measured, format_fewshot_measured
+    from experiments.li2023 import fewshot_measured, format_fewshot_measured
 
     records = {f"nb201:{c}": _device_record(c) for c in CELLS}
     rows = [(m, r["latency_ms"]) for m, r in records.items()]
@@ -444,8 +445,8 @@ def test_op_factors_shrink_rare_kinds_towards_their_category() -> None:
     with too few operations gets no residual model; no usable operation is refused."""
     import math
 
-    from edgeplan.latency.model import OpInput
-    from edgeplan.latency.op_correction import OP_PRIOR, MeasuredOps, fit_op_correction
+    from edgeplan.costmodels.opwise.op_correction import OP_PRIOR, MeasuredOps, fit_op_correction
+    from edgeplan.costmodels.opwise.ops import OpInput
 
     def op(key: str, ms: float) -> OpInput:
         return OpInput(key, key.split("|")[0], key, key.split("|")[1], [1.0, 2.0], ms)
@@ -473,7 +474,7 @@ def test_cli_calibrates_from_an_ops_dataset_with_the_per_op_form(capsys: pytest.
     candidate; the device predicts from the CLI."""
     import gzip
 
-    from edgeplan.latency.campaign import DATASET_FORMAT
+    from edgeplan.measure.op_campaign import DATASET_FORMAT
 
     home = tmp_path / "home"
     source.save(home / "devices" / "src")
@@ -508,8 +509,8 @@ def test_cli_says_why_another_form_replaced_per_op(capsys: pytest.CaptureFixture
     its bar: a device 3x the source end to end whose op timings scatter (log-normal, sigma 0.5) replaces it."""
     import gzip
 
-    from edgeplan.latency.calibrate import PER_OP_EVIDENCE_SE
-    from edgeplan.latency.campaign import DATASET_FORMAT
+    from edgeplan.costmodels.opwise.calibrate import PER_OP_EVIDENCE_SE
+    from edgeplan.measure.op_campaign import DATASET_FORMAT
 
     home = tmp_path / "home"
     source.save(home / "devices" / "src")
@@ -538,8 +539,8 @@ def test_residual_trees_evaluate_as_scikit_learn_predicts() -> None:
     """The per-op residual models are saved as exported trees: evaluated stacked, they give sklearn's prediction."""
     from sklearn.ensemble import GradientBoostingRegressor
 
-    from edgeplan.latency.op_correction import RESIDUAL_PARAMS
-    from edgeplan.latency.predictors import _export_tree, _Forest
+    from edgeplan.costmodels.opwise.op_correction import RESIDUAL_PARAMS
+    from edgeplan.costmodels.opwise.predictors import _export_tree, _Forest
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(300, 5))
@@ -557,10 +558,10 @@ def test_the_shipped_measurements_of_a_second_cpu_are_whole(scenario: str, least
     ``least`` models, ``least_again`` of them in the repeat, every latency positive, every operation featurized, and
     the records the source predicts (most: the ORT profile lacks a few real CNNs' kinds, e.g. ``Pad``) readable by the
     per-op correction."""
-    from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import record_latency, record_ops
-    from edgeplan.latency.op_correction import measured_ops
-    from edgeplan.latency.predict import load_device_model
+    from edgeplan.costmodels.opwise.op_correction import measured_ops
+    from edgeplan.costmodels.opwise.ops import record_latency, record_ops
+    from edgeplan.costmodels.opwise.profiles import load_device_model
+    from edgeplan.measure.op_campaign import load_dataset
 
     folder = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / "fewshot" / f"xeon-{scenario}"
     data = load_dataset(folder / "main.jsonl.xz")

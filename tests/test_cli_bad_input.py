@@ -11,16 +11,17 @@ import pytest
 
 from edgeplan.cli.common import emit_json
 from edgeplan.cli.main import main
+from edgeplan.costmodels.opwise.calibrate import read_measurements
+from edgeplan.costmodels.opwise.profiles import shipped_devices
 from edgeplan.errors import InvalidInputError, UnsupportedOperatorError
-from edgeplan.latency.calibrate import read_measurements
-from edgeplan.latency.predict import shipped_devices
 from edgeplan.measure.model_sets import MAX_RANGE, expand_models
+from experiments.reproduce import main as reproduce_main
 
 NB201 = "nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|skip_connect~1|+|avg_pool_3x3~0|none~1|nor_conv_1x1~2|"
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
+    code = reproduce_main([a for a in args if a != "reproduce"]) if "reproduce" in args else main(list(args))
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -145,7 +146,7 @@ def test_select_run_of_an_onnx_file_says_what_to_do(capsys: pytest.CaptureFixtur
     Python function (``use load_graph()``)."""
     import torch
 
-    from edgeplan.api import cache_export
+    from edgeplan.frontends.onnx_export import cache_export
 
     path = tmp_path / "conv.onnx"
     cache_export(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval(),
@@ -160,7 +161,7 @@ def test_predict_refuses_an_unknown_operator_by_name_or_predicts_the_rest_with_a
     import torch
     import torch.nn.functional as F
 
-    from edgeplan.api import cache_export
+    from edgeplan.frontends.onnx_export import cache_export
 
     class Sampler(torch.nn.Module):
         def __init__(self) -> None:

@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from edgeplan.costmodels.opwise.model import LatencyModel, scenario_threads
+from edgeplan.costmodels.opwise.ops import record_ops
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.kernels.selection import implementation, implementation_entries, implementation_kinds, node_facts
-from edgeplan.latency.model import LatencyModel, record_ops, scenario_threads
 
 
 def conv(c: int, k: int, size: int, kernel: int = 3, stride: int = 1, groups: int = 1, batch: int = 1,
@@ -64,7 +65,7 @@ def test_the_profiler_shows_the_deduced_implementation() -> None:
     if not torch.backends.mkldnn.is_available():
         pytest.skip("this torch build has no oneDNN")
     from edgeplan.frontends.torch_frontend import graph_from_torch
-    from edgeplan.runtimes.kernel_check import check_torch_implementations
+    from edgeplan.measure.kernel_check import check_torch_implementations
 
     class Convs(torch.nn.Module):
         def __init__(self) -> None:

@@ -34,7 +34,6 @@ from edgeplan.costmodels.transfer_learning import (
     calibrate_primitives,
     common_epoch,
     contender_cells,
-    design_rows,
     even_shares,
     factor_scales,
     hold_out,
@@ -43,6 +42,7 @@ from edgeplan.costmodels.transfer_learning import (
     transfer_on,
 )
 from edgeplan.errors import InvalidInputError
+from edgeplan.measure.sampling import design_rows
 
 NAMES = ("p0", "p1", "wino")
 TINY_NN = {"hidden": (32, 32), "max_epochs": 600, "patience": 40, "threads": 1, "n_members": 2}
@@ -1002,7 +1002,7 @@ def test_cli_calibrate_the_shipped_model_then_select_and_evaluate(tmp_path: Path
     """The shipped NN2 calibrated from a table of our own primitives; select and evaluate use the device."""
     from edgeplan.cli.main import main
     from edgeplan.costmodels import load_primitive_csv
-    from edgeplan.selection import SHIPPED
+    from edgeplan.decisions.select import SHIPPED
 
     table = load_primitive_csv(SHIPPED / "networks_cpu_2t.csv")
     first = write_table(tmp_path / "first.csv", table.subset(np.arange(0, 12)))
@@ -1053,7 +1053,7 @@ def test_cli_calibrate_primitives_records_where_a_given_table_was_measured(tmp_p
     """--torch-device with --measurements labels the table; without it the processor is unknown."""
     from edgeplan.cli.main import main
     from edgeplan.costmodels import load_primitive_csv
-    from edgeplan.selection import SHIPPED
+    from edgeplan.decisions.select import SHIPPED
 
     table = write_table(tmp_path / "t.csv", load_primitive_csv(SHIPPED / "networks_h200.csv").subset(np.arange(12)))
     home = ["--home", str(tmp_path / "home")]
@@ -1139,7 +1139,7 @@ def test_cli_calibrate_primitives_from_one_layer(tmp_path: Path, lin_source: Per
 def test_the_shipped_cpu_model_transfers_to_the_shipped_gpu_table() -> None:
     """The H200 table (measured with --device cuda) lacks oneDNN's CPU-only columns; the CPU NN2 moves to it."""
     from edgeplan.costmodels import load_primitive_csv
-    from edgeplan.selection import SHIPPED, SHIPPED_MODEL
+    from edgeplan.decisions.select import SHIPPED, SHIPPED_MODEL
 
     target = load_primitive_csv(SHIPPED / "reference_h200.csv")
     provenance = json.loads((SHIPPED / "reference_h200.provenance.json").read_text())
@@ -1159,8 +1159,8 @@ def test_the_shipped_cpu_model_transfers_to_the_shipped_gpu_table() -> None:
 def test_the_shipped_h100_tables_hold_the_h200_configurations_measured_in_the_campaign_order() -> None:
     """The second GPU's tables: the first configurations of the seeded plan, the H200's among them, with provenance."""
     from edgeplan.costmodels import load_primitive_csv
-    from edgeplan.primitives.campaign import noise_floor, primitive_campaign
-    from edgeplan.selection import SHIPPED
+    from edgeplan.decisions.select import SHIPPED
+    from edgeplan.measure.primitive_campaign import noise_floor, primitive_campaign
 
     h100, h200 = load_primitive_csv(SHIPPED / "reference_h100.csv"), load_primitive_csv(SHIPPED / "reference_h200.csv")
     provenance = json.loads((SHIPPED / "reference_h100.provenance.json").read_text())

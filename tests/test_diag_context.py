@@ -71,7 +71,7 @@ def _network(i: int, c: int, repeats: int) -> dict[str, object]:
 
 def test_the_context_diagnostic_splits_ops_by_how_often_the_same_op_ran_before(
         capsys: pytest.CaptureFixture[str]) -> None:
-    from edgeplan.latency.model import record_ops
+    from edgeplan.costmodels.opwise.ops import record_ops
 
     diag = _diag()
     train = [_network(i, 8 + i % 4, repeats=i % 2) for i in range(40)]  # half the networks repeat their conv once
@@ -104,8 +104,9 @@ def test_worst_ranks_by_distance_from_one_on_a_log_scale_both_ways() -> None:
 def test_zoo_rows_count_folded_work_as_reproduce_li2023_does(monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
-    from edgeplan.experiments import li2023
-    from edgeplan.latency.model import LatencyModel, record_ops
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.ops import record_ops
+    from experiments import li2023
 
     train = [_network(i, 8 + i % 4, repeats=i % 2) for i in range(40)]
     model = LatencyModel.fit(train, "lasso", "torch-fp32-2t", statistic="median")
@@ -125,7 +126,8 @@ def test_zoo_rows_count_folded_work_as_reproduce_li2023_does(monkeypatch: pytest
 
 
 def test_predicted_rows_keep_the_measured_time_and_count_and_take_the_models_op_sum() -> None:
-    from edgeplan.latency.model import LatencyModel, record_latency, record_ops
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.ops import record_latency, record_ops
 
     diag = _diag()
     train = [_network(i, 8 + i % 4, repeats=i % 2) for i in range(40)]
@@ -148,8 +150,8 @@ def test_the_bias_bench_evaluates_a_device_profile_on_the_networks_it_was_not_tr
     import gzip
     import json
 
-    from edgeplan.latency.campaign import DATASET_FORMAT
-    from edgeplan.latency.model import LatencyModel
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.measure.op_campaign import DATASET_FORMAT
 
     nets = [{**_network(i, 8 + i % 4, repeats=i % 2), "model": f"synthetic:{i}"} for i in range(50)]
     zoo = [{**_network(100 + i, 9, repeats=3), "model": f"torchvision:z{i}"} for i in range(4)]
@@ -187,7 +189,7 @@ def test_the_overhead_forms_power_fit_recovers_its_exponent_and_the_per_key_scal
     latency = 0.2 + 0.003 * counts + 0.9 * sums ** 1.05
     assert diag._power(latency, sums, counts) == pytest.approx([0.2, 0.003, 0.9, 1.05], rel=1e-3, abs=1e-4)
 
-    from edgeplan.latency.model import OpInput, OpPrediction, Prediction
+    from edgeplan.costmodels.opwise.ops import OpInput, OpPrediction, Prediction
 
     bias = {"k|conv": 0.8, "k|add": 1.25}
 
@@ -210,7 +212,7 @@ def test_the_overhead_forms_power_fit_recovers_its_exponent_and_the_per_key_scal
 
 def test_the_capacity_diagnostic_sets_the_tree_knobs_refuses_bad_ones_and_skips_without_its_data(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from edgeplan.latency import predictors
+    from edgeplan.costmodels.opwise import predictors
 
     monkeypatch.setattr(predictors, "GBDT_DEPTH", predictors.GBDT_DEPTH)  # restored after the test
     monkeypatch.setattr(predictors, "RF_TREES", predictors.RF_TREES)

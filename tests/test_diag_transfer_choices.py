@@ -113,9 +113,9 @@ def test_costliest_layers_in_points_of_the_mean_increase() -> None:
 
 def test_analyse_on_the_mulder_tables_with_the_table_itself_as_the_model() -> None:
     from edgeplan.costmodels import fit_performance_model
-    from edgeplan.costmodels.primitive_data import load_primitive_csv
-    from edgeplan.experiments.mulder2020 import structures
-    from edgeplan.selection import load_formats, table_costs
+    from edgeplan.decisions.select import load_formats, table_costs
+    from edgeplan.measure.primitive_data import load_primitive_csv
+    from experiments.mulder2020 import structures
 
     data = Path(__file__).resolve().parents[2] / "shared" / "data" / "mulder2021"
     if not (data / "amd.csv").is_file():

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from edgeplan.costmodels.opwise.graph_ops import graph_ops
 from edgeplan.frontends.direct import nb201_graph
 from edgeplan.frontends.nb201 import build_nb201
 from edgeplan.frontends.torch_frontend import graph_from_torch
 from edgeplan.frontends.zoo import load_graph
 from edgeplan.ir.fold import executed_nodes
 from edgeplan.ir.ops import EltwiseAttrs, EltwiseOp, OpKind
-from edgeplan.latency.predict import graph_ops
 
 ALL_NONE = "|none~0|+|none~0|none~1|+|none~0|none~1|none~2|"
 IDENTITY_WITH_DEAD_POOL = "|skip_connect~0|+|skip_connect~0|avg_pool_3x3~1|+|none~0|skip_connect~1|none~2|"
@@ -103,7 +103,7 @@ def test_graph_ops_under_fold_zeros() -> None:
 
 def test_fold_zeros_explains_helps_sub_millisecond_pixel3_networks() -> None:
     """HELP's Pixel 3 column: every network it times far below a millisecond is one the rules fold to a constant."""
-    from edgeplan.experiments.li2023 import HELP_DATA, read_help
+    from experiments.li2023 import HELP_DATA, read_help
 
     if not HELP_DATA.is_file():
         pytest.skip(f"{HELP_DATA} not present")

@@ -11,11 +11,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from edgeplan.cli.predict_cmd import _grouped
+from edgeplan.costmodels.opwise.graph_ops import graph_ops, predict_graph
+from edgeplan.costmodels.opwise.ops import network_footprint
+from edgeplan.costmodels.opwise.profiles import load_device_model
 from edgeplan.errors import InvalidGraphError
 from edgeplan.frontends.torch_frontend import graph_from_torch
 from edgeplan.ir.serialize import graph_to_dict
-from edgeplan.latency.model import network_footprint
-from edgeplan.latency.predict import graph_ops, load_device_model, predict_graph
 
 SHIPPED = Path(__file__).resolve().parents[1] / "edgeplan" / "data" / "latency"
 
@@ -126,7 +127,7 @@ def test_the_shipped_eager_profile_adds_the_folded_work_to_the_latency(graph: ob
 ])
 def test_a_folded_product_is_the_node_its_shapes_determine(op: str, ins: list[list[int]], out: list[int],
                                                            expected: dict[str, object]) -> None:
-    from edgeplan.latency.predict import folded_product_node
+    from edgeplan.costmodels.opwise.ops import folded_product_node
 
     node = folded_product_node(op, ins, [out])
     assert node is not None and node["output_shapes"] == [out]
@@ -142,7 +143,7 @@ def test_a_folded_product_is_the_node_its_shapes_determine(op: str, ins: list[li
 ])
 def test_a_folded_product_its_shapes_do_not_determine_is_refused(op: str, ins: list[list[int]],
                                                                   out: list[int]) -> None:
-    from edgeplan.latency.predict import folded_product_node
+    from edgeplan.costmodels.opwise.ops import folded_product_node
 
     assert folded_product_node(op, ins, [out]) is None
 
@@ -157,7 +158,7 @@ def test_a_folded_product_the_shapes_do_not_determine_is_named_not_priced(graph:
 
 def test_eager_profiling_times_each_folded_operator_that_moves_data(graph: object) -> None:
     from edgeplan.ir.kernels import deduce_kernels
-    from edgeplan.runtimes.op_profile import profile_torch_ops
+    from edgeplan.measure.op_profile import profile_torch_ops
 
     m = StandardizedConv().eval()
     runs = profile_torch_ops(m, (torch.randn(1, 4, 6, 6),), deduce_kernels(graph, "torch-eager"), graph, threads=1,
@@ -171,7 +172,7 @@ def test_eager_profiling_times_each_folded_operator_that_moves_data(graph: objec
 
 
 def test_folded_events_are_told_apart_by_their_first_input_shape() -> None:
-    from edgeplan.runtimes.op_profile import _assign_folded
+    from edgeplan.measure.op_profile import _assign_folded
 
     keys = [("aten::batch_norm", (1, 8, 36)), ("aten::batch_norm", (1, 16, 72)), ("aten::mul", (8, 1, 1, 1))]
     # the larger weight's standardization ran first; a mul whose shape the profiler did not record takes the
@@ -182,9 +183,10 @@ def test_folded_events_are_told_apart_by_their_first_input_shape() -> None:
 
 
 def test_a_records_timed_folded_operators_are_ops_a_model_learns(graph: object) -> None:
-    from edgeplan.experiments.li2023 import predict_with_folded_work
-    from edgeplan.latency.campaign import _normalised
-    from edgeplan.latency.model import LatencyModel, record_ops
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.ops import record_ops
+    from edgeplan.measure.op_campaign import _normalised
+    from experiments.li2023 import predict_with_folded_work
 
     def std(j: int, filters: int, fan_in: int, ms: float) -> dict[str, object]:
         return {"kernel": f"aten::batch_norm@folded#{j}", "kind": "aten::batch_norm", "nodes": [], "ms": ms,
@@ -222,8 +224,8 @@ def test_the_table_counts_unpredicted_ops_of_one_kind_and_reason() -> None:
 
 
 def test_li2023_evaluation_counts_a_records_folded_work_as_predict_does() -> None:
-    from edgeplan.experiments.li2023 import _evaluate, predict_with_folded_work
-    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.measure.op_campaign import load_dataset
+    from experiments.li2023 import _evaluate, predict_with_folded_work
 
     path = SHIPPED / "epyc-zen5-keep" / "torch-fp32-2t.jsonl.xz"
     wanted = {"timm:mobileone_s0", "timm:nf_resnet50", "synthetic:900"}
@@ -251,7 +253,7 @@ def test_li2023_evaluation_counts_a_records_folded_work_as_predict_does() -> Non
 def test_a_records_folded_work_that_cannot_be_rebuilt_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     import edgeplan.frontends.zoo as zoo
     from edgeplan.errors import InvalidInputError
-    from edgeplan.experiments import li2023
+    from experiments import li2023
 
     def refuse(spec: str, **_: object) -> object:
         raise InvalidInputError(f"unknown model {spec!r}")

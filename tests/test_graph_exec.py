@@ -12,7 +12,7 @@ from edgeplan.frontends.zoo import build_model, load_graph
 from edgeplan.ir import Graph, Node, OpKind, Ref
 from edgeplan.ir.layer_chain import layer_chain
 from edgeplan.ir.ops import InputAttrs, OpaqueAttrs
-from edgeplan.runtimes.graph_exec import GraphExecutor
+from edgeplan.measure.graph_exec import GraphExecutor
 
 
 @pytest.mark.parametrize("spec", ["paper:alexnet", "paper:chair", "paper:pix2pix", "torchvision:resnet18",

@@ -1,6 +1,6 @@
 """Kernel deduction (edgeplan.ir.kernels): hand-built cases of li2023 Alg. 3.1/3.2 and Table 2, and real runtimes.
 
-ONNX Runtime (edgeplan.runtimes.kernel_check): torchvision models exported with edgeplan's exporter, deduced kernels
+ONNX Runtime (edgeplan.measure.kernel_check): torchvision models exported with edgeplan's exporter, deduced kernels
 compared with ORT's optimized graph (node by node for the IR of the ONNX file, counts per kind for the IR of the
 torch module, which still has its batch norms); more models in benchmarks/bench_kernels.py. PyTorch eager: deduced
 aten operators compared with torch.profiler's top-level operators.
@@ -39,7 +39,7 @@ from edgeplan.ir.ops import (
     PoolMode,
     SplitAttrs,
 )
-from edgeplan.runtimes.kernel_check import check_onnxruntime, onnxruntime_nchwc_block_size
+from edgeplan.measure.kernel_check import check_onnxruntime, onnxruntime_nchwc_block_size
 
 VENDORS = ("adreno", "mali", "powervr")
 

@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgeplan.errors import InvalidInputError
-from edgeplan.latency.features import (
+from edgeplan.costmodels.opwise.features import (
     CATEGORY_FEATURES,
     CONTEXT_CAPS,
     CONTEXT_FEATURES,
@@ -25,20 +24,12 @@ from edgeplan.latency.features import (
     lead_node,
     predictor_key,
 )
-from edgeplan.latency.model import (
-    NETWORK_AUTO,
-    LatencyModel,
-    fit_overhead,
-    mape,
-    network_choice,
-    network_footprint,
-    network_peak,
-    network_values,
-    record_ops,
-    with_context,
-)
-from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
+from edgeplan.costmodels.opwise.model import NETWORK_AUTO, LatencyModel, fit_overhead, mape, network_choice
+from edgeplan.costmodels.opwise.ops import network_footprint, network_peak, network_values, record_ops, with_context
+from edgeplan.costmodels.opwise.predictors import METHODS, OpPredictor, fit_predictor
+from edgeplan.errors import InvalidInputError
 from edgeplan.measure.allocator import KEEP_MEMORY, allocator_settings
+from experiments.reproduce import main as reproduce_main
 
 
 def conv(c: int, k: int, size: int, groups: int = 1, kernel: int = 3, stride: int = 1) -> dict[str, Any]:
@@ -172,7 +163,7 @@ def test_every_method_learns_and_round_trips_through_json(method: str) -> None:
     assert err < {"lasso": 2.0, "rf": 15.0, "gbdt": 10.0, "mlp": 15.0}[method]
     again = OpPredictor.from_dict(json.loads(json.dumps(p.to_dict())))
     np.testing.assert_allclose(again.predict(x[100:]), p.predict(x[100:]))
-    from edgeplan.latency.predictors import _predict
+    from edgeplan.costmodels.opwise.predictors import _predict
 
     z = (x[100:] - np.asarray(p.mean)) / np.asarray(p.std)  # the stacked forests equal tree-by-tree evaluation
     np.testing.assert_allclose(p.predict(x[100:]), _predict(method, p.params, z), rtol=1e-12)
@@ -213,7 +204,7 @@ def test_the_mlp_extrapolates_through_its_linear_baseline_and_never_overflows() 
 
 
 def _base_of(p: OpPredictor, x: np.ndarray[Any, Any]) -> float:
-    from edgeplan.latency.predictors import _base
+    from edgeplan.costmodels.opwise.predictors import _base
 
     return float(_base(p.params["base"], (x - np.asarray(p.mean)) / np.asarray(p.std))[0])
 
@@ -322,7 +313,7 @@ def test_end_to_end_model_fits_predicts_and_saves(tmp_path: Path) -> None:
     sig = next(o for o in p.ops if o.kind == "aten::sigmoid")
     assert sig.by_category and sig.ms is not None and sig.ms > 0
     # and `predict` lists it as priced by a stand-in, grouped by kernel (the unpredicted op is not among them)
-    from edgeplan.latency.predict import ModelPrediction
+    from edgeplan.decisions.predict import ModelPrediction
 
     shown = ModelPrediction("odd", "test-scenario", "lasso", p)
     assert shown.stand_ins() == [{"kernel": "aten::sigmoid", "predictor": "category elementwise", "count": 1,
@@ -362,7 +353,7 @@ def test_a_model_saved_xz_compressed_loads_and_is_found_as_a_device(tmp_path: Pa
     the device lookup read it back to the same predictions, and a corrupt file is named, not a traceback."""
     import lzma
 
-    from edgeplan.latency import predict as predict_mod
+    from edgeplan.decisions import predict as predict_mod
 
     rng = np.random.default_rng(0)
     records = [_record(i, rng) for i in range(36)]
@@ -439,7 +430,7 @@ def test_a_model_with_a_linear_overhead_predicts_saves_and_old_files_read_as_con
 def test_a_key_with_more_ops_than_the_cap_trains_on_a_seeded_subsample(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past :data:`MAX_FIT_OPS` operations a predictor trains on that many, drawn with the fit's seed: the same
     seed gives the same model, and keys under the cap train on all of theirs."""
-    import edgeplan.latency.model as latency_model
+    import edgeplan.costmodels.opwise.model as latency_model
 
     rng = np.random.default_rng(0)
     records = [_record(i, rng) for i in range(30)]  # 30 ops per key: conv, dwconv and relu
@@ -708,14 +699,14 @@ def test_the_peak_network_feature_and_auto_which_takes_it_from_enough_networks(
     few = LatencyModel.fit(train, "gbdt", "test-scenario", network="auto")
     assert few.network_feature is None and few.info["network"].startswith("auto: none (60 networks")
     assert few.predict_record(test[0]).latency_ms == pytest.approx(plain.predict_record(test[0]).latency_ms)
-    monkeypatch.setattr("edgeplan.latency.model.NETWORK_AUTO", ("peak", 60))
+    monkeypatch.setattr("edgeplan.costmodels.opwise.model.NETWORK_AUTO", ("peak", 60))
     enough = LatencyModel.fit(train, "gbdt", "test-scenario", network="auto")
     assert enough.network_feature == "peak" and enough.info["network"].startswith("auto: peak (60 networks")
     assert enough.predict_record(test[0]).latency_ms == pytest.approx(peak.predict_record(test[0]).latency_ms)
 
 
 def _write_dataset(path: Path, records: list[dict[str, Any]], scenario: str = "torch-fp32-1t") -> Path:
-    from edgeplan.latency.campaign import DATASET_FORMAT
+    from edgeplan.measure.op_campaign import DATASET_FORMAT
 
     with gzip.open(path, "wt") as f:
         f.write(json.dumps({"format": DATASET_FORMAT, "scenario": scenario, "device": {"threads": 1}}) + "\n")
@@ -735,7 +726,8 @@ def test_a_saved_model_predicts_from_its_own_feature_names(tmp_path: Path, monke
     assert saved["features"]["conv"] == [*CATEGORY_FEATURES["conv"], *CONTEXT_FEATURES]
     # Saved before models recorded their features, a model took the op's own (no context, no alignment).
     with monkeypatch.context() as patch:
-        patch.setattr("edgeplan.latency.model._feature_names", lambda context, network=False: dict(LEGACY_FEATURES))
+        patch.setattr("edgeplan.costmodels.opwise.model._feature_names",
+                      lambda context, network=False: dict(LEGACY_FEATURES))
         plain = LatencyModel.fit(records, "lasso", "test-scenario", context=False)
     legacy = {k: v for k, v in plain.to_dict().items() if k != "features"}
     assert LatencyModel.from_dict(legacy).predict_record(records[3]).latency_ms == pytest.approx(
@@ -763,7 +755,7 @@ def _li2023_records(n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def test_li2023_report_from_a_dataset(tmp_path: Path) -> None:
-    from edgeplan.experiments.li2023 import format_report, reproduce
+    from experiments.li2023 import format_report, reproduce
 
     records = _li2023_records(45, seed=3)
     data = _write_dataset(tmp_path / "d.jsonl.gz", records)
@@ -784,8 +776,8 @@ def test_li2023_report_from_a_dataset(tmp_path: Path) -> None:
 def test_li2023_report_keys_convolutions_by_implementation_unless_asked_not_to(tmp_path: Path) -> None:
     """``reproduce`` fits every model with the scenario's threads, so that eager PyTorch's native and oneDNN
     convolutions get predictors of their own; ``implementations=False`` (``--kind-keys``) keys by kind, as li2023."""
-    from edgeplan.experiments.li2023 import format_report, reproduce
-    from edgeplan.latency.model import LatencyModel
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from experiments.li2023 import format_report, reproduce
 
     data = _write_dataset(tmp_path / "d.jsonl.gz", _li2023_records(45, seed=3), scenario="torch-fp32-2t")
     seen: list[LatencyModel] = []
@@ -813,7 +805,7 @@ def test_li2023_report_keys_convolutions_by_implementation_unless_asked_not_to(t
         assert seen and {m.uses_network for m in seen} == {True} and not by_impl["network"]
         # auto: the peak for the models fitted on enough networks (here 31 on: the 35 training networks, not 30)
         seen.clear()
-        mp.setattr("edgeplan.latency.model.NETWORK_AUTO", ("peak", 31))
+        mp.setattr("edgeplan.costmodels.opwise.model.NETWORK_AUTO", ("peak", 31))
         auto = reproduce(methods=("lasso",), data_file=data, network="auto")
         chosen = {m.info["models"]: m.network_feature for m in seen}
         assert chosen == {30: None, 35: "peak"}
@@ -829,7 +821,6 @@ def test_li2023_report_keys_convolutions_by_implementation_unless_asked_not_to(t
 
 
 def test_noise_floor_compares_paired_and_raw_times(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from edgeplan.cli.main import main
 
     rng = np.random.default_rng(4)
     records = [{**_record(i, rng), "model": f"synthetic:{900 + i}"} for i in range(4)]
@@ -839,24 +830,24 @@ def test_noise_floor_compares_paired_and_raw_times(tmp_path: Path, capsys: pytes
     again = [{**r, "latency_ms": 1.1 * r["latency_ms"], "raw_latency_ms": 1.5 * r["raw_latency_ms"]} for r in records]
     a = _write_dataset(tmp_path / "a.jsonl.gz", records)
     b = _write_dataset(tmp_path / "b.jsonl.gz", again)
-    assert main(["reproduce", "li2023", "--floor", "--data", str(a), "--repeat-data", str(b), "--json"]) == 0
+    assert reproduce_main(["li2023", "--floor", "--data", str(a), "--repeat-data", str(b), "--json"]) == 0
     floors = json.loads(capsys.readouterr().out)["noise_floor"]
     assert floors["median"]["mape"] == pytest.approx(100 * 0.1 / 1.0) and floors["median"]["models"] == 4
     assert floors["median"]["raw_mape"] == pytest.approx(100 * 0.5)
     assert floors["min"]["mape"] == pytest.approx(0.0) and floors["min"]["raw_mape"] == pytest.approx(0.0)
-    assert main(["reproduce", "li2023", "--floor", "--data", str(a), "--repeat-data", str(b)]) == 0
+    assert reproduce_main(["li2023", "--floor", "--data", str(a), "--repeat-data", str(b)]) == 0
     assert "before the reference pairing: 50.00%" in capsys.readouterr().out
-    assert main(["reproduce", "li2023", "--floor", "--data", str(a), "--repeat-data", str(tmp_path / "no")]) != 0
+    assert reproduce_main(["li2023", "--floor", "--data", str(a), "--repeat-data", str(tmp_path / "no")]) != 0
     assert "no repeat" in capsys.readouterr().err
-    assert main(["reproduce", "li2023", "--floor", "--insight", "threads"]) != 0
+    assert reproduce_main(["li2023", "--floor", "--insight", "threads"]) != 0
     assert "separate runs" in capsys.readouterr().err
 
 
 def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
-    from edgeplan.experiments.li2023 import dataset_path
-    from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import record_latency
-    from edgeplan.latency.predict import available_devices, load_device_model
+    from edgeplan.costmodels.opwise.ops import record_latency
+    from edgeplan.costmodels.opwise.profiles import available_devices, load_device_model
+    from edgeplan.measure.op_campaign import load_dataset
+    from experiments.li2023 import dataset_path
 
     data = load_dataset(dataset_path("torch-fp32-1t"))
     seeds = {int(r["model"].split(":")[1]) for r in data.records if r["model"].startswith("synthetic:")}
@@ -882,10 +873,11 @@ def test_the_shipped_zen5_profiles_are_of_their_files_and_price_nfnets_weight_st
     networks but synthetic:900-999, keyed by implementation for their thread count; each predicts the held-out ones
     and the zoo CNNs it never saw, and an NFNet's folded weight standardizations get the ``weight_norm`` predictor,
     not a listing."""
-    from edgeplan.experiments.li2023 import predict_with_folded_work
-    from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import record_latency
-    from edgeplan.latency.predict import available_devices, load_device_model, predict_models
+    from edgeplan.costmodels.opwise.ops import record_latency
+    from edgeplan.costmodels.opwise.profiles import available_devices, load_device_model
+    from edgeplan.decisions.predict import predict_models
+    from edgeplan.measure.op_campaign import load_dataset
+    from experiments.li2023 import predict_with_folded_work
 
     name = f"torch-fp32-{threads}t"
     assert available_devices()[f"zen5-{name}"] == ["gbdt"]
@@ -932,9 +924,9 @@ def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
     (``--keep-memory``), and their device says so. The Zen 5's 1-thread file
     holds li2023's 1000 networks (§5.1 in the second fp32 scenario), the nf space's 300 and the zoo's two NFNets (what
     the shipped ``zen5-torch-fp32-1t`` profile learns and is checked on), its repeat 20 of the test networks."""
-    from edgeplan.experiments.li2023 import _same_scale, _spaces, _split, dataset_path, noise_floor
-    from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import record_latency
+    from edgeplan.costmodels.opwise.ops import record_latency
+    from edgeplan.measure.op_campaign import load_dataset
+    from experiments.li2023 import _same_scale, _spaces, _split, dataset_path, noise_floor
 
     path = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / folder
     data = load_dataset(path / f"{name}.jsonl.xz")
@@ -963,10 +955,10 @@ def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
 def test_the_nf_networks_of_the_zen5_file_time_each_weight_standardization(name: str) -> None:
     """The Zen 5 keep-memory files' ``synthetic-nf`` networks carry each of their weight standardizations' times
     (``folded_ops``): one per standardized convolution of the graph, together their folded work (less the views'),
-    and learnt as the ``weight_norm`` ops of :func:`~edgeplan.latency.model.record_ops`."""
+    and learnt as the ``weight_norm`` ops of :func:`~edgeplan.costmodels.opwise.ops.record_ops`."""
+    from edgeplan.costmodels.opwise.ops import record_ops
     from edgeplan.frontends.direct import synthetic_graph
-    from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import record_ops
+    from edgeplan.measure.op_campaign import load_dataset
 
     path = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / "epyc-zen5-keep" / f"{name}.jsonl.xz"
     records = [r for r in load_dataset(path).records if r["model"].startswith("synthetic-nf:")]
@@ -988,9 +980,8 @@ def test_the_nf_networks_of_the_zen5_file_time_each_weight_standardization(name:
 
 
 def test_speedup_insight_per_category(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from edgeplan.cli.main import main
-    from edgeplan.experiments.li2023 import format_insight, speedup_insight
-    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.measure.op_campaign import load_dataset
+    from experiments.li2023 import format_insight, speedup_insight
 
     rng = np.random.default_rng(3)
     base = [_record(i, rng) for i in range(6)]
@@ -1017,26 +1008,26 @@ def test_speedup_insight_per_category(tmp_path: Path, capsys: pytest.CaptureFixt
     assert sum(c["share"] for c in cats.values()) == pytest.approx(1.0)
     text = "\n".join(format_insight("threads", result))
     assert "Insight 1" in text and "2.00x" in text and "only in torch-fp32-2t" in text
-    assert main(["reproduce", "li2023", "--insight", "threads", "--data", str(a), "--versus-data", str(b),
+    assert reproduce_main(["li2023", "--insight", "threads", "--data", str(a), "--versus-data", str(b),
                  "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["categories"]["conv"]["speedup"] == pytest.approx(2.0)
     alone = _write_dataset(tmp_path / "c.jsonl.gz", [{**base[0], "model": "synthetic:99"}], "torch-fp32-2t")
-    assert main(["reproduce", "li2023", "--insight", "threads", "--data", str(a), "--versus-data", str(alone)]) != 0
+    assert reproduce_main(["li2023", "--insight", "threads", "--data", str(a), "--versus-data", str(alone)]) != 0
     assert "share no model" in capsys.readouterr().err
-    assert main(["reproduce", "li2023", "--insight", "int8", "--scenario", "ort-int8-1t"]) != 0
+    assert reproduce_main(["li2023", "--insight", "int8", "--scenario", "ort-int8-1t"]) != 0
     assert "fixed pair of scenarios" in capsys.readouterr().err
 
 
 def test_the_noise_floor_is_given_per_group_when_the_repeat_holds_zoo_cnns(tmp_path: Path) -> None:
     """A repeat of synthetic networks and zoo CNNs gives each group's floor, and §5.3 prints the zoo's."""
-    from edgeplan.experiments.li2023 import format_report, group_floor, noise_floor, reproduce
+    from experiments.li2023 import format_report, group_floor, noise_floor, reproduce
 
     records = _li2023_records(46, seed=5)
     data = _write_dataset(tmp_path / "d.jsonl.gz", records)
     again = [{**r, "latency_min_ms": r["latency_min_ms"] * (1.1 if r["model"].startswith("synthetic") else 1.3)}
              for r in records[38:]]
     rep = _write_dataset(tmp_path / "r.jsonl.gz", again)
-    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.measure.op_campaign import load_dataset
 
     floor = noise_floor(load_dataset(data), load_dataset(rep), "min")
     assert floor is not None and floor["models"] == 8
@@ -1058,9 +1049,9 @@ def test_the_noise_floor_is_given_per_group_when_the_repeat_holds_zoo_cnns(tmp_p
 def test_the_shipped_torch_profiles_are_extended_with_their_transformer_datasets(scenario: str) -> None:
     """The shipped torch-fp32 models predict the shipped transformers whole; without their extension (the
     synthetic-CNN predictors alone) attention is unpredicted, and every synthetic network is predicted the same."""
-    from edgeplan.experiments.li2023 import dataset_path
-    from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.predict import load_device_model
+    from edgeplan.costmodels.opwise.profiles import load_device_model
+    from edgeplan.measure.op_campaign import load_dataset
+    from experiments.li2023 import dataset_path
 
     cnns = load_dataset(dataset_path(scenario))
     transformers = load_dataset(dataset_path(scenario).with_name(f"{scenario}.transformers.jsonl.xz"))
@@ -1094,9 +1085,9 @@ def test_the_shipped_torch_profiles_price_nearest_upsampling_with_its_own_predic
     reference warmed first), put on the CNN file's scale by matching 20 synthetic networks measured in both, give
     the nearest upsampling (and hard sigmoid) predictors of their own; without it they are priced as generic
     element-wise ops, far too low."""
-    from edgeplan.experiments.li2023 import dataset_path
-    from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.predict import load_device_model
+    from edgeplan.costmodels.opwise.profiles import load_device_model
+    from edgeplan.measure.op_campaign import load_dataset
+    from experiments.li2023 import dataset_path
 
     cnns = load_dataset(dataset_path(scenario))
     data = load_dataset(dataset_path(scenario).with_name(f"{scenario}.upsample.jsonl.xz"))
@@ -1130,9 +1121,9 @@ def test_the_shipped_torch_profiles_price_weight_standardization(scenario: str) 
     on another machine beside the reference, put on the CNN file's scale by matching 20 synthetic networks measured in
     both, give the weight standardization of NF-ResNets and NFNets (a training-mode batch norm over each conv's
     weight, which eager PyTorch runs at every call) a predictor of its own; before it, it was unpredicted."""
-    from edgeplan.experiments.li2023 import dataset_path
-    from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.predict import load_device_model
+    from edgeplan.costmodels.opwise.profiles import load_device_model
+    from edgeplan.measure.op_campaign import load_dataset
+    from experiments.li2023 import dataset_path
 
     cnns = load_dataset(dataset_path(scenario))
     data = load_dataset(dataset_path(scenario).with_name(f"{scenario}.nf.jsonl.xz"))
@@ -1177,7 +1168,7 @@ def test_predict_measures_a_zen5_profile_under_the_allocator_its_data_were_measu
 def test_network_grouped_cv_folds_hold_out_whole_networks() -> None:
     """With groups, each validation fold holds whole groups and the folds' validation parts partition the rows;
     without, the folds are the rows drawn one by one, as before."""
-    from edgeplan.latency.predictors import _folds
+    from edgeplan.costmodels.opwise.predictors import _folds
 
     groups = np.repeat(np.arange(23), np.arange(23) % 4 + 1)  # 23 networks of 1-4 ops
     folds = _folds(len(groups), 5, 3, groups)
@@ -1203,7 +1194,7 @@ def test_fit_predictor_checks_its_groups_and_falls_back_to_rows_with_few_groups(
 def test_a_latency_model_can_draw_its_cv_folds_by_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """``cv="networks"`` hands every predictor its ops' network indices (subsampled with the ops), records the
     choice, and predicts; an unknown choice is refused by name."""
-    import edgeplan.latency.model as model_module
+    import edgeplan.costmodels.opwise.model as model_module
 
     seen: list[list[int] | None] = []
     real = model_module.fit_predictor

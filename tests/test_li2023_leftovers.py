@@ -15,18 +15,20 @@ import numpy as np
 import pytest
 
 from edgeplan.cli.main import main
+from edgeplan.costmodels.opwise.model import LatencyModel
+from edgeplan.costmodels.opwise.ops import OpInput, record_ops
+from edgeplan.decisions.predict import ModelPrediction
 from edgeplan.errors import InvalidInputError
-from edgeplan.latency.campaign import (
+from edgeplan.measure import DeviceDescriptor, MeasurementResult, Store, Task, Timing, default_store_path, run_campaign
+from edgeplan.measure.op_campaign import (
     DATASET_FORMAT,
     ReferenceScaleWarning,
     campaign_name,
     export_dataset,
     load_dataset,
 )
-from edgeplan.latency.model import LatencyModel, OpInput, record_ops
-from edgeplan.latency.predict import ModelPrediction
-from edgeplan.measure import DeviceDescriptor, MeasurementResult, Store, Task, Timing, default_store_path, run_campaign
 from edgeplan.measure.scenarios import get_scenario
+from experiments.reproduce import main as reproduce_main
 
 #: A reference scale as ``ops export`` writes it in a dataset's header.
 REF = {"model": "synthetic:0", "ms": 16.0, "min_ms": 12.0, "from_campaign": "ops/torch-fp32-1t", "models": 10}
@@ -78,7 +80,7 @@ def _model(overhead_ms: float | None = None) -> LatencyModel:
 
 def test_noise_floor_refuses_datasets_at_different_reference_scales(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    from edgeplan.experiments.li2023 import noise_floor
+    from experiments.li2023 import noise_floor
 
     rng = np.random.default_rng(1)
     records = [_record(i, rng, f"synthetic:{900 + i}") for i in range(4)]
@@ -97,15 +99,15 @@ def test_noise_floor_refuses_datasets_at_different_reference_scales(tmp_path: Pa
     assert "16 ms" in msg and "20 ms" in msg and "not comparable" in msg and "edgeplan ops export" in msg
     with pytest.raises(InvalidInputError, match="no reference"):  # paired times against times as measured
         noise_floor(load_dataset(a), load_dataset(raw))
-    assert main(["reproduce", "li2023", "--floor", "--data", str(a), "--repeat-data", str(own)]) != 0
+    assert reproduce_main(["li2023", "--floor", "--data", str(a), "--repeat-data", str(own)]) != 0
     err = capsys.readouterr().err
     assert "not comparable" in err and str(own) in err
-    assert main(["reproduce", "li2023", "--floor", "--data", str(a), "--repeat-data", str(same), "--json"]) == 0
+    assert reproduce_main(["li2023", "--floor", "--data", str(a), "--repeat-data", str(same), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["noise_floor"]["median"]["models"] == 4
 
 
 def test_li2023_report_skips_a_shipped_repeat_at_another_scale(tmp_path: Path) -> None:
-    from edgeplan.experiments.li2023 import dataset_path, reproduce
+    from experiments.li2023 import dataset_path, reproduce
 
     # Your own paired dataset of torch-fp32-1t: the shipped repeat (another campaign, another scale) gives no floor,
     # where before it gave a meaningless one; a repeat given explicitly at another scale is refused.
@@ -141,7 +143,7 @@ def _campaign(store: Store, repeat: str, ref_ms: float) -> None:
 
 def test_export_warns_when_a_repeat_falls_back_to_its_own_scale(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from edgeplan.experiments.li2023 import noise_floor
+    from experiments.li2023 import noise_floor
 
     scenario = get_scenario("torch-fp32-1t")
     home = tmp_path / "home"
@@ -189,7 +191,7 @@ def test_export_warns_when_a_repeat_falls_back_to_its_own_scale(tmp_path: Path,
 
 
 def test_export_keeps_the_raw_iqr_and_old_datasets_still_load(tmp_path: Path) -> None:
-    from edgeplan.experiments.li2023 import noise_floor
+    from experiments.li2023 import noise_floor
 
     with Store.open(tmp_path / "store.sqlite") as store:
         _campaign(store, "", ref_ms=10.0)
@@ -240,7 +242,7 @@ def test_grouped_conv_fallback_is_labelled_as_the_dense_conv_predictor() -> None
     (g,) = [o for o in no_kind.predict_ops(_grouped_ops()).ops if o.name == "g@g"]
     assert g.predicted_by == "*|conv" and g.predictor == "category conv (fallback for gconv)"
     # A calibrated device keeps the label on its corrected ops.
-    from edgeplan.latency.calibrate import CalibratedDevice
+    from edgeplan.costmodels.opwise.calibrate import CalibratedDevice
 
     device = CalibratedDevice("dev", model, "src", "scale", {"total": 2.0}, {})
     (cg,) = [o for o in device.predict_ops(_grouped_ops()).ops if o.name == "g@g"]
@@ -249,7 +251,7 @@ def test_grouped_conv_fallback_is_labelled_as_the_dense_conv_predictor() -> None
 
 def test_breakdown_shows_the_fallback_and_the_clamped_overhead(monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    import edgeplan.latency.predict as predict_module
+    import edgeplan.decisions.predict as predict_module
 
     models = {"fits": _model(), "clamped": _model(overhead_ms=-100.0)}
 
@@ -282,7 +284,7 @@ def test_breakdown_shows_the_fallback_and_the_clamped_overhead(monkeypatch: pyte
 
 
 def test_prediction_overhead_is_the_effective_one_where_the_clamp_applies() -> None:
-    from edgeplan.latency.calibrate import CalibratedDevice
+    from edgeplan.costmodels.opwise.calibrate import CalibratedDevice
 
     ops = _grouped_ops()
     plain = _model().predict_ops(ops)
@@ -310,10 +312,10 @@ def test_reproduce_li2023_defaults_to_the_median(tmp_path: Path, capsys: pytest.
     base = [_record(i, rng, f"synthetic:{i}") for i in range(4)]
     a = _dataset(tmp_path / "a.jsonl.gz", base, scenario="torch-fp32-1t")
     b = _dataset(tmp_path / "b.jsonl.gz", base, scenario="torch-fp32-2t")
-    assert main(["reproduce", "li2023", "--insight", "threads", "--data", str(a), "--versus-data", str(b),
+    assert reproduce_main(["li2023", "--insight", "threads", "--data", str(a), "--versus-data", str(b),
                  "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["statistic"] == "median"
-    assert main(["reproduce", "li2023", "--help"]) == 0
+    assert reproduce_main(["li2023", "--help"]) == 0
     help_text = " ".join(capsys.readouterr().out.split())
     assert "[default: median]" in help_text and "[default: min]" not in help_text
 
@@ -329,7 +331,7 @@ def _with_grouped(i: int, rng: np.random.Generator) -> dict[str, Any]:
 
 
 def test_grouped_convolutions_need_min_family_samples_for_a_predictor_of_their_own() -> None:
-    from edgeplan.latency.model import MIN_FAMILY_SAMPLES, MIN_SAMPLES
+    from edgeplan.costmodels.opwise.model import MIN_FAMILY_SAMPLES, MIN_SAMPLES
 
     rng = np.random.default_rng(5)
     few = [_with_grouped(i, rng) for i in range(MIN_FAMILY_SAMPLES - 1)]  # more than MIN_SAMPLES, fewer than 20

@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from edgeplan.cli.main import main
+from edgeplan.decisions.offload import OffloadSetup, offload_costs, plan_offload, run_offload
 from edgeplan.errors import InvalidInputError
-from edgeplan.offload import OffloadSetup, offload_costs, plan_offload, run_offload
 from edgeplan.planners.offload import check_plan, evaluate_schedule
+from experiments.reproduce import main as reproduce_main
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
+    code = reproduce_main([a for a in args if a != "reproduce"]) if "reproduce" in args else main(list(args))
     out = capsys.readouterr()
     return code, out.out, out.err
 

@@ -389,7 +389,7 @@ def test_conv_auto_pad_same_upper_and_lower() -> None:
 
 
 def test_one_d_windows_are_the_two_d_ones_between_reshapes_and_expand_runs_as_onnxruntime() -> None:
-    from edgeplan.runtimes.graph_exec import GraphExecutor
+    from edgeplan.measure.graph_exec import GraphExecutor
 
     nodes = [
         helper.make_node("Conv", ["x", "w"], ["c"], auto_pad="SAME_UPPER", group=2, name="conv"),  # ECA's conv1d

@@ -15,9 +15,9 @@ import pytest
 from edgeplan.cli.main import main
 from edgeplan.errors import InvalidInputError, MeasurementError
 from edgeplan.ir.kernels import Kernel, KernelDeduction
-from edgeplan.latency.campaign import SIGNIFICANT_DIGITS
 from edgeplan.measure import Store, TimingConfig
 from edgeplan.measure.model_sets import expand_models, model_set
+from edgeplan.measure.op_campaign import SIGNIFICANT_DIGITS
 from edgeplan.measure.scenarios import SCENARIOS, get_scenario
 
 CELL = "nb201:|nor_conv_3x3~0|+|avg_pool_3x3~0|nor_conv_1x1~1|+|skip_connect~0|none~1|nor_conv_3x3~2|"
@@ -95,7 +95,7 @@ class _Graph:
 
 
 def test_events_are_matched_by_kind_and_shape_when_the_order_differs() -> None:
-    from edgeplan.runtimes.op_profile import _match_run
+    from edgeplan.measure.op_profile import _match_run
 
     kernels = (Kernel("conv2d", "aten::conv2d", ("a",)), Kernel("conv2d", "aten::conv2d", ("b",)),
                Kernel("relu", "aten::relu", ("c",)))
@@ -132,7 +132,7 @@ def test_events_are_matched_by_kind_and_shape_when_the_order_differs() -> None:
 
 
 def test_a_surplus_of_a_deduced_kind_is_found_in_order() -> None:
-    from edgeplan.runtimes.op_profile import _match_run
+    from edgeplan.measure.op_profile import _match_run
 
     # DenseNet: the IR has conv -> bn -> cat; eager also runs a cat of one tensor (and a contiguous copy after it).
     kernels = (Kernel("conv2d", "aten::conv2d", ("a",)), Kernel("bn", "aten::batch_norm", ("b",)),
@@ -154,7 +154,7 @@ def test_a_surplus_of_a_deduced_kind_is_found_in_order() -> None:
 
 
 def test_operators_on_constants_alone_are_timed_as_folded_work() -> None:
-    from edgeplan.runtimes.op_profile import _match_run
+    from edgeplan.measure.op_profile import _match_run
 
     # A ViT: eager expands the class token (a parameter) at every call; the IR folds it into a constant. EdgeNeXt
     # even runs a conv on constants alone (its positional encoding), beside the model's own conv.
@@ -178,7 +178,7 @@ def test_operators_on_constants_alone_are_timed_as_folded_work() -> None:
 
 def test_a_fused_fast_path_is_refused_with_its_reason() -> None:
     from edgeplan.ir.kernels import load_rules
-    from edgeplan.runtimes.op_profile import _match_run
+    from edgeplan.measure.op_profile import _match_run
 
     kernels = (Kernel("linear", "aten::linear", ("a",)), Kernel("attention", "aten::scaled_dot_product_attention",
                                                                ("b",)))
@@ -196,7 +196,7 @@ def test_identities_the_ir_drops_are_timed_as_folded_work() -> None:
 
     from edgeplan.frontends.torch_frontend import graph_from_torch
     from edgeplan.ir.kernels import deduce_kernels
-    from edgeplan.runtimes.op_profile import profile_torch_ops
+    from edgeplan.measure.op_profile import profile_torch_ops
 
     class Scaled(nn.Module):  # NFNets multiply by a gain of 1.0; eager runs it, the IR writes the input
         def __init__(self) -> None:
@@ -238,7 +238,7 @@ def test_operators_the_ir_writes_as_several_nodes_are_one_eager_kernel_each() ->
 
     from edgeplan.frontends.torch_frontend import graph_from_torch
     from edgeplan.ir.kernels import deduce_kernels
-    from edgeplan.runtimes.op_profile import profile_torch_ops
+    from edgeplan.measure.op_profile import profile_torch_ops
 
     class Mixed(nn.Module):  # ECA's conv1d, NextViT's avg_pool1d, GC ViT's repeats, MobileOne's out += 0, EfficientViT
         def __init__(self) -> None:
@@ -271,10 +271,10 @@ def test_multi_head_attention_on_its_fast_path_is_one_eager_kernel() -> None:
     import torch
     from torch import nn
 
+    from edgeplan.costmodels.opwise.features import category, lead_node
     from edgeplan.frontends.torch_frontend import graph_from_torch
     from edgeplan.ir.kernels import deduce_kernels
-    from edgeplan.latency.features import category, lead_node
-    from edgeplan.runtimes.op_profile import _node_dicts, profile_torch_ops
+    from edgeplan.measure.op_profile import _node_dicts, profile_torch_ops
 
     class Block(nn.Module):
         def __init__(self, batch_first: bool) -> None:
@@ -317,7 +317,7 @@ def test_multi_head_attention_on_its_fast_path_is_one_eager_kernel() -> None:
 def test_a_transformer_with_folded_work_profiles_in_eager_pytorch() -> None:
     from edgeplan.frontends.zoo import load_graph
     from edgeplan.ir import graph_to_dict
-    from edgeplan.runtimes.op_profile import profile_model
+    from edgeplan.measure.op_profile import profile_model
 
     graph = load_graph("timm:vit_tiny_patch16_224")
     assert graph.folded_ops == ("expand",)  # the class token
@@ -333,7 +333,7 @@ def test_onnxruntime_kernels_are_traced_to_the_float_nodes() -> None:
     import onnx
     from onnx import helper
 
-    from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins
+    from edgeplan.measure.kernel_check import onnxruntime_kernel_origins
 
     def node(op: str, ins: list[str], outs: list[str], name: str, domain: str = "") -> onnx.NodeProto:
         return helper.make_node(op, ins, outs, name=name, domain=domain)
@@ -369,7 +369,7 @@ def test_torch_ops_profile_every_deduced_kernel() -> None:
 
     from edgeplan.frontends.torch_frontend import graph_from_torch
     from edgeplan.ir.kernels import deduce_kernels
-    from edgeplan.runtimes.op_profile import profile_torch_ops
+    from edgeplan.measure.op_profile import profile_torch_ops
 
     class Branchy(torch.nn.Module):
         def __init__(self) -> None:
@@ -413,7 +413,7 @@ def test_torch_ops_profile_every_deduced_kernel() -> None:
 def test_kernels_of_nodes_ort_saved_without_a_name_are_matched_in_order() -> None:
     from onnx import helper
 
-    from edgeplan.runtimes.op_profile import _name_unnamed_nodes, _ort_timings
+    from edgeplan.measure.op_profile import _name_unnamed_nodes, _ort_timings
 
     graph = helper.make_graph([  # ORT's decomposed HardSwish: two nodes without names between two named ones
         helper.make_node("Gemm", ["x", "w"], ["a"], name="fc1"),
@@ -441,7 +441,7 @@ def test_kernels_of_nodes_ort_saved_without_a_name_are_matched_in_order() -> Non
 
 
 def test_op_ratios_pair_each_run_with_the_reference_before_it() -> None:
-    from edgeplan.runtimes.op_profile import OpTiming, _with_ratios
+    from edgeplan.measure.op_profile import OpTiming, _with_ratios
 
     op = OpTiming("conv", "aten::conv2d", ("c",), 2.0, 0.1, 1.0)
     assert _with_ratios(op, [1.0, 2.0, 4.0], []) is op
@@ -457,7 +457,7 @@ def test_op_ratios_pair_each_run_with_the_reference_before_it() -> None:
 
 
 def test_ort_trace_is_split_into_runs() -> None:
-    from edgeplan.runtimes.op_profile import _ort_timings
+    from edgeplan.measure.op_profile import _ort_timings
 
     def node(name: str, dur: int) -> dict[str, Any]:
         return {"cat": "Node", "name": f"{name}_kernel_time", "dur": dur,
@@ -477,7 +477,7 @@ def test_ort_trace_is_split_into_runs() -> None:
 @pytest.mark.parametrize(("scenario", "plain"), [("torch-fp32-1t", 2), ("torch-fp32-1t", 0), ("ort-fp32-1t", 2),
                                                ("ort-int8-1t", 0)])
 def test_profile_model_in_each_runtime(scenario: str, plain: int, tmp_path: Path) -> None:
-    from edgeplan.runtimes.op_profile import profile_model
+    from edgeplan.measure.op_profile import profile_model
 
     p = profile_model(CELL, get_scenario(scenario), runs=3, config=FAST, home=tmp_path, plain_per_run=plain)
     assert p.end_to_end.median_ms > 0 and p.ops and all(o.median_ms >= 0 for o in p.ops)
@@ -493,13 +493,13 @@ def test_profile_model_in_each_runtime(scenario: str, plain: int, tmp_path: Path
     else:
         assert kinds & {"Conv", "com.microsoft.FusedConv", "com.microsoft.nchwc.Conv"}
     if scenario.startswith("ort"):
-        from edgeplan.latency.model import record_ops
+        from edgeplan.costmodels.opwise.ops import record_ops
 
         ops = record_ops({"model": CELL, "ops": [o.to_dict() for o in p.ops], "nodes": p.nodes}, "min")
         convs = [o for o in ops if "Conv" in o.kind and "Reorder" not in o.kind]
         assert convs and all(o.category in ("conv", "dwconv", "gconv") for o in convs)
         # The kernels ORT runs beside them (reorders, (de)quantizations, transposes) are element-wise ops.
-        from edgeplan.latency.features import computes_product
+        from edgeplan.costmodels.opwise.features import computes_product
 
         others = [o for o in ops if not computes_product(o.kind)]
         assert others and all(o.category not in ("conv", "dwconv", "gconv", "fc") for o in others)
@@ -507,7 +507,7 @@ def test_profile_model_in_each_runtime(scenario: str, plain: int, tmp_path: Path
 
 
 def test_campaign_resumes_and_exports_a_dataset(tmp_path: Path) -> None:
-    from edgeplan.latency.campaign import export_dataset, load_dataset, run_op_campaign
+    from edgeplan.measure.op_campaign import export_dataset, load_dataset, run_op_campaign
 
     scenario = get_scenario("torch-fp32-1t")
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
@@ -541,7 +541,7 @@ def test_campaign_resumes_and_exports_a_dataset(tmp_path: Path) -> None:
 
 
 def test_export_merges_an_earlier_dataset_file(tmp_path: Path) -> None:
-    from edgeplan.latency.campaign import export_dataset, load_dataset, run_op_campaign
+    from edgeplan.measure.op_campaign import export_dataset, load_dataset, run_op_campaign
 
     scenario = get_scenario("torch-fp32-1t")
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
@@ -584,8 +584,8 @@ def test_export_merges_an_earlier_dataset_file(tmp_path: Path) -> None:
 def test_a_paired_campaign_merges_into_an_unpaired_file_at_a_matched_scale(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A dataset measured before the reference pairing takes paired rows at the scale its shared models give."""
-    from edgeplan.latency import campaign
-    from edgeplan.latency.campaign import export_dataset, load_dataset, run_op_campaign
+    from edgeplan.measure import op_campaign as campaign
+    from edgeplan.measure.op_campaign import export_dataset, load_dataset, run_op_campaign
 
     scenario = get_scenario("torch-fp32-1t")
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
@@ -620,8 +620,8 @@ def test_a_paired_campaign_merges_into_an_unpaired_file_at_a_matched_scale(tmp_p
 def test_match_on_restricts_the_models_a_matched_scale_comes_from(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """--match-on: the scale comes from the named models only; where no scale is matched it is refused."""
-    from edgeplan.latency import campaign
-    from edgeplan.latency.campaign import export_dataset, load_dataset, run_op_campaign
+    from edgeplan.measure import op_campaign as campaign
+    from edgeplan.measure.op_campaign import export_dataset, load_dataset, run_op_campaign
 
     scenario = get_scenario("torch-fp32-1t")
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
@@ -655,7 +655,7 @@ def test_match_on_restricts_the_models_a_matched_scale_comes_from(tmp_path: Path
 
 @pytest.mark.parametrize("scenario", ["torch-fp32-1t", "ort-fp32-1t"])
 def test_campaign_with_a_reference_exports_normalised_times(scenario: str, tmp_path: Path) -> None:
-    from edgeplan.latency.campaign import export_dataset, load_dataset, run_op_campaign
+    from edgeplan.measure.op_campaign import export_dataset, load_dataset, run_op_campaign
 
     s = get_scenario(scenario)
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
@@ -711,7 +711,7 @@ def test_campaign_with_a_reference_exports_normalised_times(scenario: str, tmp_p
             export_dataset(store, s, tmp_path / "refused.jsonl.gz", scale_from=tmp_path / "old.jsonl.gz",
                            match_on=[CELL, other])
         assert not (tmp_path / "refused.jsonl.gz").exists()
-        from edgeplan.latency import campaign as campaign_module
+        from edgeplan.measure import op_campaign as campaign_module
 
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(campaign_module, "MIN_MATCHED", 2)
@@ -805,10 +805,10 @@ def test_an_onnx_file_of_the_users_is_predicted_and_profiled_in_onnx_runtime(tmp
     a file that is not ONNX gets the frontend's one-line error."""
     import onnx
 
-    from edgeplan.api import cache_export
+    from edgeplan.decisions.predict import predict_models
+    from edgeplan.frontends.onnx_export import cache_export
     from edgeplan.frontends.zoo import build_model
-    from edgeplan.latency.predict import predict_models
-    from edgeplan.runtimes.op_profile import profile_model
+    from edgeplan.measure.op_profile import profile_model
 
     zoo = build_model(CELL)
     named = tmp_path / "cell.onnx"
@@ -837,9 +837,9 @@ def test_a_model_with_its_weights_in_an_external_file_profiles_in_onnx_runtime(t
     graphs without their weights, so such a model is profiled (it used to stop a campaign with onnx's error)."""
     import onnx
 
-    from edgeplan.api import cache_export
+    from edgeplan.frontends.onnx_export import cache_export
     from edgeplan.frontends.zoo import build_model
-    from edgeplan.runtimes.op_profile import _feed, _onnx_input_names, profile_onnxruntime_ops
+    from edgeplan.measure.op_profile import _feed, _onnx_input_names, profile_onnxruntime_ops
 
     zoo = build_model(CELL)
     inline = tmp_path / "inline.onnx"
@@ -971,9 +971,9 @@ def test_an_onnx_file_of_the_users_over_the_size_limit_is_refused_by_size(tmp_pa
     """The traced copy is one protobuf file (at most 2 GB): a larger model gets a message, not protobuf's error."""
     import torch
 
-    from edgeplan.api import cache_export
-    from edgeplan.latency.predict import predict_models
-    from edgeplan.runtimes import op_profile
+    from edgeplan.decisions.predict import predict_models
+    from edgeplan.frontends.onnx_export import cache_export
+    from edgeplan.measure import op_profile
 
     path = tmp_path / "conv.onnx"
     cache_export(torch.nn.Conv2d(3, 8, 3).eval(), (torch.randn(1, 3, 16, 16),), path)
@@ -989,7 +989,7 @@ def test_retrace_mends_an_ort_datasets_origins_and_keeps_its_times(capsys: pytes
     products and int8 DenseNet's dequantizations were) is traced again without re-measuring."""
     import gzip
 
-    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.measure.op_campaign import load_dataset
 
     data = _profiled_dataset(tmp_path, "ort-fp32-1t", runs=2)
     capsys.readouterr()
@@ -1048,8 +1048,8 @@ def test_onnxruntime_int8_data_trains_and_predicts(capsys: pytest.CaptureFixture
     assert main(["--home", home, "predict", CELLS[1], "--device", "ort-int8-1t", "--method", "lasso",
                  "--measure", "1"]) == 0
     assert f"paired with the reference {CELLS[0]}" in " ".join(capsys.readouterr().out.split())
+    from edgeplan.costmodels.opwise.graph_ops import graph_ops
     from edgeplan.frontends.zoo import load_graph
-    from edgeplan.latency.predict import graph_ops
 
     with pytest.raises(InvalidInputError, match="reads its kernels from ORT's optimizer"):
         graph_ops(load_graph(CELLS[1]), "onnxruntime-int8")
@@ -1059,7 +1059,7 @@ def test_onnxruntime_conv_walk_back_takes_the_unclaimed_branch() -> None:
     import onnx
     from onnx import helper
 
-    from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins
+    from edgeplan.measure.kernel_check import onnxruntime_kernel_origins
 
     # relu(conv_a(x) + conv_b(x)): ORT runs conv_a alone and fuses conv_b with the add (Sum) and the relu.
     original = helper.make_model(helper.make_graph(
@@ -1082,7 +1082,7 @@ def test_a_fused_kernel_reading_a_renamed_tensor_stops_at_its_neighbours() -> No
     import onnx
     from onnx import helper
 
-    from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins, onnxruntime_kernels
+    from edgeplan.measure.kernel_check import onnxruntime_kernel_origins, onnxruntime_kernels
 
     ops = [("Relu", "x", "a", "n1"), ("Neg", "a", "b", "n2"), ("Abs", "b", "c", "n3"), ("Sigmoid", "c", "y", "n4")]
     original = helper.make_model(helper.make_graph(
@@ -1102,8 +1102,8 @@ def test_an_edited_onnx_file_is_measured_again_and_exported_once(capsys: pytest.
     """A user's file is keyed by its bytes too: the campaign used to call an edited file measured already."""
     import torch
 
-    from edgeplan.api import cache_export
-    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.frontends.onnx_export import cache_export
+    from edgeplan.measure.op_campaign import load_dataset
 
     path = tmp_path / "net.onnx"
     home = str(tmp_path / "home")
@@ -1125,7 +1125,7 @@ def test_a_profile_fitted_on_cnns_is_extended_with_other_models_on_its_scale(cap
                                                                              tmp_path: Path) -> None:
     """`ops export --only --scale-from` puts another Store's models on a dataset's scale (same reference model);
     `ops fit --extend` adds predictors for their new op kinds to the profile fitted on that dataset."""
-    from edgeplan.latency.campaign import load_dataset
+    from edgeplan.measure.op_campaign import load_dataset
 
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from edgeplan.errors import InfeasibleError, InvalidInputError
-from edgeplan.experiments.parthasarathy2022 import (
+from edgeplan.reports.partition_report import figure_folder, plot_partition_figures
+from experiments.parthasarathy2022 import (
     PAPER,
     SimulationConfig,
     SimulationResult,
@@ -19,7 +20,7 @@ from edgeplan.experiments.parthasarathy2022 import (
     format_report,
     run_simulation,
 )
-from edgeplan.reports.partition_report import figure_folder, plot_partition_figures
+from experiments.reproduce import main as reproduce_main
 
 # synthetic:0 loads in well under a second; at 4 MB a segment fits no node, at 8 MB Alg. 1 cuts 6 stages (more
 # than 5 nodes, fewer than 10), at 48 MB the model fits one node.
@@ -211,8 +212,7 @@ def test_a_figure_folder_that_cannot_be_made_is_named(result: SimulationResult, 
 
 def test_reproduce_names_a_bad_plots_folder_before_simulating(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    import edgeplan.experiments.parthasarathy2022 as experiment
-    from edgeplan.cli.main import main
+    import experiments.parthasarathy2022 as experiment
 
     def no_simulation(*args: object, **kwargs: object) -> None:
         raise AssertionError("simulated before checking --plots")
@@ -220,7 +220,7 @@ def test_reproduce_names_a_bad_plots_folder_before_simulating(capsys: pytest.Cap
     monkeypatch.setattr(experiment, "run_simulation", no_simulation)
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    code = main(["reproduce", "parthasarathy2022", "--models", "synthetic:0", "--plots", str(blocker / "figs")])
+    code = reproduce_main(["parthasarathy2022", "--models", "synthetic:0", "--plots", str(blocker / "figs")])
     out, err = capsys.readouterr()
     assert code != 0 and "Traceback" not in out + err
     assert err.startswith(f"error: cannot write figures into the folder {blocker / 'figs'}: ")
@@ -230,9 +230,9 @@ def test_reproduce_names_a_bad_plots_folder_before_simulating(capsys: pytest.Cap
 def test_reproduce_cli_text_json_and_plots(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from edgeplan.cli.main import cli
+    from experiments.reproduce import reproduce as cli
 
-    args = ["reproduce", "parthasarathy2022", "--models", "synthetic:0", "--memories", "8,48", "--nodes", "10",
+    args = ["parthasarathy2022", "--models", "synthetic:0", "--memories", "8,48", "--nodes", "10",
             "--classes", "2,5", "--runs", "2", "--fig10-trials", "2"]
     text = CliRunner().invoke(cli, [*args, "--plots", str(tmp_path / "figs")])
     assert text.exit_code == 0, text.output

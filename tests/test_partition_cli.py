@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from edgeplan.cli.main import main
+from edgeplan.decisions.partition import Cluster, PartitionResult, load_cluster, plan_partition, simulated_cluster
 from edgeplan.errors import InvalidInputError
-from edgeplan.partition import Cluster, PartitionResult, load_cluster, plan_partition, simulated_cluster
 from edgeplan.planners.partition import PlacementProblem, bottleneck_ms, place_exact
 
 
@@ -243,12 +243,12 @@ def test_cli_rejects_non_positive_budgets_and_memories(capsys: pytest.CaptureFix
 def test_cli_names_a_plot_folder_that_does_not_exist_before_planning(capsys: pytest.CaptureFixture[str],
                                                                       tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    import edgeplan.partition
+    import edgeplan.decisions.partition
 
     def no_planning(*args: object, **kwargs: object) -> None:
         raise AssertionError("planned before checking --plot")
 
-    monkeypatch.setattr(edgeplan.partition, "plan_partition", no_planning)
+    monkeypatch.setattr(edgeplan.decisions.partition, "plan_partition", no_planning)
     missing = tmp_path / "no" / "such" / "plan.png"
     code, out, err = run(capsys, "partition", "synthetic:0", "--nodes", "10", "--memory-mb", "8", "--simulate", "0",
                          "--no-compute", "--plot", str(missing))
@@ -306,7 +306,7 @@ def test_own_stopped_by_the_clock_says_so(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_own_search_note_follows_how_the_search_ended() -> None:
-    from edgeplan.partition import own_search_note
+    from edgeplan.decisions.partition import own_search_note
     from edgeplan.planners.partition import Placement
     from edgeplan.planners.partition.joint import JointPlan
 

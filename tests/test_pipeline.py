@@ -13,9 +13,9 @@ from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.zoo import load_graph
 from edgeplan.ir import Graph, OpKind, Ref
 from edgeplan.ir.cut_points import cut_points
+from edgeplan.measure.graph_exec import GraphExecutor
 from edgeplan.planners.partition.from_graph import partition_problem
 from edgeplan.planners.partition.partitions import PartitionProblem
-from edgeplan.runtimes.graph_exec import GraphExecutor
 from edgeplan.runtimes.pipeline import Stage, pipeline_stages, run_pipeline, transfer_ms
 
 RUNS = ((0, 8), (9, 16), (17, 22))  # resnet18 in three stages, cut after layer2.0 and layer4.0

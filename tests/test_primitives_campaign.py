@@ -20,13 +20,13 @@ from click.testing import CliRunner
 
 from edgeplan.cli.common import Context
 from edgeplan.cli.primitives_cmd import primitives
-from edgeplan.costmodels.primitive_data import load_primitive_csv
 from edgeplan.errors import InvalidInputError, StoreError
+from edgeplan.measure import primitive_campaign as pc
 from edgeplan.measure.device import describe_device
 from edgeplan.measure.harness import Timing
+from edgeplan.measure.primitive_data import load_primitive_csv
 from edgeplan.measure.store import MeasurementRecord, Store
 from edgeplan.primitives import ConvSpec, applicable, primitive_names
-from edgeplan.primitives import campaign as pc
 
 FAST = pc.TimingPlan(target_ms=0.5, min_repeats=2, max_repeats=3)
 # Two tiny layers: a 3x3 stride-1 one (Winograd-3 and kn2 apply) and a 1x1 stride-2 one (neither does).

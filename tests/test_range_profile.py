@@ -11,9 +11,9 @@ from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.zoo import load_graph
 from edgeplan.ir.layer_chain import layer_chain
 from edgeplan.measure.device import describe_device
+from edgeplan.measure.range_files import export_range_tables, load_range_tables
+from edgeplan.measure.range_profile import RANGE_KIND, SweepConfig, profile_ranges, range_table_from_records
 from edgeplan.measure.store import Store
-from edgeplan.runtimes.range_files import export_range_tables, load_range_tables
-from edgeplan.runtimes.range_profile import RANGE_KIND, SweepConfig, profile_ranges, range_table_from_records
 
 MODEL = "nb201:|nor_conv_3x3~0|+|skip_connect~0|avg_pool_3x3~1|+|none~0|nor_conv_1x1~1|skip_connect~2|"
 
@@ -54,7 +54,7 @@ def test_bad_range_file_is_rejected(tmp_path: Path) -> None:
 
 
 def test_budget_commits_whole_batches_and_resume_finishes(tmp_path: Path) -> None:
-    from edgeplan.runtimes.range_profile import BATCH_STARTS
+    from edgeplan.measure.range_profile import BATCH_STARTS
 
     chain = layer_chain(load_graph(MODEL))
     n = len(chain)
@@ -72,8 +72,8 @@ def test_budget_commits_whole_batches_and_resume_finishes(tmp_path: Path) -> Non
 def test_offload_finishes_a_range_campaign_with_its_own_repeats(tmp_path: Path) -> None:
     """`profile-ranges --repeats 1` then `offload` (which measures what is missing) used to be refused: the
     planner asked for the default 9 repeats under the campaign's name."""
+    from edgeplan.decisions.offload import OffloadSetup, offload_costs
     from edgeplan.measure.paths import default_store_path
-    from edgeplan.offload import OffloadSetup, offload_costs
 
     n = len(layer_chain(load_graph(MODEL)))
     with Store.open(default_store_path(tmp_path)) as store:

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from edgeplan.costmodels import fit_performance_model
-from edgeplan.costmodels.primitive_data import load_primitive_csv
+from edgeplan.decisions.select import load_formats, model_costs, select_network, table_costs
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.zoo import load_graph
 from edgeplan.ir import Graph
+from edgeplan.measure.primitive_data import load_primitive_csv
 from edgeplan.planners.pbqp import solve
 from edgeplan.planners.pbqp.costgraph import (
     LAYOUTS,
@@ -26,7 +27,6 @@ from edgeplan.planners.pbqp.costgraph import (
     selection_problem,
 )
 from edgeplan.planners.pbqp.network import LayoutEdge, SelectionStructure, SelectNode, selection_structure
-from edgeplan.selection import load_formats, model_costs, select_network, table_costs
 
 MULDER = Path(__file__).resolve().parents[2] / "shared" / "data" / "mulder2021"
 
@@ -218,7 +218,7 @@ def test_bad_formats_file(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not MULDER.exists(), reason="../shared/data/mulder2021 is absent")
 def test_mulder2020_experiment_prices_the_predicted_selection_with_measured_costs() -> None:
-    from edgeplan.experiments.mulder2020 import format_report, run
+    from experiments.mulder2020 import format_report, run
 
     data = load_primitive_csv(MULDER / "intel.csv")
     model = fit_performance_model(data, "lin")  # fast; the command uses NN2
@@ -232,7 +232,7 @@ def test_mulder2020_experiment_prices_the_predicted_selection_with_measured_cost
 
 
 def test_flow_costs_are_added_by_output_layout() -> None:
-    from edgeplan.selection import with_flow_costs
+    from edgeplan.decisions.select import with_flow_costs
 
     structure = selection_structure(graph_of("torchvision:resnet18"))
     assert {op.node.kind.value for op in structure.flow} >= {"batch_norm", "activation", "pool2d"}
@@ -261,7 +261,7 @@ def test_the_shipped_two_thread_tables_price_every_conv_layer_of_the_six_network
     networks has a row, measured at 2 threads, and the selection is optimal and finite without fixed layers."""
     import json
 
-    from edgeplan.selection import SHIPPED, select_model
+    from edgeplan.decisions.select import SHIPPED, select_model
 
     provenance = json.loads((SHIPPED / table).with_suffix(".provenance.json").read_text())
     assert provenance["campaign"]["params"]["threads"] == 2 and provenance["rows"] == 73

@@ -8,7 +8,7 @@ import torch
 
 from edgeplan.frontends.zoo import load_graph
 from edgeplan.ir.layer_chain import layer_chain
-from edgeplan.runtimes.graph_exec import GraphExecutor
+from edgeplan.measure.graph_exec import GraphExecutor
 from edgeplan.runtimes.split import recv_message, run_split, send_message
 
 

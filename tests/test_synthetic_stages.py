@@ -75,7 +75,7 @@ def test_stages_are_the_aligned_blocks_followed_by_0_to_4_copies(space: str) -> 
 def test_a_stages_network_repeats_operations_as_the_zoos_cnns_do() -> None:
     """About half of a stages network's ops run after the same op (key and features) ran before, nearer the zoo
     CNNs' 67% than the aligned space's tenth."""
-    from edgeplan.latency.predict import graph_ops
+    from edgeplan.costmodels.opwise.graph_ops import graph_ops
 
     def repeated(space: str) -> float:
         ops = [o for seed in range(20) for o in graph_ops(load_graph(f"synthetic-{space}:{seed}"), "torch-eager")[0]]

@@ -21,8 +21,8 @@ from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.synthetic import STRIDES, SyntheticArch, build_synthetic, sample_synthetic
 from edgeplan.frontends.zoo import load_graph
 from edgeplan.ir.ops import OpKind
-from edgeplan.latency.campaign import DATASET_FORMAT
 from edgeplan.measure.model_sets import expand_models
+from edgeplan.measure.op_campaign import DATASET_FORMAT
 
 #: Channel ranges by the block's output resolution, as the module docstring states them.
 RANGES = {112: (16, 128), 56: (24, 256), 28: (32, 512), 14: (64, 1024), 7: (128, 1536)}
@@ -131,7 +131,7 @@ def _record(model: str, rng: np.random.Generator, wide: bool) -> dict[str, Any]:
 
 
 def test_reproduce_li2023_reports_the_wide_space_beside_the_papers(tmp_path: Path) -> None:
-    from edgeplan.experiments.li2023 import format_report, reproduce
+    from experiments.li2023 import format_report, reproduce
 
     rng = np.random.default_rng(0)
     records = [_record(f"synthetic:{i}", rng, False) for i in range(40)]

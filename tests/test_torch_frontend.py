@@ -6,10 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from edgeplan.api import load_graph
 from edgeplan.errors import UnsupportedOperatorError
 from edgeplan.frontends.torch_frontend import graph_from_torch
-from edgeplan.frontends.zoo import build_model
+from edgeplan.frontends.zoo import build_model, load_graph
 from edgeplan.ir import Activation, OpKind
 
 # Published multiply-accumulate counts ("GFLOPS" in torchvision's model tables, which count MACs) at 224x224:
@@ -126,7 +125,7 @@ class PackedAttention(nn.Module):
 
 def test_unbind_is_a_split_that_drops_its_axis_and_runs_as_the_module() -> None:
     from edgeplan.ir import Ref
-    from edgeplan.runtimes.graph_exec import GraphExecutor
+    from edgeplan.measure.graph_exec import GraphExecutor
 
     m, x = PackedAttention().eval(), torch.randn(1, 5, 16)
     g = graph_from_torch(m, (x,))
@@ -180,7 +179,7 @@ class OneD(nn.Module):
 def test_one_d_operators_are_the_two_d_ones_between_reshapes_and_run_as_the_module() -> None:
     from edgeplan.ir import Ref
     from edgeplan.ir.kernels import deduce_kernels
-    from edgeplan.runtimes.graph_exec import GraphExecutor
+    from edgeplan.measure.graph_exec import GraphExecutor
 
     m, x = OneD().eval(), torch.randn(1, 8, 64)
     g = graph_from_torch(m, (x,))
@@ -205,8 +204,8 @@ def test_one_d_operators_are_the_two_d_ones_between_reshapes_and_run_as_the_modu
 
 
 def test_one_d_kernels_are_led_by_their_work_not_their_reshapes() -> None:
+    from edgeplan.costmodels.opwise.features import category, lead_node
     from edgeplan.ir.serialize import node_to_dict
-    from edgeplan.latency.features import category, lead_node
 
     g = graph_from_torch(OneD().eval(), (torch.randn(1, 8, 64),))
     nodes = {n.name: node_to_dict(n) for n in g.nodes}
@@ -225,7 +224,7 @@ class Repeats(nn.Module):  # GC ViT repeats its global query per window; one rep
 
 def test_repeats_copy_each_slice_or_the_tensor_in_a_row_and_one_repeat_is_folded() -> None:
     from edgeplan.ir import Ref
-    from edgeplan.runtimes.graph_exec import GraphExecutor
+    from edgeplan.measure.graph_exec import GraphExecutor
 
     m, x = Repeats(), torch.randn(2, 4, 5)
     g = graph_from_torch(m, (x,))
@@ -266,7 +265,7 @@ def test_an_in_place_identity_is_folded_under_its_in_place_name() -> None:
 
 def test_a_nested_graph_without_autocast_is_inlined_and_with_autocast_refused() -> None:
     from edgeplan.ir import Ref
-    from edgeplan.runtimes.graph_exec import GraphExecutor
+    from edgeplan.measure.graph_exec import GraphExecutor
 
     class Float32Attention(nn.Module):  # EfficientViT's LiteMLA computes its attention in float32 this way
         def __init__(self, enabled: bool) -> None:
@@ -316,7 +315,7 @@ class NormsAndBounds(nn.Module):
 
 def test_rms_norm_square_buffer_bounds_and_an_empty_prefix_run_as_the_module() -> None:
     from edgeplan.ir import Ref
-    from edgeplan.runtimes.graph_exec import GraphExecutor
+    from edgeplan.measure.graph_exec import GraphExecutor
 
     m, x = NormsAndBounds().eval(), torch.randn(1, 5, 8)
     g = graph_from_torch(m, (x,))

@@ -8,13 +8,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from edgeplan.costmodels.opwise.graph_ops import graph_ops, predict_graph
+from edgeplan.costmodels.opwise.profiles import load_device_model
 from edgeplan.frontends.torch_frontend import graph_from_torch
 from edgeplan.ir import OpKind, Ref
 from edgeplan.ir.checks import check_node, unfold_output_shape
 from edgeplan.ir.kernels import deduce_kernels
 from edgeplan.ir.ops import UnfoldAttrs
-from edgeplan.latency.predict import graph_ops, load_device_model, predict_graph
-from edgeplan.runtimes.graph_exec import GraphExecutor
+from edgeplan.measure.graph_exec import GraphExecutor
 
 
 class Windows(nn.Module):

@@ -109,7 +109,7 @@ def calibrate(ctx: Context, measurements: Path | None, measure: tuple[str, ...],
     if extra:
         raise InvalidInputError(f"--{extra[0].replace('_method', '').replace('_', '-')} is an option of "
                                 "--primitives; add --primitives or drop it")
-    from edgeplan.latency.predict import shipped_devices
+    from edgeplan.costmodels.opwise.profiles import shipped_devices
 
     if name in shipped_devices():  # a calibrated device is looked up first: it would hide the scenario's profile
         raise InvalidInputError(f"--name {name!r} is the name of a measurement scenario, whose latency profile "
@@ -138,11 +138,11 @@ def _measure_here(ctx: Context, models: tuple[str, ...], scenario_name: str, nam
     import warnings
 
     from edgeplan.errors import InvalidInputError
-    from edgeplan.experiments.li2023 import measured_records
-    from edgeplan.latency.campaign import ReferenceScaleWarning, export_dataset, run_op_campaign
     from edgeplan.measure import Store, default_store_path
     from edgeplan.measure.model_sets import expand_models
+    from edgeplan.measure.op_campaign import ReferenceScaleWarning, export_dataset, run_op_campaign
     from edgeplan.measure.scenarios import SCENARIOS
+    from experiments.li2023 import measured_records
 
     scenario = SCENARIOS.get(scenario_name)
     if scenario is None:
@@ -172,14 +172,14 @@ def _measure_here(ctx: Context, models: tuple[str, ...], scenario_name: str, nam
 
 def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[str, ...], name: str, source: str,
                        method: str | None, replace: bool, as_json: bool) -> None:
-    """Few-shot adaptation of the per-op latency predictors (li2023; see edgeplan.latency.calibrate)."""
+    """Few-shot adaptation of the per-op latency predictors (li2023; see edgeplan.costmodels.opwise.calibrate)."""
+    from edgeplan.costmodels.opwise.calibrate import DEDUCTIONS, PER_OP
+    from edgeplan.costmodels.opwise.calibrate import calibrate as fit
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.op_correction import measured_ops
+    from edgeplan.costmodels.opwise.profiles import home_root, load_device_model, source_method
     from edgeplan.errors import EdgeplanError, InvalidInputError
-    from edgeplan.experiments.li2023 import measured_records, measured_terms
-    from edgeplan.latency.calibrate import DEDUCTIONS, PER_OP
-    from edgeplan.latency.calibrate import calibrate as fit
-    from edgeplan.latency.model import LatencyModel
-    from edgeplan.latency.op_correction import measured_ops
-    from edgeplan.latency.predict import home_root, load_device_model, source_method
+    from experiments.li2023 import measured_records, measured_terms
 
     method = source_method(source, method, ctx.home)
     target = home_root(ctx.home) / name / f"{method}.json"
@@ -243,7 +243,7 @@ def _note_other_scenario(dataset: Path, source: str, model: Any) -> None:
     category at best."""
     import json
 
-    from edgeplan.latency.campaign import open_dataset_file
+    from edgeplan.measure.op_campaign import open_dataset_file
     from edgeplan.measure.scenarios import SCENARIOS
 
     with open_dataset_file(dataset) as f:
@@ -258,7 +258,7 @@ def _note_other_scenario(dataset: Path, source: str, model: Any) -> None:
 
 def primitive_model_folder(home: str | None, name: str) -> Path:
     """Where ``calibrate --primitives --name NAME`` keeps the device's performance model."""
-    from edgeplan.latency.predict import home_root
+    from edgeplan.costmodels.opwise.profiles import home_root
 
     return home_root(home) / name / "primitives"
 
@@ -271,8 +271,8 @@ def resolve_primitive_model(home: str | None, source: str | None) -> Path:
     InvalidInputError
         When ``source`` is neither a folder with a model nor a device calibrated with ``--primitives``.
     """
+    from edgeplan.decisions.select import SHIPPED, SHIPPED_MODEL
     from edgeplan.errors import InvalidInputError
-    from edgeplan.selection import SHIPPED, SHIPPED_MODEL
 
     if source is None:
         return SHIPPED / SHIPPED_MODEL
@@ -420,8 +420,13 @@ def _measure_layers(ctx: Context, networks: tuple[str, ...], sampling: tuple[int
     from edgeplan.cli.primitives_cmd import _network_configs
     from edgeplan.measure.device import describe_device
     from edgeplan.measure.paths import default_store_path
+    from edgeplan.measure.primitive_campaign import (
+        campaign_dataset,
+        find_campaign,
+        primitive_campaign,
+        profile_primitives,
+    )
     from edgeplan.measure.store import Store
-    from edgeplan.primitives.campaign import campaign_dataset, find_campaign, primitive_campaign, profile_primitives
 
     device = describe_device("torch", threads, device=torch_device)
     configs = _network_configs(networks) if networks else None
@@ -444,8 +449,8 @@ def _measure_layers(ctx: Context, networks: tuple[str, ...], sampling: tuple[int
 
 def _export_measured(measured: dict[str, Any], out: Path, command: str) -> None:
     """Write the measured layers beside the calibrated model (mulder2021 CSV with its provenance)."""
+    from edgeplan.measure.primitive_campaign import export_dataset, find_campaign
     from edgeplan.measure.store import Store
-    from edgeplan.primitives.campaign import export_dataset, find_campaign
 
     with Store.open(str(measured["store"])) as store:
         export_dataset(store, find_campaign(store, measured["campaign"]), out, command=command)

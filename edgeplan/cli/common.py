@@ -22,7 +22,7 @@ KEEP_MEMORY_HELP = ("Measure under glibc malloc tunables that keep freed memory 
                     "campaign is measured all with it or all without.")
 
 #: The ``--overhead`` option of the commands that fit latency models (its choices are
-#: :data:`edgeplan.latency.model.OVERHEAD_FORMS`, not imported here to keep the CLI's start light).
+#: :data:`edgeplan.costmodels.opwise.model.OVERHEAD_FORMS`, not imported here to keep the CLI's start light).
 OVERHEAD_OPTION = click.option(
     "--overhead", type=click.Choice(["linear", "stacked", "mean"]), default="linear", show_default=True,
     help="How the end-to-end overhead over the ops' sum is learnt: a constant plus a cost per op plus a share of the "
@@ -31,7 +31,7 @@ OVERHEAD_OPTION = click.option(
          "difference (mean).")
 
 #: ``--network-context [distinct|total|peak|auto]`` of ``ops fit`` and ``reproduce li2023`` (the keys of
-#: :data:`edgeplan.latency.features.NETWORK_CHOICES`, and ``auto``; given bare, ``distinct``).
+#: :data:`edgeplan.costmodels.opwise.features.NETWORK_CHOICES`, and ``auto``; given bare, ``distinct``).
 NETWORK_CONTEXT_OPTION = click.option(
     "--network-context", type=click.Choice(["distinct", "total", "peak", "auto"]), is_flag=False,
     flag_value="distinct", default=None,

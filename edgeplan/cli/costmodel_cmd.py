@@ -112,12 +112,12 @@ def fit(ctx: Context, data_paths: tuple[str, ...], out_dir: str, kind: str, spli
 
 
 def load_tables(paths: tuple[str, ...]) -> Any:
-    """One timing table, or several of one platform merged (:func:`edgeplan.selection.merged_tables`)."""
+    """One timing table, or several of one platform merged (:func:`edgeplan.decisions.select.merged_tables`)."""
     from edgeplan.costmodels import load_primitive_csv
 
     if len(paths) == 1:
         return load_primitive_csv(paths[0])
-    from edgeplan.selection import merged_tables
+    from edgeplan.decisions.select import merged_tables
 
     return merged_tables(paths)
 

@@ -12,7 +12,7 @@ import click
 from edgeplan.cli.common import Context
 from edgeplan.errors import EdgeplanError
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "main", "run_group"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,7 +38,6 @@ def _register_commands() -> None:
         predict_cmd,
         primitives_cmd,
         ranges_cmd,
-        reproduce_cmd,
         select_cmd,
         zoo_cmd,
     )
@@ -53,7 +52,6 @@ def _register_commands() -> None:
     cli.add_command(offload_cmd.offload)
     cli.add_command(partition_cmd.partition)
     cli.add_command(primitives_cmd.primitives)
-    cli.add_command(reproduce_cmd.reproduce)
     cli.add_command(select_cmd.select)
 
 
@@ -62,10 +60,14 @@ _register_commands()
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; print errors on one line and return a non-zero exit code (tracebacks only with --debug)."""
-    args = sys.argv[1:] if argv is None else argv
+    return run_group(cli, "edgeplan", sys.argv[1:] if argv is None else argv)
+
+
+def run_group(group: click.Group, prog_name: str, args: list[str]) -> int:
+    """Run a click group as ``main`` does: errors on one line and a non-zero exit code, tracebacks with --debug."""
     debug = "--debug" in args
     try:
-        cli.main(args=args, prog_name="edgeplan", standalone_mode=False, obj=Context(argv=tuple(args)))
+        group.main(args=args, prog_name=prog_name, standalone_mode=False, obj=Context(argv=tuple(args)))
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130

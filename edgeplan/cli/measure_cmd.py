@@ -27,9 +27,9 @@ def measure(ctx: Context, model: str, threads: int, runtime: str, repeats: int |
         keep_memory(ctx)
     import os
 
-    from edgeplan.api import measure_model
     from edgeplan.frontends.zoo import parse_shape
     from edgeplan.measure import TimingConfig, check_thread_count
+    from edgeplan.measure.model_latency import measure_model
 
     check_thread_count(threads)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -46,9 +46,9 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
     """Plan which layers of MODEL run on the mobile and which in the cloud, for latency or mobile energy."""
     from pathlib import Path
 
+    from edgeplan.decisions.offload import DEFAULT_MOBILE_POWER, OffloadSetup, plan_offload, run_offload
     from edgeplan.frontends.zoo import parse_shape
     from edgeplan.measure import check_thread_count
-    from edgeplan.offload import DEFAULT_MOBILE_POWER, OffloadSetup, plan_offload, run_offload
     from edgeplan.planners.offload import MobilePowerModel, custom_network, network_preset
 
     check_thread_count(mobile_threads)

@@ -23,8 +23,8 @@ from edgeplan.cli.common import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from edgeplan.latency.campaign import OpDataset
-    from edgeplan.latency.model import LatencyModel
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.measure.op_campaign import OpDataset
 
 __all__ = ["ops"]
 
@@ -69,8 +69,8 @@ def profile_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
     if keep:  # first: what this process would print before, its replacement prints again
         keep_memory(ctx)
     from edgeplan.errors import InvalidInputError
-    from edgeplan.latency.campaign import run_op_campaign
     from edgeplan.measure import Store, TimingConfig, default_store_path
+    from edgeplan.measure.op_campaign import run_op_campaign
     from edgeplan.measure.scenarios import get_scenario
 
     names = model_specs(models, models_file)
@@ -130,9 +130,9 @@ def export_cmd(scenario_name: str, repeat: str, out: Path, merge: Path | None, m
     """
     import warnings
 
-    from edgeplan.latency.campaign import export_dataset
     from edgeplan.measure import Store, default_store_path
     from edgeplan.measure.model_sets import expand_models
+    from edgeplan.measure.op_campaign import export_dataset
     from edgeplan.measure.scenarios import get_scenario
 
     ctx = click.get_current_context().find_object(Context)
@@ -163,7 +163,7 @@ def retrace_cmd(ctx: Context, data_path: Path, models: tuple[str, ...], out: Pat
     recomputed from ORT's optimized graph. A model whose kernels ORT no longer runs the same way is kept as it
     was, and named.
     """
-    from edgeplan.latency.campaign import retrace_dataset
+    from edgeplan.measure.op_campaign import retrace_dataset
 
     chosen = model_specs(models, None) if models else None
     report = retrace_dataset(data_path, out or data_path, chosen, command=ctx.command, home=ctx.home,
@@ -191,7 +191,7 @@ def compact_cmd(ctx: Context, src: Path, out: Path, remove_src: bool) -> None:
     digit. Noise floors are unchanged, fitted GBDT figures move by tenths of a point (their own fit noise). The
     header records the rewrite (``compacted``).
     """
-    from edgeplan.latency.campaign import compact_dataset, load_dataset
+    from edgeplan.measure.op_campaign import compact_dataset, load_dataset
 
     if out.resolve() == src.resolve():
         raise click.UsageError("--out must differ from SRC (write a .jsonl.xz beside the .jsonl.gz)")
@@ -223,7 +223,8 @@ def compact_cmd(ctx: Context, src: Path, out: Path, remove_src: bool) -> None:
               help="Add to this device profile's fitted models (shipped, or fitted into the edgeplan home's "
                    "devices/) predictors for the op kinds they lack, fitted on --data; their own predictors and "
                    "overhead are kept.")
-# default: edgeplan.latency.model.MIN_EXTENSION_MODELS, written out so that the CLI imports no model code to start
+# default: edgeplan.costmodels.opwise.model.MIN_EXTENSION_MODELS, written out so that the CLI imports no model code to
+# start
 @click.option("--min-models", type=click.IntRange(min=1), default=3, show_default=True,
               help="With --extend: fewest models a new op kind must come from (at more than one shape) for a "
                    "predictor of its own; rarer kinds are left to their category's.")
@@ -257,13 +258,13 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
 
     With --network-context every predictor also takes its network's footprint: on the Zen 5 two-thread data the
     operations of synthetic networks with large activations ran slower together, which it learns
-    (`edgeplan.latency.features.NETWORK_FEATURES`). --network-context auto takes the network's largest output
+    (`edgeplan.costmodels.opwise.features.NETWORK_FEATURES`). --network-context auto takes the network's largest output
     (peak) when fitting on 900 networks or more, and none from fewer, where it cost the held-out networks.
     """
+    from edgeplan.costmodels.opwise.model import LatencyModel
     from edgeplan.errors import InvalidInputError
-    from edgeplan.latency.campaign import load_dataset
-    from edgeplan.latency.model import LatencyModel
     from edgeplan.measure.model_sets import expand_models
+    from edgeplan.measure.op_campaign import load_dataset
     from edgeplan.measure.scenarios import get_scenario
 
     data = load_dataset(data_path)
@@ -338,9 +339,9 @@ def _overhead_text(entry: Mapping[str, Any]) -> str:
 
 def _extendable(device: str, method: str, data: OpDataset, statistic: str | None) -> LatencyModel:
     """The ``method`` model of ``device`` that ``ops fit --extend`` adds to, checked against the data."""
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.profiles import load_device_model
     from edgeplan.errors import InvalidInputError
-    from edgeplan.latency.model import LatencyModel
-    from edgeplan.latency.predict import load_device_model
 
     ctx = click.get_current_context().find_object(Context)
     model = load_device_model(device, method, ctx.home if ctx else None)

@@ -48,8 +48,8 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
     import math
     from pathlib import Path
 
+    from edgeplan.decisions.partition import load_cluster, plan_partition, simulated_cluster
     from edgeplan.measure.harness import check_thread_count
-    from edgeplan.partition import load_cluster, plan_partition, simulated_cluster
     from edgeplan.reports.placement_plot import plan_lines, plot_placement
 
     check_thread_count(threads)

@@ -10,8 +10,8 @@ import click
 from edgeplan.cli.common import Context, emit_json, keep_memory, model_specs
 
 if TYPE_CHECKING:
-    from edgeplan.latency.calibrate import CalibratedDevice
-    from edgeplan.latency.model import LatencyModel
+    from edgeplan.costmodels.opwise.calibrate import CalibratedDevice
+    from edgeplan.costmodels.opwise.model import LatencyModel
 
 __all__ = ["predict"]
 
@@ -45,7 +45,8 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
     MODELS are zoo strings (``synthetic:0-99`` ranges and ``set:NAME`` sets too) or ONNX paths. Ops without a
     predictor are listed as unpredicted, never counted as 0 ms: the latency is then that of the other ops.
     """
-    from edgeplan.latency.predict import load_device_model, predict_models, resolve_method
+    from edgeplan.costmodels.opwise.profiles import load_device_model, resolve_method
+    from edgeplan.decisions.predict import predict_models
 
     names = model_specs(models, models_file)
     method = resolve_method(device, method, ctx.home)
@@ -151,7 +152,7 @@ def _measure_as_trained(ctx: Context, device: str, model: LatencyModel | Calibra
     memory (its data's device records the :data:`~edgeplan.measure.allocator.KEEP_MEMORY` tunables, as the Zen 5
     profiles' do), run this command again under them, so that the measurement is taken as its training data were
     (under glibc's defaults, buffers over 32 MiB pay page faults at every call); a note on stderr says so."""
-    from edgeplan.latency.model import LatencyModel
+    from edgeplan.costmodels.opwise.model import LatencyModel
     from edgeplan.measure.allocator import KEEP_MEMORY, allocator_settings, keeps_memory
 
     if not isinstance(model, LatencyModel):  # a calibrated device: refused by _measure, nothing to run again for
@@ -169,10 +170,10 @@ def _measure(names: list[str], device: str, model: LatencyModel | CalibratedDevi
     When the model learnt times measured beside a reference model (its ``info["reference"]``), the reference is
     timed beside these runs too and the times are converted the same way, so that both columns are at the
     scenario's typical speed; :attr:`_Measured.reference` names it then."""
+    from edgeplan.costmodels.opwise.model import LatencyModel
     from edgeplan.errors import InvalidInputError
-    from edgeplan.latency.model import LatencyModel
+    from edgeplan.measure.op_profile import profile_model, reference_runner
     from edgeplan.measure.scenarios import SCENARIOS
-    from edgeplan.runtimes.op_profile import profile_model, reference_runner
 
     # a fitted profile (a scenario's, or another machine's such as zen5-torch-fp32-2t) is timed in its model's
     # scenario; a calibrated device is another machine, which this one cannot time

@@ -20,8 +20,8 @@ import click
 from edgeplan.cli.common import Context, check_positive, emit_json, refuse_failures
 
 if TYPE_CHECKING:
+    from edgeplan.measure.primitive_campaign import CapCoverage, NoiseFloor, ProfileReport
     from edgeplan.measure.store import Store
-    from edgeplan.primitives.campaign import CapCoverage, NoiseFloor, ProfileReport
 
 __all__ = ["primitives"]
 
@@ -108,7 +108,7 @@ def list_cmd(family: str | None, as_json: bool) -> None:
 def triplets_cmd(ctx: click.Context, from_zoo: bool, out_path: str | None, as_json: bool) -> None:
     """Show the (c, k, im) triplets the campaign's configuration space is built from."""
     from edgeplan.errors import InvalidInputError
-    from edgeplan.primitives.campaign import (
+    from edgeplan.measure.primitive_campaign import (
         ARCHITECTURES,
         config_space,
         extract_triplets,
@@ -150,7 +150,7 @@ def _parse_configs(_ctx: click.Context, _param: click.Parameter, values: tuple[s
               help="Store file (default: the one in --home).")
 @click.option("--budget-s", type=float, default=None, help="Stop after this many seconds (resume by running again).")
 @click.option("--work-cap", type=float, default=None,
-              help="Keep configurations whose work (MACs, see `edgeplan.primitives.campaign`) is at most this "
+              help="Keep configurations whose work (MACs, see `edgeplan.measure.primitive_campaign`) is at most this "
                    "[default: 3e8].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the measurement order.")
 @click.option("--max-configs", type=click.IntRange(min=1), default=None,
@@ -200,8 +200,7 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
     from edgeplan.errors import InvalidInputError
     from edgeplan.measure.device import describe_device
     from edgeplan.measure.paths import default_store_path
-    from edgeplan.measure.store import Store
-    from edgeplan.primitives.campaign import (
+    from edgeplan.measure.primitive_campaign import (
         DEFAULT_WORK_CAP,
         AboveCapOptions,
         TimingPlan,
@@ -213,6 +212,7 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
         profile_primitives,
         remeasure_campaign,
     )
+    from edgeplan.measure.store import Store
 
     check_positive("--target-ms", target_ms, "a positive number of milliseconds")
     check_positive("--call-cap-ms", call_cap_ms, "a positive number of milliseconds")
@@ -284,10 +284,10 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
 
 def _network_configs(networks: tuple[str, ...]) -> tuple[Any, ...]:
     """The distinct ``ConvSpec`` (padding 'same', as the data format) of the runnable conv layers of zoo models."""
+    from edgeplan.decisions.select import runnable
     from edgeplan.frontends.zoo import load_graph
     from edgeplan.planners.pbqp.network import conv_shape
     from edgeplan.primitives.spec import ConvSpec
-    from edgeplan.selection import runnable
 
     found: dict[tuple[int, ...], None] = {}
     for spec in networks:
@@ -306,7 +306,7 @@ def _given(ctx: click.Context, name: str) -> bool:
 def _rates_source(store: Store, main: str) -> str:
     """The campaign whose rates estimate the above-cap campaign's time: ``main``, else the Store's only main one."""
     from edgeplan.errors import InvalidInputError
-    from edgeplan.primitives.campaign import find_campaign
+    from edgeplan.measure.primitive_campaign import find_campaign
 
     if any(c.name == main for c in store.campaigns()):
         return main
@@ -319,7 +319,7 @@ def _rates_source(store: Store, main: str) -> str:
 def _real_layers(skipped: list[str]) -> Callable[[], Iterable[tuple[int, int, int, int, int]]]:
     """The zoo's real square conv layers, loaded when called; the layers that are not square go to ``skipped``."""
     def load() -> Iterable[tuple[int, int, int, int, int]]:
-        from edgeplan.primitives.campaign import extract_layers
+        from edgeplan.measure.primitive_campaign import extract_layers
 
         layers, odd = extract_layers()
         skipped.extend(odd)
@@ -388,8 +388,8 @@ def export_cmd(ctx: click.Context, out_path: str, store_path: str | None, campai
     """Write the measurements in the mulder2021 CSV format (ns; empty = not applicable) with provenance."""
     from edgeplan.errors import StoreError
     from edgeplan.measure.paths import default_store_path
+    from edgeplan.measure.primitive_campaign import export_dataset, find_campaign
     from edgeplan.measure.store import Store
-    from edgeplan.primitives.campaign import export_dataset, find_campaign
 
     path = Path(store_path) if store_path else default_store_path(_context(ctx).home)
     if not path.is_file():
@@ -430,14 +430,14 @@ def noise_cmd(csv_files: tuple[str, ...], store_path: str | None, campaign_name:
     primitives and over the non-identity transformations.
     """
     from edgeplan.errors import InvalidInputError, StoreError
+    from edgeplan.measure.primitive_campaign import campaign_dataset, find_campaign, find_remeasure, noise_floor
     from edgeplan.measure.store import Store
-    from edgeplan.primitives.campaign import campaign_dataset, find_campaign, find_remeasure, noise_floor
 
     if store_path is None:
         if len(csv_files) != 2 or campaign_name or against_name:
             raise InvalidInputError("give two exported CSV files (REFERENCE AGAIN), or --store FILE with "
                                     "optional --campaign and --against")
-        from edgeplan.costmodels.primitive_data import load_primitive_csv
+        from edgeplan.measure.primitive_data import load_primitive_csv
 
         result = noise_floor(load_primitive_csv(csv_files[0]), load_primitive_csv(csv_files[1]))
     else:

@@ -33,9 +33,9 @@ def profile_ranges_cmd(ctx: Context, models: tuple[str, ...], threads_list: tupl
     from edgeplan.errors import InvalidInputError
     from edgeplan.measure import check_thread_count
     from edgeplan.measure.paths import default_store_path
+    from edgeplan.measure.range_files import export_range_tables
+    from edgeplan.measure.range_profile import SweepConfig, profile_ranges
     from edgeplan.measure.store import Store
-    from edgeplan.runtimes.range_files import export_range_tables
-    from edgeplan.runtimes.range_profile import SweepConfig, profile_ranges
 
     for t in threads_list:
         check_thread_count(t)

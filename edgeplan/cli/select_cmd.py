@@ -48,8 +48,8 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
            solver: str, flow_costs: bool, do_run: bool, threads: int, torch_device: str | None, rounds: int,
            as_json: bool) -> None:
     """Select the primitive (and layouts) of every conv layer of MODEL to minimise its predicted time."""
+    from edgeplan.decisions.select import check_selection_costs, select_model, single_primitive_choice
     from edgeplan.measure.harness import check_thread_count
-    from edgeplan.selection import check_selection_costs, select_model, single_primitive_choice
 
     check_thread_count(threads)
     if model_dir is not None and source != "predicted":
@@ -155,7 +155,7 @@ def fixed_summary(reasons: tuple[str, ...], model: str) -> list[str]:
     be done (a layer missing from the measured tables can be priced by the model or measured)."""
     from collections import Counter
 
-    from edgeplan.selection import NOT_IN_TABLES
+    from edgeplan.decisions.select import NOT_IN_TABLES
 
     if not reasons:
         return []
@@ -172,8 +172,8 @@ def _print(sel: object, run: object) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from edgeplan.decisions.select import ModelSelection
     from edgeplan.runtimes.selected import SelectionRun
-    from edgeplan.selection import ModelSelection
 
     assert isinstance(sel, ModelSelection)
     plan = sel.plan

@@ -6,14 +6,14 @@ transformations between them, in one batched pass, for primitive selection.
 
 Modules:
 
-- :mod:`~edgeplan.costmodels.primitive_data`: the timing-table CSV format, its loader and the seeded 80/10/10 split;
+- :mod:`~edgeplan.measure.primitive_data`: the timing-table CSV format, its loader and the seeded 80/10/10 split;
 - :mod:`~edgeplan.costmodels.primitive_models`: the estimators Lin, NN1 and NN2 (scikit-learn contract);
 - :mod:`~edgeplan.costmodels.transform_models`: the kernel model of the layout transformations (``krr``);
 - :mod:`~edgeplan.costmodels.performance_model`: a platform's primitive + transformation model, fit, save, load
   (JSON and ``.npz``, no pickle);
 - :mod:`~edgeplan.costmodels.transfer_learning`: a model moved to another platform from a few of its samples (direct,
   factor correction, fine-tuning, or from scratch on the same samples; mulder2020 §4.4);
-- :mod:`~edgeplan.costmodels.evaluation` and :mod:`~edgeplan.costmodels.metrics`: MdRAE per column.
+- :mod:`~edgeplan.costmodels.evaluation` and :mod:`~edgeplan.measure.metrics`: MdRAE per column.
 
 Importing the package does not import torch; the neural estimators import it in ``fit`` and ``predict``.
 
@@ -31,14 +31,17 @@ Usage::
 from __future__ import annotations
 
 from edgeplan.costmodels.evaluation import Evaluation, SplitSeedWarning, evaluate_performance_model
-from edgeplan.costmodels.metrics import mdrae, mdrae_per_column, relative_abs_error
 from edgeplan.costmodels.performance_model import (
     PerformanceModel,
     fit_performance_model,
     load_performance_model,
     save_performance_model,
 )
-from edgeplan.costmodels.primitive_data import (
+from edgeplan.costmodels.primitive_models import LinearModel, NN1Model, NN2Model, PrimitiveEstimator, make_estimator
+from edgeplan.costmodels.transfer_learning import TransferSample, draw_samples, transfer
+from edgeplan.costmodels.transform_models import KernelTransformModel, make_transform_estimator
+from edgeplan.measure.metrics import mdrae, mdrae_per_column, relative_abs_error
+from edgeplan.measure.primitive_data import (
     LAYER_FEATURES,
     TRANSFORM_COLUMNS,
     TRANSFORM_FEATURES,
@@ -48,9 +51,7 @@ from edgeplan.costmodels.primitive_data import (
     load_primitive_csv,
     split_indices,
 )
-from edgeplan.costmodels.primitive_models import LinearModel, NN1Model, NN2Model, PrimitiveEstimator, make_estimator
-from edgeplan.costmodels.transfer_learning import TransferSample, design_rows, draw_samples, transfer
-from edgeplan.costmodels.transform_models import KernelTransformModel, make_transform_estimator
+from edgeplan.measure.sampling import design_rows
 
 __all__ = [
     "LAYER_FEATURES",

@@ -29,9 +29,9 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from edgeplan.costmodels.primitive_data import LAYER_FEATURES
 from edgeplan.costmodels.primitive_models import ESTIMATORS, PrimitiveEstimator
 from edgeplan.errors import InvalidInputError
+from edgeplan.measure.primitive_data import LAYER_FEATURES
 
 __all__ = ["BLEND_WEIGHT", "CORRECTION_PARAMS", "BlendedModel", "correction_inputs", "family", "fit_blend",
            "primitive_descriptors"]
@@ -157,7 +157,7 @@ class _Trees:
 
     def predict(self, x: FloatArray) -> FloatArray:
         """The boosted sum for every row of ``x``."""
-        from edgeplan.latency.predictors import _Forest
+        from edgeplan.costmodels.opwise.predictors import _Forest
 
         forest = _Forest.from_arrays(self.left, self.right, self.feature, self.threshold, self.value)
         return np.asarray(self.baseline + forest.values(x).sum(axis=1), dtype=np.float64)

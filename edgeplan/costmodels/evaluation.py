@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from edgeplan.costmodels.metrics import mdrae_per_column
 from edgeplan.costmodels.performance_model import TRANSFORM_PROTOCOLS, PerformanceModel
-from edgeplan.costmodels.primitive_data import PrimitiveDataset, Split, is_identity_transform, split_indices
 from edgeplan.errors import InvalidInputError
+from edgeplan.measure.metrics import mdrae_per_column
+from edgeplan.measure.primitive_data import PrimitiveDataset, Split, is_identity_transform, split_indices
 
 __all__ = ["Evaluation", "SplitSeedWarning", "evaluate_performance_model", "fitted_split_seed"]
 
@@ -48,7 +48,7 @@ class Evaluation:
         How many layers and distinct ``(c, im)`` were scored.
     primitive_mdrae, transform_mdrae
         MdRAE (a fraction) per shared column; NaN for a column with no measured value in the part, inf when the
-        model gave no prediction for at least half of its measured cells (see :mod:`~edgeplan.costmodels.metrics`).
+        model gave no prediction for at least half of its measured cells (see :mod:`~edgeplan.measure.metrics`).
     only_in_model, only_in_data
         Columns that one side lacks (not scored).
     split_seed

@@ -40,16 +40,10 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeplan.costmodels.blend import BlendedModel
-from edgeplan.costmodels.primitive_data import (
-    LAYER_FEATURES,
-    TRANSFORM_FEATURES,
-    PrimitiveDataset,
-    Split,
-    split_indices,
-)
 from edgeplan.costmodels.primitive_models import ESTIMATORS, PrimitiveEstimator, ProgressCallback, make_estimator
 from edgeplan.costmodels.transform_models import TRANSFORM_ESTIMATORS, make_transform_estimator
 from edgeplan.errors import InvalidInputError
+from edgeplan.measure.primitive_data import LAYER_FEATURES, TRANSFORM_FEATURES, PrimitiveDataset, Split, split_indices
 
 __all__ = [
     "FORMAT_VERSION",
@@ -270,11 +264,11 @@ def fit_performance_model(dataset: PrimitiveDataset, kind: str = "nn2", *, split
     Parameters
     ----------
     dataset
-        A loaded timing table (:func:`~edgeplan.costmodels.primitive_data.load_primitive_csv`).
+        A loaded timing table (:func:`~edgeplan.measure.primitive_data.load_primitive_csv`).
     kind
         ``nn2`` (default), ``nn1`` or ``lin``: the primitives' model.
     split_seed
-        Seed of the 80/10/10 split (:func:`~edgeplan.costmodels.primitive_data.split_indices`) of the layer rows.
+        Seed of the 80/10/10 split (:func:`~edgeplan.measure.primitive_data.split_indices`) of the layer rows.
         Two transformation models are fitted (see the module docstring): ``transforms`` on the same seeded split
         of the distinct ``(c, im)`` (no test tensor seen in training: the strict protocol), and
         ``transforms_paper`` on the tensors of the training layer rows (the paper's protocol).

@@ -50,8 +50,8 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from edgeplan.costmodels.primitive_data import LAYER_FEATURES
 from edgeplan.errors import InvalidInputError, NotFittedError
+from edgeplan.measure.primitive_data import LAYER_FEATURES
 
 __all__ = ["ESTIMATORS", "POW2_FEATURES", "TARGET_SCALES", "LinearModel", "NN1Model", "NN2Model", "PrimitiveEstimator",
            "ProgressCallback", "make_estimator", "pow2_valuation"]

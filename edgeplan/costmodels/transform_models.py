@@ -30,9 +30,9 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from edgeplan.costmodels.primitive_data import TRANSFORM_FEATURES
 from edgeplan.costmodels.primitive_models import PrimitiveEstimator, ProgressCallback, pow2_valuation
 from edgeplan.errors import InvalidInputError
+from edgeplan.measure.primitive_data import TRANSFORM_FEATURES
 
 __all__ = ["KERNEL_FEATURES", "TRANSFORM_ESTIMATORS", "KernelTransformModel", "make_transform_estimator"]
 

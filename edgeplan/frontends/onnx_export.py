@@ -15,8 +15,11 @@ the one ONNX ``LRN`` operator it is, so that the ONNX frontend sees the same ``l
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
+import os
 import re
+import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,11 +28,10 @@ from typing import TYPE_CHECKING, Any
 from edgeplan.errors import InvalidInputError, UnsupportedOperatorError
 
 if TYPE_CHECKING:
-    import os
 
     import torch
 
-__all__ = ["export_onnx"]
+__all__ = ["cache_export", "export_onnx", "onnx_cache_path"]
 
 log = logging.getLogger(__name__)
 
@@ -272,3 +274,26 @@ def _short(error: BaseException) -> str:
 
 def _shapes(inputs: tuple[Any, ...]) -> list[Any]:
     return [tuple(x.shape) if hasattr(x, "shape") else type(x).__name__ for x in inputs]
+
+
+def onnx_cache_path(spec: str, input_shape: tuple[int, ...] | None, home: Path) -> Path:
+    """Where the ONNX export of a zoo model is cached under the edgeplan home."""
+    digest = hashlib.sha1(f"{spec}|{input_shape}".encode()).hexdigest()[:10]
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", spec)[:60]
+    return home / "onnx" / f"{safe}-{digest}.onnx"
+
+
+def cache_export(module: Any, example_inputs: tuple[Any, ...], path: Path) -> None:
+    """Export ``module`` to the ONNX cache file ``path`` so that an interrupted export leaves no half file there.
+
+    It is exported in a scratch folder beside ``path`` under its final name (an external-data file keeps the name
+    the model refers to), then moved in, the model file last.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{path.name}-", dir=path.parent) as scratch:
+        staged = Path(scratch) / path.name
+        export_onnx(module, example_inputs, staged)
+        for extra in Path(scratch).iterdir():
+            if extra != staged:
+                os.replace(extra, path.parent / extra.name)
+        os.replace(staged, path)

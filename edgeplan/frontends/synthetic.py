@@ -87,7 +87,7 @@ the widths log-uniform and aligned as the aligned space's. A heads seed draws fr
 (ResNet-50's 3, 4, 6 and 3 bottlenecks, MobileNetV2's 1-4 per stage), so most of a zoo CNN's operations run right
 after the same operation, at the same shapes, ran earlier in the forward pass (67% of the torchvision and timm CNNs'
 ops, against 8% in the other spaces' networks), and on a CPU such a repeat runs faster than the first of its kind
-(0.85x on the Zen 5 file; see :data:`edgeplan.latency.features.CONTEXT_FEATURES`). A predictor that learns the
+(0.85x on the Zen 5 file; see :data:`edgeplan.costmodels.opwise.features.CONTEXT_FEATURES`). A predictor that learns the
 repeats' speed from the other spaces sees few of them, at few shapes. The stages space is the aligned space's body
 (widths, alignments, kinds, group counts) with stages:
 

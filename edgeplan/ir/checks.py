@@ -6,9 +6,8 @@ Each rule returns a description of the problem, or the empty string when the nod
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from edgeplan.ir.metrics import numel
+from edgeplan.ir.metrics import NodeLike, numel
 from edgeplan.ir.ops import (
     AxisAttrs,
     ChannelShuffleAttrs,
@@ -20,9 +19,6 @@ from edgeplan.ir.ops import (
     SplitAttrs,
     UnfoldAttrs,
 )
-
-if TYPE_CHECKING:
-    from edgeplan.ir.graph import Node
 
 __all__ = ["broadcast_shapes", "check_node", "conv_output_size", "unfold_output_shape"]
 
@@ -60,7 +56,7 @@ def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] 
     return tuple(reversed(out))
 
 
-def _check_arity(node: Node) -> str:
+def _check_arity(node: NodeLike) -> str:
     lo, hi, n_out = _ARITY.get(node.kind, _DEFAULT_ARITY)
     if not lo <= len(node.inputs) <= hi:
         return f"takes {lo}..{hi} inputs, has {len(node.inputs)}"
@@ -71,7 +67,7 @@ def _check_arity(node: Node) -> str:
     return ""
 
 
-def _check_conv(node: Node) -> str:
+def _check_conv(node: NodeLike) -> str:
     a = node.attrs
     assert isinstance(a, ConvAttrs)
     x, y = node.input_shapes[0], node.output_shapes[0]
@@ -90,7 +86,7 @@ def _check_conv(node: Node) -> str:
     return ""
 
 
-def _check_conv_transpose(node: Node) -> str:
+def _check_conv_transpose(node: NodeLike) -> str:
     a = node.attrs
     assert isinstance(a, ConvTransposeAttrs)
     x, y = node.input_shapes[0], node.output_shapes[0]
@@ -112,7 +108,7 @@ def _check_conv_transpose(node: Node) -> str:
     return ""
 
 
-def _check_linear(node: Node) -> str:
+def _check_linear(node: NodeLike) -> str:
     a = node.attrs
     assert isinstance(a, LinearAttrs)
     x, y = node.input_shapes[0], node.output_shapes[0]
@@ -121,7 +117,7 @@ def _check_linear(node: Node) -> str:
     return ""
 
 
-def _check_pool(node: Node) -> str:
+def _check_pool(node: NodeLike) -> str:
     a = node.attrs
     assert isinstance(a, PoolAttrs)
     x, y = node.input_shapes[0], node.output_shapes[0]
@@ -130,7 +126,7 @@ def _check_pool(node: Node) -> str:
     return ""
 
 
-def _check_eltwise(node: Node) -> str:
+def _check_eltwise(node: NodeLike) -> str:
     shapes = node.input_shapes
     out = shapes[0] if len(shapes) == 1 else broadcast_shapes(shapes[0], shapes[1])
     if out is None or out != node.output_shapes[0]:
@@ -138,7 +134,7 @@ def _check_eltwise(node: Node) -> str:
     return ""
 
 
-def _check_concat(node: Node) -> str:
+def _check_concat(node: NodeLike) -> str:
     a = node.attrs
     assert isinstance(a, AxisAttrs)
     y = node.output_shapes[0]
@@ -153,7 +149,7 @@ def _check_concat(node: Node) -> str:
     return ""
 
 
-def _check_split(node: Node) -> str:
+def _check_split(node: NodeLike) -> str:
     a = node.attrs
     assert isinstance(a, SplitAttrs)
     x = node.input_shapes[0]
@@ -168,13 +164,13 @@ def _check_split(node: Node) -> str:
     return ""
 
 
-def _check_same_numel(node: Node) -> str:
+def _check_same_numel(node: NodeLike) -> str:
     if numel(node.input_shapes[0]) != numel(node.output_shapes[0]):
         return f"changes the number of elements: {node.input_shapes[0]} -> {node.output_shapes[0]}"
     return ""
 
 
-def _check_shuffle(node: Node) -> str:
+def _check_shuffle(node: NodeLike) -> str:
     a = node.attrs
     assert isinstance(a, ChannelShuffleAttrs)
     if node.input_shapes[0][1] % a.groups:
@@ -205,7 +201,7 @@ def unfold_output_shape(a: UnfoldAttrs, x: tuple[int, ...]) -> tuple[int, ...] |
     return None
 
 
-def _check_unfold(node: Node) -> str:
+def _check_unfold(node: NodeLike) -> str:
     a = node.attrs
     assert isinstance(a, UnfoldAttrs)
     if a.mode not in ("unfold", "im2col", "col2im"):
@@ -222,7 +218,7 @@ _SAME_SHAPE = frozenset(
      OpKind.LRN}
 )
 
-_RULES: dict[OpKind, Callable[[Node], str]] = {
+_RULES: dict[OpKind, Callable[[NodeLike], str]] = {
     OpKind.CONV2D: _check_conv,
     OpKind.CONV_TRANSPOSE2D: _check_conv_transpose,
     OpKind.LINEAR: _check_linear,
@@ -238,7 +234,7 @@ _RULES: dict[OpKind, Callable[[Node], str]] = {
 }
 
 
-def check_node(node: Node) -> str:
+def check_node(node: NodeLike) -> str:
     """Describe the first inconsistency of ``node`` with its kind, or return ``""``."""
     problem = _check_arity(node)
     if problem:

@@ -21,7 +21,7 @@ networks show (``../shared/data/help-nasbench201``): every network it times belo
 output does not depend on its input, and the other 20 devices of the file time none of those below 1 ms
 (``tests/test_fold.py`` checks both); a cell that reduces to its input costs Pixel 3 little more than the
 skeleton, while a convolution of a zero node costs it as much as one of a live node. Whether a device simplifies
-is therefore not assumed: :func:`edgeplan.latency.calibrate.calibrate` tries both deductions on the measured
+is therefore not assumed: :func:`edgeplan.costmodels.opwise.calibrate.calibrate` tries both deductions on the measured
 samples and keeps this one only where it predicts them clearly better (``edgeplan reproduce li2023 --nb201``
 shows where it is chosen).
 """

@@ -24,9 +24,11 @@ Conventions (the same for every frontend, so figures compare across them):
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from edgeplan.ir.ops import (
+    Attrs,
     ConvAttrs,
     ConvTransposeAttrs,
     EltwiseAttrs,
@@ -40,10 +42,24 @@ from edgeplan.ir.ops import (
     UpsampleAttrs,
 )
 
-if TYPE_CHECKING:
-    from edgeplan.ir.graph import Node
+__all__ = ["NodeLike", "node_flops", "node_macs", "node_params", "numel"]
 
-__all__ = ["node_flops", "node_macs", "node_params", "numel"]
+
+class NodeLike(Protocol):
+    """What the work and consistency rules read of a node (:class:`edgeplan.ir.graph.Node` has it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> OpKind: ...
+    @property
+    def attrs(self) -> Attrs: ...
+    @property
+    def inputs(self) -> Sequence[object]: ...
+    @property
+    def input_shapes(self) -> tuple[tuple[int, ...], ...]: ...
+    @property
+    def output_shapes(self) -> tuple[tuple[int, ...], ...]: ...
 
 _NORM_FLOPS_PER_ELEMENT = {OpKind.BATCH_NORM: 2, OpKind.LAYER_NORM: 5, OpKind.GROUP_NORM: 5}
 
@@ -53,7 +69,7 @@ def numel(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
 
 
-def node_macs(node: Node) -> int:
+def node_macs(node: NodeLike) -> int:
     """Multiply-accumulates of ``node`` (0 outside the compute kinds)."""
     a = node.attrs
     if isinstance(a, ConvAttrs):
@@ -69,7 +85,7 @@ def node_macs(node: Node) -> int:
     return 0
 
 
-def node_flops(node: Node) -> int:
+def node_flops(node: NodeLike) -> int:
     """Floating-point operations of ``node`` under the module's conventions."""
     kind = node.kind
     if kind in (OpKind.CONV2D, OpKind.CONV_TRANSPOSE2D, OpKind.LINEAR, OpKind.MATMUL, OpKind.ATTENTION):
@@ -95,7 +111,7 @@ def node_flops(node: Node) -> int:
     return 0
 
 
-def node_params(node: Node) -> int:
+def node_params(node: NodeLike) -> int:
     """Learnt parameters of ``node`` under the module's conventions."""
     a = node.attrs
     if isinstance(a, ConvAttrs):

@@ -54,8 +54,8 @@ class Scenario:
     def kernel_profile(self) -> str:
         """Which kernels the runtime runs: the kernel-rule profile ``torch-eager`` (see :mod:`edgeplan.ir.kernels`),
         or for ONNX Runtime ``onnxruntime-{dtype}``: its kernels are read from ORT's own optimized graph
-        (:func:`edgeplan.latency.predict.onnxruntime_ops`), whose NCHWc and int8 rewrites depend on the CPU and the
-        quantizer (the rule profiles ``onnxruntime-nchwc*`` check the float case against it)."""
+        (:func:`edgeplan.costmodels.opwise.graph_ops.onnxruntime_ops`), whose NCHWc and int8 rewrites depend on the
+        CPU and the quantizer (the rule profiles ``onnxruntime-nchwc*`` check the float case against it)."""
         if self.runtime == "torch":
             return "torch-eager"
         return f"onnxruntime-{self.dtype}"

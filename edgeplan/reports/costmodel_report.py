@@ -30,7 +30,7 @@ def mdrae_rows(results: Mapping[str, Evaluation]) -> list[tuple[str, dict[str, f
     results
         Evaluations keyed by model name (``lin``, ``nn1``, ``nn2``), on the same data and part.
     """
-    from edgeplan.costmodels.primitive_data import is_identity_transform
+    from edgeplan.measure.primitive_data import is_identity_transform
 
     rows: list[tuple[str, dict[str, float]]] = []
     first = next(iter(results.values()))

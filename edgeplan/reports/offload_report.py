@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from edgeplan.reports.tables import human
 
 if TYPE_CHECKING:
-    from edgeplan.offload import OffloadResult
+    from edgeplan.decisions.offload import OffloadResult
 
 __all__ = ["plan_summary_lines", "plot_schedule"]
 

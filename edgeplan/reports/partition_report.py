@@ -1,5 +1,5 @@
 """Figures 7-10 of the parthasarathy2022 simulation, from
-:func:`~edgeplan.experiments.parthasarathy2022.run_simulation`.
+:func:`~experiments.parthasarathy2022.run_simulation`.
 
 * Fig. 7: heat maps of the k-path bottleneck by nodes and classes, one panel per model at its smallest memory
   with a feasible multi-stage partitioning;
@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgeplan.errors import InvalidInputError
-from edgeplan.experiments.parthasarathy2022 import PAPER, fig8_rows, fig9_rows
+from experiments.parthasarathy2022 import PAPER, fig8_rows, fig9_rows
 
 if TYPE_CHECKING:
-    from edgeplan.experiments.parthasarathy2022 import CellResult, SimulationResult
+    from experiments.parthasarathy2022 import CellResult, SimulationResult
 
 __all__ = ["figure_folder", "plot_partition_figures"]
 
@@ -171,7 +171,7 @@ def plot_partition_figures(result: SimulationResult, out_dir: str | Path) -> lis
     Parameters
     ----------
     result
-        What :func:`edgeplan.experiments.parthasarathy2022.run_simulation` returned.
+        What :func:`experiments.parthasarathy2022.run_simulation` returned.
     out_dir
         Folder for ``fig7_heatmaps.png``, ``fig8_random.png``, ``fig9_greedy.png`` and ``fig10_bound.png``.
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from edgeplan.decisions.partition import PartitionResult
 from edgeplan.errors import InvalidInputError
-from edgeplan.partition import PartitionResult
 
 __all__ = ["BOTTLENECK", "LINK", "STAGE", "placement_colours", "plan_lines", "plot_placement"]
 

@@ -16,7 +16,7 @@ import torch
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir import Graph, OpKind, Ref
-from edgeplan.runtimes.graph_exec import Env, GraphExecutor
+from edgeplan.measure.graph_exec import Env, GraphExecutor
 
 __all__ = ["Compression", "measure_compression"]
 

@@ -40,7 +40,7 @@ from edgeplan.errors import InvalidInputError, MeasurementError
 from edgeplan.ir import Graph, OpKind, Ref
 
 if TYPE_CHECKING:
-    from edgeplan.runtimes.graph_exec import GraphExecutor
+    from edgeplan.measure.graph_exec import GraphExecutor
 
 __all__ = ["Link", "Message", "PipelineResult", "PipelineStage", "Stage", "message_bytes", "pipeline_stages",
            "run_pipeline", "transfer_ms"]
@@ -196,7 +196,7 @@ class Stage:
     def __init__(self, graph: Graph, stage: PipelineStage, seed: int = 0, threads: int = 1) -> None:
         import torch
 
-        from edgeplan.runtimes.graph_exec import GraphExecutor
+        from edgeplan.measure.graph_exec import GraphExecutor
 
         torch.set_num_threads(threads)
         self._executor: GraphExecutor = GraphExecutor(graph, seed=seed)
@@ -504,7 +504,7 @@ def run_pipeline(graph: Graph, points: Sequence[str], runs: Sequence[tuple[int, 
     ratios = _per_link(compression, len(stages) - 1, "compression", 1.0)
     if nodes is not None and len(nodes) != len(stages):
         raise InvalidInputError(f"nodes needs one node per stage ({len(stages)}), got {len(nodes)}")
-    from edgeplan.runtimes.graph_exec import GraphExecutor
+    from edgeplan.measure.graph_exec import GraphExecutor
 
     local = GraphExecutor(graph, seed=seed)  # raises UnsupportedOperatorError here, not in an actor
     envs = [local.example_inputs(seed=seed + i) for i in range(min(_POOL, warmup + inputs))]

@@ -27,8 +27,8 @@ import torch
 from edgeplan.errors import InvalidInputError, MeasurementError
 from edgeplan.ir import Ref
 from edgeplan.ir.layer_chain import LayerChain
+from edgeplan.measure.graph_exec import Env, GraphExecutor
 from edgeplan.measure.harness import use_threads
-from edgeplan.runtimes.graph_exec import Env, GraphExecutor
 
 __all__ = ["SplitRun", "run_split", "recv_message", "send_message"]
 

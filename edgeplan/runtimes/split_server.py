@@ -12,8 +12,8 @@ import socket
 import sys
 
 from edgeplan.ir.layer_chain import layer_chain
+from edgeplan.measure.graph_exec import GraphExecutor
 from edgeplan.measure.harness import set_threads
-from edgeplan.runtimes.graph_exec import GraphExecutor
 from edgeplan.runtimes.split import recv_message, send_message
 
 

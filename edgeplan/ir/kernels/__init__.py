@@ -28,7 +28,7 @@ Every IR node other than the graph inputs ends in exactly one :class:`Kernel` or
 a runtime inserts that no IR node stands for (ORT's reorders) have no nodes.
 
 :func:`compare_kernels` compares a deduction with what a runtime reports;
-:func:`edgeplan.runtimes.kernel_check.check_onnxruntime` does the whole comparison against ONNX Runtime's
+:func:`edgeplan.measure.kernel_check.check_onnxruntime` does the whole comparison against ONNX Runtime's
 optimized graph of an ONNX file. Pure passes: loads without torch, onnx or onnxruntime.
 
 Modules: :mod:`~edgeplan.ir.kernels.rules` (rule files, node labels), :mod:`~edgeplan.ir.kernels.result`
@@ -38,7 +38,7 @@ their fusion), :mod:`~edgeplan.ir.kernels.deduce` (:func:`deduce_kernels`, torch
 (li2023 Alg. 3.1 and 3.2), :mod:`~edgeplan.ir.kernels.compare` (:func:`compare_kernels`),
 :mod:`~edgeplan.ir.kernels.selection` (the implementation eager PyTorch selects for a convolution by its shapes and
 threads: oneDNN or its own; checked against the profiler by
-:func:`edgeplan.runtimes.kernel_check.check_torch_implementations`).
+:func:`edgeplan.measure.kernel_check.check_torch_implementations`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """:func:`compare_kernels`: where deduced kernels and the kernels a runtime reports disagree.
 
 Pure: the runtime's kernels come in as :class:`~edgeplan.ir.kernels.Kernel` objects (for ONNX Runtime from
-:func:`edgeplan.runtimes.kernel_check.onnxruntime_kernels`). Loads without torch or onnx.
+:func:`edgeplan.measure.kernel_check.onnxruntime_kernels`). Loads without torch or onnx.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def compare_kernels(
     deduced
         From :func:`~edgeplan.ir.kernels.deduce_kernels`.
     observed
-        The runtime's kernels (e.g. from :func:`edgeplan.runtimes.kernel_check.onnxruntime_kernels`); their
+        The runtime's kernels (e.g. from :func:`edgeplan.measure.kernel_check.onnxruntime_kernels`); their
         ``nodes`` name IR nodes when ``by_nodes``.
     by_nodes
         Also compare which IR nodes each kernel covers (needs IR node names shared with the runtime's graph, as

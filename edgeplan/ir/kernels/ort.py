@@ -3,7 +3,7 @@
 Levels 1 and 2 of ORT's CPU graph optimizations are fusion rules (Conv+BatchNorm folding, Conv+activation ->
 ``FusedConv``, Gemm+activation -> ``FusedGemm``, SiLU -> ``QuickGelu``); level 3 on x86-64 with AVX2 or AVX-512F
 is the NCHWc layout transform, simulated by :class:`_Nchwc`. Pure: runs no runtime and loads without torch, onnx
-or onnxruntime (running ORT to check a deduction is :mod:`edgeplan.runtimes.kernel_check`).
+or onnxruntime (running ORT to check a deduction is :mod:`edgeplan.measure.kernel_check`).
 """
 
 from __future__ import annotations

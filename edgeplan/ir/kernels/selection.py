@@ -12,7 +12,7 @@ mostly the second, so one predictor over both learns a mix that fits neither.
 The rules are data: the ``implementations`` table of a rule file (``edgeplan/data/kernel_rules/torch.json``), one
 entry per runtime kernel kind, with the child operators ``torch.profiler`` records under each implementation so
 that a deduction can be checked against a run
-(:func:`edgeplan.runtimes.kernel_check.check_torch_implementations`). Loads without torch.
+(:func:`edgeplan.measure.kernel_check.check_torch_implementations`). Loads without torch.
 """
 
 from __future__ import annotations

@@ -283,7 +283,7 @@ class OffloadProblem:
         Whether a schedule may run two consecutive segments on the same side (``T[i, j] + T[j+1, k]`` instead of
         ``T[i, k]``), as the paper's ILP allows. Where ranges are measured by running them in one go, such a
         split executes exactly the same operations as the merged range and its apparent gain is measurement
-        noise, so :mod:`edgeplan.offload` turns it off; the default keeps the paper's model.
+        noise, so :mod:`edgeplan.decisions.offload` turns it off; the default keeps the paper's model.
     """
 
     costs: OffloadCosts

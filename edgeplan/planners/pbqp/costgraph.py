@@ -64,7 +64,7 @@ class SelectionCosts:
         Where the costs come from (e.g. ``"nn2 model"``, ``"measured: intel.csv"``).
     interpolated
         How many edges' transformation times were not measured but interpolated (see
-        :func:`edgeplan.selection.table_costs`).
+        :func:`edgeplan.decisions.select.table_costs`).
     """
 
     options: tuple[tuple[PrimitiveOption, ...], ...]

@@ -26,10 +26,10 @@ from edgeplan.errors import InvalidInputError
 from edgeplan.ir.layer_chain import LayerChain, layer_chain
 from edgeplan.measure.campaign import CampaignReport, MeasurementResult, Task, run_campaign
 from edgeplan.measure.device import DeviceDescriptor, describe_device
+from edgeplan.measure.graph_exec import GraphExecutor
 from edgeplan.measure.harness import Timing, use_threads
 from edgeplan.measure.progress import counting_bar
 from edgeplan.measure.store import MeasurementRecord, Store
-from edgeplan.runtimes.graph_exec import GraphExecutor
 
 __all__ = ["BATCH_STARTS", "RANGE_KIND", "RangeTable", "SweepConfig", "profile_ranges", "range_campaign",
            "range_table_from_records", "sweep_all_ranges"]

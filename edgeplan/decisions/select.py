@@ -37,7 +37,7 @@ from edgeplan.planners.pbqp.network import SelectionStructure
 
 if TYPE_CHECKING:
     from edgeplan.costmodels import PerformanceModel
-    from edgeplan.costmodels.primitive_data import PrimitiveDataset
+    from edgeplan.measure.primitive_data import PrimitiveDataset
 
 __all__ = ["Formats", "TimedSelection", "check_selection_costs", "load_formats", "model_costs", "own_formats",
            "select_network", "table_costs"]
@@ -276,7 +276,7 @@ def merged_tables(paths: Sequence[str | Path]) -> PrimitiveDataset:
     """Several tables of one platform as one: rows appended, columns the union (empty where a table lacks one)."""
     if isinstance(paths, str | os.PathLike):  # one table: not a sequence of one-character names
         paths = [paths]
-    from edgeplan.costmodels.primitive_data import PrimitiveDataset, load_primitive_csv
+    from edgeplan.measure.primitive_data import PrimitiveDataset, load_primitive_csv
 
     tables = [load_primitive_csv(p) for p in paths]
     primitives = tuple(dict.fromkeys(c for t in tables for c in t.primitives))

@@ -32,9 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from edgeplan.costmodels.opwise.model import LatencyModel
+from edgeplan.costmodels.opwise.ops import OpInput, record_ops
+from edgeplan.costmodels.opwise.predictors import _export_tree, _Forest
 from edgeplan.errors import InvalidInputError
-from edgeplan.latency.model import LatencyModel, OpInput, record_ops
-from edgeplan.latency.predictors import _export_tree, _Forest
 
 __all__ = ["MIN_RESIDUAL_OPS", "OP_PRIOR", "RESIDUAL_PARAMS", "MeasuredOps", "OpCorrection", "fit_op_correction",
            "measured_ops"]

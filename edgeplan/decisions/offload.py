@@ -122,9 +122,9 @@ def _ranges_from(source: str, model: str, threads: int, chain: LayerChain, home:
     ``measure``) and a label saying where they are from; :class:`InvalidInputError` when it has none."""
     from edgeplan.measure.device import describe_device
     from edgeplan.measure.paths import default_store_path
+    from edgeplan.measure.range_files import shipped_range_table
+    from edgeplan.measure.range_profile import profile_ranges, range_campaign, range_table_from_records
     from edgeplan.measure.store import Store
-    from edgeplan.runtimes.range_files import shipped_range_table
-    from edgeplan.runtimes.range_profile import profile_ranges, range_campaign, range_table_from_records
 
     names = [layer.name for layer in chain.layers]
     device = describe_device("torch", threads)
@@ -243,7 +243,7 @@ def run_offload(result: OffloadResult, repeats: int = 5, warmup: int = 1) -> Any
     if result.setup.cloud_speedup is not None or result.setup.mobile_slowdown is not None:
         raise InvalidInputError("this plan has a derived device (a speed ratio, not a device that can run); plan "
                                 "with measured devices (--mobile-threads, --cloud-threads) to use --run")
-    from edgeplan.runtimes.graph_exec import GraphExecutor
+    from edgeplan.measure.graph_exec import GraphExecutor
     from edgeplan.runtimes.split import run_split
 
     setup, net = result.setup, result.problem.network

@@ -60,7 +60,7 @@ and over-cap cells empty as the format demands, and every such cell is listed wi
 applicable".
 
 Noise floor (:func:`noise_floor`): the between-run MdRAE of two exports (or campaigns) on their shared
-configurations, per column, with the same MdRAE as the cost models (:mod:`edgeplan.costmodels.metrics`).
+configurations, per column, with the same MdRAE as the cost models (:mod:`edgeplan.measure.metrics`).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ from edgeplan.measure.store import Campaign, MeasurementRecord, Store
 from edgeplan.primitives.spec import LAYOUTS, ConvSpec
 
 if TYPE_CHECKING:
-    from edgeplan.costmodels.primitive_data import PrimitiveDataset
+    from edgeplan.measure.primitive_data import PrimitiveDataset
     from edgeplan.primitives.base import Primitive
 
 __all__ = [
@@ -274,7 +274,7 @@ def select_configs(space: Sequence[ConvSpec], *, work_cap: float, seed: int, max
     """The configurations to measure, in measurement order (the sampling rule of the module docstring).
 
     With ``max_configs`` and ``design="kmeans"`` the configurations are not a uniform sample but those
-    :func:`~edgeplan.costmodels.transfer_learning.design_rows` chooses among the kept ones (spread over the layer
+    :func:`~edgeplan.measure.sampling.design_rows` chooses among the kept ones (spread over the layer
     sizes, the filter shapes in proportion to how many of ``primitives``, default all, apply to them), in a seeded
     order.
     """
@@ -288,7 +288,7 @@ def select_configs(space: Sequence[ConvSpec], *, work_cap: float, seed: int, max
     if design == "kmeans" and max_configs is not None and max_configs < len(kept):
         import numpy as np
 
-        from edgeplan.costmodels.transfer_learning import design_rows
+        from edgeplan.measure.sampling import design_rows
         from edgeplan.primitives.registry import get_primitive, primitive_names
 
         prims = [get_primitive(n) for n in (primitives if primitives is not None else primitive_names())]
@@ -1188,11 +1188,11 @@ def _provenance(store: Store, campaign: Campaign, records: Sequence[MeasurementR
                          "rule": "an applicable cell left empty in a row written: over_cap = its first run was "
                                  "longer than call_cap_ms; missing = no measurement (not reached or failed)"},
         "coverage": "configurations above the campaign's work cap are not in the dataset (none sampled above it); "
-                    "see edgeplan.primitives.campaign.cap_coverage",
+                    "see edgeplan.measure.primitive_campaign.cap_coverage",
         "timing": "per (config, primitive): prepare untimed; one untimed run t1 (over call_cap_ms: recorded over "
                   "cap, not repeated); one more untimed run if t1 < target_ms; then clamp(ceil(target_ms / t1), "
                   "min_repeats, max_repeats) timed runs; median. One intra-op thread; random seeded inputs.",
-        "config_space": "edgeplan.primitives.campaign module docstring (triplets of mulder2020 Table 7 crossed "
+        "config_space": "edgeplan.measure.primitive_campaign module docstring (triplets of mulder2020 Table 7 crossed "
                         "with f and s, f > im dropped, work cap, seeded order)",
         "campaign": {"name": campaign.name, "params": dict(campaign.params), "command": campaign.command,
                      "created_at": campaign.created_at, "status": campaign.status},
@@ -1270,7 +1270,7 @@ class NoiseFloor:
     @property
     def median_transform_mdrae(self) -> float:
         """The same over the non-identity transformations (``X-to-X`` left out, as in the cost models)."""
-        from edgeplan.costmodels.primitive_data import is_identity_transform
+        from edgeplan.measure.primitive_data import is_identity_transform
 
         return _median_of(c.mdrae for c in self.transforms if not is_identity_transform(c.column))
 
@@ -1290,14 +1290,14 @@ class NoiseFloor:
 def noise_floor(reference: PrimitiveDataset, again: PrimitiveDataset) -> NoiseFloor:
     """Compare two measurements of the same configurations, column by column, by the cost models' MdRAE.
 
-    Per shared column, the MdRAE (:func:`edgeplan.costmodels.metrics.mdrae`) of ``again`` against
+    Per shared column, the MdRAE (:func:`edgeplan.measure.metrics.mdrae`) of ``again`` against
     ``reference`` over the shared configurations (the layers both have) where both runs measured the cell;
     the transformations are compared per distinct ``(c, im)``, as the cost models score them.
 
     Parameters
     ----------
     reference, again
-        Two timing tables (:func:`edgeplan.costmodels.primitive_data.load_primitive_csv` of two exports, or
+        Two timing tables (:func:`edgeplan.measure.primitive_data.load_primitive_csv` of two exports, or
         :func:`campaign_dataset`): typically the main campaign and its re-measured subset.
 
     Returns
@@ -1339,7 +1339,7 @@ def campaign_dataset(store: Store, campaign: Campaign) -> PrimitiveDataset:
     """
     import numpy as np
 
-    from edgeplan.costmodels.primitive_data import PrimitiveDataset
+    from edgeplan.measure.primitive_data import PrimitiveDataset
 
     primitives = tuple(campaign.params.get("primitives", ()))
     table = dataset_table(store.measurements(campaign=campaign), primitives)
@@ -1383,7 +1383,7 @@ def _rows_by_shape(table: PrimitiveDataset) -> dict[tuple[int, ...], int]:
 def _column_noise(column: str, a: Any, b: Any) -> ColumnNoise:
     import numpy as np
 
-    from edgeplan.costmodels.metrics import mdrae
+    from edgeplan.measure.metrics import mdrae
 
     ok_a, ok_b = ~np.isnan(a), ~np.isnan(b)
     both = ok_a & ok_b

@@ -395,7 +395,7 @@ def plan_partition(model: str, cluster: Cluster, solver: str = "own", *, compres
                                                                                            strict=True)})
     run_ms = None
     if compute:
-        from edgeplan.runtimes.segment_profile import run_ms_matrix, segment_ms
+        from edgeplan.measure.segment_profile import run_ms_matrix, segment_ms
 
         run_ms = run_ms_matrix(segment_ms(graph, problem.points, threads=threads))
     identical = len(set(cluster.memory_bytes)) == 1 and len(set(cluster.speed)) == 1

@@ -4,7 +4,7 @@ Segment ``k`` is every node after point ``k - 1`` up to point ``k`` (the first s
 Each repeat runs the whole model once, segment after segment, reading the clock between segments (one sample of
 every segment per repeat, in the order a pipeline stage would run them); the median over repeats is reported.
 A partition ``a..b`` costs the sum of its segments: that drops the small cache effects of running the segments
-together, which the range profiles of :mod:`edgeplan.runtimes.range_profile` would capture at ``O(m^2)`` cost.
+together, which the range profiles of :mod:`edgeplan.measure.range_profile` would capture at ``O(m^2)`` cost.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import torch
 
 from edgeplan.ir.graph import Graph
 from edgeplan.ir.ops import OpKind
+from edgeplan.measure.graph_exec import Env, GraphExecutor
 from edgeplan.measure.harness import use_threads
-from edgeplan.runtimes.graph_exec import Env, GraphExecutor
 
 __all__ = ["run_ms_matrix", "segment_ms", "segments"]
 

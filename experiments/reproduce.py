@@ -1,7 +1,9 @@
-"""``edgeplan reproduce PAPER``: a paper's results next to edgeplan's, computed from stored measurements."""
+"""``python -m experiments.reproduce PAPER``: a paper's results next to edgeplan's, computed from stored
+measurements."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,14 +13,20 @@ from edgeplan.cli.common import NETWORK_CONTEXT_OPTION, OVERHEAD_OPTION, Context
 from edgeplan.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from edgeplan.latency.model import LatencyModel
+    from edgeplan.costmodels.opwise.model import LatencyModel
 
-__all__ = ["reproduce"]
+__all__ = ["main", "reproduce"]
 
 
-@click.group()
-def reproduce() -> None:
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--home", type=click.Path(file_okay=False), default=None, envvar="EDGEPLAN_HOME",
+              help="Folder of the measurement Store and device profiles (default: $EDGEPLAN_HOME or the user cache).")
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+@click.pass_context
+def reproduce(ctx: click.Context, home: str | None, debug: bool) -> None:
     """Print a paper's figures and edgeplan's side by side."""
+    argv = ctx.obj.argv if isinstance(ctx.obj, Context) else ()
+    ctx.obj = Context(home=home, debug=debug, argv=argv)
 
 
 @reproduce.command("eshratifar2018")
@@ -35,8 +43,8 @@ def reproduce() -> None:
 def eshratifar2018(ctx: Context, cloud: str, cloud_speedup: float, paper_regime: bool, costs_source: str,
                    as_json: bool) -> None:
     """Offloading (Fig. 3-5): six models x 3G/4G/Wi-Fi, speed-up, energy reduction and patterns."""
-    from edgeplan.experiments.eshratifar2018 import calibrated_slowdown, format_report
-    from edgeplan.experiments.eshratifar2018 import reproduce as run
+    from experiments.eshratifar2018 import calibrated_slowdown, format_report
+    from experiments.eshratifar2018 import reproduce as run
 
     speedup = cloud_speedup if cloud == "derived" else None
     if speedup is None and click.get_current_context().get_parameter_source("cloud_speedup") is not \
@@ -83,7 +91,7 @@ def parthasarathy2022(models: str | None, memories: str, nodes: str, classes: st
 
     The full grid takes about ten minutes; shrink it with --models, --nodes, --runs and --fig10-trials.
     """
-    from edgeplan.experiments.parthasarathy2022 import DEFAULT_MODELS, SimulationConfig, format_report, run_simulation
+    from experiments.parthasarathy2022 import DEFAULT_MODELS, SimulationConfig, format_report, run_simulation
 
     names = tuple(m.strip() for m in models.split(",") if m.strip()) if models is not None else DEFAULT_MODELS
     if not names:
@@ -106,7 +114,7 @@ def parthasarathy2022(models: str | None, memories: str, nodes: str, classes: st
         if plots_dir is not None:
             click.echo("\nfigures: " + ", ".join(str(p) for p in written))
     from edgeplan.errors import InvalidInputError
-    from edgeplan.experiments.parthasarathy2022 import UNAVAILABLE
+    from experiments.parthasarathy2022 import UNAVAILABLE
 
     failed = sorted({f"{c.model} ({c.reason})" for c in result.cells if c.status == UNAVAILABLE})
     if failed:
@@ -138,11 +146,11 @@ def mulder2020(data_dir: str, platforms: str, models_dir: str, repeats: int, own
     """Primitive selection with NN2 vs profiling (Table 4 and Fig. 7) on the six networks."""
 
     from edgeplan.costmodels import fit_performance_model, load_performance_model, save_performance_model
-    from edgeplan.costmodels.primitive_data import load_primitive_csv
-    from edgeplan.experiments.mulder2020 import NETWORKS, format_own, format_report, own_result, run
+    from edgeplan.measure.primitive_data import load_primitive_csv
+    from experiments.mulder2020 import NETWORKS, format_own, format_report, own_result, run
 
     if own:
-        from edgeplan.selection import SHIPPED, SHIPPED_MODEL, SHIPPED_TABLES, merged_tables
+        from edgeplan.decisions.select import SHIPPED, SHIPPED_MODEL, SHIPPED_TABLES, merged_tables
 
         data = merged_tables(list(own_data) or [SHIPPED / t for t in SHIPPED_TABLES])
         folder = Path(own_model) if own_model else SHIPPED / SHIPPED_MODEL
@@ -241,8 +249,8 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
            network_context: str | None, overhead: str, as_json: bool) -> None:
     """Latency prediction (§5.1, §5.3, §5.5, §5.6) on this machine's per-op datasets, --nb201 few-shot, --fewshot
     on your own measurements, or an --insight of §3.1."""
-    from edgeplan.experiments.li2023 import format_nb201, format_report, nb201_fewshot
-    from edgeplan.experiments.li2023 import reproduce as run
+    from experiments.li2023 import format_nb201, format_report, nb201_fewshot
+    from experiments.li2023 import reproduce as run
 
     if versus_file is not None and not insight:
         raise InvalidInputError("--versus-data goes with --insight threads|int8")
@@ -255,8 +263,8 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
             "with --data and --versus-data) and --nb201 and --fewshot start from --source"
         )
     if floor_only:
-        from edgeplan.experiments.li2023 import dataset_path, format_floor, noise_floor
-        from edgeplan.latency.campaign import load_dataset
+        from edgeplan.measure.op_campaign import load_dataset
+        from experiments.li2023 import dataset_path, format_floor, noise_floor
 
         data = load_dataset(data_file or dataset_path(scenario))
         rpath = repeat_file or dataset_path(data.scenario, repeat=True)
@@ -273,8 +281,8 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
             click.echo(f"  {st:<7} {format_floor(f)}")
         return
     if insight:
-        from edgeplan.experiments.li2023 import INSIGHT_SCENARIOS, dataset_path, format_insight, speedup_insight
-        from edgeplan.latency.campaign import load_dataset
+        from edgeplan.measure.op_campaign import load_dataset
+        from experiments.li2023 import INSIGHT_SCENARIOS, dataset_path, format_insight, speedup_insight
 
         a, b = INSIGHT_SCENARIOS[insight]
         result = speedup_insight(load_dataset(data_file or dataset_path(a)),
@@ -283,12 +291,7 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
         return
 
     if fewshot_file:
-        from edgeplan.experiments.li2023 import (
-            fewshot_measured,
-            format_fewshot_measured,
-            measured_latencies,
-            measured_records,
-        )
+        from experiments.li2023 import fewshot_measured, format_fewshot_measured, measured_latencies, measured_records
 
         rows, records = measured_records(fewshot_file, statistic)  # records: an ops export's (the per-op form)
         repeat_rows = measured_latencies(repeat_file, statistic) if repeat_file else None
@@ -320,10 +323,21 @@ def _emit(result: Any, lines: list[str], as_json: bool) -> None:
 
 
 def _source_model(source: str, method: str | None, home: str | None) -> LatencyModel:
-    """The latency model of device ``source`` for ``method`` (None: :func:`~edgeplan.latency.predict.source_method`);
-    a calibrated device's own source scenario's."""
-    from edgeplan.latency.model import LatencyModel
-    from edgeplan.latency.predict import load_device_model, source_method
+    """The latency model of device ``source`` for ``method`` (None:
+    :func:`~edgeplan.costmodels.opwise.profiles.source_method`); a calibrated device's own source scenario's."""
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.profiles import load_device_model, source_method
 
     model = load_device_model(source, source_method(source, method, home), home)
     return model if isinstance(model, LatencyModel) else model.source
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the reproduction command line; errors on one line, a non-zero exit code."""
+    from edgeplan.cli.main import run_group
+
+    return run_group(reproduce, "python -m experiments.reproduce", sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

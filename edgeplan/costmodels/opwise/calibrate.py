@@ -14,7 +14,7 @@ li2023's predictors are) by non-negative least squares. The candidate forms, sim
   ``sqrt(l) (a_k / s - 1)``): ten samples cannot pin down a dozen factors on their own;
 - ``per-op``: when the samples' operations were timed on the new device too (``calibrate --measure``), a factor
   per operation key and a residual model per category learnt from those timings, then a scale and a constant
-  end to end (:mod:`edgeplan.latency.op_correction`).
+  end to end (:mod:`edgeplan.costmodels.opwise.op_correction`).
 
 The form is chosen per device by leave-one-out MAPE on the samples themselves (ties to the simpler form), except
 that ``per-op``, when offered, is kept unless another form beats it by more than :data:`PER_OP_EVIDENCE_SE` (two)
@@ -60,10 +60,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from edgeplan.costmodels.opwise.features import CATEGORY_FEATURES
+from edgeplan.costmodels.opwise.model import LatencyModel, write_json
+from edgeplan.costmodels.opwise.op_correction import MeasuredOps, OpCorrection, fit_op_correction
+from edgeplan.costmodels.opwise.ops import OpInput, Prediction
 from edgeplan.errors import InvalidInputError
-from edgeplan.latency.features import CATEGORY_FEATURES
-from edgeplan.latency.model import LatencyModel, OpInput, Prediction, write_json
-from edgeplan.latency.op_correction import MeasuredOps, OpCorrection, fit_op_correction
 
 __all__ = ["CALIBRATED_FORMAT", "CONSTANT_EVIDENCE_SE", "DEDUCTIONS", "FORMS", "KNOWN_DEDUCTIONS", "PER_OP",
            "PER_OP_EVIDENCE_SE", "CalibratedDevice", "calibrate", "fold_constant_terms", "read_measurements",
@@ -72,8 +73,8 @@ __all__ = ["CALIBRATED_FORMAT", "CONSTANT_EVIDENCE_SE", "DEDUCTIONS", "FORMS", "
 #: Format tag of a saved calibrated device.
 CALIBRATED_FORMAT = "edgeplan-calibrated-device/1"
 
-#: The form learnt from the samples' measured operations (:mod:`edgeplan.latency.op_correction`); a candidate only
-#: when :func:`calibrate` is given them.
+#: The form learnt from the samples' measured operations (:mod:`edgeplan.costmodels.opwise.op_correction`); a
+# candidate only  when :func:`calibrate` is given them.
 PER_OP = "per-op"
 
 #: The correction forms, simplest first (``per-key(l)``: a factor per operation key, shrunk towards the common

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edgeplan.decisions.select import TimedSelection, load_formats, select_network, table_costs
 from edgeplan.planners.pbqp.costgraph import SelectionCosts, SelectionPlan, plan_cost, select_primitives
 from edgeplan.planners.pbqp.network import SelectionStructure, selection_structure
-from edgeplan.selection import TimedSelection, load_formats, select_network, table_costs
 
 if TYPE_CHECKING:
     from edgeplan.costmodels import PerformanceModel
-    from edgeplan.costmodels.primitive_data import PrimitiveDataset
+    from edgeplan.measure.primitive_data import PrimitiveDataset
 
 __all__ = ["NETWORKS", "PAPER_FIG7", "PAPER_TABLE4", "NetworkResult", "format_report", "measured_choice",
            "network_result", "structures"]
@@ -125,7 +125,7 @@ def measured_choice(measured: SelectionCosts, plan: SelectionPlan) -> list[int]:
     Parameters
     ----------
     measured
-        The costs to index into (e.g. :func:`~edgeplan.selection.table_costs`).
+        The costs to index into (e.g. :func:`~edgeplan.decisions.select.table_costs`).
     plan
         A selection of the same structure.
 
@@ -277,9 +277,9 @@ def own_result(network: str, data: PrimitiveDataset, model: PerformanceModel, *,
     The measured selection uses ``data`` (this machine's tables); the predicted one uses ``model`` restricted to
     the same primitives. Both networks are built and timed interleaved with PyTorch's default.
     """
+    from edgeplan.decisions.select import own_formats, runnable
     from edgeplan.frontends.zoo import load_graph
     from edgeplan.runtimes.selected import run_selection
-    from edgeplan.selection import own_formats, runnable
 
     formats = own_formats()
     keys = {tuple(int(v) for v in row) for row in data.features}

@@ -1,28 +1,20 @@
-"""The Python API that the CLI wraps: load a model's graph, measure its end-to-end latency into the Store.
+"""A model's end-to-end latency on this machine, measured with the harness and stored with its provenance.
 
->>> from edgeplan.api import load_graph, measure_model
->>> g = load_graph("torchvision:resnet18")                              # doctest: +SKIP
->>> g.totals().macs                                                     # doctest: +SKIP
-1814073344
+>>> from edgeplan.measure.model_latency import measure_model
 >>> m = measure_model("torchvision:resnet18", runtime="torch", threads=2)   # doctest: +SKIP
 >>> m.timing.median_ms, m.timing.iqr_rel                                # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
 import sys
-import tempfile
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from edgeplan.errors import InvalidInputError
-from edgeplan.frontends.zoo import Shape, is_onnx_path, load_graph, model_spec
+from edgeplan.frontends.onnx_export import cache_export, onnx_cache_path
+from edgeplan.frontends.zoo import Shape, is_onnx_path, load_graph
 from edgeplan.measure import (
     DeviceDescriptor,
     Store,
@@ -34,8 +26,7 @@ from edgeplan.measure import (
     edgeplan_home,
 )
 
-__all__ = ["RUNTIME_CHOICES", "ModelMeasurement", "cache_export", "load_graph", "measure_model", "onnx_cache_path",
-           "predict_latency"]
+__all__ = ["RUNTIME_CHOICES", "ModelMeasurement", "measure_model"]
 
 RUNTIME_CHOICES = ("torch", "onnxruntime")
 
@@ -51,13 +42,6 @@ class ModelMeasurement:
     record_id: int
 
 
-def onnx_cache_path(spec: str, input_shape: Shape | None, home: Path) -> Path:
-    """Where the ONNX export of a zoo model is cached under the edgeplan home."""
-    digest = hashlib.sha1(f"{spec}|{input_shape}".encode()).hexdigest()[:10]
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", spec)[:60]
-    return home / "onnx" / f"{safe}-{digest}.onnx"
-
-
 def _onnx_file(spec: str, input_shape: Shape | None, home: Path) -> tuple[Path, tuple[Shape, ...]]:
     from edgeplan.frontends.zoo import build_model
 
@@ -70,24 +54,6 @@ def _onnx_file(spec: str, input_shape: Shape | None, home: Path) -> tuple[Path, 
     if not path.is_file():
         cache_export(model.module, model.example_inputs(), path)
     return path, model.input_shapes
-
-
-def cache_export(module: Any, example_inputs: tuple[Any, ...], path: Path) -> None:
-    """Export ``module`` to the ONNX cache file ``path`` so that an interrupted export leaves no half file there.
-
-    It is exported in a scratch folder beside ``path`` under its final name (an external-data file keeps the name
-    the model refers to), then moved in, the model file last.
-    """
-    from edgeplan.frontends.onnx_export import export_onnx
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{path.name}-", dir=path.parent) as scratch:
-        staged = Path(scratch) / path.name
-        export_onnx(module, example_inputs, staged)
-        for extra in Path(scratch).iterdir():
-            if extra != staged:
-                os.replace(extra, path.parent / extra.name)
-        os.replace(staged, path)
 
 
 def measure_model(
@@ -161,37 +127,3 @@ def _time(spec: str, runtime: str, threads: int, config: TimingConfig, input_sha
 def _onnx_input_shapes(path: Path) -> list[Shape]:
     graph = load_graph(str(path))
     return [n.output_shapes[0] for n in graph.inputs]
-
-
-def predict_latency(models: str | list[str], device: str = "torch-fp32-1t", method: str | None = None,
-                    home: str | Path | None = None, opaque: bool = False) -> Any:
-    """Predict latency on a device profile without running the models (what ``edgeplan predict`` prints).
-
-    Parameters
-    ----------
-    models
-        A zoo string (or ONNX path), or a list of them.
-    device
-        A scenario with shipped predictors or a device made by ``edgeplan calibrate``.
-    method
-        ``gbdt``, ``lasso``, ``rf`` or ``mlp``; None: ``gbdt``, or the device's only method (a device calibrated
-        from a Lasso source).
-    home
-        The edgeplan home (calibrated devices).
-    opaque
-        Predict models with operators edgeplan does not know: those become opaque nodes listed in
-        ``.prediction.unpredicted`` (never counted as 0 ms), and the latency is that of the rest.
-
-    Returns
-    -------
-    ModelPrediction or list of ModelPrediction
-        ``.prediction.latency_ms``, ``.prediction.ops`` (per-op breakdown), ``.prediction.unpredicted``; one per
-        model, or a single one when ``models`` is a string.
-    """
-    from edgeplan.latency.predict import predict_models
-
-    if isinstance(models, str | os.PathLike):
-        return predict_models([model_spec(models)], device=device, method=method, home=home, opaque=opaque)[0]
-    if not isinstance(models, Iterable):
-        raise InvalidInputError(f"models: give a zoo string, an .onnx path or a list of them, got {models!r}")
-    return predict_models([model_spec(m) for m in models], device=device, method=method, home=home, opaque=opaque)

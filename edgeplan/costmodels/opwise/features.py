@@ -36,8 +36,8 @@ category         features
                  views and everything else
 ``weight_norm``  filters, fan_in, input_size (+: the standardization of a convolution's weight, ``filters`` rows of
                  ``fan_in`` values, that eager PyTorch runs at every call of NF-ResNets and NFNets; the IR folds it,
-                 :func:`edgeplan.latency.predict.folded_op_input` makes it an operation; ``input_size`` is the
-                 weight's, without the gain NFNets pass beside it)
+                 :func:`edgeplan.costmodels.opwise.ops.folded_op_input` makes it an operation; ``input_size`` is
+                 the weight's, without the gain NFNets pass beside it)
 ===============  ===================================================================================================
 
 The alignment features (+) are edgeplan's. The CPU's convolution kernels block channels by 8 or 16 (AVX2's and
@@ -57,19 +57,19 @@ the same FLOPs up to 3x apart (synthetic:942's 8 groups of 4 -> 8 channels, 7x7 
 blocked; synthetic:855's 4 -> 6, otherwise alike: 34 GFLOP/s by GEMM). The by-4 features let a tree see it.
 
 Beyond Table 3, every operation has two features of its place in its network (:data:`CONTEXT_FEATURES`, set by
-:func:`edgeplan.latency.model.with_context` from the op order): how many ops before it in the same run are the same
-op, and how many are of its kind.
+:func:`edgeplan.costmodels.opwise.ops.with_context` from the op order): how many ops before it in the same run are
+the same op, and how many are of its kind.
 
 Neither of the last two categories appears in li2023 or in the synthetic CNNs the shipped profiles are fitted on:
 a model that has them (a vision transformer) gets them reported as unpredicted by name, not priced by another
 category's predictor (the element-wise one priced ViT-B/16's attention at 0.05 ms an op), unless its profile was
-extended with data that holds them (:meth:`edgeplan.latency.model.LatencyModel.extended`; the shipped
+extended with data that holds them (:meth:`edgeplan.costmodels.opwise.model.LatencyModel.extended`; the shipped
 ``torch-fp32-1t`` and ``torch-fp32-2t`` are, with 30 vision transformers each).
 
 The predictor key is ``{runtime kind}|{category}``: separate predictors for kernels the runtime runs differently
 (``aten::max_pool2d`` and ``aten::avg_pool2d``; ``aten::conv2d`` as dense, depthwise or grouped convolution). A model
 fitted with a thread count also keys by the implementation the runtime selects by shape (``aten::conv2d:native|conv``:
-:meth:`edgeplan.latency.model.LatencyModel.key_of`, :mod:`edgeplan.ir.kernels.selection`).
+:meth:`edgeplan.costmodels.opwise.model.LatencyModel.key_of`, :mod:`edgeplan.ir.kernels.selection`).
 
 A kernel traced to a convolution or linear layer that does not compute it (ONNX Runtime's ``QuantizeLinear`` of the
 convolution's input, a layout ``Transpose``, an unfused ``BatchNormalization`` or ``LayerNormalization`` that the
@@ -121,17 +121,13 @@ CATEGORY_FEATURES: dict[str, tuple[str, ...]] = {
     "weight_norm": ("filters", "fan_in", "input_size"),
 }
 
-#: Features of an operation's place in its network, after its own (:func:`edgeplan.latency.model.with_context`):
-#: how many operations before it in the same run have its predictor key and identical features
-#: (``same_op_before``), and how many have its key (``same_kind_before``), each capped (:data:`CONTEXT_CAPS`).
-#: An operation runs faster when the same kernel at the same shapes ran earlier in the same forward pass: in the
-#: synthetic training networks themselves (li2023's 900 and ``synthetic-aligned``, eager PyTorch at 2 threads on
-#: the Zen 5 file of 2026-11-28), the first repeat of an op takes 0.85x the median time of its (key, features)
-#: group and the second and third 0.76x, while first occurrences sit at 1.00x. Real-world CNNs repeat their blocks
-#: far more than random networks do (on that file, 67% of the zoo CNNs' ops have the same op before them, against
-#: 8-10% of the synthetic networks'), so a predictor of the op alone priced them at the synthetic networks' mostly
-#: first-occurrence speed. Computed from the op order alone, the same way from a measured record and from a graph
-#: to predict.
+#: Features of an operation's place in its network, after its own (:func:`~edgeplan.costmodels.opwise.model.
+#: with_context`): how many operations before it in the same run have its predictor key and identical features
+#: (``same_op_before``), and how many have its key (``same_kind_before``), each capped (:data:`CONTEXT_CAPS`). An
+#: operation runs faster when the same kernel at the same shapes ran earlier in the same forward pass, and real-world
+#: CNNs repeat their blocks far more than random networks do, so a predictor of the op alone prices them at the
+#: synthetic networks' first-occurrence speed. Computed from the op order alone, the same way from a measured record
+#: and from a graph to predict.
 CONTEXT_FEATURES: tuple[str, ...] = ("same_op_before", "same_kind_before")
 
 #: The cap of each context feature. Set when the training networks held few operations with more repeats; with
@@ -144,9 +140,9 @@ CONTEXT_FEATURES: tuple[str, ...] = ("same_op_before", "same_kind_before")
 CONTEXT_CAPS: dict[str, int] = {"same_op_before": 3, "same_kind_before": 8}
 
 #: Features of the operation's whole network, after :data:`CONTEXT_FEATURES` (set by
-#: :func:`edgeplan.latency.model.with_context`, the same for every operation of a network; a model takes them only
-#: when fitted with ``network=True``, ``ops fit --network-context``): ``network_distinct_mib``, log2 of the summed
-#: MiB of the distinct output sizes of the network's kernels (each size counted once: a proxy for the memory the
+#: :func:`edgeplan.costmodels.opwise.ops.with_context`, the same for every operation of a network; a model takes
+# them only  when fitted with ``network=True``, ``ops fit --network-context``): ``network_distinct_mib``, log2 of the
+# summed  MiB of the distinct output sizes of the network's kernels (each size counted once: a proxy for the memory the
 #: allocator must hold). Every operation of a synthetic network with a large footprint runs slower than the same
 #: operation in a small one: on the Zen 5 two-thread file (2026-11-29), the shipped profile's predicted / measured
 #: ratio of synthetic:900-999 falls with the network's summed output MiB (correlation -0.60 of its log; median 1.003

@@ -34,9 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeplan.errors import InvalidInputError
-from edgeplan.frontends.synthetic import SPACES, family_of
-from edgeplan.latency.calibrate import (
+from edgeplan.costmodels.opwise.calibrate import (
     DEDUCTIONS,
     PER_OP,
     CalibratedDevice,
@@ -45,24 +43,22 @@ from edgeplan.latency.calibrate import (
     read_measurements,
     source_terms,
 )
-from edgeplan.latency.campaign import OpDataset, load_dataset
-from edgeplan.latency.features import CONTEXT_FEATURES
-from edgeplan.latency.model import (
-    NETWORK_AUTO,
-    LatencyModel,
+from edgeplan.costmodels.opwise.features import CONTEXT_FEATURES
+from edgeplan.costmodels.opwise.model import NETWORK_AUTO, LatencyModel, mape, network_choice, scenario_threads
+from edgeplan.costmodels.opwise.op_correction import MeasuredOps, measured_ops
+from edgeplan.costmodels.opwise.ops import (
     OpInput,
     Prediction,
-    mape,
-    network_choice,
     network_values,
     op_ms,
     record_latency,
     record_ops,
-    scenario_threads,
     with_context,
 )
-from edgeplan.latency.op_correction import MeasuredOps, measured_ops
-from edgeplan.latency.predictors import METHODS
+from edgeplan.costmodels.opwise.predictors import METHODS
+from edgeplan.errors import InvalidInputError
+from edgeplan.frontends.synthetic import SPACES, family_of
+from edgeplan.measure.op_campaign import OpDataset, load_dataset
 
 __all__ = [
     "INSIGHTS",
@@ -278,10 +274,10 @@ def _per_category(model: LatencyModel, records: Sequence[Mapping[str, Any]]) -> 
 @functools.cache
 def _folded_work(spec: str, kernel_profile: str) -> tuple[list[OpInput], list[str]]:
     """The folded operators ``kernel_profile`` runs for the zoo model ``spec``, from its graph (a dataset records
-    their time, not their shapes): :func:`~edgeplan.latency.predict.folded_work_ops`."""
+    their time, not their shapes): :func:`~edgeplan.costmodels.opwise.graph_ops.folded_work_ops`."""
+    from edgeplan.costmodels.opwise.graph_ops import folded_work_ops
     from edgeplan.errors import EdgeplanError
     from edgeplan.frontends.zoo import load_graph
-    from edgeplan.latency.predict import folded_work_ops
 
     try:
         graph = load_graph(spec)
@@ -293,12 +289,12 @@ def _folded_work(spec: str, kernel_profile: str) -> tuple[list[OpInput], list[st
 def predict_with_folded_work(model: LatencyModel, record: Mapping[str, Any]) -> Prediction:
     """``model``'s prediction of a dataset record's model, with the operators eager PyTorch runs that the IR folds
     away: a record with folded work (``folded_work_ms``, NFNets' weight standardization, MobileOne's identities)
-    adds them as :func:`~edgeplan.latency.predict.graph_ops` does for ``edgeplan predict``, priced or named as
-    unpredicted; the record's own ops only otherwise."""
+    adds them as :func:`~edgeplan.costmodels.opwise.graph_ops.graph_ops` does for ``edgeplan predict``, priced or
+    named as unpredicted; the record's own ops only otherwise."""
     ops = record_ops(record, model.statistic)
     if "folded_ops" in record or ("folded_work_ms" not in record and "raw_folded_work_ms" not in record):
         return model.predict_ops(ops)  # no folded work, or its operators timed in the record (among ``ops``)
-    from edgeplan.latency.predict import with_skipped
+    from edgeplan.costmodels.opwise.graph_ops import with_skipped
     from edgeplan.measure.scenarios import SCENARIOS
 
     scenario = SCENARIOS.get(model.scenario)
@@ -319,7 +315,7 @@ def _evaluate(model: LatencyModel, records: Sequence[Mapping[str, Any]]) -> dict
 
 def _nnmeter_features(nodes: Sequence[Mapping[str, Any]], kind: str) -> tuple[str, list[float]]:
     """nn-Meter's kernel features: HW, CIN, COUT, kernel, stride, and FLOPs/params of a *dense* convolution."""
-    from edgeplan.latency.features import features
+    from edgeplan.costmodels.opwise.features import features
 
     lead = nodes[0]
     cat, x = features(nodes, kind)
@@ -402,16 +398,17 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
         "kernels selected differently"); False keys every predictor by kernel kind alone. The nn-Meter-like
         baseline (§5.6) keeps its own keys either way.
     context
-        Give the predictors each op's place in its network (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`:
-        how often the same op and the same kind ran before it); False fits on the op's own features alone, as
-        li2023 does. The nn-Meter-like baseline keeps its own features either way.
+        Give the predictors each op's place in its network
+        (:data:`~edgeplan.costmodels.opwise.features.CONTEXT_FEATURES`: how often the same op and the same kind ran
+        before it); False fits on the op's own features alone, as li2023 does. The nn-Meter-like baseline keeps its
+        own features either way.
     overhead
-        How the end-to-end overhead is learnt (:data:`~edgeplan.latency.model.OVERHEAD_FORMS`): ``linear``
+        How the end-to-end overhead is learnt (:data:`~edgeplan.costmodels.opwise.model.OVERHEAD_FORMS`): ``linear``
         (default), ``stacked`` or li2023's ``mean``.
     network
         Give the predictors each op's network's footprint too: ``True`` or ``"distinct"``, ``"total"``, ``"peak"``
-        (:data:`~edgeplan.latency.features.NETWORK_CHOICES`), or ``"auto"`` (``peak`` for the models fitted on
-        enough networks: :data:`~edgeplan.latency.model.NETWORK_AUTO`); off by default, as in li2023.
+        (:data:`~edgeplan.costmodels.opwise.features.NETWORK_CHOICES`), or ``"auto"`` (``peak`` for the models fitted on
+        enough networks: :data:`~edgeplan.costmodels.opwise.model.NETWORK_AUTO`); off by default, as in li2023.
 
     Returns
     -------
@@ -596,7 +593,7 @@ def read_help(path: Path = HELP_DATA) -> tuple[list[str], dict[str, np.ndarray[A
 
 def nb201_terms(cells: Sequence[str], source: LatencyModel, progress: bool = False, official: bool = True,
                 deduction: str = "as-source") -> list[dict[str, float]]:
-    """The source model's prediction terms (:func:`edgeplan.latency.calibrate.source_terms`) of every cell.
+    """The source model's prediction terms (:func:`edgeplan.costmodels.opwise.calibrate.source_terms`) of every cell.
 
     Graphs come from the direct NAS-Bench-201 builder (the official module, ``none`` edges as ``x * 0``, unless
     ``official`` is False), kernels from ``deduction``; predictions of repeated operations are computed once.
@@ -607,9 +604,10 @@ def nb201_terms(cells: Sequence[str], source: LatencyModel, progress: bool = Fal
 def nb201_terms_by(cells: Sequence[str], source: LatencyModel, deductions: Sequence[str], progress: bool = False,
                    official: bool = True) -> dict[str, list[dict[str, float]]]:
     """:func:`nb201_terms` under each of ``deductions``, every graph built once."""
+    from edgeplan.costmodels.opwise.graph_ops import graph_ops
+    from edgeplan.costmodels.opwise.ops import OpPrediction
+    from edgeplan.costmodels.opwise.profiles import kernel_profile_of
     from edgeplan.frontends.direct import nb201_graph
-    from edgeplan.latency.model import OpPrediction
-    from edgeplan.latency.predict import graph_ops, kernel_profile_of
     from edgeplan.measure.progress import counting_bar
 
     profile = kernel_profile_of(source)
@@ -737,8 +735,8 @@ def _fewshot_group(model: str, transformers: frozenset[str]) -> str:
 def measured_terms(models: Sequence[str], source: LatencyModel, deductions: Sequence[str] = ("as-source",),
                    progress: bool = False, home: str | Path | None = None,
                    ) -> tuple[dict[str, list[dict[str, float]]], list[str], dict[str, str]]:
-    """:func:`~edgeplan.latency.calibrate.source_terms` of zoo models (or ONNX files) under each deduction: what
-    ``edgeplan calibrate`` corrects. An ONNX Runtime source runs what ORT's optimizer keeps (``as-source`` only);
+    """:func:`~edgeplan.costmodels.opwise.calibrate.source_terms` of zoo models (or ONNX files) under each deduction:
+    what ``edgeplan calibrate`` corrects. An ONNX Runtime source runs what ORT's optimizer keeps (``as-source`` only);
     ``home`` caches its exports.
 
     Returns
@@ -747,9 +745,10 @@ def measured_terms(models: Sequence[str], source: LatencyModel, deductions: Sequ
         The terms by deduction (one per kept model), the kept models, and ``{model: reason}`` for the models left
         out (an operator the frontend refuses, an op the source has no predictor for): named, never scored.
     """
+    from edgeplan.costmodels.opwise.graph_ops import ORT_OBSERVED, graph_ops, spec_ops
+    from edgeplan.costmodels.opwise.profiles import kernel_profile_of
     from edgeplan.errors import EdgeplanError
     from edgeplan.frontends.zoo import load_graph
-    from edgeplan.latency.predict import ORT_OBSERVED, graph_ops, kernel_profile_of, spec_ops
     from edgeplan.measure.progress import counting_bar
 
     profile = kernel_profile_of(source)
@@ -804,7 +803,7 @@ def fewshot_measured(source: LatencyModel, source_device: str, rows: Sequence[tu
     """Few-shot calibration scored on measured models: ``calibrate`` from ``samples`` of ``rows``, the rest predicted.
 
     For each pool of :data:`FEWSHOT_POOLS` (the calibration samples drawn from all models, the synthetic networks
-    only, or the real-world ones only) and each of ``seeds`` random draws, :func:`~edgeplan.latency.calibrate.
+    only, or the real-world ones only) and each of ``seeds`` random draws, :func:`~edgeplan.costmodels.opwise.calibrate.
     calibrate` chooses its correction form and kernel deduction on the samples as ``edgeplan calibrate`` does, and
     every model not drawn is predicted; also the one-factor correction (``scale``) from the same samples, and the
     source as it is. Scores (MAPE, Spearman, share within +-10 %) per group of test models (``synthetic``, ``zoo``
@@ -1007,8 +1006,8 @@ INSIGHT_SCENARIOS: dict[str, tuple[str, str]] = {
 
 def _op_category(op: Mapping[str, Any], nodes: Mapping[str, Mapping[str, Any]]) -> str:
     """An op's li2023 category from its IR nodes; a kernel the runtime inserted (layout, precision) by its kind."""
-    from edgeplan.latency.features import category
-    from edgeplan.runtimes.kernel_check import INSERTED_KINDS
+    from edgeplan.costmodels.opwise.features import category
+    from edgeplan.measure.kernel_check import INSERTED_KINDS
 
     inserted = op["kind"] in INSERTED_KINDS and op["kernel"] not in op["nodes"]  # not the model's own Transpose
     if not inserted and op["nodes"] and op["nodes"][0] in nodes:

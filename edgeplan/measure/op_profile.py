@@ -16,7 +16,7 @@ the runtime's profiler, not with timers of our own around each op: what is timed
   ``*_kernel_time`` event per node of the *optimized* graph per run. Each kernel keeps ORT's node name and op type
   (``com.microsoft.FusedConv``, ``com.microsoft.nchwc.Conv``, ``com.microsoft.QLinearConv``, ``ReorderInput``,
   ...), its shapes, and the IR nodes of the float ONNX model it computes, traced through ORT's names
-  (:func:`edgeplan.runtimes.kernel_check.onnxruntime_kernel_origins`), so ORT's data trains predictors too.
+  (:func:`edgeplan.measure.kernel_check.onnxruntime_kernel_origins`), so ORT's data trains predictors too.
 
 The latency of an op is the median over the profiled runs; the spread (interquartile range over the median) is
 kept beside it. The profiler adds a little time per op, so the sum of the ops is not the end-to-end latency,
@@ -31,7 +31,7 @@ model down slows the reference down with it, so the ratios move far less than th
 measurements of the same networks (the noise floors in docs/figures.md). The reference is called once untimed before
 each timed call (:func:`_timed_reference`): timed right after the measured model, it ran the more slowly the larger
 the model, which deflated large models' ratios; the untimed call narrows that gap without closing it.
-:func:`edgeplan.latency.campaign.export_dataset` converts the ratios back to milliseconds with the scenario's
+:func:`edgeplan.measure.op_campaign.export_dataset` converts the ratios back to milliseconds with the scenario's
 typical reference latency.
 """
 
@@ -622,7 +622,7 @@ def profile_onnxruntime_ops(
     origin
         The float model ``onnx_path`` was made from (itself, or the model before int8 quantization) and the names of
         its IR nodes: each kernel's ``nodes`` are then those IR nodes
-        (:func:`edgeplan.runtimes.kernel_check.onnxruntime_kernel_origins`). Without it, the original ONNX nodes
+        (:func:`edgeplan.measure.kernel_check.onnxruntime_kernel_origins`). Without it, the original ONNX nodes
         between a kernel's inputs and outputs when the tensor names show them.
     reference
         A call of the reference model (its own session, same threads).
@@ -641,7 +641,7 @@ def profile_onnxruntime_ops(
     """
     import onnxruntime as ort
 
-    from edgeplan.runtimes.kernel_check import (
+    from edgeplan.measure.kernel_check import (
         onnx_graph,
         onnxruntime_kernel_origins,
         onnxruntime_kernels,
@@ -859,7 +859,7 @@ class ModelProfile:
         Eager PyTorch: the timings of those folded operators that move data (:attr:`OpRuns.folded_ops`), each an
         op's dict (:meth:`OpTiming.to_dict`, no nodes) with the operator's index in the graph's ``folded_ops``
         (``folded``), its name there (``op``) and its ``input_shapes`` and ``output_shapes``: what a latency model
-        needs to learn them (:func:`edgeplan.latency.predict.folded_op_input`).
+        needs to learn them (:func:`edgeplan.costmodels.opwise.ops.folded_op_input`).
     """
 
     model: str
@@ -904,7 +904,7 @@ def reference_runner(spec: str, scenario: Scenario, home: str | Path | None = No
 
     On a shared machine a model's latency moves by tens of percent from one second to the next with the
     neighbours' load; the latency of a fixed reference model timed just before moves with it. The ratio of the two
-    is what a campaign with a reference keeps, and :func:`edgeplan.latency.campaign.export_dataset` turns ratios
+    is what a campaign with a reference keeps, and :func:`edgeplan.measure.op_campaign.export_dataset` turns ratios
     back into milliseconds with the scenario's typical reference latency.
 
     Parameters
@@ -1138,7 +1138,7 @@ def _quantized(float_path: Path, shapes: Sequence[Sequence[int]]) -> Path:
 
 
 def _onnx_input_names(path: Path) -> list[str]:
-    from edgeplan.runtimes.kernel_check import onnx_graph
+    from edgeplan.measure.kernel_check import onnx_graph
 
     model = onnx_graph(path)
     inits = {t.name for t in model.graph.initializer}
@@ -1160,7 +1160,7 @@ def onnxruntime_kernel_ops(
 
     The model is exported to ONNX (and quantized for ``int8``), both cached under the edgeplan home, and given
     to ORT's graph optimizer at the default level, exactly as :func:`profile_model` runs it; its kernels are
-    traced to the nodes of the float ONNX file's IR (:func:`edgeplan.runtimes.kernel_check.onnxruntime_kernel_origins`).
+    traced to the nodes of the float ONNX file's IR (:func:`edgeplan.measure.kernel_check.onnxruntime_kernel_origins`).
 
     Parameters
     ----------
@@ -1179,7 +1179,7 @@ def onnxruntime_kernel_ops(
         The IR of the float ONNX file, and (ORT node name, kind, IR nodes) per kernel in ORT's order (a node ORT
         saved without a name is called ``<op_type>#<k>``, see :func:`_name_unnamed_nodes`).
     """
-    from edgeplan.runtimes.kernel_check import onnxruntime_kernel_origins, onnxruntime_kind, onnxruntime_optimized_model
+    from edgeplan.measure.kernel_check import onnxruntime_kernel_origins, onnxruntime_kind, onnxruntime_optimized_model
 
     path, float_path, graph, _ = _ort_files(spec, _zoo_model(spec, "onnxruntime"), dtype, home, opaque)
     optimized = onnxruntime_optimized_model(path)
@@ -1190,7 +1190,7 @@ def onnxruntime_kernel_ops(
 
 def _exported(spec: str, model: Any, home: str | Path | None) -> Path:
     """The zoo model's fp32 ONNX export, cached under the edgeplan home."""
-    from edgeplan.api import cache_export, onnx_cache_path
+    from edgeplan.frontends.onnx_export import cache_export, onnx_cache_path
     from edgeplan.measure.paths import edgeplan_home
 
     path = onnx_cache_path(spec, None, edgeplan_home(home))

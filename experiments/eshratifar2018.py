@@ -15,7 +15,7 @@ What the paper reports, and what we compare it with:
 
 Our mobile is this machine at 1 thread (measured ranges); the cloud is derived from it with the paper's 11.25x
 speed ratio (§4.1), and, as a second setting, measured at 2 threads. Energy uses the paper's radio power model
-(Table 2) and a stated mobile compute power (:data:`edgeplan.offload.DEFAULT_MOBILE_POWER`).
+(Table 2) and a stated mobile compute power (:data:`edgeplan.decisions.offload.DEFAULT_MOBILE_POWER`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from edgeplan.decisions.offload import DEFAULT_MOBILE_POWER, OffloadResult, OffloadSetup, offload_costs
 from edgeplan.ir.layer_chain import LayerChain
-from edgeplan.offload import DEFAULT_MOBILE_POWER, OffloadResult, OffloadSetup, offload_costs
 from edgeplan.planners.offload import OffloadCosts, OffloadProblem, network_preset, solve
 
 __all__ = ["MODELS", "NETWORKS", "PAPER", "Row", "calibrated_slowdown", "format_report", "reproduce"]
@@ -131,7 +131,7 @@ def reproduce(cloud_speedup: float | None = 11.25, costs: str = "auto",
         Derive the cloud from the mobile with this speed ratio (paper: 11.25); ``None`` uses the cloud measured
         at 2 threads.
     costs
-        Where range latencies come from (see :data:`edgeplan.offload.COST_SOURCES`).
+        Where range latencies come from (see :data:`edgeplan.decisions.offload.COST_SOURCES`).
     mobile_slowdown
         Derive a slower mobile (see :func:`calibrated_slowdown`); ``None``: the measured one.
     """

@@ -1,9 +1,9 @@
 """End-to-end latency model of one scenario: operation-wise predictors plus li2023's overhead term.
 
 ``T(model) = T_overhead + sum over its operations c of f_key(c)(x_c)`` (li2023 §4.2), with one predictor per
-operation key (:func:`edgeplan.latency.features.predictor_key`). li2023 learns ``T_overhead`` as the mean difference
-between the measured end-to-end latency and the sum of the measured operation latencies over the training models
-(``overhead="mean"``). By default edgeplan learns it as a linear function of the model,
+operation key (:func:`edgeplan.costmodels.opwise.features.predictor_key`). li2023 learns ``T_overhead`` as the mean
+difference between the measured end-to-end latency and the sum of the measured operation latencies over the training
+models (``overhead="mean"``). By default edgeplan learns it as a linear function of the model,
 ``a + b * (number of ops) + s * (sum of the ops)`` (``overhead="linear"``, :func:`fit_overhead`): eager PyTorch
 spends a few microseconds dispatching each op, and a model's end-to-end time runs a few percent over the sum its
 profiler reports, so a constant is too small for a large model and too large for a small one. See
@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 import json
 import lzma
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -37,21 +36,25 @@ from typing import Any
 
 import numpy as np
 
-from edgeplan.errors import InvalidInputError
-from edgeplan.ir.kernels.selection import implementation
-from edgeplan.latency.features import (
+from edgeplan.costmodels.opwise.features import (
     CATEGORY_FEATURES,
-    CONTEXT_CAPS,
     CONTEXT_FEATURES,
     LEGACY_FEATURES,
     NETWORK_CHOICES,
     NETWORK_FEATURES,
     PRODUCT_CATEGORIES,
-    features,
-    lead_node,
-    predictor_key,
 )
-from edgeplan.latency.predictors import METHODS, OpPredictor, fit_predictor
+from edgeplan.costmodels.opwise.ops import (
+    OpInput,
+    OpPrediction,
+    Prediction,
+    _check_statistic,
+    record_latency,
+    record_ops,
+)
+from edgeplan.costmodels.opwise.predictors import METHODS, OpPredictor, fit_predictor
+from edgeplan.errors import InvalidInputError
+from edgeplan.ir.kernels.selection import implementation
 
 __all__ = [
     "CV_FOLDS",
@@ -59,24 +62,13 @@ __all__ = [
     "MODEL_FORMAT",
     "MODEL_SUFFIXES",
     "OVERHEAD_FORMS",
-    "STATISTICS",
     "LatencyModel",
-    "OpInput",
-    "OpPrediction",
-    "Prediction",
     "fit_overhead",
     "mape",
     "model_file",
     "network_choice",
-    "network_footprint",
-    "network_peak",
-    "network_values",
-    "op_ms",
     "read_json",
-    "record_latency",
-    "record_ops",
     "scenario_threads",
-    "with_context",
     "write_json",
 ]
 
@@ -116,7 +108,7 @@ MIN_EXTENSION_MODELS = 3
 MAX_FIT_OPS = 20_000
 
 #: Features that carry the linear weight of the features they are tied with in a product's training data
-#: (:func:`edgeplan.latency.predictors._lasso_train`): a product's time follows its work.
+#: (:func:`edgeplan.costmodels.opwise.predictors._lasso_train`): a product's time follows its work.
 WORK_FEATURES: tuple[str, ...] = ("param_size", "flops")
 
 
@@ -132,224 +124,6 @@ def scenario_threads(scenario: str) -> int | None:
 #: ``groups`` feature dropped. On the zoo's grouped convolutions (ResNeXt, RegNet, ...) with 30 training networks
 #: this is within tens of percent per op, where ``groups`` dense convolutions of one group each are off severalfold.
 FAMILY: dict[str, str] = {"gconv": "conv"}
-
-#: Which measured statistic a model learns: ``min`` (the fastest run, op by op and end to end) or ``median``.
-#: On a shared machine interference only adds time, and the minimum is the more reproducible of the two (see
-#: :mod:`edgeplan.runtimes.op_profile`); ``median`` is the usual choice on a dedicated device.
-STATISTICS: tuple[str, ...] = ("min", "median")
-
-
-def _check_statistic(statistic: str) -> None:
-    if statistic not in STATISTICS:
-        raise InvalidInputError(f"unknown statistic {statistic!r}; choose one of {', '.join(STATISTICS)}")
-
-
-def record_latency(record: Mapping[str, Any], statistic: str = "median") -> float:
-    """A dataset record's measured end-to-end latency under ``statistic``."""
-    _check_statistic(statistic)
-    if statistic == "min":
-        if record.get("latency_min_ms") is None:
-            raise InvalidInputError(f"{record['model']}: the dataset has no minima (an older export); use the median")
-        return float(record["latency_min_ms"])
-    return float(record["latency_ms"])
-
-
-@dataclass(frozen=True)
-class OpInput:
-    """One operation to predict: its name, runtime kind, key, category and features.
-
-    ``lead`` is its first IR node (a node dict, :func:`~edgeplan.latency.features.lead_node`), from which a model
-    deduces the implementation the runtime selects for it (:meth:`LatencyModel.key_of`); ``key`` does not carry it.
-    ``x`` holds the op's own features (:data:`~edgeplan.latency.features.CATEGORY_FEATURES`), ``context`` those of
-    its place in its network (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`), then its network's
-    (:data:`~edgeplan.latency.features.NETWORK_FEATURES`), set by :func:`with_context`; empty until then.
-    """
-
-    name: str
-    kind: str
-    key: str
-    category: str
-    x: list[float]
-    measured_ms: float | None = None
-    lead: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
-    context: tuple[float, ...] = ()
-
-    @property
-    def vector(self) -> list[float]:
-        """Own features, then context features: what a model's columns (:meth:`LatencyModel._columns`) index."""
-        return [*self.x, *self.context]
-
-
-def network_footprint(ops: Sequence[OpInput], with_params: bool = False) -> float:
-    """:data:`~edgeplan.latency.features.NETWORK_FEATURES`' ``network_distinct_mib`` of a network from its kernels
-    ``ops``: log2 of the summed MiB of their distinct output sizes (each lead node's ``activation_bytes``, counted
-    once per size; at least 1 KiB); with ``with_params``, ``network_total_mib``: the kernels' parameter bytes (each
-    lead node's ``param_bytes``) added to those sizes."""
-    sizes = {int((o.lead or {}).get("activation_bytes", 0) or 0) for o in ops}
-    params = sum(int((o.lead or {}).get("param_bytes", 0) or 0) for o in ops) if with_params else 0
-    return math.log2(max((sum(sizes) + params) / 2**20, 2.0**-10))
-
-
-def network_peak(ops: Sequence[OpInput]) -> float:
-    """:data:`~edgeplan.latency.features.NETWORK_FEATURES`' ``network_peak_mib`` of a network from its kernels
-    ``ops``: log2 of the MiB of their largest output (each lead node's ``activation_bytes``; at least 1 KiB)."""
-    peak = max((int((o.lead or {}).get("activation_bytes", 0) or 0) for o in ops), default=0)
-    return math.log2(max(peak / 2**20, 2.0**-10))
-
-
-def network_values(ops: Sequence[OpInput]) -> tuple[float, ...]:
-    """Every one of :data:`~edgeplan.latency.features.NETWORK_FEATURES` of a network from its kernels ``ops``
-    (:func:`network_footprint` without and with the parameters, :func:`network_peak`)."""
-    return network_footprint(ops), network_footprint(ops, with_params=True), network_peak(ops)
-
-
-def with_context(ops: Sequence[OpInput], network: Sequence[float] | None = None) -> list[OpInput]:
-    """``ops`` (one network's, in execution order) with their context features set
-    (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`): per op, how many ops before it have its key and identical
-    features, and how many have its key, each capped at :data:`~edgeplan.latency.features.CONTEXT_CAPS`; then the
-    network's (:data:`~edgeplan.latency.features.NETWORK_FEATURES`): ``network``, or :func:`network_values` of
-    ``ops`` when None (give the kernels' values to a network's folded operators, whose sizes they leave out)."""
-    same: dict[tuple[str, tuple[float, ...]], int] = defaultdict(int)
-    kind: dict[str, int] = defaultdict(int)
-    cap_op, cap_kind = CONTEXT_CAPS["same_op_before"], CONTEXT_CAPS["same_kind_before"]
-    whole = network_values(ops) if network is None else tuple(float(v) for v in network)
-    if len(whole) != len(NETWORK_FEATURES):
-        raise InvalidInputError(f"{len(whole)} network values given; give one per feature of {NETWORK_FEATURES}")
-    out = []
-    for o in ops:
-        exact = (o.key, tuple(o.x))
-        out.append(replace(o, context=(float(min(same[exact], cap_op)), float(min(kind[o.key], cap_kind)), *whole)))
-        same[exact] += 1
-        kind[o.key] += 1
-    return out
-
-
-def op_ms(op: Mapping[str, Any], statistic: str = "median") -> float:
-    """A dataset op's latency (ms) in ``statistic``: its ``min_ms`` (``min``) or its median ``ms``."""
-    return float(op.get("min_ms", op["ms"]) if statistic == "min" else op["ms"])
-
-
-#: The kernel profile whose rules say what a record's folded operators are (only eager PyTorch runs any).
-FOLDING_PROFILE = "torch-eager"
-
-
-def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpInput]:
-    """The operations of a dataset record (see :func:`edgeplan.latency.campaign.load_dataset`) with features,
-    their context's included (:func:`with_context`, in the order they ran).
-
-    ``measured_ms`` is the op's ``statistic`` (``min_ms`` or ``ms``, the median). A record's operators that eager
-    PyTorch runs and the IR folds, timed one by one (``folded_ops``), follow the kernels, as
-    :func:`edgeplan.latency.predict.folded_work_ops` appends them to a graph's (the context features counted among
-    them alone, as there).
-
-    Raises
-    ------
-    InvalidInputError
-        When an operation has no IR nodes (an ONNX Runtime kernel whose origin is unknown): it cannot be featurized.
-    """
-    nodes = record["nodes"]
-    out = []
-    for op in record["ops"]:
-        if not op["nodes"]:
-            raise InvalidInputError(f"{record['model']}: op {op['kernel']!r} ({op['kind']}) is not matched to IR "
-                                    "nodes, so it has no features; re-measure it with this edgeplan version (ONNX "
-                                    "Runtime campaigns before it recorded none), under a new --repeat tag")
-        missing = [n for n in op["nodes"] if n not in nodes]
-        if missing:
-            raise InvalidInputError(f"{record['model']}: op {op['kernel']!r} ({op['kind']}) names nodes without IR "
-                                    f"descriptions ({', '.join(missing[:3])}); re-export the dataset with this "
-                                    "edgeplan version")
-        ns = [nodes[n] for n in op["nodes"]]
-        cat, x = features(ns, op["kind"])
-        measured = op_ms(op, statistic)
-        lead = lead_node(ns, op["kind"])
-        out.append(OpInput(op["kernel"] + "@" + op["nodes"][0], op["kind"], predictor_key(op["kind"], lead), cat, x,
-                           measured, lead))
-    if not record.get("folded_ops"):
-        return with_context(out)
-    kernels = with_context(out)
-    from edgeplan.ir.kernels.rules import load_rules
-    from edgeplan.latency.predict import folded_op_input
-
-    rules = load_rules(FOLDING_PROFILE).data["folded_work"]
-    folded = [folded_op_input(int(op["folded"]), str(op["op"]), str(op["kind"]), op["input_shapes"],
-                              op["output_shapes"], rules, op_ms(op, statistic)) for op in record["folded_ops"]]
-    return [*kernels, *with_context(folded, network_values(out))]
-
-
-@dataclass(frozen=True)
-class OpPrediction:
-    """One operation's prediction: ``ms`` is None when no predictor covers it.
-
-    Attributes
-    ----------
-    name, kind, key
-        The op's name, runtime kind and own predictor key (``{kind}|{category}``).
-    ms
-        The predicted latency, or None.
-    by_category
-        Predicted by another key's predictor than its own: its category's, or its family's (:data:`FAMILY`).
-    predicted_by
-        The key of the predictor that made the prediction (None when unpredicted, or not recorded).
-    """
-
-    name: str
-    kind: str
-    key: str
-    ms: float | None
-    by_category: bool = False
-    predicted_by: str | None = None
-
-    @property
-    def fallback_for(self) -> str | None:
-        """The op's own category when another category's predictor predicted it (:data:`FAMILY`), else None."""
-        if not self.predicted_by:
-            return None
-        own, used = self.key.rsplit("|", 1)[-1], self.predicted_by.rsplit("|", 1)[-1]
-        return own if own != used else None
-
-    @property
-    def predictor(self) -> str:
-        """Which predictor made the prediction, for display: the op's key, ``category {category}``, or for a
-        family fallback the predictor used and what it stands in for (``aten::conv2d|conv (fallback for gconv)``).
-        An unpredicted op shows its own key (empty for a kernel that could not be featurized)."""
-        own = self.fallback_for
-        if own is not None and self.predicted_by:
-            used = self.predicted_by
-            shown = "category " + used[2:] if used.startswith("*|") else used
-            return f"{shown} (fallback for {own})"
-        if self.by_category:
-            return "category " + self.key.split("|")[-1]
-        return self.key
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """A model's predicted latency and its breakdown.
-
-    Attributes
-    ----------
-    latency_ms
-        The predicted end-to-end latency.
-    overhead_ms
-        The overhead as it counts in ``latency_ms``: ``latency_ms`` minus the predicted ops' sum, so that the
-        breakdown adds up. It is the model's learnt overhead unless ``overhead_clamped``.
-    ops
-        Per-op predictions.
-    overhead_clamped
-        The learnt (negative) overhead would have taken the total below half the ops' sum, so the total was raised
-        to that (:meth:`LatencyModel.total_ms`) and ``overhead_ms`` is the effective overhead, not the learnt one.
-    """
-
-    latency_ms: float
-    overhead_ms: float
-    ops: tuple[OpPrediction, ...]
-    overhead_clamped: bool = False
-
-    @property
-    def unpredicted(self) -> list[str]:
-        """Names (with kind) of the operations no predictor covers."""
-        return [f"{o.name} ({o.kind})" for o in self.ops if o.ms is None]
 
 
 #: How :meth:`LatencyModel.fit` learns the overhead (:func:`fit_overhead`): ``linear`` over the training networks'
@@ -413,8 +187,9 @@ def _fit_ops(ops: Sequence[OpInput], method: str, seed: int, names: Mapping[str,
     """One key's predictor, fitted on its operations' features ``names`` (by category) and measured times (floored
     at :data:`MIN_TARGET_MS`); on a seeded subsample of :data:`MAX_FIT_OPS` of them when there are more. A
     product's predictor puts the weight of features tied in its data on :data:`WORK_FEATURES`; the linear parts
-    (Lasso, the forests' baseline) take no context feature (:func:`~edgeplan.latency.predictors.fit_predictor`'s
-    ``linear``). ``groups``, one per op (its network's index), makes the CV folds hold out whole networks."""
+    (Lasso, the forests' baseline) take no context feature
+    (:func:`~edgeplan.costmodels.opwise.predictors.fit_predictor`'s ``linear``). ``groups``, one per op (its network's
+    index), makes the CV folds hold out whole networks."""
     if len(ops) > MAX_FIT_OPS:
         keep = np.sort(np.random.default_rng(seed).choice(len(ops), MAX_FIT_OPS, replace=False))
         ops = [ops[i] for i in keep]
@@ -519,8 +294,8 @@ class LatencyModel:
         Provenance: training models, date, dataset.
     feature_names
         By category, the features its predictors take, by name: the op's own, then its context's
-        (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`) for a model fitted with them (a model saved by an
-        older edgeplan keeps its own: :data:`~edgeplan.latency.features.LEGACY_FEATURES`).
+        (:data:`~edgeplan.costmodels.opwise.features.CONTEXT_FEATURES`) for a model fitted with them (a model saved by
+        an older edgeplan keeps its own: :data:`~edgeplan.costmodels.opwise.features.LEGACY_FEATURES`).
     threads
         The intra-op threads the runtime's implementation choices are deduced for (:meth:`key_of`); None for a
         model whose keys carry no implementation (fitted without ``threads``, or saved by an older edgeplan).
@@ -564,7 +339,7 @@ class LatencyModel:
         records
             Dataset records (each a model's measured ops and end-to-end latency).
         method
-            One of :data:`~edgeplan.latency.predictors.METHODS`.
+            One of :data:`~edgeplan.costmodels.opwise.predictors.METHODS`.
         scenario
             Name recorded with the model.
         seed
@@ -770,8 +545,8 @@ class LatencyModel:
             cat = key.rsplit("|", 1)[1]
             cols = {c: self._columns(cat, c) for c in {ops[i].category for i in idx}}
             if needs_context and any(not ops[i].context for i in idx):
-                raise ValueError("ops without context features (edgeplan.latency.model.with_context) given to a "
-                                 "model that takes them")
+                raise ValueError("ops without context features (edgeplan.costmodels.opwise.ops.with_context) "
+                                 "given to a model that takes them")
             ms = self.predictors[key].predict(np.array([_take(ops[i].vector, cols[ops[i].category]) for i in idx]))
             for i, v in zip(idx, ms, strict=True):
                 out[i] = OpPrediction(ops[i].name, ops[i].kind, keys[i], max(float(v), 0.0), key != keys[i], key)

@@ -1,7 +1,7 @@
 """Per-op latency campaigns: measure models in a scenario into the Store, resumably, and export them.
 
 One task per model: the Store row holds the end-to-end timing (no profiler) and, in its ``extra``, every op's
-profiled latency and the IR nodes the ops compute (:class:`edgeplan.runtimes.op_profile.ModelProfile`). Running
+profiled latency and the IR nodes the ops compute (:class:`edgeplan.measure.op_profile.ModelProfile`). Running
 the campaign again measures only the models without a row; a model that cannot be measured (an operator the
 frontend does not know, ops that do not match the kernel rules) is reported by name and retried next time.
 
@@ -107,7 +107,7 @@ def run_op_campaign(
         Tag of an independent re-measurement (its own campaign), e.g. to measure the noise floor.
     reference
         A zoo model timed just before every call of every measured model
-        (:func:`edgeplan.runtimes.op_profile.reference_runner`): the rows keep each model's times over the
+        (:func:`edgeplan.measure.op_profile.reference_runner`): the rows keep each model's times over the
         reference's, which :func:`export_dataset` turns into milliseconds at the scenario's typical speed. Part of
         the campaign's parameters; use the same reference for a scenario's main campaign and its repeats.
 
@@ -116,7 +116,7 @@ def run_op_campaign(
     CampaignReport
     """
     from edgeplan.frontends.zoo import is_onnx_path
-    from edgeplan.runtimes.op_profile import onnx_file_digest, profile_model, reference_runner
+    from edgeplan.measure.op_profile import onnx_file_digest, profile_model, reference_runner
 
     if runs < 1:
         raise InvalidInputError(f"runs must be a positive integer, got {runs}")
@@ -186,7 +186,7 @@ class OpDataset:
     ``raw_folded_work_ms`` beside a reference (kept as measured: it has no ratio of its own). In records measured
     since edgeplan keeps them, those of its folded operators that move data are also timed one by one in
     ``folded_ops``: op dicts as ``ops`` (paired with the reference as they are), without nodes, with ``folded``,
-    ``op``, ``input_shapes`` and ``output_shapes`` (:attr:`~edgeplan.runtimes.op_profile.ModelProfile.folded_ops`).
+    ``op``, ``input_shapes`` and ``output_shapes`` (:attr:`~edgeplan.measure.op_profile.ModelProfile.folded_ops`).
 
     ``path`` is the file it was loaded from (None when built in memory).
     """
@@ -348,7 +348,7 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
 
 def _reference_warm(store: Store, scenario: Scenario, name: str) -> bool:
     """Whether campaign ``name`` timed its reference after an untimed call of it
-    (:func:`edgeplan.runtimes.op_profile._timed_reference`); a repeat that timed it another way than its main
+    (:func:`edgeplan.measure.op_profile._timed_reference`); a repeat that timed it another way than its main
     campaign is refused: its ratios would be written at the main campaign's reference latency, but they are not
     comparable with its ratios."""
     main_name = campaign_name(scenario)
@@ -368,7 +368,7 @@ def _reference_warm(store: Store, scenario: Scenario, name: str) -> bool:
 
 
 def _pairing(warm: bool) -> str:
-    """How a campaign timed its reference model (:func:`edgeplan.runtimes.op_profile._timed_reference`)."""
+    """How a campaign timed its reference model (:func:`edgeplan.measure.op_profile._timed_reference`)."""
     return "after an untimed call of it" if warm else "straight after each call (as edgeplan did before 2026-11-27)"
 
 
@@ -633,7 +633,7 @@ def retrace_dataset(path: str | Path, out: str | Path, models: Collection[str] |
     """Trace an ONNX Runtime dataset's kernels to IR nodes again, with this edgeplan's tracing; nothing is timed.
 
     The times stay; each op's ``nodes`` (what its features come from) are recomputed from ORT's optimized graph,
-    as :func:`edgeplan.runtimes.op_profile.onnxruntime_kernel_ops` does for a prediction. A model whose kernels
+    as :func:`edgeplan.measure.op_profile.onnxruntime_kernel_ops` does for a prediction. A model whose kernels
     are no longer ORT's (another ORT version or export: names or order differ), or whose new nodes the record does
     not describe, is kept as it was and reported. The header records the retrace (``retraced``: when, the
     command, the counts, the earlier retraces kept).
@@ -662,8 +662,8 @@ def retrace_dataset(path: str | Path, out: str | Path, models: Collection[str] |
     InvalidInputError
         For a dataset that is not of an ONNX Runtime scenario, or models it does not hold.
     """
+    from edgeplan.measure.op_profile import onnxruntime_kernel_ops
     from edgeplan.measure.progress import counting_bar
-    from edgeplan.runtimes.op_profile import onnxruntime_kernel_ops
 
     data = load_dataset(path)
     header = dict(data.provenance)

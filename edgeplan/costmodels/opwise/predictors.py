@@ -1,8 +1,8 @@
 """Operation-wise latency predictors of li2023 §4.2: non-negative Lasso, random forest, GBDT and MLP.
 
-Every method predicts one operation's latency (ms) from its standardized features (:mod:`edgeplan.latency.features`)
-and is fitted to *relative* error, as li2023 does, with 5-fold cross-validation over its hyperparameters scored by
-MAPE:
+Every method predicts one operation's latency (ms) from its standardized features
+(:mod:`edgeplan.costmodels.opwise.features`) and is fitted to *relative* error, as li2023 does, with 5-fold
+cross-validation over its hyperparameters scored by MAPE:
 
 - ``lasso``: ``w >= 0`` minimizing ``mean(((w.x + b - y) / y)^2) + alpha |w|_1`` (li2023 Eq. 1; the intercept ``b``,
   also non-negative, is ours: standardized features are centred, so without it the model cannot be positive).
@@ -252,8 +252,8 @@ def fit_predictor(x: Array, y: Array, method: str, seed: int = 0,
     linear
         Per feature, whether the linear parts (Lasso, and the baseline of the forests: :func:`_baseline`) may
         weigh it; None: all. A feature left out reaches the trees and the MLP only: the context features
-        (:data:`~edgeplan.latency.features.CONTEXT_FEATURES`) discount an op's time, which a non-negative linear
-        weight cannot express, and a linear term in a repeat count extrapolates to the zoo's longer runs of
+        (:data:`~edgeplan.costmodels.opwise.features.CONTEXT_FEATURES`) discount an op's time, which a non-negative
+        linear weight cannot express, and a linear term in a repeat count extrapolates to the zoo's longer runs of
         repeats (one window of 30 training networks priced the zoo at 52.9% MAPE with it).
     groups
         Per row, the group it belongs to (the index of its network, say): the CV folds then hold out whole groups,
@@ -343,7 +343,7 @@ def _lasso_train(z: Array, y: Array, h: Mapping[str, Any], cols: _Columns | None
     outputs, so ``in_c``, ``param_size`` and ``flops`` tie, and with the weight on ``in_c`` (the first) a
     4096-output layer (AlexNet's, VGG's) is priced as a 1000-output one: 4.3 ms for VGG's first, measured
     12.8-15.7 ms on the Xeon. A product's time follows its work where the data cannot say otherwise, so the
-    operation-wise models prefer ``param_size`` and ``flops`` (:data:`edgeplan.latency.model.WORK_FEATURES`).
+    operation-wise models prefer ``param_size`` and ``flops`` (:data:`edgeplan.costmodels.opwise.model.WORK_FEATURES`).
     Element-wise ops are left to their first column: li2023's in-place ReLUs all act on squeeze-and-excite vectors,
     whose time is the call's, not the elements'; carried by the element counts, the weight priced the zoo's in-place
     ReLUs over feature maps 21 times too slow in sum (GBDT fitted on li2023's 900 networks, the Xeon's warm-all

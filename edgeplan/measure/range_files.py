@@ -18,8 +18,8 @@ import numpy as np
 
 from edgeplan.errors import InvalidInputError, StoreError
 from edgeplan.measure.device import DeviceDescriptor, collect_versions
+from edgeplan.measure.range_profile import RANGE_KIND, RangeTable
 from edgeplan.measure.store import Store
-from edgeplan.runtimes.range_profile import RANGE_KIND, RangeTable
 
 __all__ = ["FORMAT", "export_range_tables", "load_range_tables", "shipped_range_table"]
 
