@@ -25,7 +25,7 @@ Usage::
     result = evaluate_performance_model(model, data, "test")  # split as in fitting
     print(result.median_primitive_mdrae, result.median_transform_mdrae, result.median_paper_transform_mdrae)
     times_ns = model.predict_primitives([[64, 64, 56, 3, 1], [128, 256, 28, 1, 1]])
-    amd = transfer(model, load_primitive_csv("amd.csv"), fraction=0.01, seed=0)  # fine-tuned on 1 % of AMD's train
+    amd = transfer(model, load_primitive_csv("amd.csv"), fraction=0.01, seed=0)  # fine-tuned on 1/100 of AMD's train
 """
 
 from __future__ import annotations

@@ -58,10 +58,8 @@ def flushed_subnormals() -> Iterator[None]:
     """Run the block with subnormal floats read and written as zero in the calling thread, then turn that off.
 
     Late in training, some gradients and activations fall below float32's normal range (about 1.2e-38), and x86
-    CPUs compute on such subnormal numbers many times slower. Measured on this project's 2-core Xeon (NN2, one member,
-    one thread, 300 epochs on the mulder2021 Intel table, ``benchmarks/bench_subnormals.py``): 0.331 s per epoch
-    without flushing, 0.128 s with it; a full Intel NN2 fit (2 threads) took 3,382 s without, 426 s with. Values
-    that small carry nothing the fit needs. The setting (x86 FTZ/DAZ) is per thread, so each training thread sets
+    CPUs compute on such subnormal numbers many times slower, enough to make a whole NN2 fit several times slower.
+    Values that small carry nothing the fit needs. The setting (x86 FTZ/DAZ) is per thread, so each training thread sets
     its own; torch has no getter, so when the outermost block of a thread exits it is switched off, torch's default
     (nested blocks leave it on). A no-op where the CPU does not support it.
     """

@@ -9,8 +9,8 @@ Saved as a folder, without pickle, loadable across library versions:
 - ``model.json``: format version, kind, provenance (data file, split seed, sizes, fit times, library versions);
 - ``primitives.json`` / ``primitives.npz``, ``transforms.json`` / ``transforms.npz`` and
   ``transforms_paper.json`` / ``transforms_paper.npz``: each estimator's settings, scalers, column names and
-  applicability (JSON) and its weights (plain ``.npz`` arrays, read with ``allow_pickle=False``). A folder saved
-  before ``transforms_paper`` existed still loads (without the paper-protocol transformation model).
+  applicability (JSON) and its weights (plain ``.npz`` arrays, read with ``allow_pickle=False``). A folder without
+  the ``transforms_paper`` files still loads (without the paper-protocol transformation model).
 
 **Two protocols for the layout transformations.** A transformation's time depends on ``(c, im)`` only, and every
 layer row of the table carries the times of its input tensor, so most ``(c, im)`` occur in several rows. Two
@@ -81,10 +81,8 @@ error weighs the same (``target_scale="shared"``); keeps an exponential moving a
 per step, which is what it early-stops on and returns (``ema_decay``); and is an ensemble of four networks from four
 seeds, each trained for at most 1500 epochs in batches of 512, two side by side on two threads (``n_members``,
 ``max_epochs``, ``batch_size``; see :class:`~edgeplan.costmodels.primitive_models.NN2Model`). Each choice was made
-on the validation part of the mulder2021 AMD table, seed-0 split (median MdRAE over primitives), in ad hoc
-experiments of 2026-11-24 that are not kept in the repository: single networks varied by several tenths of a
-percent with the seed alone, so averaging more networks helped most. The recipe as fitted scores 2.02 % there
-against the earlier two-network recipe's 2.26 % (``make bench-costmodels`` prints the validation figure). The
+on the validation part of the mulder2021 AMD table (seed-0 split, median MdRAE over primitives): a single
+network's error moves by several tenths of a point with its seed alone, so averaging networks helps most. The
 recipes also differ in the layout-transformation model: see :data:`RECIPE_TRANSFORM_MODELS`.
 """
 

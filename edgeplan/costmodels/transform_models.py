@@ -3,7 +3,7 @@
 A layout transformation moves every element of a ``(c, im, im)`` tensor once, so its time is ``n = c * im**2``
 elements times a cost per element. That cost is what varies: it steps up when the tensor leaves a cache level and
 when a stride is a multiple of a large power of two (cache-set aliasing: on the mulder2021 Intel table
-``chw-to-hwc`` costs about 0.3 ns per element for odd multiples of 16 channels and 1.2-2.7 ns for multiples of 64).
+``chw-to-hwc`` costs several times more per element for multiples of 64 channels than for odd multiples of 16).
 :class:`KernelTransformModel` predicts ``log(t / n)`` from four named features,
 
 - ``log2_c``, ``log2_im``: the size (the cache regime is a smooth function of them);
@@ -12,9 +12,9 @@ when a stride is a multiple of a large power of two (cache-set aliasing: on the 
 
 by kernel ridge regression with a Gaussian (RBF) kernel, one per transformation, each with its own length scale per
 feature and its own ridge, chosen on the validation part from a small grid (the median absolute log error on the
-validation tensors). On the mulder2021 tables it is three times more accurate than NN2 on tensors never seen in
-training (see ``benchmarks/bench_costmodels.py``): 212 training tensors are too few for a 5x128x512x512x128 network,
-and the power-of-two structure is a step function that a smooth network of ``(c, im)`` cannot express.
+validation tensors). It predicts tensors never seen in training more closely than NN2 does: a table holds a few
+hundred distinct training tensors, too few for a 5x128x512x512x128 network, and the power-of-two structure is a
+step function that a smooth network of ``(c, im)`` cannot express.
 
 Same contract as the primitive estimators (:class:`~edgeplan.costmodels.primitive_models.PrimitiveEstimator`):
 ``fit`` returns ``self``, learned state ends in ``_``, ``predict`` refuses an unfitted model, state saves to JSON and

@@ -1,6 +1,6 @@
 """IR graphs of generated architecture families built directly, without running or tracing torch.
 
-Tracing a network through the torch frontend takes 0.4-2 seconds; a NAS loop, li2023's 1000 synthetic networks or
+Tracing a network through the torch frontend takes about a second; a NAS loop, li2023's 1000 synthetic networks or
 the 15,625 architectures of NAS-Bench-201 need the graph in milliseconds. :func:`nb201_graph` and
 :func:`synthetic_graph` write the graph the torch frontend produces for
 :func:`edgeplan.frontends.nb201.build_nb201` and :func:`edgeplan.frontends.synthetic.build_synthetic` node for node

@@ -17,8 +17,8 @@ that only feeds ``none`` edges computes nothing the output uses.
 
 Operators with weights on a zero input (a convolution of a node that only receives ``none`` edges) still run:
 rule 4 is the only constant folding. That is what HELP's Pixel 3 measurements of all 15,625 NAS-Bench-201
-networks show (``../shared/data/help-nasbench201``): every network it times below 0.5 ms (273 of them) is one whose
-output does not depend on its input, and the other 20 devices of the file time none of those below 1 ms
+networks show: every network it times below 0.5 ms (273 of them) is one whose output does not depend on its
+input, and the other 20 devices of the dataset time none of those below 1 ms
 (``tests/test_fold.py`` checks both); a cell that reduces to its input costs Pixel 3 little more than the
 skeleton, while a convolution of a zero node costs it as much as one of a live node. Whether a device simplifies
 is therefore not assumed: :func:`edgeplan.costmodels.opwise.calibrate.calibrate` tries both deductions on the measured

@@ -4,19 +4,17 @@ glibc's ``malloc`` serves every block above its mmap threshold with a fresh ``mm
 ``munmap`` when freed. The threshold adapts upwards as such blocks are freed, but never past 32 MiB on a 64-bit
 system, so an operation whose buffers exceed 32 MiB (eager PyTorch's oneDNN convolution reorders its weights into
 one: a 3x3 convolution of 1024 channels has 37.7 MB of them) touches fresh pages at every call, and each page
-faults. What that costs is not the operation's: on the Zen 5 VM of 2026-11-28 a fault took 3 us (64 MiB touched
-fresh: 49.9 ms), and the same 1024-channel convolution at 7x7 took 5.1 ms in one network and 23 ms in another,
-by whether the allocator had a free block large enough left in its heap, which depends on every tensor allocated
-before it (``benchmarks/diag_malloc.py``). No per-operation predictor can see that.
+faults. What that costs is not the operation's: the same convolution can run several times slower in one network
+than in another, by whether the allocator had a free block large enough left in its heap, which depends on every
+tensor allocated before it. No per-operation predictor can see that.
 
 :data:`KEEP_MEMORY` sets glibc's tunables so that no block is served by ``mmap`` and the heap is never trimmed:
 freed memory stays in the process and is reused, as it is under the caching allocators serving deployments use
-(jemalloc, tcmalloc; PyTorch's own on a GPU). Measured under it, the convolution above takes 5.3-5.4 ms in
-``wide_resnet50_2`` and 7.6-7.7 ms in a network whose tensors are channels-last (a memory format oneDNN runs more
-slowly), against 5.1 and 23 ms under the defaults. glibc reads the tunables when a process starts only, so
-``--keep-memory`` (:func:`edgeplan.cli.common.keep_memory`) re-runs its command with them set
-(:func:`with_keep_memory`). Whatever allocator settings a process runs under are part of its measurements' device
-(:func:`allocator_settings`, :attr:`edgeplan.measure.device.DeviceDescriptor.allocator`).
+(jemalloc, tcmalloc; PyTorch's own on a GPU), so an operation's time depends far less on the allocations before it.
+glibc reads the tunables when a process starts only, so ``--keep-memory`` (:func:`edgeplan.cli.common.keep_memory`)
+re-runs its command with them set (:func:`with_keep_memory`). Whatever allocator settings a process runs under are
+part of its measurements' device (:func:`allocator_settings`,
+:attr:`edgeplan.measure.device.DeviceDescriptor.allocator`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,14 @@
-"""Latency prediction (li2023): per-op measurement campaigns, op datasets, predictors and calibration.
+"""Operation-wise latency prediction (li2023): a model's latency as the sum of its operations' predicted times.
 
-- :mod:`edgeplan.measure.op_campaign`: resumable campaigns that measure models per op and end to end in a
-  scenario (:mod:`edgeplan.measure.scenarios`), and the export of a campaign to a shipped dataset.
+- :mod:`~edgeplan.costmodels.opwise.features`: the named features of an operation and its predictor key;
+- :mod:`~edgeplan.costmodels.opwise.ops` and :mod:`~edgeplan.costmodels.opwise.graph_ops`: the operations of a
+  measured record or of a graph, featurized alike;
+- :mod:`~edgeplan.costmodels.opwise.predictors`: the per-key predictors (Lasso, random forest, GBDT, MLP);
+- :mod:`~edgeplan.costmodels.opwise.model`: the end-to-end latency model of one scenario;
+- :mod:`~edgeplan.costmodels.opwise.profiles`: the shipped and calibrated device profiles, found by name;
+- :mod:`~edgeplan.costmodels.opwise.calibrate` and :mod:`~edgeplan.costmodels.opwise.op_correction`: a new device
+  from a handful of models measured on it.
+
+The measurements they learn from come from :mod:`edgeplan.measure.op_campaign`, in a scenario of
+:mod:`edgeplan.measure.scenarios`.
 """

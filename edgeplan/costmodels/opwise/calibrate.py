@@ -19,10 +19,9 @@ li2023's predictors are) by non-negative least squares. The candidate forms, sim
 The form is chosen per device by leave-one-out MAPE on the samples themselves (ties to the simpler form), except
 that ``per-op``, when offered, is kept unless another form beats it by more than :data:`PER_OP_EVIDENCE_SE` (two)
 standard errors of the paired leave-one-out differences: its score rests on hundreds of op timings, the others' on
-ten end-to-end numbers (``benchmarks/diag_fewshot_perop_rule.py``; ``info["per_op_test"]``). Devices differ in what
-separates them from the source (per-kernel costs on GPUs at batch 1, per-category speed ratios on CPUs): on
-NAS-Bench-201 (``edgeplan reproduce li2023 --nb201``, the ``forms`` column) the chosen form differs from device to
-device.
+ten end-to-end numbers (``info["per_op_test"]`` holds the test). Devices differ in what separates them from the
+source (per-kernel costs on GPUs at batch 1, per-category speed ratios on CPUs), so the chosen form differs from
+device to device (on NAS-Bench-201: ``edgeplan reproduce li2023 --nb201``, the ``forms`` column).
 
 The kernels the new device runs are chosen the same way, from :data:`DEDUCTIONS`: ``as-source`` (the source
 runtime's kernels) or ``fold-zeros`` (a graph runtime that simplifies multiplications by zero and removes dead
@@ -34,15 +33,13 @@ and is predicted 0 ms.
 
 **Networks that fold into a constant** (NAS-Bench-201 cells whose output no path reaches: 341 of the 15,625) are
 where the choice costs most, and the two ways of being wrong are not alike under relative error: predicting the
-source's kernels (about 10 ms) for a network a graph runtime runs in microseconds is off by a factor of a thousand
-(HELP's Pixel 3 times them at 3-50 us), while predicting 0 ms for a network that does run is off by exactly 100 %.
-Ten samples rarely hold such a network (2 % of the space), so they say little about it directly. Unless the
-source's kernels win the leave-one-out comparison by more than :data:`CONSTANT_EVIDENCE_SE` standard errors (with
-a loss ratio near 1000, the normal tail beyond 3.1 standard errors), a device that keeps the source's kernels is
-given the ``fold-constants`` deduction: the source's kernels, except that a network folding into a constant runs
-nothing. Offered only when ``fold-zeros`` is (graph profiles; ONNX Runtime runs what its optimizer keeps). On
-NAS-Bench-201 this costs the devices that do run such networks about 2 points of MAPE and saves one random draw of
-Pixel 3 from a MAPE of 1157 % (32 % with it; ``edgeplan reproduce li2023 --nb201``).
+source's kernels (about 10 ms) for a network a graph runtime runs in microseconds (as HELP's Pixel 3 does) is off
+by a factor of a thousand, while predicting 0 ms for a network that does run is off by exactly its whole latency.
+Ten samples rarely hold such a network (one in fifty of the space), so they say little about it directly. Unless
+the source's kernels win the leave-one-out comparison by more than :data:`CONSTANT_EVIDENCE_SE` standard errors
+(with a loss ratio near 1000, the normal tail beyond 3.1 standard errors), a device that keeps the source's kernels
+is given the ``fold-constants`` deduction: the source's kernels, except that a network folding into a constant runs
+nothing. Offered only when ``fold-zeros`` is (graph profiles; ONNX Runtime runs what its optimizer keeps).
 
 A calibrated device is saved under the edgeplan home as ``devices/{name}/{method}.json`` with its source model
 inside, and predicts like any device (``edgeplan predict --device NAME``).
@@ -93,10 +90,8 @@ KNOWN_DEDUCTIONS: tuple[str, ...] = (*DEDUCTIONS, "fold-constants")
 CONSTANT_EVIDENCE_SE = 3.0
 
 #: Standard errors by which another form must beat :data:`PER_OP` (leave-one-out, paired) to replace it. Two, not
-#: the one of the deduction test: the ten end-to-end leave-one-out errors are heavy-tailed, and on five pairs of
-#: devices (``benchmarks/diag_fewshot_perop_rule.py``: EPYC -> Xeon in PyTorch and in ONNX Runtime, one thread <->
-#: two threads on the EPYC, ONNX Runtime fp32 -> int8; 20 draws of 10 from any model and from real-world ones) a bar
-#: of two did as well as one or better in 9 of the 10 pools, 0.06 points of MAPE worse in the tenth.
+#: the one of the deduction test: the ten end-to-end leave-one-out errors are heavy-tailed, so a rival often leads
+#: by one standard error by chance, while per-op's own fit rests on hundreds of op timings.
 PER_OP_EVIDENCE_SE = 2.0
 
 _CATEGORIES: tuple[str, ...] = tuple(CATEGORY_FEATURES)

@@ -44,17 +44,10 @@ The alignment features (+) are edgeplan's. The CPU's convolution kernels block c
 AVX-512's float lanes), and a count that is not a multiple of the block pays for a partial one: a tree cannot tell
 a multiple of 16 from its neighbours by thresholds on the count itself. A grouped convolution's speed follows the
 width of its groups more than their number (RegNet and ResNeXt run 16-64 groups of 8-256 channels, the synthetic
-spaces mostly 2-8 groups). On the Zen 5 keep-memory file of 2026-11-28 (eager PyTorch, 2 threads; GBDT on
-li2023's 900 networks and edgeplan's four spaces, each key alone; an ad hoc script, figures in the closing note
-of that session), the zoo CNNs' grouped convolutions went from
-34.8% to 14.0% MAPE per op (each model's grouped-convolution sum from a median 1.24x to 1.03x its measured time),
-the oneDNN dense ones from 10.4% to 9.6%, the depthwise ones from 15.2% to 14.3%; the cross-validated MAPE on the
-training ops fell with them (18.7 -> 16.9%, 9.9 -> 9.4%, 13.7 -> 13.1%). oneDNN runs a grouped convolution with
-its blocked direct kernel (``jit:avx512_core``, channels blocked by 4, 8 or 16) only when a group's input and output
-channels are both multiples of 4, and otherwise with im2col and GEMM (``x64:gemm:jit``): that rule labels all 241
-grouped configurations of the Zen 5 2-thread file exactly (``ONEDNN_VERBOSE``, 2026-11-29), and the two paths run
-the same FLOPs up to 3x apart (synthetic:942's 8 groups of 4 -> 8 channels, 7x7 at 112 pixels, stride 2: 97 GFLOP/s
-blocked; synthetic:855's 4 -> 6, otherwise alike: 34 GFLOP/s by GEMM). The by-4 features let a tree see it.
+spaces mostly 2-8 groups), so its features include the channels of one group. oneDNN runs a grouped convolution with
+its blocked direct kernel (channels blocked by 4, 8 or 16) only when a group's input and output channels are both
+multiples of 4, and otherwise with im2col and GEMM, which can be several times slower at the same FLOPs; the by-4
+features let a tree see which path a configuration takes.
 
 Beyond Table 3, every operation has two features of its place in its network (:data:`CONTEXT_FEATURES`, set by
 :func:`edgeplan.costmodels.opwise.ops.with_context` from the op order): how many ops before it in the same run are
@@ -62,7 +55,7 @@ the same op, and how many are of its kind.
 
 Neither of the last two categories appears in li2023 or in the synthetic CNNs the shipped profiles are fitted on:
 a model that has them (a vision transformer) gets them reported as unpredicted by name, not priced by another
-category's predictor (the element-wise one priced ViT-B/16's attention at 0.05 ms an op), unless its profile was
+category's predictor (the element-wise one knows nothing of an attention's work), unless its profile was
 extended with data that holds them (:meth:`edgeplan.costmodels.opwise.model.LatencyModel.extended`; the shipped
 ``torch-fp32-1t`` and ``torch-fp32-2t`` are, with 30 vision transformers each).
 
@@ -75,8 +68,8 @@ A kernel traced to a convolution or linear layer that does not compute it (ONNX 
 convolution's input, a layout ``Transpose``, an unfused ``BatchNormalization`` or ``LayerNormalization`` that the
 int8 graph keeps beside it) is an ``elementwise`` operation over that layer's tensors: its kind's name says no
 convolution or matrix product (:func:`computes_product`). Categorised by its node, it would get a convolution's
-features (FLOPs, kernel size) and, when its own kind was never trained, a convolution predictor's time: ConvNeXt's
-int8 layer norms came out tens of times slower than they run.
+features (FLOPs, kernel size) and, when its own kind was never trained, a convolution predictor's time, many times
+what an element-wise pass over the same tensors costs.
 """
 
 from __future__ import annotations
@@ -121,7 +114,7 @@ CATEGORY_FEATURES: dict[str, tuple[str, ...]] = {
     "weight_norm": ("filters", "fan_in", "input_size"),
 }
 
-#: Features of an operation's place in its network, after its own (:func:`~edgeplan.costmodels.opwise.model.
+#: Features of an operation's place in its network, after its own (:func:`~edgeplan.costmodels.opwise.ops.
 #: with_context`): how many operations before it in the same run have its predictor key and identical features
 #: (``same_op_before``), and how many have its key (``same_kind_before``), each capped (:data:`CONTEXT_CAPS`). An
 #: operation runs faster when the same kernel at the same shapes ran earlier in the same forward pass, and real-world
@@ -130,35 +123,20 @@ CATEGORY_FEATURES: dict[str, tuple[str, ...]] = {
 #: and from a graph to predict.
 CONTEXT_FEATURES: tuple[str, ...] = ("same_op_before", "same_kind_before")
 
-#: The cap of each context feature. Set when the training networks held few operations with more repeats; with
-#: edgeplan's six spaces they hold more (on the Zen 5 2-thread file 1,710 convolutions with 6-11 identical ones
-#: before them and 2,515 with 12 or more), and the shipped zen5-torch-fp32-2t over-predicts the zoo's convolutions
-#: with 12 or more (1.155x in sum, 1.031x with none; an ad hoc split by that count), but a higher cap did not
-#: help: 900 + all six spaces, GBDT, zoo MAPE 4.91% at 3, 5.03% at 12, 5.09% at 24 (2026-11-28, ad hoc:
-#: ``bench_li2023_zoo_bias.py --with-spaces --implementations`` with the cap patched; logs
-#: ``campaigns/diag_cap{12,24}.log``).
+#: The cap of each context feature. The training networks hold few operations with many repeats, so larger counts
+#: are lumped together at the cap; a higher cap does not predict real-world CNNs better.
 CONTEXT_CAPS: dict[str, int] = {"same_op_before": 3, "same_kind_before": 8}
 
 #: Features of the operation's whole network, after :data:`CONTEXT_FEATURES` (set by
 #: :func:`edgeplan.costmodels.opwise.ops.with_context`, the same for every operation of a network; a model takes
-# them only  when fitted with ``network=True``, ``ops fit --network-context``): ``network_distinct_mib``, log2 of the
-# summed  MiB of the distinct output sizes of the network's kernels (each size counted once: a proxy for the memory the
-#: allocator must hold). Every operation of a synthetic network with a large footprint runs slower than the same
-#: operation in a small one: on the Zen 5 two-thread file (2026-11-29), the shipped profile's predicted / measured
-#: ratio of synthetic:900-999 falls with the network's summed output MiB (correlation -0.60 of its log; median 1.003
-#: under 30 MiB, 0.948 at 60-120), all categories together, and reproducibly (0.83 between the main campaign and its
-#: repeat). The shipped zen5-torch-fp32-2t refitted with it (li2023's 900 and the six spaces, GBDT): synthetic:900-999
-#: 3.26 -> 2.84 %, the zoo CNNs 4.98 -> 4.95 %; zen5-torch-fp32-1t: 2.43 -> 2.14 % (``make bench-profile-zen5``). The
-#: summed output MiB itself helps the synthetic networks as much but costs the zoo, which shows no such slowdown
-#: (``benchmarks/diag_li2023_network_context.py``). ``network_total_mib`` (``network="total"``, ``ops fit
-#: --network-context total``) adds the parameter bytes of the network's kernels to those distinct output sizes: the
-#: memory a call touches, weights included, against the caches (32 MiB of L3 on that VM). ``network_peak_mib``
-#: (``network="peak"``, ``ops fit --network-context peak``) is log2 of the largest output of the network's kernels
-#: (MiB): the slowdown follows the network's largest tensor better than its sum. On the Zen 5 two-thread file
-#: (2026-12-01, GBDT, ``benchmarks/diag_li2023_network_context.py --feature peak``;
-#: MAPE synthetic:900-999 / zoo CNNs): trained on li2023's 900, 2.45 / 11.17 % against ``distinct``'s 2.59 / 11.18 %
-#: (none: 2.75 / 10.64 %); trained on the 900 and the six spaces, 2.76 / 5.38 % against none's 3.24 / 5.44 %
-#: (``distinct`` 2.91 / 5.45 % there before the grouped convolutions' by-4 features).
+#: them only when fitted with ``network=...``). Every operation of a network with a large memory footprint runs
+#: slower than the same operation in a small one, as the allocator and the caches hold more; these features let a
+#: predictor see that. ``network_distinct_mib`` (``network="distinct"``, also ``True``)
+#: is log2 of the summed MiB of the distinct output sizes of the network's kernels (each size counted once: a proxy
+#: for the memory the allocator must hold). ``network_total_mib`` (``network="total"``) adds the parameter bytes of
+#: the network's kernels to those distinct output sizes: the memory a call touches, weights included, against the
+#: caches. ``network_peak_mib`` (``network="peak"``) is log2 of the largest output of the network's kernels (MiB):
+#: the slowdown follows the network's largest tensor better than its sum.
 NETWORK_FEATURES: tuple[str, ...] = ("network_distinct_mib", "network_total_mib", "network_peak_mib")
 
 #: Which of :data:`NETWORK_FEATURES` a model fitted with ``network=CHOICE`` takes (``True`` is ``distinct``).

@@ -14,12 +14,9 @@ differs from the source *per operation*:
 3. the end-to-end latency is ``ops x (sum of corrected ops) + const``, fitted to the models' measured latencies by
    non-negative least squares on relative error (the new device's overhead between operations).
 
-Measured on the shipped Intel Xeon data (the AMD EPYC ``torch-fp32-1t`` GBDT profile calibrated from 10 models,
-20 draws, every other model predicted; ``make bench-calibrate-here``): 10.1% MAPE from any 10 against 12.1% for the
-single factor, and on real-world CNNs calibrated from 10 others 9.3% against 13.5%. Ten end-to-end numbers cannot
-separate categories whose times move together from model to model; their operations can. Corrections learnt on
-synthetic networks' operations carry poorly to real CNNs (16.2% on them): calibrate from models like the ones to
-predict.
+Ten end-to-end numbers cannot separate categories whose times move together from model to model; their operations
+can, so this correction predicts a new device better than one factor on the source's total. Corrections learnt on
+synthetic networks' operations carry poorly to real CNNs: calibrate from models like the ones to predict.
 """
 
 from __future__ import annotations

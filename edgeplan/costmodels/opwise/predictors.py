@@ -9,9 +9,9 @@ cross-validation over its hyperparameters scored by MAPE:
   Solved as an ordinary positive Lasso on rows divided by ``y``; ``alpha`` on a log grid over ``[1e-5, 1e2]``.
 - ``rf``: random forest, 1-10 trees, minimum split 2-50 (li2023's ranges).
 - ``gbdt``: gradient-boosted trees, 1-200 stages, minimum split 2-7.
-- ``mlp``: ReLU MLP, 1-6 layers of 64-512 units, Adam with li2023's learning rates and weight decays, 20% of the
-  training data for early stopping with a patience of 50 epochs (at most 200). The full grid (216 settings x 5
-  folds per op kind) does not fit a 2-core budget: 3 settings drawn from it, seeded, are compared on the
+- ``mlp``: ReLU MLP, 1-6 layers of 64-512 units, Adam with li2023's learning rates and weight decays, a fifth of
+  the training data for early stopping with a patience of 50 epochs (at most 200). The full grid (216 settings x 5
+  folds per op kind) is too slow to fit on a CPU: 3 settings drawn from it, seeded, are compared on the
   validation split, and an op kind with more than 2000 samples trains on a seeded subsample of 2000. Like the
   forests (below), it learns the ratio to a linear baseline, its log clipped to the training range.
 
@@ -20,12 +20,11 @@ and trees cannot minimize a relative loss directly (a leaf's weighted mean under
 Ours (a deviation from li2023): the forests fit ``log(y) - log(base(x))``, the ratio to a non-negative linear
 model of the same features, because a tree predicts a constant beyond its training range and real networks have
 larger operations than the synthetic space (VGG's fully connected layers, RegNet-128GF's convolutions): the
-linear part extrapolates, the trees correct it where it is wrong (``TREES_ON_BASELINE = False`` restores li2023's
-plain forests for comparison; on the 2-thread data the baseline was slightly better on held-out synthetic and zoo
-networks alike). The MLP does the same, with its log-ratio clipped to the range it was trained on: a ReLU network's
-log output is linear in the features far from them, so alone it prices a large operation exponentially (an
-infinite latency for some zoo networks, trained on li2023's space); an MLP saved before (no ``base``, no
-``log_range``) predicts as it did.
+linear part extrapolates, the trees correct it where it is wrong (``TREES_ON_BASELINE = False`` gives li2023's
+plain forests). The MLP does the same, with its log-ratio clipped to the range it was trained on: a ReLU network's
+log output is linear in the features far from them, so alone it prices a large operation exponentially (up to an
+infinite latency for networks larger than its training space); an MLP saved without ``base`` and ``log_range``
+predicts without them.
 
 Fitted predictors are plain data (:meth:`OpPredictor.to_dict`): weights, tree arrays and layer matrices evaluated by
 NumPy code here, so a saved model loads with any scikit-learn or torch version, and without pickle.
@@ -253,8 +252,8 @@ def fit_predictor(x: Array, y: Array, method: str, seed: int = 0,
         Per feature, whether the linear parts (Lasso, and the baseline of the forests: :func:`_baseline`) may
         weigh it; None: all. A feature left out reaches the trees and the MLP only: the context features
         (:data:`~edgeplan.costmodels.opwise.features.CONTEXT_FEATURES`) discount an op's time, which a non-negative
-        linear weight cannot express, and a linear term in a repeat count extrapolates to the zoo's longer runs of
-        repeats (one window of 30 training networks priced the zoo at 52.9% MAPE with it).
+        linear weight cannot express, and a linear term in a repeat count extrapolates badly to the longer runs of
+        repeats of real-world CNNs.
     groups
         Per row, the group it belongs to (the index of its network, say): the CV folds then hold out whole groups,
         so that the hyperparameters are chosen for rows of groups the fit has not seen (operations of new networks,
@@ -341,13 +340,12 @@ def _lasso_train(z: Array, y: Array, h: Mapping[str, Any], cols: _Columns | None
 
     The data cannot tell tied features apart. For a fully connected layer in li2023's space, every head has 1000
     outputs, so ``in_c``, ``param_size`` and ``flops`` tie, and with the weight on ``in_c`` (the first) a
-    4096-output layer (AlexNet's, VGG's) is priced as a 1000-output one: 4.3 ms for VGG's first, measured
-    12.8-15.7 ms on the Xeon. A product's time follows its work where the data cannot say otherwise, so the
-    operation-wise models prefer ``param_size`` and ``flops`` (:data:`edgeplan.costmodels.opwise.model.WORK_FEATURES`).
+    4096-output layer (AlexNet's, VGG's) is priced as a 1000-output one, at a fraction of its time. A product's time
+    follows its work where the data cannot say otherwise, so the operation-wise models prefer ``param_size`` and
+    ``flops`` (:data:`edgeplan.costmodels.opwise.model.WORK_FEATURES`).
     Element-wise ops are left to their first column: li2023's in-place ReLUs all act on squeeze-and-excite vectors,
-    whose time is the call's, not the elements'; carried by the element counts, the weight priced the zoo's in-place
-    ReLUs over feature maps 21 times too slow in sum (GBDT fitted on li2023's 900 networks, the Xeon's warm-all
-    data; the zoo's MAPE went from 15.4% to 37.3%).
+    whose time is the call's, not the elements'; carried by the element counts, the weight would price in-place
+    ReLUs over whole feature maps many times too slow.
     """
     import warnings
 
@@ -395,8 +393,8 @@ _GBDT_STAGES = (25, 50, 100, 200)
 _GBDT_SPLITS = (2, 4, 7)
 
 #: The depth of a boosted tree (scikit-learn's default, which li2023 does not change). Deeper trees fit li2023's
-#: synthetic test networks a little closer and the zoo CNNs no better (``benchmarks/diag_li2023_capacity.py``), at
-#: 1.5-1.7x the fitting time; a diagnostic may set it (and :data:`RF_TREES`) before fitting.
+#: synthetic test networks a little closer and real-world CNNs no better, at a longer fitting time; a diagnostic may
+#: set it (and :data:`RF_TREES`) before fitting.
 GBDT_DEPTH = 3
 
 

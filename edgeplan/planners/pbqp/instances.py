@@ -1,4 +1,4 @@
-"""Seeded random PBQP instances for verifying the solvers (tests and ``make bench-pbqp``).
+"""Seeded random PBQP instances for verifying the solvers (tests and benchmarks).
 
 Four graph shapes: ``chain`` (a plain CNN), ``cnn`` (chains with residual skips and inception-style
 branch-and-join blocks, series-parallel like the networks of mulder2020), ``cnn+chords`` (the same with a few

@@ -86,9 +86,9 @@ class LayoutEdge:
 class FlowOp:
     """A layout-transparent layer: it runs in the layout of the decision ``source`` (``None``: ``chw``).
 
-    Its time may depend on that layout (PyTorch's max pooling is ~20x faster on channels-last memory than on
-    NCHW on the reference machine); :func:`edgeplan.decisions.select.with_flow_costs` adds measured per-layout times of
-    these layers to their source's options.
+    Its time may depend on that layout (PyTorch's max pooling can run many times faster on channels-last memory
+    than on NCHW); :func:`edgeplan.decisions.select.with_flow_costs` adds measured per-layout times of these layers to
+    their source's options.
     """
 
     name: str
