@@ -353,7 +353,7 @@ def test_a_model_saved_xz_compressed_loads_and_is_found_as_a_device(tmp_path: Pa
     the device lookup read it back to the same predictions, and a corrupt file is named, not a traceback."""
     import lzma
 
-    from edgeplan.decisions import predict as predict_mod
+    from edgeplan.costmodels.opwise import profiles as predict_mod
 
     rng = np.random.default_rng(0)
     records = [_record(i, rng) for i in range(36)]
