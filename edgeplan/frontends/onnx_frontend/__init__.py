@@ -163,5 +163,3 @@ def graph_from_onnx(
     model, default_name = _load(path_or_model)
     prepared = _prepare(model, dict(input_shapes or {}))
     return _Converter(prepared, opaque, _HANDLERS).run(name or default_name).validate()
-
-

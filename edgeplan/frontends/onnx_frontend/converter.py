@@ -276,5 +276,3 @@ def _window_pads(a: dict[str, Any], size: Shape, kernel: tuple[int, int], stride
 
 
 Handler = Callable[[_Converter, "onnx.NodeProto"], None]
-
-

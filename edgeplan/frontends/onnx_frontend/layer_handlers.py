@@ -321,6 +321,3 @@ def _global_pool(mode: PoolMode) -> Handler:
         cv.emit(node, OpKind.GLOBAL_POOL, GlobalPoolAttrs(mode=mode, keepdim=True), [cv.ref(node.input[0])])
 
     return handler
-
-
-

@@ -405,7 +405,3 @@ def _evaluate(node: onnx.NodeProto, prep: _Prepared) -> dict[str, np.ndarray] | 
     except Exception:  # noqa: BLE001 - the reference evaluator can fail in any way on an op it lacks;
         return None  # the node is then kept, and converted or reported by name like any other node
     return {name: np.asarray(value) for name, value in zip(node.output, results, strict=False) if name}
-
-
-
-

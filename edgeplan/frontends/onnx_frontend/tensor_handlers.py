@@ -255,6 +255,3 @@ def _expand(cv: _Converter, node: onnx.NodeProto) -> None:
 
 def _identity(cv: _Converter, node: onnx.NodeProto) -> None:
     cv.alias(node.output[0], cv.ref(node.input[0]))
-
-
-

@@ -198,5 +198,3 @@ __all__ = [
     "pool_padding",
     "sample_synthetic",
 ]
-
-

@@ -312,5 +312,3 @@ def _elementwise(op: str, x: torch.Tensor) -> torch.Tensor:
     if op == "add":
         return x + x
     return x * x
-
-

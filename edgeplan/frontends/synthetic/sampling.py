@@ -324,6 +324,3 @@ _KIND_SAMPLERS: dict[str, Callable[[np.random.Generator, SyntheticBlock], Synthe
     "pool": _sample_pool,
     "split": _sample_split,
 }
-
-
-

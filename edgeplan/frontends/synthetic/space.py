@@ -212,5 +212,3 @@ def pool_padding(window: int) -> int:
         ``window // 2`` for the odd windows, 0 for the mixed space's 2x2 ones (VGG's, unpadded).
     """
     return 0 if window % 2 == 0 else window // 2
-
-
