@@ -273,6 +273,4 @@ def _window_pads(a: dict[str, Any], size: Shape, kernel: tuple[int, int], stride
     return pads[0], pads[1], pads[2], pads[3]
 
 
-
-
 Handler = Callable[[_Converter, "onnx.NodeProto"], None]

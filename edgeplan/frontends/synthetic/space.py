@@ -192,7 +192,6 @@ class SyntheticArch:
         return f"{family_of(self.space)}:{self.seed}"
 
 
-
 def family_of(space: str) -> str:
     """The zoo family of a synthetic space: ``synthetic`` for li2023's, ``synthetic-{space}`` for edgeplan's."""
     return "synthetic" if space == "li2023" else f"synthetic-{space}"
