@@ -34,9 +34,21 @@ def pow2_valuation(x: FloatArray, cap: int = POW2_CAP) -> FloatArray:
     """``log2`` of the largest power of two dividing each (integer) value, capped at ``cap``.
 
     A layout transformation or a primitive slows down several-fold when a stride is a multiple of a large power of
-    two (cache-set aliasing: in the Intel data, ``chw-to-hwc`` costs 5-8x more per element when ``c`` is a
-    multiple of 64). A smooth function of ``(c, im)`` cannot express that; this feature lets the model see it.
-    Non-integers get 0.
+    two (cache-set aliasing, e.g. ``chw-to-hwc`` in the mulder2021 Intel data when ``c`` is a multiple of 64). A
+    smooth function of ``(c, im)`` cannot express that; this feature lets the model see it.
+
+    Parameters
+    ----------
+    x
+        Values, any shape.
+    cap
+        Largest exponent returned.
+
+    Returns
+    -------
+    FloatArray
+        Same shape as ``x``: the exponent of each value's largest power-of-two factor; 0 for non-integers and
+        values below 1.
     """
     xi = np.rint(x).astype(np.int64)
     integer = np.isclose(x, xi) & (xi > 0)

@@ -193,7 +193,18 @@ class SyntheticArch:
 
 
 def family_of(space: str) -> str:
-    """The zoo family of a synthetic space: ``synthetic`` for li2023's, ``synthetic-{space}`` for edgeplan's."""
+    """The zoo family of a synthetic space: ``synthetic`` for li2023's, ``synthetic-{space}`` for edgeplan's.
+
+    Parameters
+    ----------
+    space
+        One of :data:`SPACES`.
+
+    Returns
+    -------
+    str
+        The family prefix of the space's zoo names (``synthetic-wide`` in ``synthetic-wide:5``).
+    """
     return "synthetic" if space == "li2023" else f"synthetic-{space}"
 
 

@@ -140,10 +140,36 @@ def pipeline_stages(graph: Graph, points: Sequence[str], runs: Sequence[tuple[in
 
 
 def transfer_ms(size_bytes: float, bandwidth_mbps: float, compression: float = 1.0) -> float:
-    """Time to send ``size_bytes`` (compressed by ``compression``) over a ``bandwidth_mbps`` link, in ms."""
+    """Time to send ``size_bytes`` (compressed by ``compression``) over a ``bandwidth_mbps`` link, in ms.
+
+    Parameters
+    ----------
+    size_bytes
+        Uncompressed size of the message.
+    bandwidth_mbps
+        Link bandwidth in Mbit/s.
+    compression
+        Compression ratio (size before / size after).
+
+    Returns
+    -------
+    float
+        ``size_bytes / compression * 8 / bandwidth``, in milliseconds.
+    """
     return size_bytes / compression * 8.0 / (bandwidth_mbps * 1e6) * 1e3
 
 
 def message_bytes(message: Message) -> int:
-    """Bytes of the tensors of a message."""
+    """Bytes of the tensors of a message.
+
+    Parameters
+    ----------
+    message
+        The arrays that cross a cut.
+
+    Returns
+    -------
+    int
+        The sum of their ``nbytes``.
+    """
     return sum(int(a.nbytes) for a in message)
