@@ -273,4 +273,5 @@ def _window_pads(a: dict[str, Any], size: Shape, kernel: tuple[int, int], stride
     return pads[0], pads[1], pads[2], pads[3]
 
 
+#: A handler maps one ONNX node to IR nodes through the converter, or raises ``_NotModelled``.
 Handler = Callable[[_Converter, "onnx.NodeProto"], None]
