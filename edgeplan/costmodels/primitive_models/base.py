@@ -14,6 +14,8 @@ import numpy.typing as npt
 from edgeplan.errors import InvalidInputError, NotFittedError
 from edgeplan.measure.primitive_data import LAYER_FEATURES
 
+__all__ = ["POW2_FEATURES", "PrimitiveEstimator", "ProgressCallback", "TARGET_SCALES", "pow2_valuation"]
+
 FloatArray = npt.NDArray[np.float64]
 ProgressCallback = Callable[[str, Any], None]
 """Called as ``callback(stage, info)`` after every training epoch (``info``: an ``EpochInfo``)."""

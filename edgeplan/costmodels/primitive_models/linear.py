@@ -11,6 +11,7 @@ import numpy.typing as npt
 from edgeplan.costmodels.primitive_models.base import FloatArray, PrimitiveEstimator, ProgressCallback
 from edgeplan.measure.primitive_data import LAYER_FEATURES
 
+__all__ = ["LinearModel"]
 
 class LinearModel(PrimitiveEstimator):
     """Lin: per-output least squares of the standardized log-time on the standardized inputs (a baseline).

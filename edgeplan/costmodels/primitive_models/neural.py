@@ -12,6 +12,7 @@ import numpy.typing as npt
 from edgeplan.costmodels.primitive_models.base import FloatArray, PrimitiveEstimator, ProgressCallback
 from edgeplan.errors import InvalidInputError
 
+__all__ = ["NN1Model", "NN2Model"]
 
 class _TorchModel(PrimitiveEstimator):
     """Shared settings and training of NN1 and NN2 (torch is imported only in fit and predict)."""

@@ -7,6 +7,8 @@ from typing import Any
 
 from edgeplan.frontends.aten_values import Call
 
+__all__ = ["HANDLERS", "Handler"]
+
 Handler = Callable[[Call], Any]
 HANDLERS: dict[str, Handler] = {}
 

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     import onnx
 
 
+__all__ = ["Handler"]
+
 class _NotModelled(Exception):
     """Raised by a handler for a variant of an operator the IR cannot express; the detail says which."""
 

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     import onnx
 
 
+__all__ = ["PathOrModel"]
+
 PathOrModel = Union[str, "os.PathLike[str]", "onnx.ModelProto"]
 
 #: ONNX ``TensorProto.DataType`` codes (fixed by the ONNX protobuf schema) of the element types the IR models.

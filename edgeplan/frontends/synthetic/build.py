@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     import torch
 
 
+__all__ = ["build_synthetic"]
+
 def build_synthetic(seed: int, space: str = "li2023") -> tuple[torch.nn.Module, tuple[tuple[int, ...], ...]]:
     """Build the network of a seed from a synthetic NAS space, with random weights, in eval mode.
 

@@ -67,6 +67,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 
+__all__ = ["sample_synthetic"]
+
 def sample_synthetic(seed: int, space: str = "li2023") -> SyntheticArch:
     """Sample the architecture of a seed from a synthetic NAS space.
 

@@ -6,6 +6,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = [
+    "ACTIVATIONS",
+    "BLOCK_KINDS",
+    "DENSE_BOTTLENECK",
+    "ELEMENTWISE_OPS",
+    "FINAL_MAP",
+    "INPUT_SIZE",
+    "NUM_CLASSES",
+    "SPACES",
+    "STD_EPS",
+    "STEM_CHANNELS",
+    "STRIDES",
+    "SyntheticArch",
+    "SyntheticBlock",
+    "family_of",
+    "pool_padding",
+]
+
 BLOCK_KINDS: tuple[str, ...] = ("conv", "dwsep", "bottleneck", "pool", "split")
 """The five block kinds of li2023 §4.3.2, in the paper's order."""
 

@@ -34,6 +34,7 @@ from edgeplan.measure.store.schema import (
     _utc_now,
 )
 
+__all__ = ["Store"]
 
 class Store:
     """A measurement Store backed by one SQLite file; open it with :meth:`Store.open`.

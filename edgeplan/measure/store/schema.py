@@ -42,6 +42,8 @@ from typing import Any
 
 from edgeplan.errors import InvalidInputError
 
+__all__ = ["CAMPAIGN_STATUSES", "Campaign", "MeasurementRecord", "SCHEMA_STATEMENTS", "SCHEMA_VERSION"]
+
 #: Version of the schema this module writes (stored in ``meta``).
 SCHEMA_VERSION = 1
 #: Values of ``campaigns.status``.

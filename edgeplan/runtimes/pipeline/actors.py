@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from edgeplan.measure.graph_exec import GraphExecutor
 
 
+__all__ = ["Link", "Stage"]
+
 class Stage:
     """A pipeline stage: runs its nodes on the tensors it receives (a Ray actor in :func:`run_pipeline`).
 

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from edgeplan.measure.graph_exec import GraphExecutor
 
 
+__all__ = ["PipelineResult", "run_pipeline"]
+
 _PROFILE_REPEATS = 5
 _POOL = 4  # distinct inputs cycled through the pipeline (each output is checked against its own reference)
 

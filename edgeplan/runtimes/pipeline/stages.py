@@ -8,16 +8,13 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir import Graph, OpKind, Ref
 
-if TYPE_CHECKING:
-    pass
-
+__all__ = ["Message", "PipelineStage", "message_bytes", "pipeline_stages", "transfer_ms"]
 
 Message = tuple[np.ndarray, ...]
 """What crosses a cut: the tensors of :attr:`PipelineStage.sends`, in that order, as C-contiguous arrays."""
