@@ -1097,7 +1097,7 @@ def _named_copy(spec: str, home: str | Path | None) -> Path:
     same file with names."""
     import onnx
 
-    from edgeplan.frontends.onnx_frontend import _load as _load_onnx
+    from edgeplan.frontends.onnx_frontend.loading import _load as _load_onnx
     from edgeplan.measure.paths import edgeplan_home
 
     source = Path(spec)

@@ -1,33 +1,13 @@
-"""Run a partitioned model for real as a pipeline of Ray actors and measure its throughput (parthasarathy2022).
-
-A partition plan cuts a model at candidate points into stages ``0..k-1``; stage ``i`` sends the output of its
-last point to stage ``i + 1`` over a link. In a pipeline every stage and every link works on a different input
-at the same time, so the throughput is ``1 / bottleneck``, the bottleneck being the slowest part: the largest of
-the stages' compute times and the links' transfer times.
-
-Here each stage is a :class:`Stage` actor holding the whole graph with the same seeded weights (so a split run
-computes what a local run computes) and running its own nodes; each link is a :class:`Link` actor that forwards
-a message after ``size_bytes * 8 / bandwidth`` seconds, ``size_bytes`` being the real bytes of the tensors it
-carries (divided by a compression ratio when one is given). Links are actors of their own, so transfers overlap
-compute as on a real network. Every actor runs its calls one at a time, in order.
-
-:func:`run_pipeline` first times each stage on its own (nothing else running), predicts the bottleneck, then
-streams inputs through the chain ``stage 0 -> link 0 -> stage 1 -> ...`` by chaining object references, with a
-bounded number of inputs in flight, and measures the period between completions at the last stage. It checks
-that every output equals a local run of the whole graph.
-
-:func:`pipeline_stages` turns a plan into stages and checks from the graph's structure that only the cut point's
-output crosses each cut. It and the actor classes import neither torch nor Ray at module level.
+"""Running a partition plan as a pipeline of Ray actors: profiling each stage, streaming inputs, measuring the
+period and checking the outputs against a local run.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import os
 import statistics
-import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,251 +17,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgeplan.errors import InvalidInputError, MeasurementError
-from edgeplan.ir import Graph, OpKind, Ref
+from edgeplan.ir import Graph
+from edgeplan.runtimes.pipeline.actors import Link, Stage
+from edgeplan.runtimes.pipeline.stages import Message, PipelineStage, message_bytes, pipeline_stages, transfer_ms
 
 if TYPE_CHECKING:
     from edgeplan.measure.graph_exec import GraphExecutor
 
-__all__ = ["Link", "Message", "PipelineResult", "PipelineStage", "Stage", "message_bytes", "pipeline_stages",
-           "run_pipeline", "transfer_ms"]
 
-Message = tuple[np.ndarray, ...]
-"""What crosses a cut: the tensors of :attr:`PipelineStage.sends`, in that order, as C-contiguous arrays."""
+__all__ = ["PipelineResult", "run_pipeline"]
 
 _PROFILE_REPEATS = 5
 _POOL = 4  # distinct inputs cycled through the pipeline (each output is checked against its own reference)
-
-
-@dataclass(frozen=True)
-class PipelineStage:
-    """One stage of a pipeline: the nodes it runs and the tensors it receives and sends.
-
-    Attributes
-    ----------
-    index
-        Position in the pipeline.
-    nodes
-        Names of the graph nodes it runs, in execution order (graph inputs excluded).
-    receives
-        Tensors it gets from the previous stage (the graph inputs for the first stage).
-    sends
-        Tensors it passes on: the outputs of its last point that later nodes read (the graph outputs for the last
-        stage).
-    """
-
-    index: int
-    nodes: tuple[str, ...]
-    receives: tuple[Ref, ...]
-    sends: tuple[Ref, ...]
-
-
-def _check_runs(points: Sequence[str], runs: Sequence[tuple[int, int]]) -> None:
-    m = len(points)
-    if not runs:
-        raise InvalidInputError("runs is empty: a pipeline needs at least one stage")
-    expected = 0
-    for a, b in runs:
-        if a != expected or b < a or b >= m:
-            raise InvalidInputError(f"runs {list(runs)} do not cover the points 0..{m - 1} in order without gaps "
-                                    f"(run ({a}, {b}) should start at {expected} and end at or before {m - 1})")
-        expected = b + 1
-    if expected != m:
-        raise InvalidInputError(f"runs {list(runs)} end at point {expected - 1}, not at the last point {m - 1} "
-                                f"({points[-1]!r})")
-
-
-def _positions(graph: Graph, points: Sequence[str]) -> list[int]:
-    position = {node.name: k for k, node in enumerate(graph.nodes)}
-    unknown = [p for p in points if p not in position]
-    if unknown:
-        raise InvalidInputError(f"points {unknown} are not nodes of {graph.name!r}")
-    pos = [position[p] for p in points]
-    if any(b <= a for a, b in itertools.pairwise(pos)):
-        raise InvalidInputError(f"points of {graph.name!r} must be distinct and in execution order, got {list(points)}")
-    if pos[-1] != len(graph.nodes) - 1:
-        raise InvalidInputError(f"node {graph.nodes[pos[-1] + 1].name!r} of {graph.name!r} comes after the last point "
-                                f"{points[-1]!r} and would belong to no stage; the last point must be the last node")
-    return pos
-
-
-def _lifetimes(graph: Graph) -> dict[Ref, tuple[int, float]]:
-    """For every tensor: the position of its producer (-1 for graph inputs) and of its last reader (inf: output)."""
-    life: dict[Ref, tuple[int, float]] = {}
-    for k, node in enumerate(graph.nodes):
-        born = -1 if node.kind is OpKind.INPUT else k
-        for i in range(len(node.output_shapes)):
-            life[Ref(node.name, i)] = (born, -math.inf)
-        for ref in node.inputs:
-            life[ref] = (life[ref][0], max(life[ref][1], k))
-    for ref in graph.outputs:
-        life[ref] = (life[ref][0], math.inf)
-    return life
-
-
-def pipeline_stages(graph: Graph, points: Sequence[str], runs: Sequence[tuple[int, int]]) -> tuple[PipelineStage, ...]:
-    """The stages of a partition plan: nodes per stage and the tensors that cross each cut.
-
-    Parameters
-    ----------
-    graph
-        The graph.
-    points
-        Candidate points in execution order (e.g. :attr:`PartitionProblem.points
-        <edgeplan.planners.partition.PartitionProblem.points>`); the last must be the graph's last node.
-    runs
-        ``(first point, last point)`` per stage (:attr:`PartitionPlan.runs
-        <edgeplan.planners.partition.PartitionPlan.runs>`): stage ``a..b`` runs every node after point ``a - 1``
-        up to point ``b``, in ``graph.nodes`` order.
-
-    Returns
-    -------
-    tuple of PipelineStage
-
-    Raises
-    ------
-    InvalidInputError
-        When the runs do not cover the points in order, a point is not a node, a stage would run no node, or a
-        tensor other than the cut point's outputs crosses a cut (naming it: the point is not a valid cut).
-    """
-    _check_runs(points, runs)
-    pos = _positions(graph, points)
-    life = _lifetimes(graph)
-    receives = tuple(Ref(n.name, i) for n in graph.inputs for i in range(len(n.output_shapes)))
-    stages: list[PipelineStage] = []
-    for index, (a, b) in enumerate(runs):
-        start, end = (pos[a - 1] + 1 if a > 0 else 0), pos[b]
-        nodes = tuple(n.name for n in graph.nodes[start : end + 1] if n.kind is not OpKind.INPUT)
-        if not nodes:
-            raise InvalidInputError(f"stage {index} (points {a}..{b}) of {graph.name!r} runs no node; drop the "
-                                    "graph inputs from the points")
-        if index == len(runs) - 1:
-            sends = tuple(graph.outputs)
-        else:
-            crossing = sorted((r for r, (born, last) in life.items() if born <= end < last), key=str)
-            stray = [str(r) for r in crossing if r.node != points[b]]
-            if stray:
-                raise InvalidInputError(f"cutting {graph.name!r} after {points[b]!r} would also send {stray}; "
-                                        "cut only at candidate points (edgeplan.ir.cut_points)")
-            sends = tuple(crossing)
-        stages.append(PipelineStage(index, nodes, receives, sends))
-        receives = sends
-    return tuple(stages)
-
-
-def transfer_ms(size_bytes: float, bandwidth_mbps: float, compression: float = 1.0) -> float:
-    """Time to send ``size_bytes`` (compressed by ``compression``) over a ``bandwidth_mbps`` link, in ms."""
-    return size_bytes / compression * 8.0 / (bandwidth_mbps * 1e6) * 1e3
-
-
-def message_bytes(message: Message) -> int:
-    """Bytes of the tensors of a message."""
-    return sum(int(a.nbytes) for a in message)
-
-
-class Stage:
-    """A pipeline stage: runs its nodes on the tensors it receives (a Ray actor in :func:`run_pipeline`).
-
-    Parameters
-    ----------
-    graph
-        The whole graph (every stage builds the same seeded weights).
-    stage
-        What this stage runs.
-    seed
-        Weight seed, the same on every stage.
-    threads
-        Torch intra-op threads of this process.
-    """
-
-    def __init__(self, graph: Graph, stage: PipelineStage, seed: int = 0, threads: int = 1) -> None:
-        import torch
-
-        from edgeplan.measure.graph_exec import GraphExecutor
-
-        torch.set_num_threads(threads)
-        self._executor: GraphExecutor = GraphExecutor(graph, seed=seed)
-        self._stage = stage
-        self._spans: list[tuple[float, float]] = []
-
-    def _compute(self, message: Message) -> Message:
-        import torch
-
-        env = {r: torch.from_numpy(a if a.flags.writeable else a.copy())
-               for r, a in zip(self._stage.receives, message, strict=True)}
-        with torch.inference_mode():
-            self._executor.run_nodes(self._stage.nodes, env)
-        return tuple(np.ascontiguousarray(env[r].numpy()) for r in self._stage.sends)
-
-    def run(self, message: Message) -> tuple[Message, float]:
-        """Run the stage's nodes on ``message``; return what it sends and when it was ready (``time.time()``).
-
-        Records the busy span. In the pipeline the two values are two Ray objects: the next link gets both.
-        """
-        t0 = time.perf_counter()
-        out = self._compute(message)
-        self._spans.append((t0, time.perf_counter()))
-        return out, time.time()
-
-    def profile(self, message: Message, repeats: int) -> tuple[Message, list[float]]:
-        """Run once untimed, then ``repeats`` timed runs; return the output and the times (ms)."""
-        out = self._compute(message)
-        samples = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            out = self._compute(message)
-            samples.append((time.perf_counter() - t0) * 1e3)
-        return out, samples
-
-    def spans(self) -> list[tuple[float, float]]:
-        """``(start, end)`` of every :meth:`run` so far, on this process's ``time.perf_counter`` clock."""
-        return list(self._spans)
-
-    def host(self) -> str:
-        """The host name of the machine the stage runs on."""
-        import socket
-
-        return socket.gethostname()
-
-
-class Link:
-    """An emulated network link: holds each message for its transfer time, then forwards it.
-
-    Parameters
-    ----------
-    bandwidth_mbps
-        Link speed in Mbit/s.
-    compression
-        The message's bytes are divided by this ratio (1: uncompressed).
-    """
-
-    def __init__(self, bandwidth_mbps: float, compression: float = 1.0) -> None:
-        self._mbps = bandwidth_mbps
-        self._ratio = compression
-        self._free_at = 0.0  # time.time() at which the last transfer ends
-        self._spans: list[tuple[float, float]] = []
-
-    def send(self, message: Message, ready_at: float | None = None) -> Message:
-        """Return ``message`` when its transfer is over; records the busy span.
-
-        The transfer starts when the message was ready (``ready_at``, a ``time.time()`` stamp from the sender;
-        ``None``: now) or when the previous transfer ended, whichever is later, as on a real link where a queued
-        message goes out right after the one before it. The time this actor spends between calls (Ray returning
-        the last message and delivering this one) thus overlaps the transfer instead of adding to it.
-        """
-        t0 = time.perf_counter()
-        now = time.time()
-        ready = now if ready_at is None else min(ready_at, now)  # never in the future (clock skew across hosts)
-        start = max(ready, self._free_at)
-        self._free_at = start + transfer_ms(message_bytes(message), self._mbps, self._ratio) / 1e3
-        remaining = self._free_at - time.time()
-        if remaining > 0:
-            time.sleep(remaining)
-        self._spans.append((t0, time.perf_counter()))
-        return message
-
-    def spans(self) -> list[tuple[float, float]]:
-        """``(start, end)`` of every :meth:`send` so far."""
-        return list(self._spans)
 
 
 @dataclass(frozen=True)
