@@ -46,7 +46,7 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
     """Plan which layers of MODEL run on the mobile and which in the cloud, for latency or mobile energy."""
     from pathlib import Path
 
-    from edgeplan.decisions.offload import DEFAULT_MOBILE_POWER, OffloadSetup, plan_offload, run_offload
+    from edgeplan.decisions.offload import DEFAULT_MOBILE_POWER, OffloadOptions, OffloadSetup, plan_offload, run_offload
     from edgeplan.frontends.zoo import parse_shape
     from edgeplan.measure import check_thread_count
     from edgeplan.planners.offload import MobilePowerModel, custom_network, network_preset
@@ -68,8 +68,10 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
         power = MobilePowerModel(mobile_power_w * 1000.0, 0.0, "given with --mobile-power-w")
     setup = OffloadSetup(model, mobile_threads, cloud_threads, cloud_speedup, costs_source,
                          parse_shape(input_shape) if input_shape else None)
-    result = plan_offload(setup, net, objective, battery_mj, cloud_ms, solver, power, ctx.home,
-                          progress=not as_json, command=ctx.command, same_side_splits=same_side_splits)
+    result = plan_offload(setup, net, OffloadOptions(objective, battery_mj, cloud_ms, solver, power, same_side_splits),
+                          home=ctx.home, progress=not as_json, command=ctx.command)
+    for warning in result.warnings:  # another device's costs: never silent
+        click.echo(f"warning: {warning}", err=True)
     run = run_offload(result, repeats=repeats) if do_run else None
     lookup = None
     if lookup_grid:

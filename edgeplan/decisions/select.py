@@ -294,7 +294,7 @@ def merged_tables(paths: Sequence[str | Path]) -> PrimitiveDataset:
                             " + ".join(t.source for t in tables))
 
 
-SHIPPED = Path(__file__).resolve().parent / "data" / "primitives"
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "primitives"
 SHIPPED_TABLES = ("reference_cpu_1t.csv", "reference_cpu_1t_abovecap.csv")
 """The reference machine's measured tables (main campaign and the layers above its work cap)."""
 SHIPPED_MODEL = "nn2_cpu_1t"
