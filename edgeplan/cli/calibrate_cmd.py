@@ -428,7 +428,7 @@ def _measure_layers(ctx: Context, networks: tuple[str, ...], sampling: tuple[int
     )
     from edgeplan.measure.store import Store
 
-    device = describe_device("torch", threads, device=torch_device)
+    device = describe_device("torch", threads, torch_device=torch_device)
     configs = _network_configs(networks) if networks else None
     samples, design = sampling
     plan = primitive_campaign(device.key, configs=configs, seed=seed, max_configs=None if networks else samples,

@@ -53,8 +53,8 @@ class CostsOrigin:
         else:
             shown = "; ".join(device_differences(self.device, self.here)[:4])
             why = f"{self.device.summary()} [{shown}]"
-        return (f"the costs are another device's: {self.label} was measured on {why}, and this machine is "
-                f"{self.here.summary()}; its latencies may be far from this machine's. {self.remedy}").rstrip()
+        return (f"the costs are another device's ({self.label}, measured on {why}); this machine is "
+                f"{self.here.summary()}, and its latencies may be far from them. {self.remedy}").rstrip()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: ``source``, ``label``, ``device`` (descriptor and fingerprint, or null), ``this_device``

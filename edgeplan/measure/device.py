@@ -290,8 +290,8 @@ def device_differences(a: DeviceDescriptor, b: DeviceDescriptor) -> list[str]:
         identity.
     """
     if not (a.described and b.described):
-        return ["a descriptor recorded without the CPU's family, model, ISA extensions and caches (an older "
-                "edgeplan): the machines cannot be told apart, so they are taken as different"]
+        return ["CPU family, model, ISA extensions and caches not recorded (an older edgeplan), so it cannot be "
+                "told from another CPU of that name"]
     return [f"{name}: {_shown(getattr(a, name))} vs {_shown(getattr(b, name))}" for name in _MACHINE_FIELDS
             if getattr(a, name) != getattr(b, name)]
 
@@ -308,8 +308,8 @@ def _shown(value: object) -> str:
     return " ".join(value) if isinstance(value, tuple) else str(value)
 
 
-def describe_device(runtime: str, threads: int, dtype: str = "float32", device: str = "cpu") -> DeviceDescriptor:
-    """Describe this machine for a measurement with ``runtime`` on ``device``.
+def describe_device(runtime: str, threads: int, dtype: str = "float32", torch_device: str = "cpu") -> DeviceDescriptor:
+    """Describe this machine for a measurement with ``runtime`` on ``torch_device``.
 
     Parameters
     ----------
@@ -319,7 +319,7 @@ def describe_device(runtime: str, threads: int, dtype: str = "float32", device: 
         Intra-op thread count the measurement uses (at least 1).
     dtype
         Element type, one of :data:`DTYPES`.
-    device
+    torch_device
         ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` with the torch runtime.
 
     Returns
@@ -333,7 +333,7 @@ def describe_device(runtime: str, threads: int, dtype: str = "float32", device: 
     MeasurementError
         If the runtime is not installed or CUDA was asked for and is not available.
     """
-    _check_arguments(runtime, threads, dtype, device)
+    _check_arguments(runtime, threads, dtype, torch_device)
     text = _read_cpuinfo()
     vendor, family, model, stepping = _cpu_identity(text)
     l1d, l2, l3 = _cache_kib(_CPU_SYSFS)
@@ -345,7 +345,7 @@ def describe_device(runtime: str, threads: int, dtype: str = "float32", device: 
         runtime=runtime,
         runtime_version=_runtime_version(runtime),
         dtype=dtype,
-        accelerator=_accelerator(device),
+        accelerator=_accelerator(torch_device),
         hostname=socket.gethostname(),
         os=platform.platform(),
         python=platform.python_version(),
