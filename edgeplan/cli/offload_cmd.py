@@ -24,7 +24,9 @@ __all__ = ["offload"]
               help="Derive the cloud from the mobile instead: ranges / FACTOR (the paper's cloud: 11.25).")
 @click.option("--mobile-power-w", type=float, default=None, help="Mobile compute power, W (default 7.5, stated).")
 @click.option("--costs", "costs_source", type=click.Choice(["auto", "store", "shipped", "measure"]), default="auto",
-              show_default=True, help="Where range latencies come from (auto: Store, shipped, else measure).")
+              show_default=True, help="Where range latencies come from (auto: this machine's Store, else the shipped "
+              "ranges if measured on this very device, else measure here; shipped: the reference machine's, with a "
+              "warning).")
 @click.option("--input-shape", default=None, help="Override the default input shape, e.g. 1x3x160x160.")
 @click.option("--same-side-splits", is_flag=True,
               help="Allow consecutive segments on one side, as the paper's ILP does (gains are measurement noise).")

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from edgeplan.costmodels.opwise.calibrate import CalibratedDevice
     from edgeplan.costmodels.opwise.model import LatencyModel
 
-__all__ = ["Calibration", "calibrate", "model_terms"]
+__all__ = ["Calibration", "calibrate", "measurement_rows", "model_terms"]
 
 #: The source profile a calibration corrects when none is named.
 DEFAULT_SOURCE = "torch-fp32-1t"
@@ -105,9 +105,16 @@ def model_terms(models: Sequence[str], source: LatencyModel, deductions: Sequenc
     return out, kept, left
 
 
-def _rows(measurements: str | Path | Sequence[tuple[str, float]],
-          ) -> tuple[list[tuple[str, float]], Mapping[str, Mapping[str, Any]] | None]:
-    """``(model, latency_ms)`` rows, and the dataset records by model when ``measurements`` is an ops export."""
+def measurement_rows(measurements: str | Path | Sequence[tuple[str, float]],
+                     ) -> tuple[list[tuple[str, float]], Mapping[str, Mapping[str, Any]] | None]:
+    """The checked ``(model, latency_ms)`` rows of a ``model,latency_ms`` CSV, an ``ops export`` dataset (median
+    end-to-end times) or pairs, and for a dataset its records by model (the operations measured too), else None.
+
+    Raises
+    ------
+    InvalidInputError
+        A missing file or column, a latency that is not a positive number, a repeated model (named by its line).
+    """
     from edgeplan.costmodels.opwise.calibrate import read_measurements
 
     if isinstance(measurements, str | Path):
@@ -186,7 +193,7 @@ def calibrate(measurements: str | Path | Sequence[tuple[str, float]], name: str,
     model = load_device_model(source, method, home)
     if not isinstance(model, LatencyModel):  # a calibrated device: correct its source, not the correction
         source, model = model.source_device, model.source
-    rows, records = _rows(measurements)
+    rows, records = measurement_rows(measurements)
     terms, _, left = model_terms([m for m, _ in rows], model, DEDUCTIONS, home=home)
     if left:
         line, spec = next((i, m) for i, (m, _) in enumerate(rows, start=2) if m in left)

@@ -62,7 +62,9 @@ class OffloadSetup:
         When set, the mobile is *derived*: this machine's ranges at ``mobile_threads`` times this factor (to study
         a slower phone; applied before ``cloud_speedup``).
     costs
-        One of :data:`COST_SOURCES`.
+        One of :data:`COST_SOURCES`: ``auto`` (default) never takes another device's ranges (it measures them here
+        instead); ``shipped`` takes the reference machine's as asked, and the result says whether they are this
+        machine's.
     input_shape
         Input shape override.
     """
