@@ -10,7 +10,7 @@ where :func:`edgeplan.decisions.predict.predict` finds it by name.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,7 +106,7 @@ def model_terms(models: Sequence[str], source: LatencyModel, deductions: Sequenc
 
 
 def measurement_rows(measurements: str | Path | Sequence[tuple[str, float]],
-                     ) -> tuple[list[tuple[str, float]], Mapping[str, Mapping[str, Any]] | None]:
+                     ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]] | None]:
     """The checked ``(model, latency_ms)`` rows of a ``model,latency_ms`` CSV, an ``ops export`` dataset (median
     end-to-end times) or pairs, and for a dataset its records by model (the operations measured too), else None.
 

@@ -155,15 +155,15 @@ def output_error(reference: torch.Tensor, outputs: torch.Tensor) -> float:
 
 
 
-def _synchronizer(device: torch.device) -> Callable[[], None]:
-    """What ends a timed run on ``device``: waiting for CUDA's queued kernels, nothing on the CPU."""
-    if device.type == "cuda":
-        return functools.partial(torch.cuda.synchronize, device)
+def _synchronizer(torch_device: torch.device) -> Callable[[], None]:
+    """What ends a timed run on ``torch_device``: waiting for CUDA's queued kernels, nothing on the CPU."""
+    if torch_device.type == "cuda":
+        return functools.partial(torch.cuda.synchronize, torch_device)
     return lambda: None
 
 
 @contextmanager
-def _float32_arithmetic(device: torch.device) -> Iterator[None]:
+def _float32_arithmetic(torch_device: torch.device) -> Iterator[None]:
     """TF32 off for cuDNN convolutions and matmuls on CUDA (outputs are checked in float32), every setting put back
     as it was; nothing to change on the CPU.
 
@@ -171,7 +171,7 @@ def _float32_arithmetic(device: torch.device) -> Iterator[None]:
     ``allow_tf32`` flags once the two APIs disagree, so the new attributes are used where they exist. Neither way
     touches cuDNN's ``benchmark`` or ``deterministic`` settings.
     """
-    if device.type != "cuda":
+    if torch_device.type != "cuda":
         yield
         return
     cudnn: Any = torch.backends.cudnn
@@ -336,7 +336,7 @@ def run_selection(spec: str, choices: Mapping[str, str], conv_inputs: Mapping[st
     return SelectionRun(threads, latency, single or "", errors, str(target))
 
 
-def _flow_callable(node: Node, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor] | None:
+def _flow_callable(node: Node, torch_device: torch.device) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """A torch function computing a layout-transparent IR node, or ``None`` when its time is taken as
     independent of the layout (activations other than ReLU, dropout, padding, LRN, element-wise with a constant)."""
     import torch.nn.functional as F
@@ -350,8 +350,8 @@ def _flow_callable(node: Node, device: torch.device) -> Callable[[torch.Tensor],
                                       count_include_pad=attrs.count_include_pad)
     if node.kind is OpKind.BATCH_NORM:
         c = int(node.input_shapes[0][1])
-        mean, weight = torch.zeros(c, device=device), torch.ones(c, device=device)
-        var, bias = torch.ones(c, device=device), torch.zeros(c, device=device)
+        mean, weight = torch.zeros(c, device=torch_device), torch.ones(c, device=torch_device)
+        var, bias = torch.ones(c, device=torch_device), torch.zeros(c, device=torch_device)
         return lambda x: F.batch_norm(x, mean, var, weight, bias, training=False)
     if node.kind is OpKind.ACTIVATION and isinstance(attrs, ActivationAttrs) and attrs.fn is Activation.RELU:
         return torch.relu
