@@ -180,3 +180,29 @@ def test_auto_measures_here_rather_than_take_another_devices_shipped_costs(
     assert origin.source == "measured here" and origin.matches_here and origin.warning() is None
     assert not np.allclose(costs.mobile_ms[np.triu_indices(n)], 1.0)
 
+
+
+# ---------------------------------------------------------------------------------------- selection's costs
+
+
+def test_select_trusts_tables_measured_here_and_warns_of_others(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    from edgeplan.cli.main import main
+    from edgeplan.decisions.select import SHIPPED, SHIPPED_TABLES, select
+
+    here = describe_device("torch", 1)
+    table = tmp_path / "mine.csv"
+    shutil.copy(SHIPPED / SHIPPED_TABLES[0], table)
+    (tmp_path / "mine.provenance.json").write_text(json.dumps({"devices": [{"key": here.key,
+                                                                             "descriptor": here.to_dict()}]}))
+    mine = select("torchvision:squeezenet1_0", tables=[table])
+    assert mine.costs_match_this_device and not mine.warnings and mine.costs_from is not None
+    assert mine.costs_from.source == "table"
+    (tmp_path / "mine.provenance.json").write_text(json.dumps({"devices": [{"key": "x", "descriptor": OLD}]}))
+    assert not select("torchvision:squeezenet1_0", tables=[table]).costs_match_this_device
+    code = main(["--home", str(tmp_path), "select", "torchvision:squeezenet1_0", "--no-flow-costs", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0 and "warning: the costs are another device's (the shipped tables" in captured.err
+    assert json.loads(captured.out)["costs_match_this_device"] is False
