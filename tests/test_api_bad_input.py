@@ -178,16 +178,16 @@ def test_primitive_tables_want_whole_layer_shapes(tmp_path: Path) -> None:
 
 
 def test_offload_inputs_are_checked_when_given() -> None:
-    from edgeplan.decisions.offload import OffloadSetup, plan_offload
+    from edgeplan.decisions.offload import OffloadOptions, OffloadSetup, plan_offload
     from edgeplan.planners.offload import OffloadCosts
 
     for bad in ({"cloud_speedup": float("inf")}, {"cloud_speedup": "2"}, {"mobile_threads": 0}, {"model": None}):
         with pytest.raises(InvalidInputError):
             OffloadSetup(**{"model": "paper:alexnet", **bad})  # type: ignore[arg-type]
-    with pytest.raises(InvalidInputError, match="needs an OffloadSetup"):
-        plan_offload("paper:alexnet")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="a zoo string or an OffloadSetup"):
+        plan_offload(3)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="True or False"):
-        plan_offload(OffloadSetup("paper:alexnet", costs="shipped"), same_side_splits="no")  # type: ignore[arg-type]
+        OffloadOptions(same_side_splits="no")  # type: ignore[arg-type]
     m = [[1.0, 2.0, 3.0], [0.0, 1.0, 2.0], [0.0, 0.0, 1.0]]
     with pytest.raises(InvalidInputError, match="sequence of layer names"):
         OffloadCosts("abc", m, m, (1, 1, 1, 1))  # type: ignore[arg-type]

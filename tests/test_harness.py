@@ -298,7 +298,7 @@ def test_measure_torch_on_cuda() -> None:
 
     timing = measure_torch(torch.nn.Linear(256, 256), (torch.randn(64, 256),), threads=1, config=QUICK, device="cuda")
     assert timing.median_ms > 0
-    assert describe_device("torch", threads=1, device="cuda").accelerator
+    assert describe_device("torch", threads=1, torch_device="cuda").accelerator
 
 
 def _matmul_onnx(path: Path) -> Path:

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from edgeplan.cli.main import main
-from edgeplan.decisions.partition import Cluster, PartitionResult, load_cluster, plan_partition, simulated_cluster
+from edgeplan.decisions.partition import (
+    Cluster,
+    PartitionOptions,
+    PartitionResult,
+    load_cluster,
+    plan_partition,
+    simulated_cluster,
+)
 from edgeplan.errors import InvalidInputError
 from edgeplan.planners.partition import PlacementProblem, bottleneck_ms, place_exact
 
@@ -23,7 +30,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 @pytest.mark.parametrize("solver", ["own", "exact", "kpath", "greedy", "random"])
 def test_every_solver_gives_a_consistent_plan(solver: str) -> None:
     cluster = simulated_cluster(12, seed=1, memory_mb=24)
-    result = plan_partition("torchvision:resnet18", cluster, solver, compute=False)
+    result = plan_partition("torchvision:resnet18", cluster, PartitionOptions(solver, compute=False))
     runs = result.runs
     assert runs[0][0] == 0 and runs[-1][1] == len(result.points) - 1
     assert all(b + 1 == a for (_, b), (a, _) in itertools.pairwise(runs))
@@ -69,7 +76,7 @@ def test_cli_text_table_and_bandwidth_files(capsys: pytest.CaptureFixture[str], 
     spec.write_text(json.dumps({"bandwidth_mbps": [[0, 10, 20, 8], [10, 0, 5, 8], [20, 5, 0, 8], [8, 8, 8, 0]],
                                 "memory_mb": [64, 8, 32, 32], "speed": [1, 1, 2, 1]}))
     cluster = load_cluster(spec, None)
-    result = plan_partition("torchvision:resnet18", cluster, "own", compute=False)
+    result = plan_partition("torchvision:resnet18", cluster, PartitionOptions("own", compute=False))
     assert all(result.stage_memory_bytes[i] <= cluster.memory_bytes[v] for i, v in enumerate(result.nodes))
 
 
@@ -261,8 +268,8 @@ def test_cli_names_a_plot_folder_that_does_not_exist_before_planning(capsys: pyt
 def test_own_claims_optimality_over_its_candidates_only(capsys: pytest.CaptureFixture[str]) -> None:
     from edgeplan.reports.placement_plot import plan_lines
 
-    result = plan_partition("synthetic:0", simulated_cluster(10, seed=0, memory_mb=8), "own", compute=False,
-                            time_limit_s=30.0)
+    result = plan_partition("synthetic:0", simulated_cluster(10, seed=0, memory_mb=8),
+                            PartitionOptions("own", compute=False, time_limit_s=30.0))
     assert result.proven_optimal and result.search_complete
     assert result.candidates_total is not None and result.candidates_tried is not None
     assert 1 <= result.candidates_tried <= result.candidates_total
@@ -291,8 +298,8 @@ def test_own_stopped_by_the_clock_says_so(monkeypatch: pytest.MonkeyPatch) -> No
         return dataclasses.replace(plan, proven_optimal=False, search_complete=False, candidates_tried=1)
 
     monkeypatch.setattr(planners, "plan_own", hurried)
-    result = plan_partition("synthetic:0", simulated_cluster(10, seed=0, memory_mb=8), "own", compute=False,
-                            time_limit_s=0.5)
+    result = plan_partition("synthetic:0", simulated_cluster(10, seed=0, memory_mb=8),
+                            PartitionOptions("own", compute=False, time_limit_s=0.5))
     assert not result.proven_optimal and not result.search_complete and result.candidates_tried == 1
     total = result.candidates_total
     text = "\n".join(plan_lines(result))
@@ -334,7 +341,8 @@ def test_own_search_note_follows_how_the_search_ended() -> None:
 def test_other_solvers_scope_their_claims(solver: str, scope: str | None, claim: str | None) -> None:
     from edgeplan.reports.placement_plot import plan_lines
 
-    result = plan_partition("synthetic:0", simulated_cluster(10, seed=0, memory_mb=8), solver, compute=False)
+    result = plan_partition("synthetic:0", simulated_cluster(10, seed=0, memory_mb=8),
+                            PartitionOptions(solver, compute=False))
     data = result.to_dict()
     assert data["optimal_over"] == scope and data["candidates"] is None and data["search_complete"] is True
     assert data["proven_optimal"] is (solver == "exact")

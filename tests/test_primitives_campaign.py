@@ -133,7 +133,7 @@ def test_profile_on_cuda_without_cuda_is_refused_and_stores_nothing(tmp_path: Pa
 
 @pytest.mark.skipif("not __import__('torch').cuda.is_available()")
 def test_tiny_campaign_on_cuda(tmp_path: Path) -> None:
-    device = describe_device("torch", 1, device="cuda")
+    device = describe_device("torch", 1, torch_device="cuda")
     plan = pc.primitive_campaign(device.key, configs=CONFIGS, timing=FAST, device="cuda")
     with Store.open(tmp_path / "s.sqlite") as store:
         report = pc.profile_primitives(store, plan, device)

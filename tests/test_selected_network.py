@@ -190,9 +190,9 @@ def test_running_on_cuda_without_it_is_refused() -> None:
 
     structure = selection_structure(load_graph("torchvision:resnet18"), selectable=runnable)
     with pytest.raises(MeasurementError, match="CUDA is not available"):
-        measure_flow_costs(structure.flow[:2], threads=1, device="cuda")
+        measure_flow_costs(structure.flow[:2], threads=1, torch_device="cuda")
     with pytest.raises(MeasurementError, match="CUDA is not available"):
-        run_selection("torchvision:resnet18", {}, {}, None, threads=1, device="cuda")
+        run_selection("torchvision:resnet18", {}, {}, None, threads=1, torch_device="cuda")
 
 
 @pytest.mark.skipif("not __import__('torch').cuda.is_available()")
@@ -211,16 +211,16 @@ def test_random_primitives_reproduce_resnet18_outputs_on_cuda() -> None:
                        if prim.supports_device("cuda") and prim.applies(ConvSpec(c, k, im, f, s, padding=p))]
             choices[node.name] = options[int(rng.integers(len(options)))]
             inputs[node.name] = im
-    run = run_selection(spec, choices, inputs, "torch-native-chw", threads=1, rounds=3, device="cuda")
-    assert run.device == "cuda" and set(run.latency) == {"pytorch", "selected", "single"}
+    run = run_selection(spec, choices, inputs, "torch-native-chw", threads=1, rounds=3, torch_device="cuda")
+    assert run.torch_device == "cuda" and set(run.latency) == {"pytorch", "selected", "single"}
     assert all(e < 1e-3 for e in run.output_error.values()), run.output_error
     zoo = build_model(spec)
     with pytest.raises(InvalidInputError, match="does not run on cuda"):
         build_selected_network(zoo.module.cuda(), {"conv1": "torch-onednn-chw"}, {"conv1": 224})
-    ms = measure_flow_costs(structure.flow[:4], threads=1, runs=3, device="cuda")
+    ms = measure_flow_costs(structure.flow[:4], threads=1, runs=3, torch_device="cuda")
     assert ms.shape == (4, 3) and (ms >= 0).all()
     with pytest.raises(InvalidInputError, match="CUDA device"):
-        run_selection(spec, choices, inputs, None, threads=1, device=f"cuda:{torch.cuda.device_count()}")
+        run_selection(spec, choices, inputs, None, threads=1, torch_device=f"cuda:{torch.cuda.device_count()}")
 
 
 def test_stored_gpu_selection_runs_are_whole_and_reported() -> None:

@@ -137,12 +137,12 @@ def _measure_here(ctx: Context, models: tuple[str, ...], scenario_name: str, nam
     import tempfile
     import warnings
 
+    from edgeplan.decisions.calibrate import measurement_rows as measured_records
     from edgeplan.errors import InvalidInputError
     from edgeplan.measure import Store, default_store_path
     from edgeplan.measure.model_sets import expand_models
     from edgeplan.measure.op_campaign import ReferenceScaleWarning, export_dataset, run_op_campaign
     from edgeplan.measure.scenarios import SCENARIOS
-    from experiments.li2023 import measured_records
 
     scenario = SCENARIOS.get(scenario_name)
     if scenario is None:
@@ -178,8 +178,9 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
     from edgeplan.costmodels.opwise.model import LatencyModel
     from edgeplan.costmodels.opwise.op_correction import measured_ops
     from edgeplan.costmodels.opwise.profiles import home_root, load_device_model, source_method
+    from edgeplan.decisions.calibrate import measurement_rows as measured_records
+    from edgeplan.decisions.calibrate import model_terms as measured_terms
     from edgeplan.errors import EdgeplanError, InvalidInputError
-    from experiments.li2023 import measured_records, measured_terms
 
     method = source_method(source, method, ctx.home)
     target = home_root(ctx.home) / name / f"{method}.json"
@@ -428,7 +429,7 @@ def _measure_layers(ctx: Context, networks: tuple[str, ...], sampling: tuple[int
     )
     from edgeplan.measure.store import Store
 
-    device = describe_device("torch", threads, device=torch_device)
+    device = describe_device("torch", threads, torch_device=torch_device)
     configs = _network_configs(networks) if networks else None
     samples, design = sampling
     plan = primitive_campaign(device.key, configs=configs, seed=seed, max_configs=None if networks else samples,

@@ -24,7 +24,9 @@ __all__ = ["offload"]
               help="Derive the cloud from the mobile instead: ranges / FACTOR (the paper's cloud: 11.25).")
 @click.option("--mobile-power-w", type=float, default=None, help="Mobile compute power, W (default 7.5, stated).")
 @click.option("--costs", "costs_source", type=click.Choice(["auto", "store", "shipped", "measure"]), default="auto",
-              show_default=True, help="Where range latencies come from (auto: Store, shipped, else measure).")
+              show_default=True, help="Where range latencies come from (auto: this machine's Store, else the shipped "
+              "ranges if measured on this very device, else measure here; shipped: the reference machine's, with a "
+              "warning).")
 @click.option("--input-shape", default=None, help="Override the default input shape, e.g. 1x3x160x160.")
 @click.option("--same-side-splits", is_flag=True,
               help="Allow consecutive segments on one side, as the paper's ILP does (gains are measurement noise).")
@@ -46,7 +48,7 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
     """Plan which layers of MODEL run on the mobile and which in the cloud, for latency or mobile energy."""
     from pathlib import Path
 
-    from edgeplan.decisions.offload import DEFAULT_MOBILE_POWER, OffloadSetup, plan_offload, run_offload
+    from edgeplan.decisions.offload import DEFAULT_MOBILE_POWER, OffloadOptions, OffloadSetup, plan_offload, run_offload
     from edgeplan.frontends.zoo import parse_shape
     from edgeplan.measure import check_thread_count
     from edgeplan.planners.offload import MobilePowerModel, custom_network, network_preset
@@ -68,8 +70,10 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
         power = MobilePowerModel(mobile_power_w * 1000.0, 0.0, "given with --mobile-power-w")
     setup = OffloadSetup(model, mobile_threads, cloud_threads, cloud_speedup, costs_source,
                          parse_shape(input_shape) if input_shape else None)
-    result = plan_offload(setup, net, objective, battery_mj, cloud_ms, solver, power, ctx.home,
-                          progress=not as_json, command=ctx.command, same_side_splits=same_side_splits)
+    result = plan_offload(setup, net, OffloadOptions(objective, battery_mj, cloud_ms, solver, power, same_side_splits),
+                          home=ctx.home, progress=not as_json, command=ctx.command)
+    for warning in result.warnings:  # another device's costs: never silent
+        click.echo(f"warning: {warning}", err=True)
     run = run_offload(result, repeats=repeats) if do_run else None
     lookup = None
     if lookup_grid:

@@ -48,7 +48,7 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
     import math
     from pathlib import Path
 
-    from edgeplan.decisions.partition import load_cluster, plan_partition, simulated_cluster
+    from edgeplan.decisions.partition import PartitionOptions, load_cluster, plan_partition, simulated_cluster
     from edgeplan.measure.harness import check_thread_count
     from edgeplan.reports.placement_plot import plan_lines, plot_placement
 
@@ -69,8 +69,8 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
     else:
         assert bandwidth_file is not None
         cluster = load_cluster(bandwidth_file, nodes, memory_mb)  # names a missing or disagreeing memory
-    result = plan_partition(model, cluster, solver, compress=compress, compute=not no_compute, threads=threads,
-                            classes=classes, seed=seed, time_limit_s=time_limit)
+    result = plan_partition(model, cluster, PartitionOptions(solver, compress, not no_compute, threads, classes, seed,
+                                                             time_limit))
     run = None
     if do_run:
         from edgeplan.frontends.zoo import load_graph

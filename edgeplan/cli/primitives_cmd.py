@@ -232,7 +232,7 @@ def profile_cmd(ctx: click.Context, store_path: str | None, budget_s: float | No
     if above_cap is not None and device_name != "cpu":
         raise InvalidInputError("--above-cap is measured on the CPU; drop --device or --above-cap")
     command = _context(ctx).command
-    device = describe_device("torch", threads, device=device_name)
+    device = describe_device("torch", threads, torch_device=device_name)
     cap = DEFAULT_WORK_CAP if work_cap is None else work_cap
     plan = primitive_campaign(device.key, configs=configs or None, work_cap=cap, seed=seed,
                               max_configs=max_configs, primitives=names or None,

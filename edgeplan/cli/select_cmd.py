@@ -92,21 +92,11 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
     if do_run:
         _check_cuda(torch_device, "--run times the network on it")
     sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, solver=solver,
-                       flow_threads=threads if flow_costs else None, device=torch_device)
+                       flow_threads=threads if flow_costs else None, torch_device=torch_device)
     plan = sel.plan
-    result: dict[str, object] = {
-        "model": model, "costs": plan.source, "solver": plan.solution.solver, "optimal": plan.solution.optimal,
-        "predicted_ms": plan.total_ms, "primitives_ms": plan.primitives_ms, "transforms_ms": plan.transforms_ms,
-        "optimisation_s": sel.estimate_s + plan.optimisation_s, "estimate_s": sel.estimate_s,
-        "solve_s": plan.optimisation_s, "fixed_layers": list(sel.structure.fixed),
-        "fixed_reasons": dict(zip(sel.structure.fixed, sel.structure.fixed_reasons, strict=True)),
-        "layers": [{"name": n.name, "kind": n.kind, "primitive": n.primitive, "input_layout": n.input_layout,
-                    "output_layout": n.output_layout, "predicted_ms": n.latency_ms,
-                    "shape": dict(zip(("c", "k", "im", "f", "s", "padding"), s.conv or (), strict=False))}
-                   for n, s in zip(plan.nodes, sel.structure.nodes, strict=True)],
-        "transforms": [{"at": t.at, "tensor": list(t.tensor), "from": t.src, "to": t.dst, "predicted_ms": t.latency_ms}
-                       for t in plan.transforms],
-    }
+    result = sel.to_dict()
+    for warning in sel.warnings:  # another device's costs: never silent
+        click.echo(f"warning: {warning}", err=True)
     run = None
     if do_run:
         from edgeplan.runtimes.selected import run_selection
@@ -114,9 +104,9 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
         single = single_primitive_choice(sel.structure, sel.costs)
         inputs = sel.structure.conv_inputs()
         run = run_selection(model, plan.choices(), inputs, single[0] if single else None, threads=threads,
-                            rounds=rounds, device=torch_device)
+                            rounds=rounds, torch_device=torch_device)
         result["run"] = {
-            "device": run.device, "threads": run.threads, "single_primitive": run.single_primitive,
+            "device": run.torch_device, "threads": run.threads, "single_primitive": run.single_primitive,
             "output_error": run.output_error,
             "outputs_match": all(e <= OUTPUT_TOLERANCE for e in run.output_error.values()),
             "latency_ms": {k: {"median": v.median_ms, "q1": v.q1_ms, "q3": v.q3_ms, "runs": v.runs}
@@ -206,5 +196,5 @@ def _print(sel: object, run: object) -> None:
             console.print(f"  {name:<32} median {lat.median_ms:9.3f} ms [q1 {lat.q1_ms:.3f}, q3 {lat.q3_ms:.3f}]"
                           f"{check}")
         runs = run.latency["selected"].runs
-        console.print(f"  speed-up over PyTorch: {run.speedup:.3f}x ({run.device}, {run.threads} threads, {runs} "
+        console.print(f"  speed-up over PyTorch: {run.speedup:.3f}x ({run.torch_device}, {run.threads} threads, {runs} "
                       "interleaved runs)")

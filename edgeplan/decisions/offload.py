@@ -2,8 +2,9 @@
 
 The planner (:mod:`edgeplan.planners.offload`) is a pure function of its cost inputs; this module assembles them
 for a model: the layer chain and the bytes at each boundary from the IR, the latency of every layer range on the
-mobile and on the cloud from measurements (the user's Store, else the ranges shipped with the package, else
-measured now), and the network and power models. Each side is a *measured* device (torch on this machine at a
+mobile and on the cloud from measurements (this machine's Store, else the ranges shipped with the package when
+they were measured on this very device, else measured now: another device's ranges are used only when asked for,
+and the result says so), and the network and power models. Each side is a *measured* device (torch on this machine at a
 thread count) or, for the cloud, a *derived* one: the mobile's measured ranges divided by a stated speed-up
 (eshratifar2018's cloud GPU has 11.25x the compute of its mobile). Labels say which.
 """
@@ -18,6 +19,7 @@ from typing import Any
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.layer_chain import LayerChain, layer_chain
+from edgeplan.measure.cost_origin import CostsOrigin
 from edgeplan.planners.offload import (
     MobilePowerModel,
     NetworkModel,
@@ -28,10 +30,11 @@ from edgeplan.planners.offload import (
     solve,
 )
 
-__all__ = ["COST_SOURCES", "DEFAULT_MOBILE_POWER", "OffloadResult", "OffloadSetup", "offload_costs",
-           "plan_offload", "run_offload"]
+__all__ = ["COST_SOURCES", "DEFAULT_MOBILE_POWER", "OffloadOptions", "OffloadResult", "OffloadSetup", "offload_costs",
+           "offload_inputs", "plan_offload", "run_offload"]
 
-#: Where range latencies may come from: ``auto`` = the Store, else the shipped file, else measure now.
+#: Where range latencies may come from: ``auto`` = this machine's Store, else the shipped file if it was measured
+#: on this very device, else measure now; ``store``, ``shipped`` and ``measure`` force one.
 COST_SOURCES = ("auto", "store", "shipped", "measure")
 
 #: The mobile's compute power when the user gives none: no power is measured on this machine, so we take the
@@ -59,7 +62,9 @@ class OffloadSetup:
         When set, the mobile is *derived*: this machine's ranges at ``mobile_threads`` times this factor (to study
         a slower phone; applied before ``cloud_speedup``).
     costs
-        One of :data:`COST_SOURCES`.
+        One of :data:`COST_SOURCES`: ``auto`` (default) never takes another device's ranges (it measures them here
+        instead); ``shipped`` takes the reference machine's as asked, and the result says whether they are this
+        machine's.
     input_shape
         Input shape override.
     """
@@ -91,16 +96,64 @@ class OffloadSetup:
 
 
 @dataclass(frozen=True)
+class OffloadOptions:
+    """What the plan optimises and under which limits.
+
+    Attributes
+    ----------
+    objective
+        ``"latency"`` or ``"energy"`` (the mobile's).
+    battery_mj, cloud_ms
+        Battery budget (eq. 13) and cloud-time limit (eq. 14), or ``None``.
+    solver
+        ``"dp"`` (default), ``"ilp"`` or ``"brute"``.
+    power
+        The mobile's power model; None: :data:`DEFAULT_MOBILE_POWER`.
+    same_side_splits
+        Allow consecutive segments on one side, as the paper's ILP does. Off by default: our ranges are measured
+        in one go, so such a split runs the very same operations and its apparent gain is noise.
+    """
+
+    objective: str = "latency"
+    battery_mj: float | None = None
+    cloud_ms: float | None = None
+    solver: str = "dp"
+    power: MobilePowerModel | None = None
+    same_side_splits: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.same_side_splits, bool):
+            raise InvalidInputError(f"same_side_splits must be True or False, got {self.same_side_splits!r}")
+
+
+@dataclass(frozen=True)
 class OffloadResult:
-    """A plan with everything it was computed from."""
+    """A plan with everything it was computed from.
+
+    ``costs_from`` says where the range latencies were measured; :attr:`costs_match_this_device` is False when
+    they are another device's (then :attr:`warnings` says so, and the CLI prints it).
+    """
 
     setup: OffloadSetup
     problem: OffloadProblem
     plan: OffloadPlan
     chain: LayerChain = field(repr=False)
+    costs_from: CostsOrigin | None = None
+
+    @property
+    def costs_match_this_device(self) -> bool:
+        """Whether the range latencies were measured on this machine."""
+        return self.costs_from is not None and self.costs_from.matches_here
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What a user must read before trusting the plan: costs of another device."""
+        warning = None if self.costs_from is None else self.costs_from.warning()
+        return () if warning is None else (warning,)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: the plan and every cost input, so that anyone can re-check it."""
+        """JSON-able: the plan and every cost input, so that anyone can re-check it; ``costs_from``,
+        ``costs_match_this_device`` and ``warnings`` say whose costs they are."""
         net, power, costs = self.problem.network, self.problem.power, self.problem.costs
         return {
             "model": self.setup.model,
@@ -112,14 +165,21 @@ class OffloadResult:
             "mobile_power": {"compute_mw": power.compute_mw, "idle_mw": power.idle_mw, "source": power.source},
             "devices": {"mobile": costs.mobile_label, "cloud": costs.cloud_label},
             "costs": costs.to_dict(),
+            "costs_from": None if self.costs_from is None else self.costs_from.to_dict(),
+            "costs_match_this_device": self.costs_match_this_device,
+            "warnings": list(self.warnings),
             "layer_nodes": [list(layer.nodes) for layer in self.chain.layers],
         }
 
 
+_REMEDY = "Plan with costs='measure' (CLI: --costs measure) to measure the ranges on this machine."
+
+
 def _ranges_from(source: str, model: str, threads: int, chain: LayerChain, home: str | Path | None,
-                 input_shape: tuple[int, ...] | None, progress: bool, command: str) -> tuple[Any, str]:
+                 input_shape: tuple[int, ...] | None, progress: bool, command: str) -> tuple[Any, str, CostsOrigin]:
     """Range latencies ``(n, n)`` of ``model`` at ``threads`` from one source (``store``, ``shipped`` or
-    ``measure``) and a label saying where they are from; :class:`InvalidInputError` when it has none."""
+    ``measure``), a label saying where they are from, and their origin; :class:`InvalidInputError` when it has
+    none."""
     from edgeplan.measure.device import describe_device
     from edgeplan.measure.paths import default_store_path
     from edgeplan.measure.range_files import shipped_range_table
@@ -127,17 +187,19 @@ def _ranges_from(source: str, model: str, threads: int, chain: LayerChain, home:
     from edgeplan.measure.store import Store
 
     names = [layer.name for layer in chain.layers]
-    device = describe_device("torch", threads)
+    here = describe_device("torch", threads)
     store_path = default_store_path(home)
-    campaign = range_campaign(model, threads, input_shape, device.key)
+    campaign = range_campaign(model, threads, input_shape, here.key)
     if source == "shipped":
         shipped = shipped_range_table(model, threads) if input_shape is None else None
         if shipped is None or shipped.layers != tuple(names) or not shipped.complete:
             raise InvalidInputError(f"no shipped layer ranges of {model} at {threads} thread(s) (the package ships "
                                     "the paper: models at 1 and 2 threads, default input shapes); measure them on "
                                     "this machine with --costs measure (or auto)")
+        origin = CostsOrigin("shipped", f"the shipped layer ranges of {model} at {threads} thread(s)",
+                             shipped.device, here, _REMEDY)
         return shipped.median_ms, (f"measured: torch, {threads} thread(s), {shipped.device.cpu_model} "
-                                   f"({shipped.source})")
+                                   f"({shipped.source})"), origin
     if source == "measure":
         with Store.open(store_path) as store:  # a campaign the user began is finished with its own settings
             profile_ranges(store, model, threads=threads, input_shape=input_shape, progress=progress,
@@ -145,19 +207,32 @@ def _ranges_from(source: str, model: str, threads: int, chain: LayerChain, home:
     if source in ("store", "measure") and store_path.exists():
         with Store.open(store_path) as store:
             rows = store.measurements(campaign=campaign)
-        table = range_table_from_records(model, names, rows, device, f"Store {store_path}")
+            stored = store.device(rows[0].device_key) if rows else None
+        table = range_table_from_records(model, names, rows, here, f"Store {store_path}")
         if table.complete:
-            return table.median_ms, f"measured: torch, {threads} thread(s), {device.cpu_model} ({table.source})"
+            origin = CostsOrigin("store" if source == "store" else "measured here",
+                                 f"the layer ranges of {model} at {threads} thread(s) in the Store {store_path}",
+                                 stored, here, _REMEDY)
+            return table.median_ms, (f"measured: torch, {threads} thread(s), {here.cpu_model} "
+                                     f"({table.source})"), origin
     raise InvalidInputError(f"the Store at {store_path} has no complete layer ranges of {model} at {threads} "
                             f"thread(s) on this machine; run `edgeplan profile-ranges {model} --threads {threads}`")
 
 
-def offload_costs(setup: OffloadSetup, home: str | Path | None = None, progress: bool = False,
-                  command: str = "") -> tuple[OffloadCosts, LayerChain]:
-    """The planner's cost inputs for ``setup.model`` (see the module docstring).
+def offload_inputs(setup: OffloadSetup, home: str | Path | None = None, progress: bool = False,
+                   command: str = "") -> tuple[OffloadCosts, LayerChain, CostsOrigin]:
+    """The planner's cost inputs for ``setup.model`` (see the module docstring) and where they were measured.
 
-    With ``costs="auto"`` both sides come from the same source (this machine's Store, else the shipped file,
-    else measured now), so that a plan never mixes two machines' measurements.
+    With ``costs="auto"`` both sides come from the same source: this machine's Store, else the shipped file when
+    it was measured on this very device (:func:`~edgeplan.measure.device.same_device`), else measured now; so that
+    a plan never mixes two machines' measurements, nor takes another device's for this one's. An explicit
+    ``costs="shipped"`` or ``"store"`` is used as asked; the returned origin says whether it is this machine's.
+
+    Returns
+    -------
+    tuple
+        The :class:`~edgeplan.planners.offload.OffloadCosts`, the model's layer chain and the
+        :class:`~edgeplan.measure.cost_origin.CostsOrigin` of the measured ranges.
     """
     from edgeplan.frontends.zoo import load_graph
 
@@ -165,17 +240,24 @@ def offload_costs(setup: OffloadSetup, home: str | Path | None = None, progress:
     threads = [setup.mobile_threads] + ([] if setup.cloud_speedup is not None else [setup.cloud_threads])
     sources = ("store", "shipped", "measure") if setup.costs == "auto" else (setup.costs,)
     problems: list[str] = []
-    measured: list[tuple[Any, str]] = []
+    measured: list[tuple[Any, str, CostsOrigin]] = []
     for source in sources:
         try:
             measured = [_ranges_from(source, setup.model, t, chain, home, setup.input_shape, progress, command)
                         for t in threads]
-            break
         except InvalidInputError as e:
             problems.append(str(e))
+            continue
+        if setup.costs == "auto" and not all(origin.matches_here for _, _, origin in measured):
+            problems.append(f"the {source} ranges were measured on another device")
+            measured = []
+            continue
+        break
     if not measured:
         raise InvalidInputError("; ".join(problems))
-    mobile_ms, mobile_label = measured[0]
+    mobile_ms, mobile_label, origin = measured[0]
+    if not all(o.matches_here for _, _, o in measured):  # the one that does not match speaks for both
+        origin = next(o for _, _, o in measured if not o.matches_here)
     if setup.mobile_slowdown is not None:
         mobile_ms = mobile_ms * setup.mobile_slowdown
         mobile_label = f"derived: {mobile_label} x {setup.mobile_slowdown:.3g} (a phone that much slower)"
@@ -184,52 +266,61 @@ def offload_costs(setup: OffloadSetup, home: str | Path | None = None, progress:
         factor = f"{setup.cloud_speedup:g}"
         cloud_label = f"derived: the mobile's ranges / {factor} (a cloud {factor}x faster)"
     else:
-        cloud_ms, cloud_label = measured[1]
+        cloud_ms, cloud_label, _ = measured[1]
     costs = OffloadCosts(tuple(layer.name for layer in chain.layers), mobile_ms, cloud_ms, chain.boundary_bytes,
                          mobile_label, cloud_label)
+    return costs, chain, origin
+
+
+def offload_costs(setup: OffloadSetup, home: str | Path | None = None, progress: bool = False,
+                  command: str = "") -> tuple[OffloadCosts, LayerChain]:
+    """The planner's cost inputs for ``setup.model``: :func:`offload_inputs` without the origin."""
+    costs, chain, _ = offload_inputs(setup, home, progress, command)
     return costs, chain
 
 
-def plan_offload(setup: OffloadSetup, network: str | NetworkModel = "wifi", objective: str = "latency",
-                 battery_mj: float | None = None, cloud_ms: float | None = None, solver: str = "dp",
-                 power: MobilePowerModel | None = None, home: str | Path | None = None, progress: bool = False,
-                 command: str = "", same_side_splits: bool = False) -> OffloadResult:
+def plan_offload(setup: str | OffloadSetup, network: str | NetworkModel = "wifi",
+                 options: OffloadOptions | None = None, *, home: str | Path | None = None, progress: bool = False,
+                 command: str = "") -> OffloadResult:
     """Plan which layers of a model run on the mobile and which in the cloud.
 
     Parameters
     ----------
     setup
-        The model and the two devices.
+        A zoo string (the mobile at 1 thread, the cloud at 2, costs ``auto``) or an :class:`OffloadSetup`.
     network
         A preset name (``3g``, ``4g``, ``wifi``) or a :class:`NetworkModel`.
-    objective
-        ``"latency"`` or ``"energy"`` (the mobile's).
-    battery_mj, cloud_ms
-        Battery budget (eq. 13) and cloud-time limit (eq. 14), or ``None``.
-    solver
-        ``"dp"`` (default), ``"ilp"`` or ``"brute"``.
-    power
-        The mobile's power model; default :data:`DEFAULT_MOBILE_POWER`.
+    options
+        Objective, limits, solver and power model (default: :class:`OffloadOptions`).
     home, progress, command
         Store location, progress bars while measuring, command recorded with new measurements.
-    same_side_splits
-        Allow consecutive segments on one side, as the paper's ILP does. Off by default: our ranges are measured
-        in one go, so such a split runs the very same operations and its apparent gain is noise.
 
     Returns
     -------
     OffloadResult
+        With ``costs_from`` and ``costs_match_this_device``: where the ranges were measured, and whether on this
+        machine (``costs="auto"`` measures here rather than take another device's; an explicit ``"shipped"``
+        that is another device's is used, and ``warnings`` says so).
+
+    Examples
+    --------
+    >>> import edgeplan
+    >>> r = edgeplan.plan_offload(edgeplan.OffloadSetup("paper:alexnet", costs="shipped"), "wifi")  # doctest: +SKIP
+    >>> r.plan.latency_ms, r.costs_match_this_device  # doctest: +SKIP
     """
+    if isinstance(setup, str):
+        setup = OffloadSetup(setup)
     if not isinstance(setup, OffloadSetup):
-        raise InvalidInputError(f"plan_offload needs an OffloadSetup (e.g. OffloadSetup('paper:alexnet')), got "
-                                f"{type(setup).__name__}")
-    if not isinstance(same_side_splits, bool):
-        raise InvalidInputError(f"same_side_splits must be True or False, got {same_side_splits!r}")
-    costs, chain = offload_costs(setup, home, progress, command)
+        raise InvalidInputError(f"plan_offload needs a zoo string or an OffloadSetup (e.g. "
+                                f"OffloadSetup('paper:alexnet')), got {type(setup).__name__}")
+    options = options or OffloadOptions()
+    if not isinstance(options, OffloadOptions):
+        raise InvalidInputError(f"options must be an OffloadOptions, got {type(options).__name__}")
+    costs, chain, origin = offload_inputs(setup, home, progress, command)
     net = network_preset(network) if isinstance(network, str) else network
-    problem = OffloadProblem(costs, net, power or DEFAULT_MOBILE_POWER, objective, battery_mj, cloud_ms,
-                             same_side_splits)
-    return OffloadResult(setup, problem, solve(problem, solver), chain)
+    problem = OffloadProblem(costs, net, options.power or DEFAULT_MOBILE_POWER, options.objective, options.battery_mj,
+                             options.cloud_ms, options.same_side_splits)
+    return OffloadResult(setup, problem, solve(problem, options.solver), chain, origin)
 
 
 def run_offload(result: OffloadResult, repeats: int = 5, warmup: int = 1) -> Any:

@@ -28,8 +28,8 @@ from edgeplan.errors import InvalidInputError
 if TYPE_CHECKING:
     from edgeplan.planners.partition.joint import JointPlan
 
-__all__ = ["OPTIMAL_OVER", "SOLVERS", "Cluster", "PartitionResult", "load_cluster", "own_search_note", "plan_partition",
-           "simulated_cluster"]
+__all__ = ["OPTIMAL_OVER", "SOLVERS", "Cluster", "PartitionOptions", "PartitionResult", "load_cluster",
+           "own_search_note", "plan_partition", "simulated_cluster"]
 
 SOLVERS = ("own", "exact", "kpath", "greedy", "random")
 
@@ -51,6 +51,16 @@ class Cluster:
     def nodes(self) -> int:
         """Number of nodes."""
         return len(self.bandwidth_mbps)
+
+    @classmethod
+    def simulated(cls, nodes: int, seed: int, memory_mb: float, link: str = "min") -> Cluster:
+        """The paper's simulated cluster (:func:`simulated_cluster`)."""
+        return simulated_cluster(nodes, seed, memory_mb, link)
+
+    @classmethod
+    def from_file(cls, path: str | Path, nodes: int | None = None, memory_mb: float | None = None) -> Cluster:
+        """A cluster file: a CSV bandwidth matrix or a JSON object (:func:`load_cluster`)."""
+        return load_cluster(path, nodes, memory_mb)
 
 
 def simulated_cluster(nodes: int, seed: int, memory_mb: float, link: str = "min") -> Cluster:
@@ -329,24 +339,19 @@ def own_search_note(plan: JointPlan, time_limit_s: float) -> str:
             "optimal over these candidates)")
 
 
-def plan_partition(model: str, cluster: Cluster, solver: str = "own", *, compress: bool = False,
-                   compute: bool = True, threads: int = 1, classes: int = 5, seed: int = 0,
-                   time_limit_s: float = 0.8) -> PartitionResult:
-    """Partition ``model`` and place it on ``cluster``.
+@dataclass(frozen=True)
+class PartitionOptions:
+    """How :func:`plan_partition` plans.
 
-    Parameters
+    Attributes
     ----------
-    model
-        Zoo spec (``torchvision:resnet50``, a file, ...).
-    cluster
-        Bandwidths, memories and speeds of the nodes.
     solver
         One of :data:`SOLVERS`.
     compress
         Divide each transfer by the ZFP x LZ4 ratio measured on the model's activations (eq. 4).
     compute
         Measure each segment's compute time on this machine (at ``threads``); ``own`` optimises it, the other
-        solvers report it.
+        solvers report it. The times are always measured here, never read from another device's file.
     threads
         Torch threads for the compute measurement.
     classes
@@ -355,6 +360,34 @@ def plan_partition(model: str, cluster: Cluster, solver: str = "own", *, compres
         Seed of ``kpath``'s colourings and of ``random``.
     time_limit_s
         Search budget of ``own`` and ``exact``.
+    """
+
+    solver: str = "own"
+    compress: bool = False
+    compute: bool = True
+    threads: int = 1
+    classes: int = 5
+    seed: int = 0
+    time_limit_s: float = 0.8
+
+    def __post_init__(self) -> None:
+        if self.solver not in SOLVERS:
+            raise InvalidInputError(f"solver {self.solver!r} is not one of {', '.join(SOLVERS)}")
+
+
+def plan_partition(model: str, cluster: Cluster | str | Path, options: PartitionOptions | None = None,
+                   ) -> PartitionResult:
+    """Partition ``model`` and place it on ``cluster``.
+
+    Parameters
+    ----------
+    model
+        Zoo spec (``torchvision:resnet50``, a file, ...).
+    cluster
+        Bandwidths, memories and speeds of the nodes (:meth:`Cluster.simulated`, :meth:`Cluster.from_file`), or
+        the path of a cluster file that gives every node's memory.
+    options
+        Solver, compression and compute measurement (default: :class:`PartitionOptions`).
 
     Raises
     ------
@@ -379,8 +412,13 @@ def plan_partition(model: str, cluster: Cluster, solver: str = "own", *, compres
     )
     from edgeplan.planners.partition.from_graph import partition_problem
 
-    if solver not in SOLVERS:
-        raise InvalidInputError(f"solver {solver!r} is not one of {', '.join(SOLVERS)}")
+    if isinstance(cluster, str | Path):
+        cluster = load_cluster(cluster, None)
+    options = options or PartitionOptions()
+    if not isinstance(options, PartitionOptions):
+        raise InvalidInputError(f"options must be a PartitionOptions, got {type(options).__name__}")
+    solver, compress, compute, threads = options.solver, options.compress, options.compute, options.threads
+    classes, seed, time_limit_s = options.classes, options.seed, options.time_limit_s
     graph = load_graph(model)
     cuts = cut_points(graph)
     raw = partition_problem(cuts, max(cluster.memory_bytes))

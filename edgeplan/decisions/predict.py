@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, overload
 
 from edgeplan.costmodels.opwise.graph_ops import spec_ops, with_skipped
 from edgeplan.costmodels.opwise.ops import OpInput, Prediction
@@ -29,11 +29,10 @@ from edgeplan.costmodels.opwise.profiles import (
 )
 from edgeplan.errors import InvalidInputError
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = [
     "ModelPrediction",
+    "predict",
+    "predict_latency",
     "predict_models",
 ]
 
@@ -128,8 +127,19 @@ def predict_models(specs: Sequence[str], device: str = DEFAULT_DEVICE, method: s
     return out
 
 
-def predict_latency(models: str | list[str], device: str = "torch-fp32-1t", method: str | None = None,
-                    home: str | Path | None = None, opaque: bool = False) -> Any:
+@overload
+def predict(models: str | os.PathLike[str], device: str = DEFAULT_DEVICE, *,  # type: ignore[overload-overlap]
+            method: str | None = None, opaque: bool = False, home: str | Path | None = None) -> ModelPrediction: ...
+
+
+@overload
+def predict(models: Sequence[str | os.PathLike[str]], device: str = DEFAULT_DEVICE, *, method: str | None = None,
+            opaque: bool = False, home: str | Path | None = None) -> list[ModelPrediction]: ...
+
+
+def predict(models: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], device: str = DEFAULT_DEVICE, *,
+            method: str | None = None, opaque: bool = False,
+            home: str | Path | None = None) -> ModelPrediction | list[ModelPrediction]:
     """Predict latency on a device profile without running the models (what ``edgeplan predict`` prints).
 
     Parameters
@@ -137,15 +147,16 @@ def predict_latency(models: str | list[str], device: str = "torch-fp32-1t", meth
     models
         A zoo string (or ONNX path), or a list of them.
     device
-        A scenario with shipped predictors or a device made by ``edgeplan calibrate``.
+        A device profile: a scenario with shipped predictors (``torch-fp32-1t``, ...) or a device made by
+        :func:`edgeplan.calibrate`.
     method
-        ``gbdt``, ``lasso``, ``rf`` or ``mlp``; None: ``gbdt``, or the device's only method (a device calibrated
-        from a Lasso source).
-    home
-        The edgeplan home (calibrated devices).
+        ``gbdt``, ``lasso``, ``rf`` or ``mlp``; None: the device's default (``gbdt``, or a calibrated device's
+        only method).
     opaque
         Predict models with operators edgeplan does not know: those become opaque nodes listed in
         ``.prediction.unpredicted`` (never counted as 0 ms), and the latency is that of the rest.
+    home
+        The edgeplan home (calibrated devices).
 
     Returns
     -------
@@ -160,3 +171,9 @@ def predict_latency(models: str | list[str], device: str = "torch-fp32-1t", meth
     if not isinstance(models, Iterable):
         raise InvalidInputError(f"models: give a zoo string, an .onnx path or a list of them, got {models!r}")
     return predict_models([model_spec(m) for m in models], device=device, method=method, home=home, opaque=opaque)
+
+
+def predict_latency(models: str | list[str], device: str = DEFAULT_DEVICE, method: str | None = None,
+                    home: str | Path | None = None, opaque: bool = False) -> Any:
+    """:func:`predict` with positional ``method`` and ``home`` (the form earlier scripts call)."""
+    return predict(models, device, method=method, opaque=opaque, home=home)

@@ -21,11 +21,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgeplan.errors import InvalidInputError
+from edgeplan.measure.cost_origin import CostsOrigin
+from edgeplan.measure.device import same_device
 from edgeplan.planners.pbqp.costgraph import (
     LAYOUTS,
     PrimitiveOption,
@@ -37,10 +39,11 @@ from edgeplan.planners.pbqp.network import SelectionStructure
 
 if TYPE_CHECKING:
     from edgeplan.costmodels import PerformanceModel
+    from edgeplan.measure.device import DeviceDescriptor
     from edgeplan.measure.primitive_data import PrimitiveDataset
 
-__all__ = ["Formats", "TimedSelection", "check_selection_costs", "load_formats", "model_costs", "own_formats",
-           "select_network", "table_costs"]
+__all__ = ["Formats", "ModelSelection", "TimedSelection", "check_selection_costs", "load_formats", "model_costs",
+           "own_formats", "select", "select_model", "select_network", "selection_costs_origin", "table_costs"]
 
 Formats = Mapping[str, tuple[str, str]]
 """``primitive name -> (input layout, output layout)``."""
@@ -60,12 +63,12 @@ def load_formats(path: str | Path) -> dict[str, tuple[str, str]]:
     return formats
 
 
-def own_formats(device: str = "cpu") -> dict[str, tuple[str, str]]:
-    """The layouts of edgeplan's own primitives that run on ``device`` (imports torch)."""
+def own_formats(torch_device: str = "cpu") -> dict[str, tuple[str, str]]:
+    """The layouts of edgeplan's own primitives that run on ``torch_device`` (imports torch)."""
     from edgeplan.primitives import all_primitives
 
     return {p.name: (p.input_layout.value, p.output_layout.value) for p in all_primitives()
-            if p.supports_device(device)}
+            if p.supports_device(torch_device)}
 
 
 def _transform_matrix(names: tuple[str, ...], times_ns: np.ndarray) -> np.ndarray:
@@ -301,28 +304,28 @@ SHIPPED_MODEL = "nn2_cpu_1t"
 """The NN2 model fitted on the shipped tables."""
 
 
-def runnable(shape: tuple[int, int, int, int, int, int], device: str = "cpu") -> bool:
-    """Whether at least one of edgeplan's primitives that run on ``device`` applies to a conv shape
+def runnable(shape: tuple[int, int, int, int, int, int], torch_device: str = "cpu") -> bool:
+    """Whether at least one of edgeplan's primitives that run on ``torch_device`` applies to a conv shape
     ``(c, k, im, f, s, padding)``."""
     from edgeplan.primitives import all_primitives
     from edgeplan.primitives.spec import ConvSpec
 
     c, k, im, f, s, p = shape
     spec = ConvSpec(c, k, im, f, s, padding=p)
-    return any(prim.applies(spec) and prim.supports_device(device) for prim in all_primitives())
+    return any(prim.applies(spec) and prim.supports_device(torch_device) for prim in all_primitives())
 
 
 #: Why a conv layer is left to PyTorch under measured costs when its shape is missing from the tables.
 NOT_IN_TABLES = "not in the measured tables"
 
 
-def unrunnable(shape: tuple[int, int, int, int, int, int], device: str = "cpu") -> str | None:
-    """``None`` when a primitive that runs on ``device`` applies to a conv shape ``(c, k, im, f, s, padding)``
+def unrunnable(shape: tuple[int, int, int, int, int, int], torch_device: str = "cpu") -> str | None:
+    """``None`` when a primitive that runs on ``torch_device`` applies to a conv shape ``(c, k, im, f, s, padding)``
     (:func:`runnable`), else why the layer is left to PyTorch."""
-    return None if runnable(shape, device) else f"no primitive applies on {device}"
+    return None if runnable(shape, torch_device) else f"no primitive applies on {torch_device}"
 
 
-def check_selection_costs(costs: str, device: str = "cpu", *, tables: Sequence[str | Path] | None = None,
+def check_selection_costs(costs: str, torch_device: str = "cpu", *, tables: Sequence[str | Path] | None = None,
                           model_dir: str | Path | None = None) -> None:
     """Refuse a cost source :func:`select_model` cannot use, before anything is loaded or measured.
 
@@ -330,7 +333,7 @@ def check_selection_costs(costs: str, device: str = "cpu", *, tables: Sequence[s
     ----------
     costs
         ``predicted`` or ``measured``.
-    device
+    torch_device
         Torch device selected for: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
     tables
         The measured tables given (``None``: the shipped ones).
@@ -340,14 +343,15 @@ def check_selection_costs(costs: str, device: str = "cpu", *, tables: Sequence[s
     Raises
     ------
     InvalidInputError
-        An unknown ``costs`` or ``device``; a GPU without its own tables or model (the shipped ones are the
+        An unknown ``costs`` or ``torch_device``; a GPU without its own tables or model (the shipped ones are the
         reference CPU's).
     """
-    from edgeplan.measure.runners import torch_device
+    from edgeplan.measure.runners import torch_device as resolve
 
+    device = torch_device
     if costs not in ("predicted", "measured"):
         raise InvalidInputError(f"costs must be 'predicted' or 'measured', got {costs!r}")
-    torch_device(device, available=False)
+    resolve(device, available=False)
     if device != "cpu" and costs == "measured" and not tables:
         raise InvalidInputError(f"the shipped tables are the reference CPU's; select for {device} with tables measured "
                                 "on that GPU (--data; `edgeplan primitives profile --device cuda` makes them, and "
@@ -362,38 +366,126 @@ def check_selection_costs(costs: str, device: str = "cpu", *, tables: Sequence[s
 
 @dataclass(frozen=True)
 class ModelSelection:
-    """A zoo model's structure, costs and plan (``edgeplan select``)."""
+    """A zoo model's structure, costs and plan (``edgeplan select``), and where the costs were measured.
+
+    :attr:`costs_match_this_device` is False when the costs are another device's (the shipped tables and model are
+    the reference machine's): :attr:`warnings` then says so, and the CLI prints it.
+    """
 
     spec: str
     structure: SelectionStructure
     costs: SelectionCosts
     plan: SelectionPlan
     estimate_s: float
+    costs_from: CostsOrigin | None = None
+
+    @property
+    def costs_match_this_device(self) -> bool:
+        """Whether the primitives' costs were measured on the machine the network is selected for."""
+        return self.costs_from is not None and self.costs_from.matches_here
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What a user must read before trusting the plan: costs of another device."""
+        warning = None if self.costs_from is None else self.costs_from.warning()
+        return () if warning is None else (warning,)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able, as ``edgeplan select --json`` prints it (without ``run``): ``model``, ``costs``, ``solver``,
+        ``optimal``, the predicted times, the timings of the optimisation, the layers left to PyTorch and why, every
+        layer's choice, the transformations, and ``costs_from``, ``costs_match_this_device`` and ``warnings``."""
+        plan, structure = self.plan, self.structure
+        return {
+            "model": self.spec, "costs": plan.source, "solver": plan.solution.solver, "optimal": plan.solution.optimal,
+            "predicted_ms": plan.total_ms, "primitives_ms": plan.primitives_ms, "transforms_ms": plan.transforms_ms,
+            "optimisation_s": self.estimate_s + plan.optimisation_s, "estimate_s": self.estimate_s,
+            "solve_s": plan.optimisation_s, "fixed_layers": list(structure.fixed),
+            "fixed_reasons": dict(zip(structure.fixed, structure.fixed_reasons, strict=True)),
+            "layers": [{"name": n.name, "kind": n.kind, "primitive": n.primitive, "input_layout": n.input_layout,
+                        "output_layout": n.output_layout, "predicted_ms": n.latency_ms,
+                        "shape": dict(zip(("c", "k", "im", "f", "s", "padding"), s.conv or (), strict=False))}
+                       for n, s in zip(plan.nodes, structure.nodes, strict=True)],
+            "transforms": [{"at": t.at, "tensor": list(t.tensor), "from": t.src, "to": t.dst,
+                            "predicted_ms": t.latency_ms} for t in plan.transforms],
+            "costs_from": None if self.costs_from is None else self.costs_from.to_dict(),
+            "costs_match_this_device": self.costs_match_this_device,
+            "warnings": list(self.warnings),
+        }
 
 
-def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path | None = None,
-                 tables: Sequence[str | Path] | None = None, solver: str = "exact",
-                 flow_threads: int | None = None, device: str = "cpu") -> ModelSelection:
-    """Select the primitives of a zoo model with edgeplan's own primitives, from predicted or measured costs.
+_REMEDY = ("Measure this machine's primitives (`edgeplan calibrate --primitives --name NAME`, then select with its "
+           "model) or give tables measured here.")
+
+
+def _provenance_device(csv_path: Path) -> DeviceDescriptor | None:
+    """The device recorded beside a table (``NAME.provenance.json``, as ``primitives export`` writes it), or None."""
+    import json
+
+    from edgeplan.measure.device import DeviceDescriptor
+
+    path = csv_path.with_name(csv_path.stem + ".provenance.json")
+    try:
+        devices = json.loads(path.read_text()).get("devices") or []
+        descriptor = devices[0].get("descriptor") if devices else None
+        return None if descriptor is None else DeviceDescriptor.from_dict(descriptor)
+    except (OSError, ValueError, AttributeError, TypeError, InvalidInputError):
+        return None
+
+
+def selection_costs_origin(costs: str, tables: Sequence[str | Path] | None, model_dir: str | Path | None,
+                           threads: int, torch_device: str = "cpu") -> CostsOrigin:
+    """Where :func:`select`'s costs were measured, and the machine it selects for when that is this one.
+
+    A table's device is read from the provenance file beside it; a performance model's from the measured layers a
+    calibration saved beside it (``measured.csv``), or, for the shipped model, from the shipped tables it was
+    fitted on. Where nothing records it, the device is None (never taken as this one).
+    """
+    from edgeplan.errors import EdgeplanError
+    from edgeplan.measure.device import describe_device
+
+    try:
+        here: DeviceDescriptor | None = describe_device("torch", threads, torch_device=torch_device)
+    except EdgeplanError:  # selecting for a GPU this machine lacks: the plan runs elsewhere
+        here = None
+    if costs == "measured":
+        paths = [Path(t) for t in tables] if tables else [SHIPPED / t for t in SHIPPED_TABLES]
+        devices = [_provenance_device(p) for p in paths]
+        device = next((d for d in devices if d is None or here is None or not same_device(d, here)), devices[0])
+        label = "the shipped tables" if not tables else "the tables " + ", ".join(str(p) for p in paths)
+        return CostsOrigin("shipped" if not tables else "table", label, device, here, _REMEDY)
+    folder = Path(model_dir) if model_dir is not None else SHIPPED / SHIPPED_MODEL
+    if model_dir is None:
+        device = _provenance_device(SHIPPED / SHIPPED_TABLES[0])
+    else:
+        device = _provenance_device(folder / "measured.csv")
+    label = "the shipped performance model" if model_dir is None else f"the performance model {folder}"
+    return CostsOrigin("shipped" if model_dir is None else "model", label, device, here, _REMEDY)
+
+
+def select(model: str, *, costs: str = "measured", model_dir: str | Path | None = None,
+           tables: Sequence[str | Path] | None = None, solver: str = "exact", flow_threads: int | None = None,
+           torch_device: str = "cpu") -> ModelSelection:
+    """Select the primitive of every conv layer of a model with edgeplan's own primitives (PBQP over predicted or
+    measured costs).
 
     Parameters
     ----------
-    spec
-        A zoo string (e.g. ``torchvision:resnet18``).
+    model
+        A zoo string (e.g. ``torchvision:resnet18``) or an ONNX path.
     costs
-        ``predicted`` (a performance model) or ``measured`` (profiled tables).
+        ``measured`` (profiled tables) or ``predicted`` (a performance model).
     model_dir
         The performance model (default: the shipped NN2 of the reference machine).
     tables
         Measured tables in the mulder2021 format (default: the shipped ones). With ``measured``, conv layers
         they have no row for stay in PyTorch (layout-fixed).
     solver
-        The PBQP solver.
+        The PBQP solver: ``exact``, ``heuristic`` or ``ilp``.
     flow_threads
         Also measure the layout-transparent layers (pooling, batch norm, ReLU) in each layout on this machine with
         this many threads and add them to the costs (:func:`with_flow_costs`); ``None``: leave them out, as
         mulder2020 does.
-    device
+    torch_device
         Torch device the network is selected for: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``. Only the primitives that
         run there are options, and the layout-transparent layers are measured there. The shipped tables and model
         are the reference CPU's, so a GPU needs its own (``tables`` or ``model_dir``).
@@ -401,15 +493,18 @@ def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path |
     Returns
     -------
     ModelSelection
+        With ``costs_from`` and ``costs_match_this_device``: the shipped tables and model are another device's
+        unless this is the machine that measured them, and ``warnings`` says so.
 
     Raises
     ------
     InvalidInputError
-        An unknown ``costs`` or ``device``; a GPU without its own tables or model.
+        An unknown ``costs`` or ``torch_device``; a GPU without its own tables or model.
     """
     from edgeplan.frontends.zoo import load_graph
     from edgeplan.planners.pbqp.network import selection_structure
 
+    device = torch_device
     check_selection_costs(costs, device, tables=tables, model_dir=model_dir)
     if costs == "predicted" and tables:
         raise InvalidInputError("tables are measured costs; with costs='predicted' give model_dir, or use "
@@ -417,7 +512,7 @@ def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path |
     if costs == "measured" and model_dir is not None:
         raise InvalidInputError("model_dir is a performance model; with costs='measured' give tables, or use "
                                 "costs='predicted'")
-    graph = load_graph(spec)
+    graph = load_graph(model)
     formats = own_formats(device)
     start = time.perf_counter()
     if costs == "measured":
@@ -434,18 +529,23 @@ def select_model(spec: str, *, costs: str = "predicted", model_dir: str | Path |
         if not (folder / "model.json").exists():
             raise InvalidInputError(f"no performance model in {folder}; fit one with `edgeplan primitives fit "
                                     "--data TABLE.csv --out DIR` and pass --model DIR")
-        model = load_performance_model(folder)
+        performance = load_performance_model(folder)
         structure = selection_structure(graph, why_not=lambda s: unrunnable(s, device))
         start = time.perf_counter()
-        found = model_costs(structure, model, formats)
+        found = model_costs(structure, performance, formats)
     estimated = time.perf_counter() - start
     if flow_threads is not None:
         from edgeplan.runtimes.selected import measure_flow_costs
 
         found = with_flow_costs(structure, found, measure_flow_costs(structure.flow, threads=flow_threads,
-                                                                     device=device))
+                                                                     torch_device=device))
     plan = select_primitives(structure, found, solver=solver)
-    return ModelSelection(spec, structure, found, plan, estimated)
+    origin = selection_costs_origin(costs, tables, model_dir, flow_threads or 1, device)
+    return ModelSelection(model, structure, found, plan, estimated, origin)
+
+
+#: The name ``edgeplan select`` has called it by: :func:`select`.
+select_model = select
 
 
 def with_flow_costs(structure: SelectionStructure, costs: SelectionCosts, flow_ms: np.ndarray) -> SelectionCosts:

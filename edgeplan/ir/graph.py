@@ -6,9 +6,12 @@ A :class:`Graph` is immutable. Frontends build it, passes return new graphs or a
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from edgeplan.errors import InvalidGraphError
 from edgeplan.ir import checks
@@ -96,6 +99,24 @@ class Node:
     def is_compute(self) -> bool:
         """True for the multiply-accumulate kinds (conv, transposed conv, linear, matmul)."""
         return self.kind in COMPUTE_KINDS
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description with its shapes, attributes and derived work."""
+        return {
+            "name": self.name,
+            "op": self.kind.value,
+            "source": self.source,
+            "inputs": [str(r) for r in self.inputs],
+            "input_shapes": _plain(self.input_shapes),
+            "output_shapes": _plain(self.output_shapes),
+            "dtype": self.dtype.value,
+            "attrs": {f.name: _plain(getattr(self.attrs, f.name)) for f in dataclasses.fields(self.attrs)},
+            "macs": self.macs,
+            "flops": self.flops,
+            "params": self.params,
+            "param_bytes": self.param_bytes,
+            "activation_bytes": self.activation_bytes,
+        }
 
 
 @dataclass(frozen=True)
@@ -205,6 +226,22 @@ class Graph:
             opaque=tuple(f"{n.name} ({getattr(n.attrs, 'operator', '?')})" for n in self.opaque_nodes),
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description (what ``edgeplan inspect --json`` prints): ``model``, ``nodes``, ``outputs``,
+        ``folded_ops``, ``folded_shapes`` (``inputs``, ``outputs``), ``fused_calls`` (``module``: the module class or
+        aten operator, ``nodes``) and ``totals`` (macs, flops, params, bytes, opaque)."""
+        totals = dataclasses.asdict(self.totals())
+        totals["opaque"] = list(totals["opaque"])
+        return {
+            "model": self.name,
+            "nodes": [n.to_dict() for n in self.nodes],
+            "outputs": [str(r) for r in self.outputs],
+            "folded_ops": list(self.folded_ops),
+            "folded_shapes": [{"inputs": _plain(ins), "outputs": _plain(outs)} for ins, outs in self.folded_shapes],
+            "fused_calls": [{"module": cls, "nodes": list(names)} for cls, names in self.fused_calls],
+            "totals": totals,
+        }
+
     def validate(self) -> Graph:
         """Check every invariant and return ``self``.
 
@@ -254,3 +291,12 @@ class Graph:
             raise InvalidGraphError(f"graph {self.name!r}: {len(self.folded_ops)} folded operators but shapes for "
                                     f"{len(self.folded_shapes)}")
         return self
+
+
+def _plain(value: Any) -> Any:
+    """Enums as their values and tuples as lists, recursively: JSON-ready."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value

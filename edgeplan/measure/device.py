@@ -1,8 +1,12 @@
-"""What a measurement ran on: CPU, cores, threads, runtime and version, dtype, GPU.
+"""What a measurement ran on: CPU (vendor, family, model, stepping, ISA extensions, caches), cores, threads,
+runtime and version, dtype, allocator settings, GPU.
 
 A :class:`DeviceDescriptor` is stored with every measurement. Its :attr:`~DeviceDescriptor.key` hashes only the
 fields that change a latency, so two machines of the same kind share a key and one machine that is upgraded
-(new runtime version, other thread count) gets a new one. The runtime is imported only inside
+(new runtime version, other thread count) gets a new one. Its :attr:`~DeviceDescriptor.fingerprint` hashes the
+machine alone (not the measurement's thread count or dtype), and :func:`same_device` says whether costs measured
+on one descriptor's machine may stand for another's: CPUs that share a marketing name ("AMD EPYC") but differ in
+family, model, ISA extensions or caches are told apart. The runtime is imported only inside
 :func:`describe_device`.
 """
 
@@ -28,8 +32,11 @@ __all__ = [
     "RUNTIMES",
     "DeviceDescriptor",
     "collect_versions",
+    "DESCRIPTOR_VERSION",
     "describe_device",
+    "device_differences",
     "is_cuda_device",
+    "same_device",
 ]
 
 #: Runtimes edgeplan measures with.
@@ -47,7 +54,39 @@ _KEY_FIELDS = (
     "dtype",
     "accelerator",
 )
+#: What :func:`describe_device` records: 2 adds the CPU's identity, ISA extensions and caches. A descriptor
+#: stored before (version 1) lacks them, so it cannot be told apart from another CPU of the same name.
+DESCRIPTOR_VERSION = 2
+#: The fields of the machine (not of one measurement's settings, nor provenance) that :attr:`fingerprint` hashes.
+_MACHINE_FIELDS = (
+    "cpu_model",
+    "cpu_vendor",
+    "cpu_family",
+    "cpu_model_number",
+    "cpu_stepping",
+    "isa",
+    "l1d_kib",
+    "l2_kib",
+    "l3_kib",
+    "logical_cores",
+    "physical_cores",
+    "runtime",
+    "runtime_version",
+    "accelerator",
+    "allocator",
+)
+#: The fields version 2 added; they count in :attr:`DeviceDescriptor.key` of version-2 descriptors only, so the
+#: keys of stored version-1 descriptors (and the campaigns named after them) stay as they were.
+_IDENTITY_FIELDS = ("cpu_vendor", "cpu_family", "cpu_model_number", "cpu_stepping", "isa", "l1d_kib", "l2_kib",
+                    "l3_kib")
+#: ISA extensions that change which kernels a runtime picks (x86 ``flags`` and Arm ``Features`` of /proc/cpuinfo).
+ISA_FLAGS = (
+    "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+    "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",
+    "asimd", "asimdhp", "asimddp", "i8mm", "bf16", "sve", "sve2",
+)
 _CPUINFO = Path("/proc/cpuinfo")
+_CPU_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 _VERSIONED_PACKAGES = ("torch", "onnxruntime", "onnx", "numpy", "torchvision", "timm")
 
 
@@ -80,6 +119,17 @@ class DeviceDescriptor:
         (:func:`edgeplan.measure.allocator.allocator_settings`, e.g. glibc's tunables that keep freed memory), None
         for glibc's defaults. Part of :attr:`key` when set: which blocks fault fresh pages changes big operations'
         latency severalfold. Descriptors stored before it was recorded read as None.
+    cpu_vendor, cpu_family, cpu_model_number, cpu_stepping
+        The CPU's identity from ``/proc/cpuinfo`` (x86 ``vendor_id``, ``cpu family``, ``model``, ``stepping``; Arm
+        ``CPU implementer``, ``CPU architecture``, ``CPU part``, ``CPU revision``); None where it does not say.
+        Two generations of one vendor's CPUs often share a ``cpu_model`` name in a virtual machine.
+    isa
+        The ISA extensions of :data:`ISA_FLAGS` the CPU has, sorted; None where unknown.
+    l1d_kib, l2_kib, l3_kib
+        Cache sizes of the first CPU (KiB, from sysfs); None where unknown.
+    descriptor_version
+        :data:`DESCRIPTOR_VERSION` for a descriptor made now; 1 for one stored before the CPU's identity was
+        recorded (its identity fields are None, and :func:`same_device` cannot match it to any machine).
     """
 
     cpu_model: str
@@ -94,15 +144,53 @@ class DeviceDescriptor:
     os: str
     python: str
     allocator: str | None = None
+    cpu_vendor: str | None = None
+    cpu_family: int | None = None
+    cpu_model_number: int | None = None
+    cpu_stepping: int | None = None
+    isa: tuple[str, ...] | None = None
+    l1d_kib: int | None = None
+    l2_kib: int | None = None
+    l3_kib: int | None = None
+    descriptor_version: int = 1
 
     @property
     def key(self) -> str:
         """Stable 16-hex-digit id of the fields that change latency (not hostname, OS or Python)."""
-        fields_ = {name: getattr(self, name) for name in _KEY_FIELDS}
+        fields_: dict[str, object] = {name: getattr(self, name) for name in _KEY_FIELDS}
         if self.allocator is not None:  # glibc's defaults keep the keys of the measurements made before it counted
             fields_["allocator"] = self.allocator
+        if self.descriptor_version > 1:  # version 1 keeps the keys of the measurements stored before
+            fields_.update({name: _plain(getattr(self, name)) for name in _IDENTITY_FIELDS})
+            fields_["descriptor_version"] = self.descriptor_version
         payload = json.dumps(fields_, sort_keys=True)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable 12-hex-digit id of the machine: CPU identity, ISA extensions, caches, cores, runtime and version,
+        accelerator and allocator settings; not the measurement's thread count or dtype, nor provenance."""
+        fields_ = {name: _plain(getattr(self, name)) for name in _MACHINE_FIELDS}
+        fields_["descriptor_version"] = self.descriptor_version
+        payload = json.dumps(fields_, sort_keys=True)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:12]
+
+    @property
+    def described(self) -> bool:
+        """Whether the CPU's identity was recorded (:attr:`descriptor_version` 2 or later)."""
+        return self.descriptor_version >= DESCRIPTOR_VERSION
+
+    def summary(self) -> str:
+        """One line naming the machine: CPU name and identity, cores, runtime and version, fingerprint."""
+        ident = ""
+        if self.described:
+            parts = [p for p in (self.cpu_vendor, _numbered("family", self.cpu_family),
+                                 _numbered("model", self.cpu_model_number)) if p]
+            ident = f" ({', '.join(parts)})" if parts else ""
+        else:
+            ident = " (CPU identity not recorded)"
+        return (f"{self.cpu_model}{ident}, {self.logical_cores} cores, {self.runtime} {self.runtime_version}, "
+                f"fingerprint {self.fingerprint}")
 
     def to_dict(self) -> dict[str, object]:
         """Return the fields as a JSON-serialisable dict (without :attr:`key`, which is derived)."""
@@ -128,12 +216,15 @@ class DeviceDescriptor:
         """
         names = {f.name for f in fields(cls)}
         given = {k: v for k, v in data.items() if k != "key"}
-        missing, unknown = names - given.keys() - {"allocator"}, given.keys() - names
+        optional = {"allocator", "descriptor_version", *_IDENTITY_FIELDS}  # absent from older descriptors
+        missing, unknown = names - given.keys() - optional, given.keys() - names
         if missing or unknown:
             raise InvalidInputError(
                 f"device descriptor: missing fields {sorted(missing)}, unknown fields {sorted(unknown)}; "
                 "pass the output of DeviceDescriptor.to_dict()"
             )
+        if isinstance(given.get("isa"), list):  # JSON has no tuples
+            given["isa"] = tuple(given["isa"])  # type: ignore[arg-type]
         descriptor = cls(**given)  # type: ignore[arg-type]
         descriptor._check_types()
         if "key" in data and data["key"] != descriptor.key:
@@ -155,14 +246,70 @@ class DeviceDescriptor:
             raise InvalidInputError(
                 f"device descriptor: physical_cores must be an integer or null, got {self.physical_cores!r}"
             )
-        for name in ("accelerator", "allocator"):
+        for name in ("accelerator", "allocator", "cpu_vendor"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise InvalidInputError(f"device descriptor: {name} must be a string or null, got {value!r}")
+        for name in ("cpu_family", "cpu_model_number", "cpu_stepping", "l1d_kib", "l2_kib", "l3_kib"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise InvalidInputError(f"device descriptor: {name} must be an integer or null, got {value!r}")
+        if self.isa is not None and not (isinstance(self.isa, tuple) and all(isinstance(f, str) for f in self.isa)):
+            raise InvalidInputError(f"device descriptor: isa must be a list of strings or null, got {self.isa!r}")
+        version = self.descriptor_version
+        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= DESCRIPTOR_VERSION:
+            raise InvalidInputError(f"device descriptor: descriptor_version must be an integer from 1 to "
+                                    f"{DESCRIPTOR_VERSION}, got {version!r}; a newer edgeplan wrote it: upgrade")
 
 
-def describe_device(runtime: str, threads: int, dtype: str = "float32", device: str = "cpu") -> DeviceDescriptor:
-    """Describe this machine for a measurement with ``runtime`` on ``device``.
+def same_device(a: DeviceDescriptor, b: DeviceDescriptor) -> bool:
+    """Whether costs measured on ``a``'s machine may stand for ``b``'s: the same :attr:`~DeviceDescriptor.fingerprint`
+    (CPU identity, ISA extensions, caches, cores, runtime and version, accelerator, allocator settings).
+
+    Parameters
+    ----------
+    a, b
+        Two descriptors; their thread counts and dtypes are the measurements' settings, not compared here.
+
+    Returns
+    -------
+    bool
+        False when either was recorded without the CPU's identity (:attr:`~DeviceDescriptor.described`): CPUs of
+        one name differ too much to take one for the other unseen.
+    """
+    return a.described and b.described and a.fingerprint == b.fingerprint
+
+
+def device_differences(a: DeviceDescriptor, b: DeviceDescriptor) -> list[str]:
+    """What tells ``a``'s machine from ``b``'s, one ``"field: a-value vs b-value"`` per differing field.
+
+    Returns
+    -------
+    list of str
+        Empty when :func:`same_device` holds; a single line saying so when either descriptor lacks the CPU's
+        identity.
+    """
+    if not (a.described and b.described):
+        return ["CPU family, model, ISA extensions and caches not recorded (an older edgeplan), so it cannot be "
+                "told from another CPU of that name"]
+    return [f"{name}: {_shown(getattr(a, name))} vs {_shown(getattr(b, name))}" for name in _MACHINE_FIELDS
+            if getattr(a, name) != getattr(b, name)]
+
+
+def _plain(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _numbered(what: str, value: int | None) -> str | None:
+    return None if value is None else f"{what} {value}"
+
+
+def _shown(value: object) -> str:
+    return " ".join(value) if isinstance(value, tuple) else str(value)
+
+
+def describe_device(runtime: str, threads: int, dtype: str = "float32", torch_device: str = "cpu") -> DeviceDescriptor:
+    """Describe this machine for a measurement with ``runtime`` on ``torch_device``.
 
     Parameters
     ----------
@@ -172,7 +319,7 @@ def describe_device(runtime: str, threads: int, dtype: str = "float32", device: 
         Intra-op thread count the measurement uses (at least 1).
     dtype
         Element type, one of :data:`DTYPES`.
-    device
+    torch_device
         ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` with the torch runtime.
 
     Returns
@@ -186,7 +333,10 @@ def describe_device(runtime: str, threads: int, dtype: str = "float32", device: 
     MeasurementError
         If the runtime is not installed or CUDA was asked for and is not available.
     """
-    _check_arguments(runtime, threads, dtype, device)
+    _check_arguments(runtime, threads, dtype, torch_device)
+    text = _read_cpuinfo()
+    vendor, family, model, stepping = _cpu_identity(text)
+    l1d, l2, l3 = _cache_kib(_CPU_SYSFS)
     return DeviceDescriptor(
         cpu_model=_cpu_model(),
         logical_cores=os.cpu_count() or 0,
@@ -195,11 +345,20 @@ def describe_device(runtime: str, threads: int, dtype: str = "float32", device: 
         runtime=runtime,
         runtime_version=_runtime_version(runtime),
         dtype=dtype,
-        accelerator=_accelerator(device),
+        accelerator=_accelerator(torch_device),
         hostname=socket.gethostname(),
         os=platform.platform(),
         python=platform.python_version(),
         allocator=allocator_settings(),
+        cpu_vendor=vendor,
+        cpu_family=family,
+        cpu_model_number=model,
+        cpu_stepping=stepping,
+        isa=_isa(text),
+        l1d_kib=l1d,
+        l2_kib=l2,
+        l3_kib=l3,
+        descriptor_version=DESCRIPTOR_VERSION,
     )
 
 
@@ -236,6 +395,69 @@ def _read_cpuinfo() -> str:
         return _CPUINFO.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def _first_block(text: str) -> dict[str, str]:
+    """The ``name: value`` lines of the first processor of a ``/proc/cpuinfo`` text."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if out:
+                break
+            continue
+        name, _, value = line.partition(":")
+        out.setdefault(name.strip(), value.strip())
+    return out
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return None if text is None else int(text, 0)
+    except ValueError:
+        return None
+
+
+def _cpu_identity(text: str) -> tuple[str | None, int | None, int | None, int | None]:
+    """``(vendor, family, model, stepping)`` of a ``/proc/cpuinfo`` text (x86 or Arm); None where it does not say."""
+    block = _first_block(text)
+    if "vendor_id" in block or "cpu family" in block:
+        return (block.get("vendor_id") or None, _int(block.get("cpu family")), _int(block.get("model")),
+                _int(block.get("stepping")))
+    if "CPU implementer" in block:
+        return (block["CPU implementer"], _int(block.get("CPU architecture")), _int(block.get("CPU part")),
+                _int(block.get("CPU revision")))
+    return None, None, None, None
+
+
+def _isa(text: str) -> tuple[str, ...] | None:
+    """The :data:`ISA_FLAGS` of a ``/proc/cpuinfo`` text, sorted; None when it lists no flags."""
+    block = _first_block(text)
+    flags = block.get("flags", block.get("Features"))
+    if flags is None:
+        return None
+    have = set(flags.split())
+    return tuple(sorted(f for f in ISA_FLAGS if f in have))
+
+
+def _cache_kib(root: Path) -> tuple[int | None, int | None, int | None]:
+    """``(L1d, L2, L3)`` sizes in KiB of the caches sysfs lists under ``root`` (one CPU's); None where absent."""
+    sizes: dict[tuple[str, str], int] = {}
+    try:
+        indexes = sorted(root.glob("index*"))
+    except OSError:
+        return None, None, None
+    for index in indexes:
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1, "M": 1024, "G": 1024 * 1024}.get(size[-1:], None)
+        number = _int(size[:-1] if scale else size)
+        if number is not None:
+            sizes[(level, kind)] = number * scale if scale else number // 1024
+    return sizes.get(("1", "Data")), sizes.get(("2", "Unified")), sizes.get(("3", "Unified"))
 
 
 def _cpu_model() -> str:
@@ -310,7 +532,7 @@ def collect_versions() -> dict[str, str]:
 
 @functools.cache
 def _versions() -> tuple[tuple[str, str], ...]:
-    from edgeplan import __version__
+    from edgeplan._version import __version__
 
     versions = {"python": platform.python_version(), "edgeplan": __version__}
     for package in _VERSIONED_PACKAGES:

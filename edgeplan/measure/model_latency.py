@@ -7,10 +7,12 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.onnx_export import cache_export, onnx_cache_path
@@ -40,6 +42,19 @@ class ModelMeasurement:
     device: DeviceDescriptor
     store_path: Path
     record_id: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able, as ``edgeplan measure --json`` prints it: the timing's statistics (null where undefined, e.g.
+        the spread of one run), ``device`` (this machine's descriptor with its ``fingerprint``), ``store`` and
+        ``id``."""
+        t, d = self.timing, self.device
+        stats = {"latency_ms": t.median_ms, "p25_ms": t.p25_ms, "p75_ms": t.p75_ms, "min_ms": t.min_ms,
+                 "max_ms": t.max_ms, "std_ms": t.std_ms, "iqr_rel": t.iqr_rel, "ci_rel": t.ci_rel}
+        return {"model": self.model, "runtime": d.runtime, "threads": d.threads,
+                **{k: (v if math.isfinite(v) else None) for k, v in stats.items()},  # JSON has no NaN (one run)
+                "repeats": t.repeats, "stopped_by": t.stopped_by,
+                "device": {**d.to_dict(), "fingerprint": d.fingerprint}, "store": str(self.store_path),
+                "id": self.record_id}
 
 
 def _onnx_file(spec: str, input_shape: Shape | None, home: Path) -> tuple[Path, tuple[Shape, ...]]:

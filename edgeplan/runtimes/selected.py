@@ -155,15 +155,15 @@ def output_error(reference: torch.Tensor, outputs: torch.Tensor) -> float:
 
 
 
-def _synchronizer(device: torch.device) -> Callable[[], None]:
-    """What ends a timed run on ``device``: waiting for CUDA's queued kernels, nothing on the CPU."""
-    if device.type == "cuda":
-        return functools.partial(torch.cuda.synchronize, device)
+def _synchronizer(torch_device: torch.device) -> Callable[[], None]:
+    """What ends a timed run on ``torch_device``: waiting for CUDA's queued kernels, nothing on the CPU."""
+    if torch_device.type == "cuda":
+        return functools.partial(torch.cuda.synchronize, torch_device)
     return lambda: None
 
 
 @contextmanager
-def _float32_arithmetic(device: torch.device) -> Iterator[None]:
+def _float32_arithmetic(torch_device: torch.device) -> Iterator[None]:
     """TF32 off for cuDNN convolutions and matmuls on CUDA (outputs are checked in float32), every setting put back
     as it was; nothing to change on the CPU.
 
@@ -171,7 +171,7 @@ def _float32_arithmetic(device: torch.device) -> Iterator[None]:
     ``allow_tf32`` flags once the two APIs disagree, so the new attributes are used where they exist. Neither way
     touches cuDNN's ``benchmark`` or ``deterministic`` settings.
     """
-    if device.type != "cuda":
+    if torch_device.type != "cuda":
         yield
         return
     cudnn: Any = torch.backends.cudnn
@@ -258,7 +258,7 @@ class SelectionRun:
         The best single primitive by the plan's costs (``""`` when none applies to every layer).
     output_error
         ``max |y - y_ref| / max |y_ref|`` of ``selected`` and ``single`` against PyTorch's output.
-    device
+    torch_device
         The torch device every variant ran on.
     """
 
@@ -266,7 +266,7 @@ class SelectionRun:
     latency: dict[str, LatencySummary]
     single_primitive: str
     output_error: dict[str, float]
-    device: str = "cpu"
+    torch_device: str = "cpu"
 
     @property
     def speedup(self) -> float:
@@ -276,7 +276,7 @@ class SelectionRun:
 
 def run_selection(spec: str, choices: Mapping[str, str], conv_inputs: Mapping[str, int], single: str | None, *,
                   threads: int, rounds: int = 15, extra: Mapping[str, Mapping[str, str]] | None = None,
-                  device: str = "cpu") -> SelectionRun:
+                  torch_device: str = "cpu") -> SelectionRun:
     """Build the selected network of a zoo model, check its outputs and time it against the baselines.
 
     Parameters
@@ -295,7 +295,7 @@ def run_selection(spec: str, choices: Mapping[str, str], conv_inputs: Mapping[st
         Interleaved timed runs of each variant.
     extra
         More selections to build and time beside them, by label (e.g. one made with predicted costs).
-    device
+    torch_device
         Torch device of every variant: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
 
     Returns
@@ -305,19 +305,19 @@ def run_selection(spec: str, choices: Mapping[str, str], conv_inputs: Mapping[st
     Raises
     ------
     InvalidInputError
-        A chosen primitive does not run on ``device`` (oneDNN's on CUDA), the model's input is not a batch of one,
+        A chosen primitive does not run on ``torch_device`` (oneDNN's on CUDA), the model's input is not a batch of one,
         or ``spec`` is an ONNX file (no PyTorch modules to swap).
     MeasurementError
         CUDA asked for on a machine without it.
     """
     from edgeplan.frontends.zoo import build_model, is_onnx_path
-    from edgeplan.measure.runners import torch_device
+    from edgeplan.measure.runners import torch_device as resolve
 
     if is_onnx_path(spec):
         raise InvalidInputError(f"{spec}: an ONNX file's primitives are selected from its graph, but running the "
                                 "selection rebuilds the network's PyTorch modules; select it without --run, or give "
                                 "the network as a zoo string (`edgeplan zoo`)")
-    target = torch_device(device)
+    target = resolve(torch_device)
     zoo = build_model(spec)
     (x,) = zoo.example_inputs()
     if x.shape[0] != 1:
@@ -336,7 +336,7 @@ def run_selection(spec: str, choices: Mapping[str, str], conv_inputs: Mapping[st
     return SelectionRun(threads, latency, single or "", errors, str(target))
 
 
-def _flow_callable(node: Node, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor] | None:
+def _flow_callable(node: Node, torch_device: torch.device) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """A torch function computing a layout-transparent IR node, or ``None`` when its time is taken as
     independent of the layout (activations other than ReLU, dropout, padding, LRN, element-wise with a constant)."""
     import torch.nn.functional as F
@@ -350,8 +350,8 @@ def _flow_callable(node: Node, device: torch.device) -> Callable[[torch.Tensor],
                                       count_include_pad=attrs.count_include_pad)
     if node.kind is OpKind.BATCH_NORM:
         c = int(node.input_shapes[0][1])
-        mean, weight = torch.zeros(c, device=device), torch.ones(c, device=device)
-        var, bias = torch.ones(c, device=device), torch.zeros(c, device=device)
+        mean, weight = torch.zeros(c, device=torch_device), torch.ones(c, device=torch_device)
+        var, bias = torch.ones(c, device=torch_device), torch.zeros(c, device=torch_device)
         return lambda x: F.batch_norm(x, mean, var, weight, bias, training=False)
     if node.kind is OpKind.ACTIVATION and isinstance(attrs, ActivationAttrs) and attrs.fn is Activation.RELU:
         return torch.relu
@@ -364,7 +364,7 @@ def _in_layout(x: torch.Tensor, layout: str) -> torch.Tensor:
 
 
 def measure_flow_costs(flow: Sequence[FlowOp], *, threads: int, runs: int = 15,
-                       device: str = "cpu") -> npt.NDArray[np.float64]:
+                       torch_device: str = "cpu") -> npt.NDArray[np.float64]:
     """Time each layout-transparent layer on this machine in each of the three memory orders.
 
     Parameters
@@ -376,7 +376,7 @@ def measure_flow_costs(flow: Sequence[FlowOp], *, threads: int, runs: int = 15,
     runs
         Timed runs per layer and layout (median), after two warm-up runs; layers with the same kind, attributes
         and shape are timed once.
-    device
+    torch_device
         Torch device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (each CUDA run ends with a synchronisation).
 
     Returns
@@ -384,9 +384,9 @@ def measure_flow_costs(flow: Sequence[FlowOp], *, threads: int, runs: int = 15,
     numpy.ndarray
         ``(len(flow), 3)`` ms in ``chw, hcw, hwc`` order; zeros for the layers taken as layout-independent.
     """
-    from edgeplan.measure.runners import torch_device
+    from edgeplan.measure.runners import torch_device as resolve
 
-    target = torch_device(device)
+    target = resolve(torch_device)
     sync = _synchronizer(target)
     out = np.zeros((len(flow), 3))
     cache: dict[tuple[object, ...], npt.NDArray[np.float64]] = {}
