@@ -3,8 +3,7 @@
 One function per job, each returning a frozen result with ``to_dict()`` (what the CLI prints with ``--json``):
 
 - :func:`load_graph` a model's typed graph (:class:`~edgeplan.ir.graph.Graph`);
-- :func:`measure` its latency on this machine (``edgeplan.measure`` is also the package of the measuring layer:
-  calling it measures);
+- :func:`measure_latency` its latency on this machine, stored with its provenance;
 - :func:`predict` its latency on a device profile, without running it;
 - :func:`calibrate` a device profile from a few latencies measured on the device;
 - :func:`select` the convolution primitive of every layer;
@@ -17,14 +16,13 @@ cheap: torch, onnx and the heavy libraries load only when a function needs them.
 
 from __future__ import annotations
 
-import types
 from typing import TYPE_CHECKING, Any
 
-import edgeplan.measure as _measure_layer
 from edgeplan._version import __version__
 
 if TYPE_CHECKING:
     from edgeplan.decisions.calibrate import Calibration, calibrate
+    from edgeplan.decisions.measure import measure_latency
     from edgeplan.decisions.offload import OffloadOptions, OffloadResult, OffloadSetup, plan_offload
     from edgeplan.decisions.partition import Cluster, PartitionOptions, PartitionResult, plan_partition
     from edgeplan.decisions.predict import ModelPrediction, predict
@@ -48,7 +46,7 @@ __all__ = [
     "__version__",
     "calibrate",
     "load_graph",
-    "measure",
+    "measure_latency",
     "plan_offload",
     "plan_partition",
     "predict",
@@ -60,6 +58,7 @@ _LAZY = {
     "load_graph": "edgeplan.frontends.zoo",
     "Graph": "edgeplan.ir.graph",
     "ModelMeasurement": "edgeplan.measure.model_latency",
+    "measure_latency": "edgeplan.decisions.measure",
     "predict": "edgeplan.decisions.predict",
     "ModelPrediction": "edgeplan.decisions.predict",
     "calibrate": "edgeplan.decisions.calibrate",
@@ -90,19 +89,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-class _MeasureLayer(types.ModuleType):
-    """The package ``edgeplan.measure`` (the measuring layer), which is also the public ``edgeplan.measure``
-    function: calling it runs :func:`edgeplan.decisions.measure.measure`."""
-
-    def __call__(self, model: str, **options: Any) -> Any:
-        """Measure ``model``'s end-to-end latency on this machine and store it (:func:`edgeplan.decisions.measure.
-        measure`, whose keyword arguments it takes); returns a :class:`ModelMeasurement`."""
-        from edgeplan.decisions.measure import measure
-
-        return measure(model, **options)
-
-
-_measure_layer.__class__ = _MeasureLayer
-measure = _measure_layer

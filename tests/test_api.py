@@ -39,10 +39,9 @@ def test_import_is_cheap_and_names_every_job() -> None:
 def test_load_graph_measure_and_predict(tmp_path: Path) -> None:
     graph = edgeplan.load_graph("synthetic:0")
     assert _json_ready(graph)["totals"]["macs"] > 0
-    m = edgeplan.measure("synthetic:0", repeats=3, max_time_s=2.0, home=tmp_path)
+    m = edgeplan.measure_latency("synthetic:0", repeats=3, max_time_s=2.0, home=tmp_path)
     data = _json_ready(m)
     assert data["repeats"] == 3 and data["latency_ms"] > 0 and data["device"]["fingerprint"]
-    assert edgeplan.measure.Store is not None  # still the measuring layer's package
     p = edgeplan.predict("synthetic:0")
     assert _json_ready(p)["latency_ms"] > 0 and p.device == "torch-fp32-1t"
     many = edgeplan.predict(["synthetic:0", "synthetic:1"])

@@ -7,10 +7,10 @@ from pathlib import Path
 from edgeplan.errors import InvalidInputError
 from edgeplan.measure.model_latency import ModelMeasurement, measure_model
 
-__all__ = ["ModelMeasurement", "measure"]
+__all__ = ["ModelMeasurement", "measure_latency"]
 
 
-def measure(model: str, *, runtime: str = "torch", threads: int = 1, repeats: int | None = None,
+def measure_latency(model: str, *, runtime: str = "torch", threads: int = 1, repeats: int | None = None,
             max_time_s: float = 10.0, input_shape: tuple[int, ...] | None = None,
             home: str | Path | None = None) -> ModelMeasurement:
     """Measure the end-to-end latency of a model on this machine (median of repeated runs) and store it.
