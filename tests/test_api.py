@@ -29,7 +29,7 @@ def test_import_is_cheap_and_names_every_job() -> None:
                          text=True, check=True).stderr
     heavy = [line for line in out.splitlines() if any(f" {m}" in line for m in ("torch", "onnx", "sklearn"))]
     assert heavy == []
-    for name in ("load_graph", "measure", "predict", "calibrate", "select", "plan_offload", "plan_partition"):
+    for name in ("load_graph", "measure_latency", "predict", "calibrate", "select", "plan_offload", "plan_partition"):
         assert name in edgeplan.__all__ and callable(getattr(edgeplan, name))
     assert edgeplan.__version__
     with pytest.raises(AttributeError):
