@@ -130,7 +130,6 @@ bench-transfer-h100: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer_gpu.py --source out/costmodels/h200-nn2 \
 	  --target edgeplan/data/primitives/reference_h100.csv --again edgeplan/data/primitives/reference_h100_remeasure100.csv \
 	  --table edgeplan/data/primitives/networks_h100.csv --fractions 0.01 0.1 --repeats 5 --threads 1
-	$(BIN)/python benchmarks/diag_gpu_drift.py
 
 # the report of the stored H200 runs (select_h200/ and select_h200_run2/; benchmarks/gpu_select.sh makes them on a GPU)
 bench-select-gpu: $(STAMP)
@@ -194,7 +193,6 @@ ZEN5 := out/history/epyc-zen5/torch-fp32-2t
 bench-li2023-2t-zen5: $(STAMP) $(ZEN5).jsonl.xz $(ZEN5).repeat.jsonl.xz
 	$(BIN)/edgeplan reproduce li2023 --data $(ZEN5).jsonl.xz --repeat-data $(ZEN5).repeat.jsonl.xz \
 		--method gbdt --statistic median
-	$(BIN)/python benchmarks/diag_li2023_context.py --data $(ZEN5).jsonl.xz --space synthetic-aligned
 
 # the same machine measured again whole with glibc's allocator keeping freed memory (ops profile --keep-memory): no
 # operation pays page faults for buffers over 32 MiB that the allocator handed back (~30 min on one core)
