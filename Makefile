@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-selection-zen5 bench-selection-here bench-transfer bench-transfer-1pct bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-nf bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
+.PHONY: install demo test lint bench bench-coverage bench-noise bench-import bench-help bench-agree bench-nb201 bench-synthetic bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-selection-here bench-transfer bench-transfer-1pct bench-transfer-table5 bench-transfer-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-nf bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t clean
 
 install: $(STAMP)
 
@@ -29,8 +29,8 @@ lint: $(STAMP)
 # One command per target; each prints its figure and the machine.
 bench: bench-help bench-import bench-noise bench-coverage bench-agree bench-nb201 bench-synthetic \
        bench-offload-random bench-offload-solvers bench-offload-paper bench-offload-split bench-cut-points \
-       bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-selection-zen5 bench-transfer \
-       bench-transfer-1pct bench-transfer-table5 bench-transfer-gpu bench-transfer-h100 bench-select-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-nf bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
+       bench-partition-sim bench-partition-pipeline bench-costmodels bench-pbqp bench-kernels bench-selection bench-transfer \
+       bench-transfer-1pct bench-transfer-table5 bench-transfer-gpu bench-calibrate-primitives bench-li2023 bench-li2023-2t bench-li2023-2t-xeon bench-li2023-2t-xeon-warm bench-li2023-2t-xeon-spaces bench-li2023-2t-zen5 bench-li2023-2t-zen5-keep bench-li2023-2t-zen5-keep-stacked bench-li2023-2t-zen5-keep-net bench-li2023-1t-zen5-keep bench-li2023-1t-zen5-keep-stacked bench-li2023-1t-zen5-keep-net bench-li2023-threads bench-li2023-int8 bench-li2023-nb201 bench-li2023-zoo-bias bench-profile-zen5 bench-predict bench-transformers bench-upsample bench-nf bench-calibrate-here bench-calibrate-here-ort bench-calibrate-here-2t
 
 bench-help: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli_help.py
@@ -89,11 +89,7 @@ bench-kernels: $(STAMP)
 	$(BIN)/python benchmarks/bench_kernels.py
 
 bench-selection: $(STAMP)
-	$(BIN)/python benchmarks/bench_selection.py --data edgeplan/data/primitives/networks_cpu_2t.csv
-
-# the same from the tables measured on the Zen 5 VM (AMD EPYC, CPU family 26) on 2026-11-30
-bench-selection-zen5: $(STAMP)
-	$(BIN)/python benchmarks/bench_selection.py --data edgeplan/data/primitives/networks_cpu_2t_zen5.csv
+	$(BIN)/python benchmarks/bench_selection.py --data data/primitives/networks_cpu_2t.csv
 
 # the same on whatever machine this is: its own tables first (the six networks' 73 layers, ~2-3 min, resumable)
 bench-selection-here: $(STAMP)
@@ -120,20 +116,6 @@ bench-transfer-table5: $(STAMP)
 
 bench-transfer-gpu: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer_gpu.py --fractions 0.01 0.025 0.05 0.1 0.25 --repeats 5 --threads 1
-
-# GPU to GPU: the H200's NN2 moved to the H100's tables (both NN2 are fitted first when missing, ~4 min each)
-bench-transfer-h100: $(STAMP)
-	test -f out/costmodels/h200-nn2/model.json || $(BIN)/edgeplan primitives fit --threads 1 \
-	  --data edgeplan/data/primitives/reference_h200.csv --out out/costmodels/h200-nn2
-	test -f out/costmodels/h100-nn2/model.json || $(BIN)/edgeplan primitives fit --threads 1 \
-	  --data edgeplan/data/primitives/reference_h100.csv --out out/costmodels/h100-nn2
-	$(BIN)/python benchmarks/bench_transfer_gpu.py --source out/costmodels/h200-nn2 \
-	  --target edgeplan/data/primitives/reference_h100.csv --again edgeplan/data/primitives/reference_h100_remeasure100.csv \
-	  --table edgeplan/data/primitives/networks_h100.csv --fractions 0.01 0.1 --repeats 5 --threads 1
-
-# the report of the stored H200 runs (select_h200/ and select_h200_run2/; benchmarks/gpu_select.sh makes them on a GPU)
-bench-select-gpu: $(STAMP)
-	$(BIN)/python benchmarks/bench_select_gpu.py
 
 # measures 40 layers at 2 threads into out/calibrate/store.sqlite (reused by later runs); run it on an idle machine
 bench-calibrate-primitives: $(STAMP)
@@ -198,8 +180,8 @@ bench-li2023-2t-zen5: $(STAMP) $(ZEN5).jsonl.xz $(ZEN5).repeat.jsonl.xz
 # operation pays page faults for buffers over 32 MiB that the allocator handed back (~30 min on one core)
 # li2023 on the Zen 5 keep-memory files of one thread count (2t, 1t): $(call ZEN5KEEP,2t); the default targets give
 # the predictors the network's largest output when fitted on li2023's 900 networks or more (--network-context auto)
-ZEN5KEEP = $(BIN)/edgeplan reproduce li2023 --data edgeplan/data/latency/epyc-zen5-keep/torch-fp32-$(1).jsonl.xz \
-	--repeat-data edgeplan/data/latency/epyc-zen5-keep/torch-fp32-$(1).repeat.jsonl.xz --method gbdt --statistic median
+ZEN5KEEP = $(BIN)/edgeplan reproduce li2023 --data data/latency/keep-memory/torch-fp32-$(1).jsonl.xz \
+	--repeat-data data/latency/keep-memory/torch-fp32-$(1).repeat.jsonl.xz --method gbdt --statistic median
 
 bench-li2023-2t-zen5-keep: $(STAMP)
 	$(call ZEN5KEEP,2t) --network-context auto
@@ -230,7 +212,7 @@ bench-li2023-zoo-bias: $(STAMP)
 # the shipped Zen 5 profiles on the networks they were not trained on (synthetic:900-999, the zoo CNNs: the 1-thread
 # file holds the two NFNets only), fitting nothing; the zoo also from its graphs, as `edgeplan predict` prices it;
 # then their transformer extensions, held out
-ZEN5DATA := edgeplan/data/latency/epyc-zen5-keep
+ZEN5DATA := data/latency/keep-memory
 bench-profile-zen5: $(STAMP)
 	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --device zen5-torch-fp32-2t --data $(ZEN5DATA)/torch-fp32-2t.jsonl.xz \
 		--repeat-data $(ZEN5DATA)/torch-fp32-2t.repeat.jsonl.xz --graph --worst 12 --method gbdt
@@ -252,38 +234,38 @@ bench-predict: $(STAMP)
 
 # the shipped torch-fp32-1t profile (an AMD EPYC's) calibrated from 10 models of an Intel Xeon's shipped
 # measurements (40-65 min on one core); measure this machine instead: taskset -c 0 $(BIN)/python
-# benchmarks/bench_calibrate_here.py (~2 h: both campaigns, ~55 min, then the scores)
+# benchmarks/bench_calibrate_latency.py (~2 h: both campaigns, ~55 min, then the scores)
 bench-calibrate-here: $(STAMP)
-	$(BIN)/python benchmarks/bench_calibrate_here.py --measured edgeplan/data/latency/fewshot/xeon-torch-fp32-1t
+	$(BIN)/python benchmarks/bench_calibrate_latency.py --measured data/latency/fewshot/torch-fp32-1t
 
 # the same for ONNX Runtime: the shipped ort-fp32-1t profile (an AMD EPYC's, synthetic networks only) calibrated from
 # 10 models of an Intel Xeon's shipped ORT measurements (~1 h on one core)
 bench-calibrate-here-ort: $(STAMP)
-	$(BIN)/python benchmarks/bench_calibrate_here.py --source ort-fp32-1t --measured edgeplan/data/latency/fewshot/xeon-ort-fp32-1t
+	$(BIN)/python benchmarks/bench_calibrate_latency.py --source ort-fp32-1t --measured data/latency/fewshot/ort-fp32-1t
 
 # the same for two threads: the shipped torch-fp32-2t profile calibrated from 10 models of the Xeon's 2-thread data
 # (~35 min on one core)
 bench-calibrate-here-2t: $(STAMP)
-	$(BIN)/python benchmarks/bench_calibrate_here.py --source torch-fp32-2t --measured edgeplan/data/latency/fewshot/xeon-torch-fp32-2t
+	$(BIN)/python benchmarks/bench_calibrate_latency.py --source torch-fp32-2t --measured data/latency/fewshot/torch-fp32-2t
 
 # vision transformers held out of the torch profiles' extensions (5-fold), 1 and 2 threads (~9 min each, one core)
 bench-transformers: $(STAMP)
 	$(BIN)/python benchmarks/bench_transformers.py
-	$(BIN)/python benchmarks/bench_transformers.py --data edgeplan/data/latency/torch-fp32-2t.transformers.jsonl.xz
+	$(BIN)/python benchmarks/bench_transformers.py --data data/latency/torch-fp32-2t.transformers.jsonl.xz
 
 # nearest upsampling (HRNet, GhostNetV2) in the torch-fp32 profiles: one family held out at a time, the base keeping
 # the transformers' extension (~3 min each, one core)
 bench-upsample: $(STAMP)
-	$(BIN)/python benchmarks/bench_transformers.py --data edgeplan/data/latency/torch-fp32-1t.upsample.jsonl.xz \
+	$(BIN)/python benchmarks/bench_transformers.py --data data/latency/torch-fp32-1t.upsample.jsonl.xz \
 		--keep-extensions 1 --by-family --methods gbdt lasso
-	$(BIN)/python benchmarks/bench_transformers.py --data edgeplan/data/latency/torch-fp32-2t.upsample.jsonl.xz \
+	$(BIN)/python benchmarks/bench_transformers.py --data data/latency/torch-fp32-2t.upsample.jsonl.xz \
 		--keep-extensions 1 --by-family --methods gbdt lasso
 
 # weight standardization (NF-ResNets, NFNets) in the torch-fp32 profiles: the 8 timm normalization-free models held
 # out one family at a time, the 20 synthetic-nf networks always trained on, the base keeping the transformers' and the
 # upsampling extensions (~3 min each, one core)
 bench-nf: $(STAMP)
-	$(BIN)/python benchmarks/bench_transformers.py --data edgeplan/data/latency/torch-fp32-1t.nf.jsonl.xz \
+	$(BIN)/python benchmarks/bench_transformers.py --data data/latency/torch-fp32-1t.nf.jsonl.xz \
 		--keep-extensions 2 --by-family --always-train synthetic-nf:0-19 --methods gbdt lasso
-	$(BIN)/python benchmarks/bench_transformers.py --data edgeplan/data/latency/torch-fp32-2t.nf.jsonl.xz \
+	$(BIN)/python benchmarks/bench_transformers.py --data data/latency/torch-fp32-2t.nf.jsonl.xz \
 		--keep-extensions 2 --by-family --always-train synthetic-nf:0-19 --methods gbdt lasso

@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 
+from _data import DATA, need
 from _machine import machine
 
 from edgeplan.cli.select_cmd import OUTPUT_TOLERANCE
@@ -26,8 +28,8 @@ NETWORKS = ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34")
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", nargs="+", default=["edgeplan/data/primitives/networks_cpu_2t.csv"],
-                        help="measured tables (mulder2021 format; default: the shipped 2-thread network tables)")
+    parser.add_argument("--data", nargs="+", default=[str(DATA / "primitives" / "networks_cpu_2t.csv")],
+                        help="measured tables (mulder2021 format; default: the repository's 2-thread network tables)")
     parser.add_argument("--model", default=None, help="performance model folder (used instead of --data)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=15)
@@ -38,6 +40,8 @@ def main() -> int:
     print(machine(args.threads))
     if args.model:
         args.data = None
+    else:
+        need(*map(Path, args.data))
     costs = "measured" if args.data else "predicted"
     flow = "without" if args.no_flow_costs else "with"
     print(f"costs: {costs} ({' '.join(args.data) if args.data else args.model or 'shipped NN2'}), {flow} the "
