@@ -39,7 +39,7 @@ from typing import Any
 from _data import DATA, need
 from _machine import machine
 from bench_calibrate_primitives import score as table_score
-from bench_transfer import fitted_run, fmt, grouped, print_run, quartiles, shared_correction
+from bench_transfer import DESIGNS, fitted_run, fmt, grouped, print_run, quartiles, shared_correction
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("factor", "factor-finetune", "finetune", "scratch")
@@ -81,6 +81,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--split-seed", type=int, default=0)
+    parser.add_argument("--design", default="uniform", choices=list(DESIGNS),
+                        help="How the target samples are chosen (as bench_transfer.py --design).")
+    parser.add_argument("--bag", type=int, default=1, help="Fine-tunings per transfer kept as one ensemble.")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--shared-correction", action="store_true",
                         help="Beside fine-tuning, the source corrected by one boosted model shared by all primitives "
@@ -100,7 +103,7 @@ def main() -> int:
     provenance_file = args.target.with_suffix(".provenance.json")
     gpu = args.target.stem  # described by its provenance when there is one
     if provenance_file.is_file():
-        gpu = json.loads(provenance_file.read_text()).get("machine", gpu)
+        gpu = json.loads(provenance_file.read_text()).get("accelerator", gpu)
     print(f"source {args.source} ({source.kind}); target {args.target.name} ({len(target)} configurations, "
           f"{len(target.primitives)} primitives, {gpu}); selections priced with {args.table.name} "
           f"({len(table)} layers)")
