@@ -14,3 +14,7 @@ def machine(threads: int | None = None) -> str:
         f"{d.cpu_model}; {d.logical_cores} logical / {d.physical_cores} physical cores; torch threads {d.threads}; "
         f"torch {d.runtime_version}; Python {d.python}; {d.os}"
     )
+
+
+if __name__ == "__main__":  # the line for a target whose figure an `edgeplan` command prints
+    print(f"machine: {machine()}")

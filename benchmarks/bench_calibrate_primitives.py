@@ -6,7 +6,7 @@ measured here with every applicable primitive, as ``edgeplan calibrate --primiti
 (the measurements go to the Store under ``--home``, so a second run reuses them). Each transfer method (the
 source as is, the per-primitive factor, fine-tuning) is fitted on those layers and scored on an *independent*
 table: the 73 conv layers of the six mulder2020 networks measured at 2 threads in another campaign
-(``edgeplan/data/primitives/networks_cpu_2t.csv``):
+(the repository's ``data/primitives/networks_cpu_2t.csv``):
 
 - MdRAE per primitive on that table, median over primitives (and over the non-identity transformations);
 - selection increase: each network's selection made with the model, priced with the measured table, over the
@@ -28,10 +28,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from _data import DATA, need
 from _machine import machine
 
-ROOT = Path(__file__).resolve().parents[1]
-TABLE = ROOT / "edgeplan" / "data" / "primitives" / "networks_cpu_2t.csv"
+TABLE = DATA / "primitives" / "networks_cpu_2t.csv"
 
 
 def score(model: Any, table: Any, structures: dict[str, Any], formats: dict[str, tuple[str, str]]) -> dict[str, Any]:
@@ -77,6 +77,7 @@ def main() -> int:
     print(f"measured {len(data)} layers at {args.threads} threads (campaign {info['campaign']}, "
           f"{info['report']['elapsed_s']:.0f} s this run)")
     calib = calibrate_primitives(source, data, seed=args.seed, threads=args.threads)
+    need(args.table)
     table = load_primitive_csv(args.table)
     again_path = args.table.with_name(args.table.stem + "_remeasure.csv")
     floor = None

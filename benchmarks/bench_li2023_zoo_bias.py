@@ -2,11 +2,11 @@
 for the sum of the ops alone and per op category, and the MAPE with each overhead form
 (:data:`~edgeplan.costmodels.opwise.model.OVERHEAD_FORMS`) learnt on the training networks, on the same op predictions.
 
-By default the scenario's shipped models and dataset (no timing, no fitting). With ``--data FILE`` (an ``edgeplan
-ops export`` of your own campaign, e.g. another machine's) the methods are fitted on that file's training networks
-first: li2023's synthetic:0-899, with ``--with-spaces`` also edgeplan's synthetic spaces the file holds (``--space
-FAMILY``, repeatable: only those, e.g. ``synthetic-heads``). The
-synthetic test networks (synthetic:900-999) are then reported beside the zoo, and for both groups the MAPE of the
+By default the scenario's shipped models and its dataset in ``data/latency`` (no timing, no fitting). With ``--data
+FILE`` (an ``edgeplan ops export`` of your own campaign, e.g. another machine's) the methods are fitted on that file's
+training networks first: li2023's synthetic:0-899, with ``--with-spaces`` also edgeplan's synthetic spaces the file
+holds (``--space FAMILY``, repeatable: only those, e.g. ``synthetic-heads``). The synthetic test networks
+(synthetic:900-999) are then reported beside the zoo, and for both groups the MAPE of the
 measured op sum plus the learnt overhead ("ops as measured"): what a predictor without op error would score, so that
 the op predictors' share of the error and the overhead's can be told apart. Last, per op kind, the zoo's operations
 whose features occur exactly in the training networks: the median ratio of the zoo's time to the training networks'
@@ -43,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _data import need
+from _machine import machine
 
 
 def _group_rows(model: Any, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -225,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
                      "--implementations (it fits nothing)")
     if args.graph and args.device is None:
         parser.error("--graph predicts the zoo CNNs on a --device profile; give --device")
+    need(args.data or dataset_path(args.scenario))
+    print(machine(), flush=True)
     data = load_dataset(args.data or dataset_path(args.scenario))
     if args.same_models_as is not None:
         kept = set(load_dataset(args.same_models_as).models())

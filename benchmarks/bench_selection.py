@@ -1,20 +1,30 @@
 """Selected networks on this machine (issue 5): PBQP over edgeplan's primitives, run for real, batch 1.
 
-For AlexNet, VGG-11, VGG-19, GoogLeNet, ResNet-18 and ResNet-34: select every conv layer's primitive from the
-given measured tables (``--data``, e.g. the exports of ``edgeplan primitives profile --network MODEL --threads 2``)
-or from a performance model (``--model``), build the network, check its outputs against PyTorch's and time
-PyTorch's default, the selected network and the best single primitive, interleaved (``--rounds`` runs each,
-medians). Prints per network the speed-up over PyTorch and over the single primitive, and the geometric mean.
+For AlexNet, VGG-11, VGG-19, GoogLeNet, ResNet-18 and ResNet-34: select every conv layer's primitive from
+measured tables, build the network, check its outputs against PyTorch's and time PyTorch's default, the selected
+network and the best single primitive, interleaved (``--rounds`` runs each, medians). Prints per network the
+speed-up over PyTorch and over the single primitive, and the geometric mean.
 
-Target (issue 5): faster than PyTorch on at least 4 of the 6, geometric-mean speed-up >= 1.15x, at 2 threads.
+The costs: ``--measure DIR`` measures the networks' conv layers here first, with every primitive that runs on
+``--torch-device`` (``edgeplan primitives profile --network ...`` into ``DIR/store.sqlite``, resumable; a few
+minutes), since costs measured on one machine do not carry the selections to another; or the tables given to
+``--data`` (default the repository's ``data/primitives/networks_cpu_2t.csv``, measured on the reference machine);
+or a performance model (``--model``). ``--torch-device cuda`` selects among the primitives that run on the GPU and
+runs there (1 thread, 30 rounds unless given); without a CUDA device it says so and exits 0.
+
+Target (issue 5, on the CPU): faster than PyTorch on at least 4 of the 6, geometric-mean speed-up >= 1.15x, at 2
+threads.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import subprocess
 import sys
+from pathlib import Path
 
+from _data import DATA, need
 from _machine import machine
 
 from edgeplan.cli.select_cmd import OUTPUT_TOLERANCE
@@ -24,20 +34,53 @@ from edgeplan.runtimes.selected import run_selection
 NETWORKS = ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34")
 
 
+def measure_tables(folder: Path, networks: list[str], threads: int, torch_device: str) -> Path:
+    """The networks' conv layers measured here with every primitive that runs on ``torch_device`` (``edgeplan
+    primitives profile``, resumable from ``folder/store.sqlite``), exported with the cells it could not measure."""
+    folder.mkdir(parents=True, exist_ok=True)
+    store = folder / "store.sqlite"
+    out = folder / f"networks_{torch_device.split(':')[0]}_{threads}t.csv"
+    edgeplan = [sys.executable, "-m", "edgeplan", "primitives"]
+    nets = [arg for name in networks for arg in ("--network", f"torchvision:{name}")]
+    device = [] if torch_device == "cpu" else ["--device", torch_device, "--target-ms", "5"]
+    subprocess.run([*edgeplan, "profile", "--store", str(store), "--threads", str(threads), "--seed", "1", *nets,
+                    *device, "--budget-s", "3000"], check=True)
+    subprocess.run([*edgeplan, "export", "--store", str(store), "--include-incomplete", "--out", str(out)],
+                   check=True)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", nargs="+", default=["edgeplan/data/primitives/networks_cpu_2t.csv"],
-                        help="measured tables (mulder2021 format; default: the shipped 2-thread network tables)")
+    parser.add_argument("--data", nargs="+", default=[str(DATA / "primitives" / "networks_cpu_2t.csv")],
+                        help="measured tables (mulder2021 format; default: the repository's 2-thread network tables)")
+    parser.add_argument("--measure", type=Path, default=None, metavar="DIR",
+                        help="measure the networks' tables here first (Store and export in DIR), instead of --data")
     parser.add_argument("--model", default=None, help="performance model folder (used instead of --data)")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--torch-device", default="cpu", help="cpu, cuda or cuda:N: where the networks run")
+    parser.add_argument("--threads", type=int, default=None, help="default 2 on the CPU, 1 on a GPU")
+    parser.add_argument("--rounds", type=int, default=None, help="default 15 on the CPU, 30 on a GPU")
     parser.add_argument("--networks", nargs="+", default=list(NETWORKS))
     parser.add_argument("--no-flow-costs", action="store_true",
                         help="leave pooling, batch norm and ReLU out of the costs (mulder2020's cost graph)")
     args = parser.parse_args()
+    gpu = args.torch_device != "cpu"
+    args.threads = args.threads or (1 if gpu else 2)
+    args.rounds = args.rounds or (30 if gpu else 15)
     print(machine(args.threads))
+    if gpu:
+        import torch
+
+        if not torch.cuda.is_available():
+            print(f"skipped: no CUDA device here (--torch-device {args.torch_device})")
+            return 0
+        print(f"GPU: {torch.cuda.get_device_name(0)}; CUDA {torch.version.cuda}")
     if args.model:
         args.data = None
+    elif args.measure is not None:
+        args.data = [str(measure_tables(args.measure, args.networks, args.threads, args.torch_device))]
+    else:
+        need(*map(Path, args.data))
     costs = "measured" if args.data else "predicted"
     flow = "without" if args.no_flow_costs else "with"
     print(f"costs: {costs} ({' '.join(args.data) if args.data else args.model or 'shipped NN2'}), {flow} the "
@@ -50,11 +93,11 @@ def main() -> int:
     for name in args.networks:
         spec = f"torchvision:{name}"
         sel = select_model(spec, costs=costs, model_dir=args.model if costs == "predicted" else None, tables=args.data,
-                           flow_threads=None if args.no_flow_costs else args.threads)
+                           flow_threads=None if args.no_flow_costs else args.threads, device=args.torch_device)
         single = single_primitive_choice(sel.structure, sel.costs)
         inputs = sel.structure.conv_inputs()
         run = run_selection(spec, sel.plan.choices(), inputs, single[0] if single else None,
-                            threads=args.threads, rounds=args.rounds)
+                            threads=args.threads, rounds=args.rounds, device=args.torch_device)
         lat = run.latency
         single_ms = lat["single"].median_ms if "single" in lat else math.nan
         err = max(run.output_error.values())
@@ -66,8 +109,9 @@ def main() -> int:
               f"{run.speedup:>8.3f}x {single_ms / lat['selected'].median_ms:>7.3f}x {err:>8.1e}")
     geomean = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
     faster = sum(s > 1.0 for s in speedups)
-    print(f"\nfaster than PyTorch on {faster}/{len(speedups)} (target >= 4 of 6); geometric-mean speed-up "
-          f"{geomean:.3f}x (target >= 1.15x); outputs {'match' if ok else 'DO NOT match'} (tolerance "
+    targets = ("", "") if gpu else (" (target >= 4 of 6)", " (target >= 1.15x)")
+    print(f"\n{args.torch_device}: faster than PyTorch on {faster}/{len(speedups)}{targets[0]}; geometric-mean "
+          f"speed-up {geomean:.3f}x{targets[1]}; outputs {'match' if ok else 'DO NOT match'} (tolerance "
           f"{OUTPUT_TOLERANCE:g})")
     return 0 if ok else 1
 

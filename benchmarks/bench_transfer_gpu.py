@@ -2,20 +2,18 @@
 
 The source is the shipped NN2 (``edgeplan/data/primitives/nn2_cpu_1t``: the reference machine's CPU, one thread).
 The target is the same primitives measured on a GPU by ``benchmarks/gpu_primitives.sh``
-(``edgeplan primitives profile --device cuda``): by default the NVIDIA H200 tables shipped in
-``edgeplan/data/primitives`` (``reference_h200.csv``: 2,703 configurations of the zoo space, 63 primitives, oneDNN's
-two CPU-only ones absent; ``networks_h200.csv``: the 73 conv layers of the six mulder2020 networks, another
-campaign). No GPU is needed to run this benchmark: it fits and scores models from the measured tables. Other
-pairs name their files: GPU to GPU is ``--source out/costmodels/h200-nn2`` (an NN2 fitted on the H200's table) with
-the H100's ``--target reference_h100.csv --again reference_h100_remeasure100.csv --table networks_h100.csv``
-(``make bench-transfer-h100``).
+(``edgeplan primitives profile --device cuda``): by default the tables in the repository's ``data/primitives``
+(``reference_cuda.csv``: 2,703 configurations of the zoo space, 63 primitives, oneDNN's two CPU-only ones absent;
+``networks_cuda.csv``: the 73 conv layers of the six mulder2020 networks, another campaign; an NVIDIA H200's, as
+their provenance says). No GPU is needed to run this benchmark: it fits and scores models from the measured tables.
+Other pairs name their files (``--source``, ``--target``, ``--again``, ``--table``).
 
 For every fraction of the target's training part (seed-0 80/10/10 split; default 1 % and 10 %) and every repeat
 (default 5; the repeat number seeds the draw), each method of :func:`~edgeplan.costmodels.transfer` is fitted on
 the same drawn rows and scored by
 
 - the MdRAE on the target's test part (median over primitives), beside the target's noise floor (the same
-  configurations measured again in an independent run, ``reference_h200_remeasure100.csv``), and
+  configurations measured again in an independent run, ``reference_cuda_remeasure100.csv``), and
 - the selection increase: each network's selection made with the transferred model, priced with the measured
   network table, over the measured optimum, mean over the six networks (GoogLeNet's beside it).
 
@@ -38,12 +36,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from _data import DATA, need
 from _machine import machine
 from bench_calibrate_primitives import score as table_score
-from bench_transfer import fitted_run, fmt, grouped, print_run, quartiles, shared_correction
+from bench_transfer import DESIGNS, fitted_run, fmt, grouped, print_run, quartiles, shared_correction
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "edgeplan" / "data" / "primitives"
 METHODS = ("factor", "factor-finetune", "finetune", "scratch")
 
 
@@ -68,11 +66,13 @@ def stats(values: list[float]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", type=Path, default=DATA / "nn2_cpu_1t", help="The source model folder.")
-    parser.add_argument("--target", type=Path, default=DATA / "reference_h200.csv", help="The GPU's table.")
-    parser.add_argument("--again", type=Path, default=DATA / "reference_h200_remeasure100.csv",
+    parser.add_argument("--source", type=Path, default=ROOT / "edgeplan" / "data" / "primitives" / "nn2_cpu_1t",
+                        help="The source model folder.")
+    parser.add_argument("--target", type=Path, default=DATA / "primitives" / "reference_cuda.csv",
+                        help="The GPU's table.")
+    parser.add_argument("--again", type=Path, default=DATA / "primitives" / "reference_cuda_remeasure100.csv",
                         help="The target's configurations measured again (its noise floor).")
-    parser.add_argument("--table", type=Path, default=DATA / "networks_h200.csv",
+    parser.add_argument("--table", type=Path, default=DATA / "primitives" / "networks_cuda.csv",
                         help="The six networks' layers measured on the GPU (prices the selections).")
     parser.add_argument("--native", type=Path, default=None,
                         help="A model fitted on all of the target's training part, scored beside if present (default: "
@@ -81,6 +81,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--split-seed", type=int, default=0)
+    parser.add_argument("--design", default="uniform", choices=list(DESIGNS),
+                        help="How the target samples are chosen (as bench_transfer.py --design).")
+    parser.add_argument("--bag", type=int, default=1, help="Fine-tunings per transfer kept as one ensemble.")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--shared-correction", action="store_true",
                         help="Beside fine-tuning, the source corrected by one boosted model shared by all primitives "
@@ -93,13 +96,14 @@ def main() -> int:
     from edgeplan.measure.primitive_campaign import noise_floor
     from experiments.mulder2020 import structures
 
+    need(args.target, args.table)
     print(machine(args.threads))
     source = load_performance_model(args.source)
     target, table = load_primitive_csv(args.target), load_primitive_csv(args.table)
     provenance_file = args.target.with_suffix(".provenance.json")
-    gpu = args.target.stem  # named by its provenance's accelerator when there is one
+    gpu = args.target.stem  # described by its provenance when there is one
     if provenance_file.is_file():
-        gpu = json.loads(provenance_file.read_text())["devices"][0]["descriptor"]["accelerator"] or gpu
+        gpu = json.loads(provenance_file.read_text()).get("accelerator", gpu)
     print(f"source {args.source} ({source.kind}); target {args.target.name} ({len(target)} configurations, "
           f"{len(target.primitives)} primitives, {gpu}); selections priced with {args.table.name} "
           f"({len(table)} layers)")

@@ -7,10 +7,10 @@ other kernels; so are the nearest upsamplings of HRNet and GhostNetV2 (element-w
 adds predictors for the operation kinds a model lacks, fitted on measured models, and keeps every predictor it
 had.
 
-On the non-synthetic models of a dataset (default the shipped ``torch-fp32-1t.transformers.jsonl.xz``), grouped
+On the non-synthetic models of a dataset (default ``data/latency/torch-fp32-1t.transformers.jsonl.xz``), grouped
 k-fold over the models (``--folds``; every model held out once), or one model family held out at a time
-(``--by-family``: the family is the model's name up to its first ``_``, so that no variant of a held-out
-network is trained on), for each method. Models given to ``--always-train`` (``synthetic-nf:0-19``, say: the
+(``--by-family``: the family is the model's name up to its first ``_``, so that no variant of a held-out network is
+trained on), for each method. Models given to ``--always-train`` (``synthetic-nf:0-19``, say: the
 normalization-free synthetic networks, when the real NFNets are the ones held out) are in every fold's training
 models and never held out:
 
@@ -22,8 +22,8 @@ models and never held out:
   end-to-end time includes any work eager PyTorch runs that the IR folds away, which no op predicts).
 
 Also, where the scenario's model has more extensions than the base, the side effect of the later ones on the
-real-world CNNs of the scenario's shipped dataset (which they were not fitted on): their MAPE with and without
-them.
+real-world CNNs of the scenario's dataset in ``data/latency`` (which they were not fitted on): their MAPE with and
+without them.
 
 Prints the figures per model and the means. It fits only the added kinds' predictors per fold (a few
 seconds each with Lasso, a minute or so with GBDT on one thread).
@@ -37,10 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _data import DATA, need
 from _machine import machine
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "edgeplan" / "data" / "latency"
 
 
 def covered_error(model: Any, record: dict[str, Any]) -> tuple[float, float, int, Any]:
@@ -70,7 +68,7 @@ def held_out_folds(models: list[str], order: np.ndarray, k: int, *, by_family: b
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA / "torch-fp32-1t.transformers.jsonl.xz")
+    parser.add_argument("--data", type=Path, default=DATA / "latency" / "torch-fp32-1t.transformers.jsonl.xz")
     parser.add_argument("--device", default=None, help="The scenario's model (default: the dataset's scenario).")
     parser.add_argument("--methods", nargs="+", default=["lasso", "gbdt"])
     parser.add_argument("--folds", type=int, default=5)
@@ -98,6 +96,7 @@ def main() -> int:
     from edgeplan.measure.op_campaign import load_dataset
 
     print(machine(args.threads))
+    need(args.data)
     data = load_dataset(args.data)
     cnn = set(expand_models(["synthetic:0-1099"]))
     always = set(expand_models(args.always_train)) if args.always_train else set()

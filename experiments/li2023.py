@@ -1,7 +1,7 @@
 """li2023 (Li et al., ICPE 2023) on this machine: operation-wise latency prediction, paper vs edgeplan.
 
-Every figure is computed from shipped per-op datasets (``edgeplan/data/latency/{scenario}.jsonl.xz``, made by
-``edgeplan ops profile`` + ``edgeplan ops export``); nothing is measured here.
+Every figure is computed from per-op datasets (by default the repository's ``data/latency/{scenario}.jsonl.xz``, made
+by ``edgeplan ops profile`` + ``edgeplan ops export``; not in the wheel); nothing is measured here.
 
 - **§5.1** synthetic NAS space: train on ``synthetic:0-899``, test on ``synthetic:900-999``, all four methods;
   end-to-end MAPE and the MAPE of the op categories that dominate latency (paper Fig. 13).
@@ -28,7 +28,6 @@ import functools
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +63,7 @@ __all__ = [
     "INSIGHTS",
     "INSIGHT_SCENARIOS",
     "PAPER",
+    "data_dir",
     "dataset_path",
     "FEWSHOT_POOLS",
     "fewshot_measured",
@@ -93,10 +93,18 @@ PAPER: dict[str, Any] = {
 _SIZES = (30, 100, 900)
 
 
+def data_dir() -> Path:
+    """The repository's ``data/`` folder (the datasets of the reproductions and benchmarks; not in the wheel): the one
+    beside the ``pyproject.toml`` above this file, else ``data`` in the working directory."""
+    here = Path(__file__).resolve()
+    root = next((p for p in here.parents if (p / "pyproject.toml").is_file()), None)
+    return root / "data" if root is not None else Path("data")
+
+
 def dataset_path(scenario: str, repeat: bool = False) -> Path:
-    """The shipped dataset of ``scenario`` (or its independent re-measurement)."""
+    """The dataset of ``scenario`` in the repository's ``data/latency`` (or its independent re-measurement)."""
     name = f"{scenario}.repeat.jsonl.xz" if repeat else f"{scenario}.jsonl.xz"
-    return Path(str(resources.files("edgeplan.data").joinpath(f"latency/{name}")))
+    return data_dir() / "latency" / name
 
 
 def _seed(model: str) -> int | None:

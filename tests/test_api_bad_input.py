@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from repo_data import data_file
 from torch import nn
 
 from edgeplan.costmodels.opwise.graph_ops import predict_graph
@@ -160,7 +161,7 @@ def test_calibrate_primitives_wants_loaded_inputs_and_a_thread_count(tmp_path: P
     from edgeplan.decisions.select import SHIPPED_MODEL
 
     source = load_performance_model(SHIPPED / SHIPPED_MODEL)
-    table = SHIPPED / "networks_cpu_2t.csv"
+    table = data_file("primitives", "networks_cpu_2t.csv")
     with pytest.raises(InvalidInputError, match="PrimitiveDataset"):
         calibrate_primitives(source, str(table))  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="thread count"):

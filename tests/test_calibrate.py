@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from repo_data import data_file
 
 from edgeplan.cli.main import main
 from edgeplan.costmodels.opwise.calibrate import calibrate, read_measurements
@@ -553,7 +554,7 @@ def test_residual_trees_evaluate_as_scikit_learn_predicts() -> None:
 @pytest.mark.parametrize(("scenario", "least", "least_again"),
                          [("torch-fp32-1t", 200, 100), ("ort-fp32-1t", 200, 100), ("torch-fp32-2t", 150, 80)])
 def test_the_shipped_measurements_of_a_second_cpu_are_whole(scenario: str, least: int, least_again: int) -> None:
-    """``edgeplan/data/latency/fewshot/xeon-{scenario}`` (``make bench-calibrate-here``, ``-ort``, ``-2t``):
+    """``data/latency/fewshot/{scenario}`` (``make bench-calibrate``; an Intel Xeon's, as its provenance says):
     measured in the shipped profile's scenario on another CPU, beside the reference, with provenance; at least
     ``least`` models, ``least_again`` of them in the repeat, every latency positive, every operation featurized, and
     the records the source predicts (most: the ORT profile lacks a few real CNNs' kinds, e.g. ``Pad``) readable by the
@@ -563,9 +564,9 @@ def test_the_shipped_measurements_of_a_second_cpu_are_whole(scenario: str, least
     from edgeplan.costmodels.opwise.profiles import load_device_model
     from edgeplan.measure.op_campaign import load_dataset
 
-    folder = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / "fewshot" / f"xeon-{scenario}"
+    folder = data_file("latency", "fewshot", scenario)
     data = load_dataset(folder / "main.jsonl.xz")
-    source = load_dataset(Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / f"{scenario}.jsonl.xz")
+    source = load_dataset(data_file("latency", f"{scenario}.jsonl.xz"))
     here, there = data.provenance["device"], source.provenance["device"]
     assert data.provenance["scenario"] == scenario and here["runtime"] == there["runtime"]
     assert here["cpu_model"] != there["cpu_model"] and data.provenance["reference"]["model"] == "synthetic:0"

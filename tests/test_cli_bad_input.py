@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from repo_data import data_file
 
 from edgeplan.cli.common import emit_json
 from edgeplan.cli.main import main
@@ -71,7 +72,7 @@ def test_os_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     assert len(err.strip().splitlines()) == 1
     blocker = tmp_path / "file"
     blocker.write_text("keep")
-    data = Path(__file__).resolve().parents[1] / "edgeplan" / "data" / "latency" / "ort-int8-1t.jsonl.xz"
+    data = data_file("latency", "ort-int8-1t.jsonl.xz")
     code, _, err = run(capsys, "ops", "fit", "--data", str(data), "--train", "synthetic:0-20", "--method", "lasso",
                        "--out", str(blocker / "out"))
     assert code == 1 and "Not a directory" in err and "Traceback" not in err and blocker.read_text() == "keep"

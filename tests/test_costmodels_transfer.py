@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from repo_data import data_file
 
 from edgeplan.cli.common import Context
 from edgeplan.cli.costmodel_cmd import transfer as transfer_cmd
@@ -1002,9 +1003,7 @@ def test_cli_calibrate_the_shipped_model_then_select_and_evaluate(tmp_path: Path
     """The shipped NN2 calibrated from a table of our own primitives; select and evaluate use the device."""
     from edgeplan.cli.main import main
     from edgeplan.costmodels import load_primitive_csv
-    from edgeplan.decisions.select import SHIPPED
-
-    table = load_primitive_csv(SHIPPED / "networks_cpu_2t.csv")
+    table = load_primitive_csv(data_file("primitives", "networks_cpu_2t.csv"))
     first = write_table(tmp_path / "first.csv", table.subset(np.arange(0, 12)))
     second = write_table(tmp_path / "second.csv", table.subset(np.arange(12, 30)))
     home = ["--home", str(tmp_path / "home")]
@@ -1053,18 +1052,17 @@ def test_cli_calibrate_primitives_records_where_a_given_table_was_measured(tmp_p
     """--torch-device with --measurements labels the table; without it the processor is unknown."""
     from edgeplan.cli.main import main
     from edgeplan.costmodels import load_primitive_csv
-    from edgeplan.decisions.select import SHIPPED
-
-    table = write_table(tmp_path / "t.csv", load_primitive_csv(SHIPPED / "networks_h200.csv").subset(np.arange(12)))
+    gpu_table = load_primitive_csv(data_file("primitives", "networks_cuda.csv"))
+    table = write_table(tmp_path / "t.csv", gpu_table.subset(np.arange(12)))
     home = ["--home", str(tmp_path / "home")]
     calib = [*home, "calibrate", "--primitives", "--transfer", "factor", "--measurements", str(table), "--json"]
-    assert main([*calib, "--name", "h200", "--torch-device", "cuda"]) == 0
+    assert main([*calib, "--name", "gpu", "--torch-device", "cuda"]) == 0
     assert json.loads(capsys.readouterr().out)["torch_device"] == "cuda"
     assert main([*calib, "--name", "somewhere"]) == 0
     assert json.loads(capsys.readouterr().out)["torch_device"] is None
-    for name in ("h200", "somewhere"):
+    for name in ("gpu", "somewhere"):
         meta = json.loads((tmp_path / "home" / "devices" / name / "primitives" / "model.json").read_text())
-        assert meta["info"]["calibration"]["torch_device"] == ("cuda" if name == "h200" else None)
+        assert meta["info"]["calibration"]["torch_device"] == ("cuda" if name == "gpu" else None)
 
 
 @pytest.mark.skipif("__import__('torch').cuda.is_available()")
@@ -1136,15 +1134,16 @@ def test_cli_calibrate_primitives_from_one_layer(tmp_path: Path, lin_source: Per
     assert "one layer: nothing to cross-validate, so auto keeps the factor correction" in out
 
 
-def test_the_shipped_cpu_model_transfers_to_the_shipped_gpu_table() -> None:
-    """The H200 table (measured with --device cuda) lacks oneDNN's CPU-only columns; the CPU NN2 moves to it."""
+def test_the_shipped_cpu_model_transfers_to_the_gpu_table() -> None:
+    """The GPU table (an H200's, measured with --device cuda) lacks oneDNN's CPU-only columns; the CPU NN2 moves
+    to it."""
     from edgeplan.costmodels import load_primitive_csv
     from edgeplan.decisions.select import SHIPPED, SHIPPED_MODEL
 
-    target = load_primitive_csv(SHIPPED / "reference_h200.csv")
-    provenance = json.loads((SHIPPED / "reference_h200.provenance.json").read_text())
-    assert len(target) == provenance["rows"] and provenance["campaign"]["params"]["device"] == "cuda"
-    assert provenance["devices"][0]["descriptor"]["accelerator"] == "NVIDIA H200"
+    target = load_primitive_csv(data_file("primitives", "reference_cuda.csv"))
+    provenance = json.loads(data_file("primitives", "reference_cuda.provenance.json").read_text())
+    assert len(target) == provenance["rows"] and provenance["device"] == "cuda"
+    assert "NVIDIA H200" in provenance["machine"]
     assert "torch-native-chw" in target.primitives and not any("onednn" in p for p in target.primitives)
     source = load_performance_model(SHIPPED / SHIPPED_MODEL)
     direct = evaluate_performance_model(transfer(source, target, fraction=0.01, seed=0, method="direct"), target,
@@ -1156,28 +1155,24 @@ def test_the_shipped_cpu_model_transfers_to_the_shipped_gpu_table() -> None:
     assert direct.median_primitive_mdrae > 3 * factor.median_primitive_mdrae
 
 
-def test_the_shipped_h100_tables_hold_the_h200_configurations_measured_in_the_campaign_order() -> None:
-    """The second GPU's tables: the first configurations of the seeded plan, the H200's among them, with provenance."""
+def test_the_gpu_tables_hold_the_first_configurations_of_the_campaign_order() -> None:
+    """The GPU's tables: the first configurations of the seeded plan, their re-measurement and the six networks'
+    layers, with provenance."""
     from edgeplan.costmodels import load_primitive_csv
-    from edgeplan.decisions.select import SHIPPED
     from edgeplan.measure.primitive_campaign import noise_floor, primitive_campaign
 
-    h100, h200 = load_primitive_csv(SHIPPED / "reference_h100.csv"), load_primitive_csv(SHIPPED / "reference_h200.csv")
-    provenance = json.loads((SHIPPED / "reference_h100.provenance.json").read_text())
-    assert provenance["csv"] == "reference_h100.csv" and provenance["rows"] == len(h100)
-    assert provenance["campaign"]["params"]["device"] == "cuda"
-    assert provenance["devices"][0]["descriptor"]["accelerator"] == "NVIDIA H100 80GB HBM3"
-    assert h100.primitives == h200.primitives and h100.transforms == h200.transforms
+    table = load_primitive_csv(data_file("primitives", "reference_cuda.csv"))
+    provenance = json.loads(data_file("primitives", "reference_cuda.provenance.json").read_text())
+    assert provenance["csv"] == "reference_cuda.csv" and provenance["rows"] == len(table)
 
     def keys(data: PrimitiveDataset) -> set[tuple[int, ...]]:
         return {tuple(int(v) for v in row[:5]) for row in data.features}
 
     plan = primitive_campaign("order", device="cuda")
-    first = {(s.c, s.k, s.im, s.f, s.s) for s in plan.configs[:len(h100)]}
-    assert keys(h100) == first and keys(h200) < keys(h100)
-    floor = noise_floor(h100, load_primitive_csv(SHIPPED / "reference_h100_remeasure100.csv"))
+    assert keys(table) == {(s.c, s.k, s.im, s.f, s.s) for s in plan.configs[:len(table)]}
+    floor = noise_floor(table, load_primitive_csv(data_file("primitives", "reference_cuda_remeasure100.csv")))
     assert floor.shared_configs == 100 and floor.median_primitive_mdrae > 0
-    nets = load_primitive_csv(SHIPPED / "networks_h100.csv")
-    assert keys(nets) == keys(load_primitive_csv(SHIPPED / "networks_h200.csv")) and len(nets) == 73
+    nets = load_primitive_csv(data_file("primitives", "networks_cuda.csv"))
+    assert len(nets) == 73 and nets.primitives == table.primitives
     measured = np.isfinite(nets.primitive_ns)
     assert measured.any(axis=1).all() and (nets.primitive_ns[measured] > 0).all()

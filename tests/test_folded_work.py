@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from repo_data import data_file
 from torch import nn
 
 from edgeplan.cli.predict_cmd import _grouped
@@ -17,8 +17,6 @@ from edgeplan.costmodels.opwise.profiles import load_device_model
 from edgeplan.errors import InvalidGraphError
 from edgeplan.frontends.torch_frontend import graph_from_torch
 from edgeplan.ir.serialize import graph_to_dict
-
-SHIPPED = Path(__file__).resolve().parents[1] / "edgeplan" / "data" / "latency"
 
 
 class StandardizedConv(nn.Module):
@@ -227,7 +225,7 @@ def test_li2023_evaluation_counts_a_records_folded_work_as_predict_does() -> Non
     from edgeplan.measure.op_campaign import load_dataset
     from experiments.li2023 import _evaluate, predict_with_folded_work
 
-    path = SHIPPED / "epyc-zen5-keep" / "torch-fp32-2t.jsonl.xz"
+    path = data_file("latency", "keep-memory", "torch-fp32-2t.jsonl.xz")
     wanted = {"timm:mobileone_s0", "timm:nf_resnet50", "synthetic:900"}
     records = {str(r["model"]): r for r in load_dataset(path).records if r["model"] in wanted}
     model = load_device_model("torch-fp32-2t", "gbdt")

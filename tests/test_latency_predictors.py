@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from repo_data import data_file
 
 from edgeplan.costmodels.opwise.features import (
     CATEGORY_FEATURES,
@@ -847,9 +848,8 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
     from edgeplan.costmodels.opwise.ops import record_latency
     from edgeplan.costmodels.opwise.profiles import available_devices, load_device_model
     from edgeplan.measure.op_campaign import load_dataset
-    from experiments.li2023 import dataset_path
 
-    data = load_dataset(dataset_path("torch-fp32-1t"))
+    data = load_dataset(data_file("latency", "torch-fp32-1t.jsonl.xz"))
     seeds = {int(r["model"].split(":")[1]) for r in data.records if r["model"].startswith("synthetic:")}
     assert seeds == set(range(1000))
     assert data.provenance["device"]["threads"] == 1 and data.provenance["versions"]["torch"]
@@ -869,7 +869,7 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
     (2, 2700, {"synthetic", "torchvision", "timm"}), (1, 1200, {"synthetic", "timm"})])
 def test_the_shipped_zen5_profiles_are_of_their_files_and_price_nfnets_weight_standardizations(
         threads: int, trained_on: int, held_out: set[str]) -> None:
-    """``zen5-torch-fp32-{2t,1t}`` (``make bench-profile-zen5``): fitted on the Zen 5 keep-memory file's synthetic
+    """``zen5-torch-fp32-{2t,1t}`` (``make bench-li2023``): fitted on the Zen 5 keep-memory file's synthetic
     networks but synthetic:900-999, keyed by implementation for their thread count; each predicts the held-out ones
     and the zoo CNNs it never saw, and an NFNet's folded weight standardizations get the ``weight_norm`` predictor,
     not a listing."""
@@ -885,8 +885,7 @@ def test_the_shipped_zen5_profiles_are_of_their_files_and_price_nfnets_weight_st
     assert isinstance(model, LatencyModel) and model.threads == threads and model.scenario == name
     assert model.info["dataset"] == f"{name}.jsonl.xz" and "--implementations" in model.info["command"]
     assert "aten::batch_norm|weight_norm" in model.predictors
-    data = load_dataset(Path(__file__).resolve().parent.parent / "edgeplan" / "data" / "latency" / "epyc-zen5-keep"
-                        / f"{name}.jsonl.xz")
+    data = load_dataset(data_file("latency", "keep-memory", f"{name}.jsonl.xz"))
     trained = set(model.info["train_models"])
     assert len(trained) == trained_on and {f"synthetic-nf:{i}" for i in range(300)} <= trained
     test = [r for r in data.records if r["model"] not in trained]
@@ -908,15 +907,13 @@ def test_the_shipped_zen5_profiles_are_of_their_files_and_price_nfnets_weight_st
 
 
 @pytest.mark.parametrize(("folder", "name", "warm", "spaces", "zoo_cnns", "repeated"), [
-    ("epyc-zen5-keep", "torch-fp32-2t", True, ("synthetic-aligned", "synthetic-heads", "synthetic-stages",
+    ("keep-memory", "torch-fp32-2t", True, ("synthetic-aligned", "synthetic-heads", "synthetic-stages",
                                                "synthetic-modern", "synthetic-mixed", "synthetic-nf"), 128, 88),
-    ("epyc-zen5-keep", "torch-fp32-1t", True, ("synthetic-nf",), 2, 20)])
+    ("keep-memory", "torch-fp32-1t", True, ("synthetic-nf",), 2, 20)])
 def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
         folder: str, name: str, warm: bool, spaces: tuple[str, ...], zoo_cnns: int, repeated: int) -> None:
-    """``edgeplan/data/latency/epyc-zen5-keep`` (``make bench-li2023-2t-zen5-keep``, ``-1t-zen5-keep``; the Xeon's
-    files and the Zen 5's default-allocator ones left the tree to keep it under the 64 MiB a device run carries, and
-    their targets read them from the commits that last held them: the Makefile's ``HISTORY``): li2023's training and
-    test networks, edgeplan's synthetic spaces
+    """``data/latency/keep-memory`` (``make bench-li2023``; measured on a Zen 5 EPYC, as its provenance says):
+    li2023's training and test networks, edgeplan's synthetic spaces
     and the zoo CNNs, measured on another machine than the shipped profile's, every model beside the reference
     (timed after a call of its own) and at one scale with its repeat, so that ``reproduce li2023`` prints its noise
     floor. The Zen 5 EPYC reports the same CPU name as the shipped profile's EPYC; it runs the reference more than
@@ -926,17 +923,17 @@ def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
     the shipped ``zen5-torch-fp32-1t`` profile learns and is checked on), its repeat 20 of the test networks."""
     from edgeplan.costmodels.opwise.ops import record_latency
     from edgeplan.measure.op_campaign import load_dataset
-    from experiments.li2023 import _same_scale, _spaces, _split, dataset_path, noise_floor
+    from experiments.li2023 import _same_scale, _spaces, _split, noise_floor
 
-    path = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / folder
+    path = data_file("latency", folder)
     data = load_dataset(path / f"{name}.jsonl.xz")
     repeat = load_dataset(path / f"{name}.repeat.jsonl.xz")
     assert bool(data.provenance["reference"].get("warm")) is bool(repeat.provenance["reference"].get("warm")) is warm
     threads = int(name.split("-")[2][0])
-    shipped = load_dataset(dataset_path(f"torch-fp32-{threads}t")).provenance
+    shipped = load_dataset(data_file("latency", f"torch-fp32-{threads}t.jsonl.xz")).provenance
     assert data.scenario == repeat.scenario == f"torch-fp32-{threads}t"
     assert data.provenance["device"]["threads"] == threads
-    allocator = allocator_settings(KEEP_MEMORY) if folder.endswith("-keep") else None
+    allocator = allocator_settings(KEEP_MEMORY) if folder == "keep-memory" else None
     assert data.provenance["device"].get("allocator") == repeat.provenance["device"].get("allocator") == allocator
     other_cpu = data.provenance["device"]["cpu_model"] != shipped["device"]["cpu_model"]
     assert other_cpu or data.provenance["reference"]["ms"] < 0.5 * shipped["reference"]["ms"]
@@ -948,7 +945,7 @@ def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
     floor = noise_floor(data, repeat, "median")
     assert floor is not None and floor["models"] == len(repeat.records) == repeated
     provenance = json.loads((path / "provenance.json").read_text())
-    assert sum(c["models"] for c in provenance[f"{name}.jsonl.xz"]["campaigns"]) == len(data.records)
+    assert provenance["files"][f"{name}.jsonl.xz"]["models"] == len(data.records)
 
 
 @pytest.mark.parametrize("name", ["torch-fp32-2t", "torch-fp32-1t"])
@@ -960,7 +957,7 @@ def test_the_nf_networks_of_the_zen5_file_time_each_weight_standardization(name:
     from edgeplan.frontends.direct import synthetic_graph
     from edgeplan.measure.op_campaign import load_dataset
 
-    path = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / "epyc-zen5-keep" / f"{name}.jsonl.xz"
+    path = data_file("latency", "keep-memory", f"{name}.jsonl.xz")
     records = [r for r in load_dataset(path).records if r["model"].startswith("synthetic-nf:")]
     assert len(records) == 300
     with_std = 0
@@ -1051,10 +1048,9 @@ def test_the_shipped_torch_profiles_are_extended_with_their_transformer_datasets
     synthetic-CNN predictors alone) attention is unpredicted, and every synthetic network is predicted the same."""
     from edgeplan.costmodels.opwise.profiles import load_device_model
     from edgeplan.measure.op_campaign import load_dataset
-    from experiments.li2023 import dataset_path
 
-    cnns = load_dataset(dataset_path(scenario))
-    transformers = load_dataset(dataset_path(scenario).with_name(f"{scenario}.transformers.jsonl.xz"))
+    cnns = load_dataset(data_file("latency", f"{scenario}.jsonl.xz"))
+    transformers = load_dataset(data_file("latency", f"{scenario}.transformers.jsonl.xz"))
     reference = transformers.provenance["reference"]
     assert transformers.scenario == scenario and reference["ms"] == cnns.provenance["reference"]["ms"]
     assert reference["scale_from"]["file"].endswith(f"{scenario}.jsonl.gz")
@@ -1087,10 +1083,9 @@ def test_the_shipped_torch_profiles_price_nearest_upsampling_with_its_own_predic
     element-wise ops, far too low."""
     from edgeplan.costmodels.opwise.profiles import load_device_model
     from edgeplan.measure.op_campaign import load_dataset
-    from experiments.li2023 import dataset_path
 
-    cnns = load_dataset(dataset_path(scenario))
-    data = load_dataset(dataset_path(scenario).with_name(f"{scenario}.upsample.jsonl.xz"))
+    cnns = load_dataset(data_file("latency", f"{scenario}.jsonl.xz"))
+    data = load_dataset(data_file("latency", f"{scenario}.upsample.jsonl.xz"))
     reference = data.provenance["reference"]
     matched = reference["scale_from"]
     assert matched["file_reference_ms"] == cnns.provenance["reference"]["ms"] and reference["warm"] is True
@@ -1123,10 +1118,9 @@ def test_the_shipped_torch_profiles_price_weight_standardization(scenario: str) 
     weight, which eager PyTorch runs at every call) a predictor of its own; before it, it was unpredicted."""
     from edgeplan.costmodels.opwise.profiles import load_device_model
     from edgeplan.measure.op_campaign import load_dataset
-    from experiments.li2023 import dataset_path
 
-    cnns = load_dataset(dataset_path(scenario))
-    data = load_dataset(dataset_path(scenario).with_name(f"{scenario}.nf.jsonl.xz"))
+    cnns = load_dataset(data_file("latency", f"{scenario}.jsonl.xz"))
+    data = load_dataset(data_file("latency", f"{scenario}.nf.jsonl.xz"))
     matched = data.provenance["reference"]["scale_from"]
     assert matched["file_reference_ms"] == cnns.provenance["reference"]["ms"]
     assert matched["matched"]["models"] == 20 and matched["matched"]["iqr_rel"] < 0.15  # the bridge agrees

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from repo_data import data_file
 
 from edgeplan.cli.main import main
 from edgeplan.costmodels.opwise.model import LatencyModel
@@ -107,11 +108,12 @@ def test_noise_floor_refuses_datasets_at_different_reference_scales(tmp_path: Pa
 
 
 def test_li2023_report_skips_a_shipped_repeat_at_another_scale(tmp_path: Path) -> None:
-    from experiments.li2023 import dataset_path, reproduce
+    from experiments.li2023 import reproduce
 
-    # Your own paired dataset of torch-fp32-1t: the shipped repeat (another campaign, another scale) gives no floor,
-    # where before it gave a meaningless one; a repeat given explicitly at another scale is refused.
-    assert load_dataset(dataset_path("torch-fp32-1t", repeat=True)).provenance["reference"]["ms"] != REF["ms"]
+    # Your own paired dataset of torch-fp32-1t: the repository's repeat (another campaign, another scale) gives no
+    # floor, where before it gave a meaningless one; a repeat given explicitly at another scale is refused.
+    repeat = data_file("latency", "torch-fp32-1t.repeat.jsonl.xz")
+    assert load_dataset(repeat).provenance["reference"]["ms"] != REF["ms"]
     rng = np.random.default_rng(2)
     records = [_record(i, rng, f"synthetic:{i}" if i < 30 else f"synthetic:{870 + i}") for i in range(35)]
     data = _dataset(tmp_path / "d.jsonl.gz", records, REF)

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from repo_data import data_file
 
 from edgeplan.cli.main import main
 from edgeplan.decisions.select import SHIPPED, runnable
@@ -149,20 +150,19 @@ def test_selection_for_cuda_uses_its_own_costs_and_primitives(capsys: pytest.Cap
 
     assert {n for n in own_formats() if n not in own_formats("cuda")} == {"torch-onednn-chw", "torch-onednn-hwc"}
     assert main(["select", "torchvision:resnet18", "--torch-device", "cuda"]) != 0
-    assert "networks_h200.csv" in capsys.readouterr().err
+    assert "networks_cuda.csv" in capsys.readouterr().err
     assert main(["select", "torchvision:resnet18", "--costs", "predicted", "--torch-device", "cuda:0"]) != 0
     err = capsys.readouterr().err
     assert "a model of that GPU" in err and "--torch-device cuda`, then --device NAME" in err
-    assert main(["select", "torchvision:resnet18", "--torch-device", "tpu", "--data",
-                 str(SHIPPED / "networks_h200.csv")]) != 0
+    gpu_table = str(data_file("primitives", "networks_cuda.csv"))
+    assert main(["select", "torchvision:resnet18", "--torch-device", "tpu", "--data", gpu_table]) != 0
     assert "unknown device 'tpu'" in capsys.readouterr().err
     if not torch.cuda.is_available():  # measuring there does
-        assert main(["select", "torchvision:resnet18", "--torch-device", "cuda", "--data",
-                     str(SHIPPED / "networks_h200.csv")]) != 0
+        assert main(["select", "torchvision:resnet18", "--torch-device", "cuda", "--data", gpu_table]) != 0
         assert "pass --no-flow-costs without --run" in capsys.readouterr().err
-    # pricing alone needs no GPU: the shipped H200 tables, every layer selected
+    # pricing alone needs no GPU: the GPU's tables (an H200's), every layer selected
     assert main(["select", "torchvision:resnet18", "--torch-device", "cuda", "--no-flow-costs", "--json",
-                 "--data", str(SHIPPED / "networks_h200.csv")]) == 0
+                 "--data", gpu_table]) == 0
     plan = json.loads(capsys.readouterr().out)
     convs = [layer for layer in plan["layers"] if layer["kind"] == "conv"]
     assert len(convs) == 20 and not plan["fixed_layers"]
@@ -221,21 +221,3 @@ def test_random_primitives_reproduce_resnet18_outputs_on_cuda() -> None:
     assert ms.shape == (4, 3) and (ms >= 0).all()
     with pytest.raises(InvalidInputError, match="CUDA device"):
         run_selection(spec, choices, inputs, None, threads=1, torch_device=f"cuda:{torch.cuda.device_count()}")
-
-
-def test_stored_gpu_selection_runs_are_whole_and_reported() -> None:
-    """The shipped H200 runs: every network run on CUDA with matching outputs, and the benchmark reports them."""
-    import subprocess
-    import sys
-
-    for folder, source in [(SHIPPED / "select_h200", s) for s in ("measured", "predicted", "calibrated")] + [
-            (SHIPPED / "select_h200_run2", s) for s in ("measured", "predicted")]:
-        runs = json.loads((folder / f"{source}.json").read_text())
-        assert set(runs) == {"alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34"}
-        for r in runs.values():
-            assert r["run"]["device"] == "cuda" and r["run"]["outputs_match"]
-            lat = r["run"]["latency_ms"]
-            assert r["run"]["speedup_vs_pytorch"] == pytest.approx(lat["pytorch"]["median"] / lat["selected"]["median"])
-    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_select_gpu.py"
-    out = subprocess.run([sys.executable, str(bench)], capture_output=True, text=True, check=True).stdout
-    assert out.count("geometric-mean speed-up over PyTorch") == 5 and "NVIDIA H200" in out

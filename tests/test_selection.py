@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_data import data_file
 
 from edgeplan.costmodels import fit_performance_model
 from edgeplan.decisions.select import load_formats, model_costs, select_network, table_costs
@@ -255,16 +256,17 @@ def test_flow_costs_are_added_by_output_layout() -> None:
         with_flow_costs(structure, costs, np.zeros((1, 3)))
 
 
-@pytest.mark.parametrize("table", ["networks_cpu_2t.csv", "networks_cpu_2t_zen5.csv"])
-def test_the_shipped_two_thread_tables_price_every_conv_layer_of_the_six_networks(table: str) -> None:
-    """The costs of ``make bench-selection`` and ``make bench-selection-zen5``: every conv layer of the six mulder2020
-    networks has a row, measured at 2 threads, and the selection is optimal and finite without fixed layers."""
+def test_the_two_thread_table_prices_every_conv_layer_of_the_six_networks() -> None:
+    """``data/primitives/networks_cpu_2t.csv`` (what ``make bench-selection`` measures on each machine): every conv
+    layer of the six mulder2020 networks has a row, measured at 2 threads, and the selection is optimal and finite
+    without fixed layers."""
     import json
 
-    from edgeplan.decisions.select import SHIPPED, select_model
+    from edgeplan.decisions.select import select_model
 
-    provenance = json.loads((SHIPPED / table).with_suffix(".provenance.json").read_text())
-    assert provenance["campaign"]["params"]["threads"] == 2 and provenance["rows"] == 73
+    table = data_file("primitives", "networks_cpu_2t.csv")
+    provenance = json.loads(table.with_suffix(".provenance.json").read_text())
+    assert provenance["threads"] == 2 and provenance["rows"] == 73
     for name in ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34"):
-        sel = select_model(f"torchvision:{name}", costs="measured", tables=[SHIPPED / table])
+        sel = select_model(f"torchvision:{name}", costs="measured", tables=[table])
         assert not sel.structure.fixed and sel.plan.solution.optimal and math.isfinite(sel.plan.total_ms)

@@ -35,7 +35,7 @@ OUTPUT_TOLERANCE = 1e-3
               help="Build the network, check its outputs and time it against PyTorch and the best single primitive.")
 @click.option("--threads", type=int, default=1, show_default=True,
               help="Intra-op threads of --run and of the measured layer costs; match the tables' thread count "
-                   "(the shipped default tables: 1; edgeplan/data/primitives/networks_cpu_2t.csv: 2).")
+                   "(the shipped default tables: 1; the repository's data/primitives/networks_cpu_2t.csv: 2).")
 @click.option("--torch-device", "torch_device", default=None, metavar="cpu|cuda|cuda:N",
               help="Where the network runs: only the primitives that run there are options, the layout-transparent "
                    "layers are measured there, and --run times it there. A GPU needs its own costs: --data (e.g. the "
