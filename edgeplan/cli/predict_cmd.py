@@ -44,6 +44,13 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
 
     MODELS are zoo strings (``synthetic:0-99`` ranges and ``set:NAME`` sets too) or ONNX paths. Ops without a
     predictor are listed as unpredicted, never counted as 0 ms: the latency is then that of the other ops.
+    A device is a shipped profile (torch-fp32-1t, ...), one made by `edgeplan calibrate --name`, or a folder of
+    `edgeplan ops fit`.
+
+    \b
+    Example:
+      edgeplan predict torchvision:resnet18 --device torch-fp32-1t
+      edgeplan predict --models-file models.txt --device my-phone --json --allow-opaque
     """
     from edgeplan.costmodels.opwise.profiles import load_device_model, resolve_method
     from edgeplan.decisions.predict import predict_models

@@ -354,13 +354,13 @@ def check_selection_costs(costs: str, torch_device: str = "cpu", *, tables: Sequ
     resolve(device, available=False)
     if device != "cpu" and costs == "measured" and not tables:
         raise InvalidInputError(f"the shipped tables are the reference CPU's; select for {device} with tables measured "
-                                "on that GPU (--data; `edgeplan primitives profile --device cuda` makes them, and "
+                                "on that GPU (--data; `edgeplan profile primitives --torch-device cuda` makes them, and "
                                 f"{SHIPPED / 'networks_h200.csv'} and {SHIPPED / 'reference_h200.csv'} are an "
                                 "NVIDIA H200's)")
     if device != "cpu" and costs == "predicted" and not model_dir:
         raise InvalidInputError(f"the shipped performance model is the reference CPU's; select for {device} with a "
-                                "model of that GPU: one calibrated there (`edgeplan calibrate --primitives --name NAME "
-                                "--torch-device cuda`, then --device NAME) or one fitted on its tables (`edgeplan "
+                                "model of that GPU: one moved there (`edgeplan primitives transfer --data TABLE.csv --name NAME` "
+                                "on a table of `profile primitives --torch-device cuda`, then --device NAME) or one fitted on its tables (`edgeplan "
                                 "primitives fit --data TABLE.csv --out DIR`, then --model DIR)")
 
 
