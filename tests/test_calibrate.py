@@ -303,8 +303,6 @@ def test_cli_calibrate_measures_models_here(capsys: pytest.CaptureFixture[str], 
     base = ["--home", str(home), "calibrate", "--name", "here", "--from", "torch-fp32-1t", "--method", "lasso"]
     assert main([*base, "--measure", "synthetic:1", "--measurements", str(tmp_path / "x.csv")]) != 0
     assert "give one of them" in capsys.readouterr().err
-    assert main([*base, "--measure", "synthetic:1-3", "--primitives"]) != 0
-    assert "--measure times whole models" in capsys.readouterr().err
     assert main([*base, "--measure", "synthetic:1-4", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["samples"] == 4 and out["source"] == "torch-fp32-1t"

@@ -6,12 +6,9 @@ import csv
 import dataclasses
 import functools
 import hashlib
-import importlib.machinery
 import itertools
 import json
 import math
-import sys
-import types
 from pathlib import Path
 
 import click
@@ -19,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from edgeplan.cli.common import Context
-from edgeplan.cli.primitives_cmd import primitives
-from edgeplan.errors import InvalidInputError, StoreError
+from edgeplan.cli.main import cli
+from edgeplan.errors import InvalidInputError
 from edgeplan.measure import primitive_campaign as pc
 from edgeplan.measure.device import describe_device
 from edgeplan.measure.harness import Timing
@@ -39,8 +36,10 @@ def _expected_tasks(configs: tuple[ConvSpec, ...], names: tuple[str, ...]) -> in
 
 
 def _invoke(*args: str, home: Path | None = None) -> click.testing.Result:
-    return CliRunner().invoke(primitives, list(args), obj=Context(home=str(home) if home else None,
-                                                                  argv=("primitives", *args)))
+    """``edgeplan [--home HOME] profile primitives ARGS`` for ``profile``, else ``edgeplan primitives ARGS``."""
+    command = ["profile", "primitives", *args[1:]] if args and args[0] == "profile" else ["primitives", *args]
+    argv = [*(["--home", str(home)] if home else []), *command]
+    return CliRunner().invoke(cli, argv, obj=Context(argv=tuple(argv)))
 
 
 # ---------------------------------------------------------------------------------------------- configuration space
@@ -126,9 +125,9 @@ def test_profile_on_cuda_without_cuda_is_refused_and_stores_nothing(tmp_path: Pa
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    result = _invoke("profile", "--device", "cuda", "--config", "4,4,6,3,1", "--store", str(tmp_path / "s.db"))
+    result = _invoke("profile", "--torch-device", "cuda", "--config", "4,4,6,3,1", home=tmp_path)
     assert result.exit_code != 0 and "CUDA is not available" in str(result.exception or result.output)
-    assert not (tmp_path / "s.db").exists()
+    assert not (tmp_path / "store.sqlite").exists()
 
 
 @pytest.mark.skipif("not __import__('torch').cuda.is_available()")
@@ -279,24 +278,21 @@ def test_over_cap_is_distinct_from_not_applicable(tmp_path: Path, monkeypatch: p
 
 
 def test_measured_but_not_exportable_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = str(tmp_path / "s.sqlite")
-    args = ("profile", "--store", store, "--config", "4,4,6,3,1", "--config", "3,5,7,1,2",
-            "--primitive", "direct-sum2d", "--primitive", "conv-1x1-gemm-ab-ik", "--target-ms", "0.5")
+    args = ("profile", "--config", "4,4,6,3,1", "--config", "3,5,7,1,2",
+            "--primitive", "direct-sum2d", "--primitive", "conv-1x1-gemm-ab-ik")
     _faked_time(monkeypatch, over={"conv-1x1-gemm-ab-ik"}, failing=set())  # applies to (3, 5, 7, 1, 2) only
-    result = _invoke(*args)
+    result = _invoke(*args, home=tmp_path)
     assert result.exit_code == 0, result.output
     assert "measured but not exportable: 1 configurations" in result.output and "exportable: 1" in result.output
-    report = json.loads(_invoke(*args, "--json").output)  # resumed: nothing left, the count stays
-    assert report["remaining"] == 0 and report["configs_not_exportable"] == 1 and report["configs_exportable"] == 1
-    result = _invoke("export", "--store", store, "--out", str(tmp_path / "d.csv"))
-    assert result.exit_code == 0, result.output
-    assert "wrote 1 configurations" in result.output and "1 of them measured but not exportable" in result.output
+    out = str(tmp_path / "d.csv")
     (tmp_path / "d.not_measured.csv").write_text("stale\n")
-    data = json.loads(_invoke("export", "--store", store, "--out", str(tmp_path / "d.csv"), "--json").output)
-    assert data["not_exportable"] == 1 and data["not_measured"] is None
+    report = json.loads(_invoke(*args, "--export", out, "--json", home=tmp_path).output)  # resumed: nothing left
+    assert report["remaining"] == 0 and report["configs_not_exportable"] == 1 and report["configs_exportable"] == 1
+    assert report["export"]["rows"] == 1 and report["export"]["not_exportable"] == 1
+    assert report["export"]["not_measured"] is None
     assert not (tmp_path / "d.not_measured.csv").exists()  # a stale sidecar is not left beside a complete export
-    result = _invoke("export", "--store", store, "--out", str(tmp_path / "d.csv"), "--include-incomplete")
-    assert "1 over-cap and 0 missing cells listed in d.not_measured.csv" in result.output
+    result = _invoke(*args, "--export", out, home=tmp_path)
+    assert "wrote 1 configurations to" in result.output
 
 
 def test_remeasure_subset_is_a_separate_campaign(tmp_path: Path) -> None:
@@ -320,9 +316,6 @@ def test_remeasure_subset_is_a_separate_campaign(tmp_path: Path) -> None:
     assert (floor.shared_configs, floor.reference_configs, floor.again_configs) == (1, 2, 1)
     assert [c.cells for c in floor.primitives] == [1] and floor.median_primitive_mdrae >= 0
     assert floor.transform_tensors == 1 and len(floor.transforms) == 9
-    result = _invoke("noise", "--store", str(tmp_path / "s.sqlite"), "--json")
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["shared_configs"] == 1
 
 
 # ---------------------------------------------------------------------------------------------- above the cap
@@ -385,27 +378,6 @@ def test_estimated_duration_from_reference_rates() -> None:
     assert pc.estimate_duration_s(plan, reference) == pytest.approx(1.0 + 9 * 0.4)
 
 
-def test_above_cap_dry_run_prints_size_and_estimate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pc, "extract_layers", lambda: ({(1024, 1024, 14, 3, 1): ("m",)}, ("m:odd",)))
-    args = ("profile", "--store", str(tmp_path / "s.sqlite"), "--above-cap", "16", "--primitive", "kn2row",
-            "--dry-run")
-    data = json.loads(_invoke(*args, "--json").output)
-    assert data["campaign"].startswith("primitives|abovecap-n16-b8-") and data["configs"] == 16 + 1
-    assert data["estimated_s"] is None and data["skipped_layers"] == ["m:odd"]
-    assert data["params"]["timing"]["call_cap_ms"] == 1000 and data["params"]["timing"]["max_repeats"] == 5
-    text = _invoke(*args).output
-    assert "16 configurations sampled in 8 log-work bins" in text and "+ 1 real layers" in text
-    assert "no time estimate" in text and "1 conv layers with a non-square" in text
-    wrong = _invoke(*args, "--config", "4,4,6,3,1")
-    assert isinstance(wrong.exception, InvalidInputError) and "campaign of its own" in str(wrong.exception)
-    measured = _invoke("profile", "--store", str(tmp_path / "s.sqlite"), "--config", "4,4,6,3,1", "--primitive",
-                       "kn2row", "--target-ms", "0.5")  # the Store's only main campaign gives the rates
-    assert measured.exit_code == 0, measured.output
-    data = json.loads(_invoke(*args, "--json").output)
-    assert data["estimated_s"] > 0 and data["rates_from"].startswith("primitives|custom-")
-    assert "estimated time about" in _invoke(*args).output
-
-
 # ---------------------------------------------------------------------------------------------- noise floor
 
 _NOISE_HEADER = "c,k,im,f,s,chw-to-hwc,hwc-to-hwc,chw-to-hcw,p1,p2"
@@ -444,17 +416,6 @@ def test_noise_floor_refuses_disjoint_or_repeated_layers(tmp_path: Path) -> None
         pc.noise_floor(a, load_primitive_csv(_csv(tmp_path / "c.csv", (*_RUN_A[:2], _RUN_A[1]))))
 
 
-def test_noise_command_text_and_json(tmp_path: Path) -> None:
-    a, b = str(_csv(tmp_path / "a.csv", _RUN_A)), str(_csv(tmp_path / "b.csv", _RUN_B))
-    result = _invoke("noise", a, b)
-    assert result.exit_code == 0, result.output
-    assert "2 shared configurations" in result.output and "median over 2 primitives: 31.25 %" in result.output
-    assert "1.5 x = 46.88 %" in result.output and "only in the other run (not compared): p3" in result.output
-    data = json.loads(_invoke("noise", a, b, "--json").output)
-    assert data["median_primitive_mdrae"] == pytest.approx(0.3125) and data["median_transform_mdrae"] == 0.2
-    assert data["primitives"][1] == {"column": "p2", "cells": 1, "unpaired": 1, "mdrae": 0.5}
-
-
 # ---------------------------------------------------------------------------------------------- command line
 
 
@@ -470,23 +431,18 @@ def test_list_json_fields() -> None:
 
 
 def test_profile_and_export_through_the_cli(tmp_path: Path) -> None:
-    store = str(tmp_path / "s.sqlite")
-    args = ("profile", "--store", store, "--config", "4,4,6,3,1", "--primitive", "direct-sum2d",
-            "--primitive", "kn2row", "--target-ms", "0.5", "--json")
-    result = _invoke(*args)
+    out = tmp_path / "d.csv"
+    args = ("profile", "--config", "4,4,6,3,1", "--primitive", "direct-sum2d", "--primitive", "kn2row",
+            "--export", str(out), "--json")
+    result = _invoke(*args, home=tmp_path)
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["configs_done_now"] == 1 and report["rows_now"] == 2 + 9 and report["remaining"] == 0
-    dry = json.loads(_invoke("profile", "--store", store, "--dry-run", "--coverage", "--json").output)
+    assert report["export"]["rows"] == 1 and report["export"]["csv_path"] == str(out)
+    assert out.read_text().splitlines()[0].endswith("hwc-to-hwc,direct-sum2d,kn2row")
+    assert json.loads((tmp_path / "d.provenance.json").read_text())["campaign"]["params"]["threads"] == 1
+    dry = json.loads(_invoke("profile", "--dry-run", "--json", home=tmp_path).output)
     assert dry["space_size"] == 5457 and 3000 <= dry["configs"] < dry["space_size"]
-    assert sum(r["kept"] for r in dry["coverage"]) == dry["configs"]  # the coverage table is the selection
-    assert sum(r["triplets"] for r in dry["coverage"]) == dry["space_size"] and len(dry["coverage"]) == 15
-    text = _invoke("profile", "--store", store, "--dry-run", "--coverage").output
-    assert "NOT in the dataset" in text and " 11  1       279" in text
-    result = _invoke("export", "--store", store, "--out", str(tmp_path / "d.csv"), "--json")
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["rows"] == 1
-    assert (tmp_path / "d.csv").read_text().splitlines()[0].endswith("hwc-to-hwc,direct-sum2d,kn2row")
 
 
 @pytest.mark.parametrize(
@@ -494,11 +450,9 @@ def test_profile_and_export_through_the_cli(tmp_path: Path) -> None:
     [
         (("profile", "--primitive", "im2col-nope", "--dry-run"), InvalidInputError, "unknown primitive"),
         (("list", "--family", "nope"), InvalidInputError, "unknown primitive family"),
-        (("export", "--out", "x.csv"), StoreError, "no Store at"),
-        (("profile", "--config", "4,4,6,3,1", "--work-cap", "5", "--dry-run"), InvalidInputError, "--config"),
-        (("profile", "--coverage"), InvalidInputError, "--dry-run"),
-        (("noise", "a.csv"), InvalidInputError, "two exported CSV"),
-        (("noise", "--store", "none.sqlite"), StoreError, "no Store at"),
+        (("profile", "--config", "4,4,6,3,1", "--max-configs", "5", "--dry-run"), InvalidInputError, "--config"),
+        (("profile", "--dry-run", "--export", "x.csv"), InvalidInputError, "give one"),
+        (("profile", "--budget-s", "0", "--dry-run"), InvalidInputError, "--budget-s"),
     ],
 )
 def test_bad_input_errors(tmp_path: Path, args: tuple[str, ...], error: type[Exception], message: str) -> None:
@@ -506,37 +460,24 @@ def test_bad_input_errors(tmp_path: Path, args: tuple[str, ...], error: type[Exc
     assert isinstance(result.exception, error) and message in str(result.exception)
 
 
-def test_bad_config_and_missing_campaign(tmp_path: Path) -> None:
+def test_bad_config(tmp_path: Path) -> None:
     result = _invoke("profile", "--config", "4,4,six,3,1", "--dry-run", home=tmp_path)
     assert result.exit_code == 2 and "C,K,IM,F,S" in result.output
-    Store.open(tmp_path / "empty.sqlite").close()
-    result = _invoke("export", "--store", str(tmp_path / "empty.sqlite"), "--out", str(tmp_path / "x.csv"))
-    assert isinstance(result.exception, InvalidInputError) and "primitives profile" in str(result.exception)
 
 
-def test_costmodel_commands_join_the_group_when_present(monkeypatch: pytest.MonkeyPatch) -> None:
-    name = "edgeplan.cli.costmodel_cmd"
-    module = types.ModuleType(name)
-    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
-
-    @click.command("fit")
-    def fit() -> None:
-        click.echo("fitted")
-
-    module.fit = fit  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, name, module)
+def test_the_group_offers_the_cost_model_commands() -> None:
     result = _invoke("--help")
-    assert "fit" in result.output and "evaluate" not in result.output
-    assert _invoke("fit").output == "fitted\n"
+    assert all(name in result.output for name in ("list", "fit", "evaluate", "transfer"))
+    assert "profile" not in result.output.split("Commands:")[1]
 
 
 def test_network_campaign_measures_a_models_layers_with_its_threads(tmp_path: Path) -> None:
-    result = _invoke("profile", "--store", str(tmp_path / "s.sqlite"), "--network", "torchvision:resnet18",
-                    "--threads", "2", "--dry-run", "--json")
+    result = _invoke("profile", "--network", "torchvision:resnet18", "--threads", "2", "--dry-run", "--json",
+                     home=tmp_path)
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert out["configs"] == 11 and "|torch|2t|" in out["campaign"]  # 20 conv layers, 11 distinct shapes
     assert out["params"]["threads"] == 2
-    clash = _invoke("profile", "--store", str(tmp_path / "s.sqlite"), "--network", "torchvision:resnet18",
-                   "--config", "64,64,56,3,1", "--dry-run")
+    clash = _invoke("profile", "--network", "torchvision:resnet18", "--config", "64,64,56,3,1", "--dry-run",
+                    home=tmp_path)
     assert clash.exit_code != 0 and "--network" in str(clash.exception)

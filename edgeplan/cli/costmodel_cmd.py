@@ -294,7 +294,9 @@ def transfer(ctx: Context, model_dir: str | None, data_path: str, fraction: floa
     click.echo(f"{source.kind} model {source_dir} -> {data_path}: {info['drawn_cells']} single timings ({first} "
                f"spread over the primitives, {contenders} on close contenders) on {info['drawn_rows']} of "
                f"{info['target_train_rows']} training layers (fraction {fraction:g}, seed {seed}, split seed "
-               f"{split_seed}; {_stopping(info)}), {info['seconds']:.1f} s")
+               f"{split_seed}; {_stopping(info)}"
+               f"{'; blended with a shared correction of the source' if info.get('blend') else ''}), "
+               f"{info['seconds']:.1f} s")
     if info["ignored_columns"]:
         click.echo(f"ignored {len(info['ignored_columns'])} target column(s) the source does not predict: "
                    f"{', '.join(info['ignored_columns'][:6])}")

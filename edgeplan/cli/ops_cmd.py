@@ -50,14 +50,18 @@ def ops() -> None:
                    "shared machine's drift (the shipped campaigns use synthetic:0).")
 @click.option("--keep-memory", "keep", is_flag=True, help=KEEP_MEMORY_HELP)
 @click.option("--export", "export_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Then write the scenario's measured models (--repeat: that re-measurement) to this dataset file, "
-                   "the input of `edgeplan ops fit --data` and `edgeplan calibrate --measurements` (JSON lines, "
-                   "provenance first; xz for a .xz name, gzip otherwise). One --scenario.")
+              help="Then write MODELS as measured (--repeat: in that re-measurement) to this dataset file, the input "
+                   "of `edgeplan ops fit --data` and `edgeplan calibrate --measurements` (JSON lines, provenance "
+                   "first; xz for a .xz name, gzip otherwise). One --scenario.")
+@click.option("--scale-from", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --export and --reference: write the times at this dataset file's reference latency (a file "
+                   "of the scenario measured beside the same reference, such as the one a device profile was fitted "
+                   "on), so that `ops fit --extend` can add the new models' op kinds to that profile.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
 @click.pass_obj
 def profile_ops(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str, ...], models_file: Path | None,
                 runs: int, budget_s: float | None, repeat: str, reference: str | None, keep: bool,
-                export_path: Path | None, as_json: bool) -> None:
+                export_path: Path | None, scale_from: Path | None, as_json: bool) -> None:
     """Measure MODELS per op and end to end in each scenario, into the Store; resumable.
 
     MODELS are zoo strings; ``synthetic:0-999`` (or ``synthetic-wide:0-299``, ``synthetic-aligned:0-299``,
@@ -84,6 +88,8 @@ def profile_ops(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
     check_positive("--budget-s", budget_s, "a positive number of seconds (leave it out for no budget)")
     if export_path is not None and len(scenario_names) != 1:
         raise InvalidInputError("--export writes one scenario's dataset; give one --scenario")
+    if scale_from is not None and export_path is None:
+        raise InvalidInputError("--scale-from sets the scale of the --export file; add --export FILE")
     reports = []
     with Store.open(default_store_path(ctx.home)) as store:
         for s in scenario_names:
@@ -91,7 +97,8 @@ def profile_ops(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
                                      budget_s=budget_s, progress=not as_json, command=ctx.command, home=ctx.home,
                                      plain_per_run=3, repeat=repeat, reference=reference)
             reports.append(report)
-        exported = _export(store, scenario_names[0], export_path, repeat, ctx.command) if export_path else None
+        exported = (_export(store, scenario_names[0], export_path, (repeat, scale_from, names), ctx.command)
+                    if export_path else None)
     if as_json:
         emit_json([{**r.to_dict(), **({"export": exported} if exported else {})} for r in reports])
     else:
@@ -106,16 +113,20 @@ def profile_ops(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
     refuse_failures(failed, "model(s)", as_json)
 
 
-def _export(store: Any, scenario_name: str, out: Path, repeat: str, command: str) -> dict[str, Any]:
-    """Write a scenario's measured models to a dataset file; its warnings (a repeat on its own scale) on stderr."""
+def _export(store: Any, scenario_name: str, out: Path, what: tuple[str, Path | None, list[str] | None],
+            command: str) -> dict[str, Any]:
+    """Write a scenario's measured models (``what``: the repeat tag, the file whose scale to take, the models; None:
+    all) to a dataset file; its warnings (a repeat on its own scale, models not measured) on stderr."""
     import warnings
 
     from edgeplan.measure.op_campaign import export_dataset
     from edgeplan.measure.scenarios import get_scenario
 
+    repeat, scale_from, only = what
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        n = export_dataset(store, get_scenario(scenario_name), out, command=command, repeat=repeat)
+        n = export_dataset(store, get_scenario(scenario_name), out, command=command, repeat=repeat,
+                           scale_from=scale_from, only=only)
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
     return {"scenario": scenario_name, "path": str(out), "models": n}
@@ -130,13 +141,16 @@ def _export(store: Any, scenario_name: str, out: Path, repeat: str, command: str
               help="Train only on these models (zoo strings, ranges such as synthetic:0-899, sets); default all.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder for {method}.json: a device profile folder, for `edgeplan predict MODEL --device DIR`.")
+@click.option("--min-samples", type=click.IntRange(min=2), default=8, show_default=True,
+              help="Fewest training ops an op kind needs for a predictor of its own (others are priced by their "
+                   "category's); lower it to fit on a few models.")
 @click.option("--extend", "extend", default=None, metavar="DEVICE",
               help="Add to this device profile's fitted models (shipped, or fitted into the edgeplan home's "
                    "devices/) predictors for the op kinds they lack, fitted on --data (an op kind from 3 models or "
                    "more); their own predictors and overhead are kept.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, ...], out: Path, extend: str | None,
-            as_json: bool) -> None:
+def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, ...], out: Path, min_samples: int,
+            extend: str | None, as_json: bool) -> None:
     """Fit operation-wise latency predictors (li2023 §4.2) on a dataset; write one model per method.
 
     The models are what `edgeplan predict --device DIR` (and `offload`, `partition`) price a model's operations
@@ -149,13 +163,16 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
     With --extend DEVICE, the device's models gain predictors for the operation kinds of --data they have none for
     (a vision transformer's attention, layer norms and linear layers over tokens, added to a profile fitted on
     CNNs): the data must be of the device's scenario and, for a profile measured beside a reference model, on its
-    scale (`edgeplan ops export --scale-from`).
+    scale (`profile ops --reference MODEL --export FILE --scale-from THE_PROFILES_DATA`).
 
     \b
     Example:
       edgeplan profile ops synthetic:0-99 --scenario torch-fp32-1t --export ops.jsonl.gz
       edgeplan ops fit --data ops.jsonl.gz --out my-profile
       edgeplan predict torchvision:resnet18 --device my-profile
+      edgeplan profile ops set:timm-transformers --scenario torch-fp32-2t --reference synthetic:0 \\
+          --export more.jsonl.xz --scale-from edgeplan/data/latency/torch-fp32-2t.jsonl.xz
+      edgeplan ops fit --data more.jsonl.xz --extend torch-fp32-2t --out more2t
     """
     from edgeplan.costmodels.opwise.model import LatencyModel
     from edgeplan.errors import InvalidInputError
@@ -188,10 +205,10 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
     try:
         for m in methods:
             if extend is not None:
-                models.append(bases[m].extended(records, info=extension))
+                models.append(bases[m].extended(records, min_samples=min_samples, info=extension))
             else:
                 models.append(LatencyModel.fit(records, m, scenario.name, progress=not as_json, info=info,
-                                               threads=scenario.threads, network="auto"))
+                                               min_samples=min_samples, threads=scenario.threads, network="auto"))
     except InvalidInputError:
         if created and not any(out.iterdir()):  # refused: no empty device folder left behind
             out.rmdir()
@@ -253,11 +270,9 @@ def _extendable(device: str, method: str, data: OpDataset) -> LatencyModel:
             todo = "extend it with data measured without a reference, or refit it on paired data"
         elif theirs is None or theirs.get("model") != ours.get("model"):
             todo = (f"measure the models beside {ours['model']} (`profile ops --reference {ours['model']}`), then "
-                    "export them on the scale of the dataset the model was fitted on "
-                    "(edgeplan.measure.op_campaign.export_dataset's scale_from)")
+                    "export them with `--scale-from` the dataset the model was fitted on")
         else:
-            todo = ("export the data on the scale of the dataset the model was fitted on "
-                    "(edgeplan.measure.op_campaign.export_dataset's scale_from)")
+            todo = "export the data with `profile ops --export FILE --scale-from` the dataset the model was fitted on"
         raise InvalidInputError(f"--extend {device}: its model's times are ratios to {scale(ours)}, --data's to "
                                 f"{scale(theirs)}; {todo}")
     return model

@@ -43,7 +43,7 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
     """Select the primitive (and layouts) of every conv layer of MODEL to minimise its predicted time.
 
     The selection is exact (PBQP); pooling, batch norm and ReLU are measured in each layout on this machine
-    (--threads) and counted.
+    (--threads) and counted, when the network's device is here (planning for a GPU from elsewhere leaves them out).
 
     \b
     Example:
@@ -89,11 +89,14 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
     if tables and source != "measured":
         raise click.UsageError("--data gives the tables of --costs measured; drop it or use --costs measured")
     check_selection_costs(source, torch_device, tables=list(tables) or None, model_dir=model_dir)
-    _check_cuda(torch_device, "the layout-transparent layers' costs are measured on it")
-    if do_run:
-        _check_cuda(torch_device, "--run times the network on it")
+    flow_costs = _available(torch_device)
+    if not flow_costs:
+        if do_run:
+            _check_cuda(torch_device, "--run times the network on it")
+        click.echo(f"note: {torch_device} is not available here, so pooling, batch norm and ReLU, measured where the "
+                   "network runs, are left out of the predicted time", err=True)
     sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, solver="exact",
-                       flow_threads=threads, torch_device=torch_device)
+                       flow_threads=threads if flow_costs else None, torch_device=torch_device)
     plan = sel.plan
     result = sel.to_dict()
     for warning in sel.warnings:  # another device's costs: never silent
@@ -128,17 +131,22 @@ def _kind(torch_device: str) -> str:
     return torch_device.partition(":")[0]
 
 
-def _check_cuda(torch_device: str, why: str) -> None:
-    """Refuse a CUDA device on a machine without CUDA, saying how to plan for it from here."""
+def _available(torch_device: str) -> bool:
+    """Whether ``torch_device`` can run here (the CPU always can)."""
     if torch_device == "cpu":
-        return
+        return True
     import torch
 
-    if not torch.cuda.is_available():
+    return bool(torch.cuda.is_available())
+
+
+def _check_cuda(torch_device: str, why: str) -> None:
+    """Refuse a CUDA device on a machine without CUDA, saying how to plan for it from here."""
+    if not _available(torch_device):
         from edgeplan.errors import MeasurementError
 
         raise MeasurementError(f"--torch-device {torch_device}: CUDA is not available here, and {why}; to plan for "
-                               "that GPU from here, pass --no-flow-costs without --run")
+                               "that GPU from here, leave out --run")
 
 
 def fixed_summary(reasons: tuple[str, ...], model: str) -> list[str]:

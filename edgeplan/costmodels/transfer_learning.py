@@ -22,7 +22,8 @@ give them):
    together (:func:`~edgeplan.costmodels.transfer_steps.common_epoch`), then every member trains on all the drawn
    samples for that long.
 4. **A blend** with the source corrected by one boosted model shared by all primitives
-   (:mod:`edgeplan.costmodels.blend`).
+   (:mod:`edgeplan.costmodels.blend`), when the samples hold enough timings for it
+   (:data:`~edgeplan.costmodels.blend.MIN_TIMINGS`; ``info["transfer"]["blend"]`` is None without it).
 
 The layout transformations are the source's, factor-corrected per transformation over the distinct ``(c, im)``
 tensors of the rows a uniform draw of the fraction gives. Target columns the source does not predict are ignored
@@ -44,9 +45,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from edgeplan.costmodels.blend import BLEND_WEIGHT, CORRECTION_PARAMS, fit_blend
+from edgeplan.costmodels.blend import BLEND_WEIGHT, CORRECTION_PARAMS, MIN_TIMINGS, fit_blend
 from edgeplan.costmodels.performance_model import PerformanceModel
-from edgeplan.costmodels.primitive_models import PrimitiveEstimator
+from edgeplan.costmodels.primitive_models import NN1Model, NN2Model, PrimitiveEstimator
 from edgeplan.costmodels.transfer_steps import (
     FINETUNE_LR_FACTOR,
     aligned_columns,
@@ -399,18 +400,32 @@ def transfer(source: PerformanceModel, target: PrimitiveDataset, *, fraction: fl
     """
     options = FitOptions(seed, threads=threads)
     check_transfer(source, target, options.method)
+    if not isinstance(source.primitives, NN1Model | NN2Model):
+        raise InvalidInputError(f"transfer fine-tunes the source's networks, and its primitives model is "
+                                f"{source.primitives.kind!r}: transfer an nn2 or nn1 model (`edgeplan primitives fit "
+                                f"--model nn2`)")
     started, settings = time.monotonic(), (fraction, split_seed)
     full = draw_samples(target, fraction, seed, split_seed)
     assert full.cells is not None
     first = draw_samples(target, fraction * ADAPTIVE_FIRST, seed, split_seed)
     first = replace(first, tensor_rows=full.tensor_rows)
-    guide = transfer_on(source, target, first, options, settings)
+    guide = transfer_on(source, target, first, _blendable(options, source, target, first), settings)
     sample = contender_cells(guide, target, first, len(full.cells), seed, split_seed)
-    model = transfer_on(source, target, sample, options, settings)
+    model = transfer_on(source, target, sample, _blendable(options, source, target, sample), settings)
     assert first.cells is not None and sample.cells is not None
     model.info["transfer"]["adaptive_rounds"] = [len(first.cells), len(sample.cells) - len(first.cells)]
     model.info["transfer"]["seconds"] = round(time.monotonic() - started, 3)
     return model
+
+
+def _blendable(options: FitOptions, source: PerformanceModel, target: PrimitiveDataset,
+               sample: TransferSample) -> FitOptions:
+    """``options`` without the blend when ``sample`` holds fewer timings of the source's primitives than the blend's
+    correction needs (:data:`~edgeplan.costmodels.blend.MIN_TIMINGS`)."""
+    assert sample.cells is not None
+    shared = np.isin(np.asarray(target.primitives, dtype=object)[sample.cells[:, 1]],
+                     np.asarray(source.primitive_names, dtype=object))
+    return options if int(shared.sum()) >= MIN_TIMINGS else replace(options, blend=False)
 
 
 def transfer_on(source: PerformanceModel, target: PrimitiveDataset, sample: TransferSample, options: FitOptions,

@@ -159,7 +159,8 @@ def run_op_campaign(
                          if earlier.get("allocator") else " under glibc's default allocator") + (
                 f" (this process runs under {params['allocator']})" if params.get("allocator")
                 else " (this process runs under glibc's defaults)")
-        settings = f"--runs {earlier.get('runs')} --plain-per-run {earlier.get('plain_per_run')}{allocator}" + (
+        settings = (f"--runs {earlier.get('runs')} ({earlier.get('plain_per_run')} plain runs per profiled run)"
+                    f"{allocator}") + (
             f" --reference {earlier['reference']}" if earlier.get("reference") else " and no --reference")
         if earlier.get("reference") and not earlier.get("reference_warm"):
             settings += (" by an edgeplan that timed the reference right after each call (before 2026-11-27; its "
@@ -264,7 +265,7 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
     if not records:
         raise InvalidInputError(
             f"the Store {store.path} has no measurements in campaign {name!r}; run "
-            f"`edgeplan ops profile MODEL... --scenario {scenario.name}` first"
+            f"`edgeplan profile ops MODEL... --scenario {scenario.name}` first"
         )
     warm = _reference_warm(store, scenario, name)
     scale = _reference_scale(store, scenario, records, name)  # of the whole campaign, whatever is written
@@ -275,7 +276,7 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         records = [r for r in records if r.model in wanted]
         if not records:
             raise InvalidInputError(f"none of the {len(wanted)} models to export (--only) is measured in campaign "
-                                    f"{name!r}; measure them with `edgeplan ops profile` first, or check --scenario "
+                                    f"{name!r}; measure them with `edgeplan profile ops` first, or check --scenario "
                                     "and --repeat")
         missing = sorted(wanted - {r.model for r in records})
         if missing:
@@ -673,7 +674,7 @@ def retrace_dataset(path: str | Path, out: str | Path, models: Collection[str] |
     chosen = set(data.models()) if models is None else set(models)
     unknown = sorted(chosen - set(data.models()))
     if unknown:
-        raise InvalidInputError(f"{path} holds no {', '.join(unknown[:5])}; `edgeplan ops export` writes a model's "
+        raise InvalidInputError(f"{path} holds no {', '.join(unknown[:5])}; `edgeplan profile ops --export` writes a model's "
                                 "measurements first")
     dtype = str(header.get("dtype", "float32"))
     changed, done, skipped = 0, 0, []

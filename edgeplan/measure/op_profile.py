@@ -24,7 +24,7 @@ which is timed on unprofiled runs interleaved with the profiled ones (:func:`pro
 machine, latencies drift by tens of percent from one minute to the next, and interleaving keeps a model's two
 views coherent. li2023's overhead term absorbs the difference between them.
 
-With a **reference model** (:func:`reference_runner`, ``edgeplan ops profile --reference synthetic:0``), every
+With a **reference model** (:func:`reference_runner`, ``edgeplan profile ops --reference synthetic:0``), every
 call, profiled or not, is preceded by a timed call of the reference, and each time is also kept as its ratio to
 the reference's time just before it (median over the runs; fastest over fastest). The neighbours' load that slows a
 model down slows the reference down with it, so the ratios move far less than the times between two

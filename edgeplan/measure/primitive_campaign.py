@@ -22,8 +22,7 @@ Coverage: what the dataset does not hold
 ----------------------------------------
 **Configurations above the work cap are not in the dataset: nothing is sampled above it.** At the default cap
 3e8, 3872 of the 5457 configurations of the space are kept; 1585 (work 3.0e8 to 9.9e10) are not measured at all.
-The cut is far from uniform over ``(f, s)`` (:func:`cap_coverage`; ``edgeplan primitives profile --dry-run
---coverage`` prints it): of the zoo triplets with ``f <= im``, 91 % / 100 % / 100 % are kept for ``f = 1`` at
+The cut is far from uniform over ``(f, s)`` (:func:`cap_coverage`; placeholder): of the zoo triplets with ``f <= im``, 91 % / 100 % / 100 % are kept for ``f = 1`` at
 ``s = 1 / 2 / 4``, 69 / 94 / 99 % for ``f = 3``, 41 / 79 / 95 % for ``f = 5``, 19 / 59 / 90 % for ``f = 7`` and
 8 / 27 / 61 % for ``f = 11``; what is dropped is the large-channel, large-input end of each ``(f, s)``. A cost
 model fitted on this data therefore **extrapolates** on large layers (big ``c k``, big ``im``, ``f >= 5`` at
@@ -236,7 +235,7 @@ def load_triplets(path: str | os.PathLike[str] | None = None) -> tuple[Triplet, 
     except OSError as e:
         raise InvalidInputError(f"cannot read the triplets file {where}: {e.strerror or e}") from e
     except json.JSONDecodeError as e:
-        raise InvalidInputError(f"{where} is not JSON ({e}); regenerate it with `edgeplan primitives triplets`") from e
+        raise InvalidInputError(f"{where} is not JSON ({e}); regenerate it with edgeplan.measure.primitive_campaign.extract_triplets and write_triplets") from e
     if not isinstance(data, dict) or data.get("format") != _TRIPLETS_FORMAT:
         raise InvalidInputError(f"{where} is not a {_TRIPLETS_FORMAT} file")
     return tuple(sorted((int(t["c"]), int(t["k"]), int(t["im"])) for t in data["triplets"]))
@@ -1366,7 +1365,7 @@ def find_remeasure(store: Store, main: Campaign) -> Campaign:
         return found[0]
     listed = "; ".join(c.name for c in found) or "none"
     raise InvalidInputError(f"the Store at {store.path} has {len(found)} re-measured subsets of {main.name!r}, not "
-                            f"one ({listed}); run `edgeplan primitives profile --remeasure-subset N` or name one")
+                            f"one ({listed}); measure one with remeasure_campaign or name one")
 
 
 def _rows_by_shape(table: PrimitiveDataset) -> dict[tuple[int, ...], int]:
