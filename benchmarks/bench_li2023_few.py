@@ -35,8 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-context", action="store_true",
                         help="fit on each op's own features alone, as li2023 (before 2026-11-28, the only way)")
     args = parser.parse_args(argv)
-    from edgeplan.costmodels.opwise.model import LatencyModel, scenario_threads
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.model_files import scenario_threads
+    from edgeplan.measure.op_dataset import load_dataset
     from experiments.li2023 import _evaluate, _spaces, _split
 
     if args.networks < 1 or args.windows < 1:

@@ -68,7 +68,7 @@ from edgeplan.costmodels.opwise.ops import record_latency
 from edgeplan.costmodels.opwise.profiles import load_device_model
 from edgeplan.errors import InvalidInputError
 from edgeplan.measure.model_sets import expand_models
-from edgeplan.measure.op_campaign import load_dataset
+from edgeplan.measure.op_dataset import load_dataset
 from experiments.li2023 import _fewshot_group, _split
 
 DATA = "edgeplan/data/latency/fewshot/xeon-torch-fp32-1t/main.jsonl.xz"

@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also score the forms on the ops as this method predicts them")
     args = parser.parse_args(argv)
     from edgeplan.costmodels.opwise.ops import record_ops
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
     from experiments.li2023 import _spaces, _split
 
     data = load_dataset(args.data)
@@ -190,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     train_rows = _rows(train, ops, args.statistic)
     _composition(train_rows, {g: _rows(rs, ops, args.statistic) for g, rs in groups.items()})
     if args.predicted:
-        from edgeplan.costmodels.opwise.model import LatencyModel, scenario_threads
+        from edgeplan.costmodels.opwise.model import LatencyModel
+        from edgeplan.costmodels.opwise.model_files import scenario_threads
 
         model = LatencyModel.fit(train, args.predicted, data.scenario, statistic=args.statistic, progress=True,
                                  threads=scenario_threads(data.scenario))

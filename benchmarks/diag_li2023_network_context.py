@@ -91,7 +91,7 @@ def load_split(args: argparse.Namespace) -> tuple[list[Any], list[Any], list[Any
     """``args.data``'s training networks (synthetic:0-899, and with ``--train all`` every synthetic space's), its
     synthetic:900-999 and its zoo CNNs, and li2023's noise floor against its repeat (``--repeat-data`` or the file's
     ``.repeat`` twin), as text."""
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
     from experiments.li2023 import _spaces, _split, format_floor, noise_floor
 
     data = load_dataset(args.data)
@@ -107,8 +107,10 @@ def run(args: argparse.Namespace) -> None:
     """Fit and score as the module docstring says."""
     from _machine import machine
 
-    from edgeplan.costmodels.opwise.model import LatencyModel, mape, scenario_threads
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.model_files import scenario_threads
     from edgeplan.costmodels.opwise.ops import network_values, record_ops
+    from edgeplan.measure.metrics import mape
 
     train, test, zoo, floor = load_split(args)
     threads = scenario_threads(args.scenario)

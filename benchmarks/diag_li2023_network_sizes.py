@@ -31,8 +31,9 @@ def run(args: argparse.Namespace) -> None:
     """Fit and score as the module docstring says."""
     from _machine import machine
 
-    from edgeplan.costmodels.opwise.model import LatencyModel, scenario_threads
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.model_files import scenario_threads
+    from edgeplan.measure.op_dataset import load_dataset
     from experiments.li2023 import _evaluate, _spaces, _split
 
     data = load_dataset(args.data)

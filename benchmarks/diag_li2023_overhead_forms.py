@@ -93,8 +93,11 @@ def run(args: argparse.Namespace) -> None:
     from _machine import machine
     from diag_li2023_network_context import load_split
 
-    from edgeplan.costmodels.opwise.model import LatencyModel, fit_overhead, mape, scenario_threads
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.model_files import scenario_threads
     from edgeplan.costmodels.opwise.ops import record_latency, record_ops
+    from edgeplan.costmodels.opwise.overhead import fit_overhead
+    from edgeplan.measure.metrics import mape
 
     train, test, zoo, floor = load_split(args)
     threads = scenario_threads(args.scenario)

@@ -472,7 +472,7 @@ def test_cli_calibrates_from_an_ops_dataset_with_the_per_op_form(capsys: pytest.
     candidate; the device predicts from the CLI."""
     import gzip
 
-    from edgeplan.measure.op_campaign import DATASET_FORMAT
+    from edgeplan.measure.op_dataset import DATASET_FORMAT
 
     home = tmp_path / "home"
     source.save(home / "devices" / "src")
@@ -508,7 +508,7 @@ def test_cli_says_why_another_form_replaced_per_op(capsys: pytest.CaptureFixture
     import gzip
 
     from edgeplan.costmodels.opwise.calibrate import PER_OP_EVIDENCE_SE
-    from edgeplan.measure.op_campaign import DATASET_FORMAT
+    from edgeplan.measure.op_dataset import DATASET_FORMAT
 
     home = tmp_path / "home"
     source.save(home / "devices" / "src")
@@ -559,7 +559,7 @@ def test_the_shipped_measurements_of_a_second_cpu_are_whole(scenario: str, least
     from edgeplan.costmodels.opwise.op_correction import measured_ops
     from edgeplan.costmodels.opwise.ops import record_latency, record_ops
     from edgeplan.costmodels.opwise.profiles import load_device_model
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
 
     folder = Path(__file__).parents[1] / "edgeplan" / "data" / "latency" / "fewshot" / f"xeon-{scenario}"
     data = load_dataset(folder / "main.jsonl.xz")

@@ -871,7 +871,8 @@ def test_the_shipped_h100_tables_hold_the_h200_configurations_measured_in_the_ca
     """The second GPU's tables: the first configurations of the seeded plan, the H200's among them, with provenance."""
     from edgeplan.costmodels import load_primitive_csv
     from edgeplan.decisions.select import SHIPPED
-    from edgeplan.measure.primitive_campaign import noise_floor, primitive_campaign
+    from edgeplan.measure.primitive_campaign import primitive_campaign
+    from edgeplan.measure.primitive_export import noise_floor
 
     h100, h200 = load_primitive_csv(SHIPPED / "reference_h100.csv"), load_primitive_csv(SHIPPED / "reference_h200.csv")
     provenance = json.loads((SHIPPED / "reference_h100.provenance.json").read_text())

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from edgeplan.errors import InvalidInputError
-from edgeplan.measure.op_campaign import DATASET_FORMAT, SIGNIFICANT_DIGITS, compact_dataset, load_dataset
+from edgeplan.measure.op_dataset import DATASET_FORMAT, SIGNIFICANT_DIGITS, compact_dataset, load_dataset
 
 RECORDS = [{"model": f"synthetic:{i}", "latency_ms": 9.718607272584393 + i, "repeats": 24,
             "ops": [{"kernel": "conv2d", "ms": 0.511213849503326, "raw_ms": 0.39943799999999996, "nodes": ["a"]}],

@@ -151,7 +151,7 @@ def test_the_bias_bench_evaluates_a_device_profile_on_the_networks_it_was_not_tr
     import json
 
     from edgeplan.costmodels.opwise.model import LatencyModel
-    from edgeplan.measure.op_campaign import DATASET_FORMAT
+    from edgeplan.measure.op_dataset import DATASET_FORMAT
 
     nets = [{**_network(i, 8 + i % 4, repeats=i % 2), "model": f"synthetic:{i}"} for i in range(50)]
     zoo = [{**_network(100 + i, 9, repeats=3), "model": f"torchvision:z{i}"} for i in range(4)]

@@ -20,13 +20,8 @@ from edgeplan.costmodels.opwise.ops import OpInput, record_ops
 from edgeplan.decisions.predict import ModelPrediction
 from edgeplan.errors import InvalidInputError
 from edgeplan.measure import DeviceDescriptor, MeasurementResult, Store, Task, Timing, default_store_path, run_campaign
-from edgeplan.measure.op_campaign import (
-    DATASET_FORMAT,
-    ReferenceScaleWarning,
-    campaign_name,
-    export_dataset,
-    load_dataset,
-)
+from edgeplan.measure.op_campaign import ReferenceScaleWarning, campaign_name, export_dataset
+from edgeplan.measure.op_dataset import DATASET_FORMAT, load_dataset
 from edgeplan.measure.scenarios import get_scenario
 from experiments.reproduce import main as reproduce_main
 

@@ -17,7 +17,7 @@ from edgeplan.errors import InvalidInputError, MeasurementError
 from edgeplan.ir.kernels import Kernel, KernelDeduction
 from edgeplan.measure import Store, TimingConfig
 from edgeplan.measure.model_sets import expand_models, model_set
-from edgeplan.measure.op_campaign import SIGNIFICANT_DIGITS
+from edgeplan.measure.op_dataset import SIGNIFICANT_DIGITS
 from edgeplan.measure.scenarios import SCENARIOS, get_scenario
 
 CELL = "nb201:|nor_conv_3x3~0|+|avg_pool_3x3~0|nor_conv_1x1~1|+|skip_connect~0|none~1|nor_conv_3x3~2|"
@@ -95,7 +95,7 @@ class _Graph:
 
 
 def test_events_are_matched_by_kind_and_shape_when_the_order_differs() -> None:
-    from edgeplan.measure.op_profile import _match_run
+    from edgeplan.measure.torch_op_profile import _match_run
 
     kernels = (Kernel("conv2d", "aten::conv2d", ("a",)), Kernel("conv2d", "aten::conv2d", ("b",)),
                Kernel("relu", "aten::relu", ("c",)))
@@ -132,7 +132,7 @@ def test_events_are_matched_by_kind_and_shape_when_the_order_differs() -> None:
 
 
 def test_a_surplus_of_a_deduced_kind_is_found_in_order() -> None:
-    from edgeplan.measure.op_profile import _match_run
+    from edgeplan.measure.torch_op_profile import _match_run
 
     # DenseNet: the IR has conv -> bn -> cat; eager also runs a cat of one tensor (and a contiguous copy after it).
     kernels = (Kernel("conv2d", "aten::conv2d", ("a",)), Kernel("bn", "aten::batch_norm", ("b",)),
@@ -154,7 +154,7 @@ def test_a_surplus_of_a_deduced_kind_is_found_in_order() -> None:
 
 
 def test_operators_on_constants_alone_are_timed_as_folded_work() -> None:
-    from edgeplan.measure.op_profile import _match_run
+    from edgeplan.measure.torch_op_profile import _match_run
 
     # A ViT: eager expands the class token (a parameter) at every call; the IR folds it into a constant. EdgeNeXt
     # even runs a conv on constants alone (its positional encoding), beside the model's own conv.
@@ -178,7 +178,7 @@ def test_operators_on_constants_alone_are_timed_as_folded_work() -> None:
 
 def test_a_fused_fast_path_is_refused_with_its_reason() -> None:
     from edgeplan.ir.kernels import load_rules
-    from edgeplan.measure.op_profile import _match_run
+    from edgeplan.measure.torch_op_profile import _match_run
 
     kernels = (Kernel("linear", "aten::linear", ("a",)), Kernel("attention", "aten::scaled_dot_product_attention",
                                                                ("b",)))
@@ -196,7 +196,7 @@ def test_identities_the_ir_drops_are_timed_as_folded_work() -> None:
 
     from edgeplan.frontends.torch_frontend import graph_from_torch
     from edgeplan.ir.kernels import deduce_kernels
-    from edgeplan.measure.op_profile import profile_torch_ops
+    from edgeplan.measure.torch_op_profile import profile_torch_ops
 
     class Scaled(nn.Module):  # NFNets multiply by a gain of 1.0; eager runs it, the IR writes the input
         def __init__(self) -> None:
@@ -238,7 +238,7 @@ def test_operators_the_ir_writes_as_several_nodes_are_one_eager_kernel_each() ->
 
     from edgeplan.frontends.torch_frontend import graph_from_torch
     from edgeplan.ir.kernels import deduce_kernels
-    from edgeplan.measure.op_profile import profile_torch_ops
+    from edgeplan.measure.torch_op_profile import profile_torch_ops
 
     class Mixed(nn.Module):  # ECA's conv1d, NextViT's avg_pool1d, GC ViT's repeats, MobileOne's out += 0, EfficientViT
         def __init__(self) -> None:
@@ -274,7 +274,8 @@ def test_multi_head_attention_on_its_fast_path_is_one_eager_kernel() -> None:
     from edgeplan.costmodels.opwise.features import category, lead_node
     from edgeplan.frontends.torch_frontend import graph_from_torch
     from edgeplan.ir.kernels import deduce_kernels
-    from edgeplan.measure.op_profile import _node_dicts, profile_torch_ops
+    from edgeplan.measure.op_profile import _node_dicts
+    from edgeplan.measure.torch_op_profile import profile_torch_ops
 
     class Block(nn.Module):
         def __init__(self, batch_first: bool) -> None:
@@ -369,7 +370,7 @@ def test_torch_ops_profile_every_deduced_kernel() -> None:
 
     from edgeplan.frontends.torch_frontend import graph_from_torch
     from edgeplan.ir.kernels import deduce_kernels
-    from edgeplan.measure.op_profile import profile_torch_ops
+    from edgeplan.measure.torch_op_profile import profile_torch_ops
 
     class Branchy(torch.nn.Module):
         def __init__(self) -> None:
@@ -413,7 +414,7 @@ def test_torch_ops_profile_every_deduced_kernel() -> None:
 def test_kernels_of_nodes_ort_saved_without_a_name_are_matched_in_order() -> None:
     from onnx import helper
 
-    from edgeplan.measure.op_profile import _name_unnamed_nodes, _ort_timings
+    from edgeplan.measure.ort_op_profile import _name_unnamed_nodes, _ort_timings
 
     graph = helper.make_graph([  # ORT's decomposed HardSwish: two nodes without names between two named ones
         helper.make_node("Gemm", ["x", "w"], ["a"], name="fc1"),
@@ -441,23 +442,23 @@ def test_kernels_of_nodes_ort_saved_without_a_name_are_matched_in_order() -> Non
 
 
 def test_op_ratios_pair_each_run_with_the_reference_before_it() -> None:
-    from edgeplan.measure.op_profile import OpTiming, _with_ratios
+    from edgeplan.measure.op_timing import OpTiming, with_ratios
 
     op = OpTiming("conv", "aten::conv2d", ("c",), 2.0, 0.1, 1.0)
-    assert _with_ratios(op, [1.0, 2.0, 4.0], []) is op
+    assert with_ratios(op, [1.0, 2.0, 4.0], []) is op
     # Runs 2x, 2x and 4x the reference just before them: the median ratio is 2 although the times vary 4-fold.
-    got = _with_ratios(op, [1.0, 2.0, 8.0], [0.5, 1.0, 2.0])
+    got = with_ratios(op, [1.0, 2.0, 8.0], [0.5, 1.0, 2.0])
     assert got.ratio == pytest.approx(2.0) and got.min_ratio == pytest.approx(1.0 / 0.5)
     assert OpTiming.from_dict(got.to_dict()) == got
     assert "ratio" not in op.to_dict() and OpTiming.from_dict(op.to_dict()) == op
     # A reference time of zero (a clock too coarse) is skipped, never divided by.
-    odd = _with_ratios(op, [1.0, 3.0], [0.0, 1.0])
+    odd = with_ratios(op, [1.0, 3.0], [0.0, 1.0])
     assert odd.ratio == pytest.approx(3.0) and odd.min_ratio == pytest.approx(1.0)
-    assert _with_ratios(op, [1.0], [0.0]) is op
+    assert with_ratios(op, [1.0], [0.0]) is op
 
 
 def test_ort_trace_is_split_into_runs() -> None:
-    from edgeplan.measure.op_profile import _ort_timings
+    from edgeplan.measure.ort_op_profile import _ort_timings
 
     def node(name: str, dur: int) -> dict[str, Any]:
         return {"cat": "Node", "name": f"{name}_kernel_time", "dur": dur,
@@ -507,7 +508,8 @@ def test_profile_model_in_each_runtime(scenario: str, plain: int, tmp_path: Path
 
 
 def test_campaign_resumes_and_exports_a_dataset(tmp_path: Path) -> None:
-    from edgeplan.measure.op_campaign import export_dataset, load_dataset, run_op_campaign
+    from edgeplan.measure.op_campaign import export_dataset, run_op_campaign
+    from edgeplan.measure.op_dataset import load_dataset
 
     scenario = get_scenario("torch-fp32-1t")
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
@@ -541,7 +543,8 @@ def test_campaign_resumes_and_exports_a_dataset(tmp_path: Path) -> None:
 
 
 def test_export_merges_an_earlier_dataset_file(tmp_path: Path) -> None:
-    from edgeplan.measure.op_campaign import export_dataset, load_dataset, run_op_campaign
+    from edgeplan.measure.op_campaign import export_dataset, run_op_campaign
+    from edgeplan.measure.op_dataset import load_dataset
 
     scenario = get_scenario("torch-fp32-1t")
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
@@ -585,7 +588,8 @@ def test_a_paired_campaign_merges_into_an_unpaired_file_at_a_matched_scale(tmp_p
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A dataset measured before the reference pairing takes paired rows at the scale its shared models give."""
     from edgeplan.measure import op_campaign as campaign
-    from edgeplan.measure.op_campaign import export_dataset, load_dataset, run_op_campaign
+    from edgeplan.measure.op_campaign import export_dataset, run_op_campaign
+    from edgeplan.measure.op_dataset import load_dataset
 
     scenario = get_scenario("torch-fp32-1t")
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
@@ -621,7 +625,8 @@ def test_match_on_restricts_the_models_a_matched_scale_comes_from(tmp_path: Path
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """--match-on: the scale comes from the named models only; where no scale is matched it is refused."""
     from edgeplan.measure import op_campaign as campaign
-    from edgeplan.measure.op_campaign import export_dataset, load_dataset, run_op_campaign
+    from edgeplan.measure.op_campaign import export_dataset, run_op_campaign
+    from edgeplan.measure.op_dataset import load_dataset
 
     scenario = get_scenario("torch-fp32-1t")
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
@@ -655,7 +660,8 @@ def test_match_on_restricts_the_models_a_matched_scale_comes_from(tmp_path: Path
 
 @pytest.mark.parametrize("scenario", ["torch-fp32-1t", "ort-fp32-1t"])
 def test_campaign_with_a_reference_exports_normalised_times(scenario: str, tmp_path: Path) -> None:
-    from edgeplan.measure.op_campaign import export_dataset, load_dataset, run_op_campaign
+    from edgeplan.measure.op_campaign import export_dataset, run_op_campaign
+    from edgeplan.measure.op_dataset import load_dataset
 
     s = get_scenario(scenario)
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
@@ -839,7 +845,7 @@ def test_a_model_with_its_weights_in_an_external_file_profiles_in_onnx_runtime(t
 
     from edgeplan.frontends.onnx_export import cache_export
     from edgeplan.frontends.zoo import build_model
-    from edgeplan.measure.op_profile import _feed, _onnx_input_names, profile_onnxruntime_ops
+    from edgeplan.measure.ort_op_profile import onnx_input_names, profile_onnxruntime_ops, random_feed
 
     zoo = build_model(CELL)
     inline = tmp_path / "inline.onnx"
@@ -849,7 +855,7 @@ def test_a_model_with_its_weights_in_an_external_file_profiles_in_onnx_runtime(t
     onnx.save_model(onnx.load(str(inline)), str(external), save_as_external_data=True, all_tensors_to_one_file=True,
                     location="cell.onnx.data")  # weights over 1 kB, as a large export writes them
     assert (external.parent / "cell.onnx.data").stat().st_size > 0
-    feed = _feed(_onnx_input_names(external), [tuple(x.shape) for x in zoo.example_inputs()])
+    feed = random_feed(onnx_input_names(external), [tuple(x.shape) for x in zoo.example_inputs()])
     runs = {p.name: profile_onnxruntime_ops(p, feed, threads=1, runs=1, warmup=0) for p in (inline, external)}
     kernels = {name: sorted((o.kind, o.nodes) for o in r.ops) for name, r in runs.items()}
     assert kernels["cell.onnx"] and kernels["cell.onnx"] == kernels["inline.onnx"]  # traced as the inline copy
@@ -930,11 +936,11 @@ def test_an_onnx_file_of_the_users_over_the_size_limit_is_refused_by_size(tmp_pa
 
     from edgeplan.decisions.predict import predict_models
     from edgeplan.frontends.onnx_export import cache_export
-    from edgeplan.measure import op_profile
+    from edgeplan.measure import ort_op_profile
 
     path = tmp_path / "conv.onnx"
     cache_export(torch.nn.Conv2d(3, 8, 3).eval(), (torch.randn(1, 3, 16, 16),), path)
-    monkeypatch.setattr(op_profile, "_INLINE_LIMIT", 100)
+    monkeypatch.setattr(ort_op_profile, "_INLINE_LIMIT", 100)
     with pytest.raises(InvalidInputError, match=r"GB with its weights; ONNX Runtime devices take ONNX files up to"):
         predict_models([str(path)], device="ort-fp32-1t", home=tmp_path / "home")
     assert not list((tmp_path / "home").glob("onnx/file-*"))
@@ -946,7 +952,7 @@ def test_retrace_mends_an_ort_datasets_origins_and_keeps_its_times(capsys: pytes
     products and int8 DenseNet's dequantizations were) is traced again without re-measuring."""
     import gzip
 
-    from edgeplan.measure.op_campaign import load_dataset, retrace_dataset
+    from edgeplan.measure.op_dataset import load_dataset, retrace_dataset
 
     data = _profiled_dataset(tmp_path, "ort-fp32-1t", runs=2)
     capsys.readouterr()
@@ -1058,7 +1064,7 @@ def test_an_edited_onnx_file_is_measured_again_and_exported_once(capsys: pytest.
     import torch
 
     from edgeplan.frontends.onnx_export import cache_export
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
 
     path = tmp_path / "net.onnx"
     home = str(tmp_path / "home")
@@ -1080,7 +1086,8 @@ def test_a_profile_fitted_on_cnns_is_extended_with_other_models_on_its_scale(cap
     """`profile ops --export --scale-from` puts another Store's models on a dataset's scale (same reference model);
     `ops fit --extend` adds predictors for their new op kinds to the profile fitted on that dataset."""
     from edgeplan.costmodels.opwise.model import LatencyModel
-    from edgeplan.measure.op_campaign import export_dataset, load_dataset
+    from edgeplan.measure.op_campaign import export_dataset
+    from edgeplan.measure.op_dataset import load_dataset
 
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"

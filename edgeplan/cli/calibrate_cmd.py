@@ -191,7 +191,7 @@ def _note_other_scenario(dataset: Path, source: str, model: Any) -> None:
     category at best."""
     import json
 
-    from edgeplan.measure.op_campaign import open_dataset_file
+    from edgeplan.measure.op_dataset import open_dataset_file
     from edgeplan.measure.scenarios import SCENARIOS
 
     with open_dataset_file(dataset) as f:

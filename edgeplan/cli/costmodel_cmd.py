@@ -268,6 +268,8 @@ def transfer(ctx: Context, model_dir: str | None, data_path: str, fraction: floa
 
         calibrate_primitives_cmd(ctx, Path(data_path), model_dir, (name, out_dir, replace), seed, threads, as_json)
         return
+    from edgeplan.cli.primitive_device import resolve_primitive_model
+
     source_dir = resolve_primitive_model(ctx.home, model_dir)
     source = load_performance_model(source_dir)
     data = load_primitive_csv(data_path)
@@ -305,28 +307,6 @@ def transfer(ctx: Context, model_dir: str | None, data_path: str, fraction: floa
                f"{_pct(result.median_transform_mdrae)}")
     click.echo(f"saved to {folder}; per-primitive scores: edgeplan primitives evaluate --model {folder} "
                f"--data {data_path}")
-
-
-def resolve_primitive_model(home: str | None, source: str | None) -> Path:
-    """The performance model folder named by ``source``: a folder, a device made by ``primitives transfer --name``,
-    or None for the shipped one.
-
-    Raises
-    ------
-    InvalidInputError
-        When ``source`` is neither a folder with a model nor such a device.
-    """
-    from edgeplan.cli.primitive_device import primitive_model_folder
-    from edgeplan.decisions.select import SHIPPED, SHIPPED_MODEL
-    from edgeplan.errors import InvalidInputError
-
-    if source is None:
-        return SHIPPED / SHIPPED_MODEL
-    for folder in (Path(source), primitive_model_folder(home, source)):
-        if (folder / "model.json").is_file():
-            return folder
-    raise InvalidInputError(f"{source!r} is neither a performance model folder (with model.json, from `edgeplan "
-                            f"primitives fit`) nor a device made by `edgeplan primitives transfer --name`")
 
 
 def _stopping(info: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from edgeplan.costmodels.opwise.model import LatencyModel
-    from edgeplan.measure.op_campaign import OpDataset
+    from edgeplan.measure.op_dataset import OpDataset
 
 __all__ = ["ops", "profile_ops"]
 
@@ -177,7 +177,7 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
     from edgeplan.costmodels.opwise.model import LatencyModel
     from edgeplan.errors import InvalidInputError
     from edgeplan.measure.model_sets import expand_models
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
     from edgeplan.measure.scenarios import get_scenario
 
     data = load_dataset(data_path)

@@ -14,7 +14,7 @@ import click
 
 from edgeplan.cli.common import Context, emit_json
 
-__all__ = ["calibrate_primitives_cmd", "primitive_model_folder", "save_device"]
+__all__ = ["calibrate_primitives_cmd", "primitive_model_folder", "resolve_primitive_model", "save_device"]
 
 
 def primitive_model_folder(home: str | None, name: str) -> Path:
@@ -22,6 +22,27 @@ def primitive_model_folder(home: str | None, name: str) -> Path:
     from edgeplan.costmodels.opwise.profiles import home_root
 
     return home_root(home) / name / "primitives"
+
+
+def resolve_primitive_model(home: str | None, source: str | None) -> Path:
+    """The performance model folder named by ``source``: a folder, a device made by ``primitives transfer --name``,
+    or None for the shipped one.
+
+    Raises
+    ------
+    InvalidInputError
+        When ``source`` is neither a folder with a model nor such a device.
+    """
+    from edgeplan.decisions.select import SHIPPED, SHIPPED_MODEL
+    from edgeplan.errors import InvalidInputError
+
+    if source is None:
+        return SHIPPED / SHIPPED_MODEL
+    for folder in (Path(source), primitive_model_folder(home, source)):
+        if (folder / "model.json").is_file():
+            return folder
+    raise InvalidInputError(f"{source!r} is neither a performance model folder (with model.json, from `edgeplan "
+                            f"primitives fit`) nor a device made by `edgeplan primitives transfer --name`")
 
 
 def _measured_on(data_path: Path) -> tuple[int | None, str | None]:
@@ -62,7 +83,6 @@ def calibrate_primitives_cmd(ctx: Context, data_path: Path, model: str | None,
                              as_json: bool) -> None:
     """``primitives transfer`` without ``--fraction``: move the model with every layer of ``data_path``, the method
     chosen by cross-validation; ``target`` is ``(name, out, replace)``."""
-    from edgeplan.cli.costmodel_cmd import resolve_primitive_model
     from edgeplan.costmodels import load_performance_model, load_primitive_csv, save_performance_model
     from edgeplan.costmodels.primitive_calibration import calibrate_primitives
     from edgeplan.errors import InvalidInputError

@@ -163,13 +163,13 @@ def profile_primitives(ctx: click.Context, budget_s: float | None, seed: int, ma
     else:
         _echo_report(report)
         if exported:
-            click.echo(f"wrote {exported['rows']} configurations to {exported['csv_path']}")
+            click.echo(f"wrote {exported['rows']} configurations to {exported['csv']}")
     refuse_failures(len(report.failed), "primitive call(s)", as_json)
 
 
 def _export(store: Store, campaign_name: str, out: str, command: str) -> dict[str, Any]:
     """Write a campaign's completely measured configurations as a mulder2021 CSV with its provenance."""
-    from edgeplan.measure.primitive_campaign import export_dataset, find_campaign
+    from edgeplan.measure.primitive_export import export_dataset, find_campaign
 
     summary = export_dataset(store, find_campaign(store, campaign_name), out, command=command)
     return summary.to_dict()
