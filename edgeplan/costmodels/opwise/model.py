@@ -7,7 +7,7 @@ models (``overhead="mean"``). By default edgeplan learns it as a linear function
 ``a + b * (number of ops) + s * (sum of the ops)`` (``overhead="linear"``, :func:`fit_overhead`): eager PyTorch
 spends a few microseconds dispatching each op, and a model's end-to-end time runs a few percent over the sum its
 profiler reports, so a constant is too small for a large model and too large for a small one. See
-:func:`fit_overhead` for the fit and the measurements behind it.
+:func:`~edgeplan.costmodels.opwise.overhead.fit_overhead` for the fit.
 
 An operation whose key was never trained is predicted by its category's predictor (fitted on every operation of
 the category) and flagged ``by_category``; a grouped convolution without either, by the dense convolution
@@ -70,12 +70,9 @@ __all__ = ["CV_FOLDS", "FAMILY", "MIN_FAMILY_SAMPLES", "MIN_SAMPLES", "LatencyMo
 MIN_SAMPLES = 8
 
 #: Fewest training operations a key (or category) with a family (:data:`FAMILY`: grouped convolutions) needs for
-#: its own predictor; with fewer, the family's predictor, trained on many more, prices its operations. li2023's first
-#: 100 synthetic networks hold 10 grouped convolutions, all narrow (32-84 input channels): their own GBDT priced
-#: the zoo's RegNet and ResNeXt grouped convolutions (up to 7,392 channels) at 5.9x their measured time in sum, and
-#: §5.5's zoo MAPE from 100 networks was 54.7%; the dense convolutions' predictor gives 16.8% (Xeon warm-all data,
-#: 2026-11-27). From 20 ops on, a 5-fold CV holds out 4 per fold; no key of the 900 networks, nor of 30 networks of
-#: edgeplan's spaces (38 and more), is that small.
+#: its own predictor; with fewer, the family's predictor, trained on many more, prices its operations (a few narrow
+#: grouped convolutions of synthetic networks priced the zoo's wide ones severalfold off; ``docs/figures.md``). From
+#: 20 ops on, a 5-fold CV holds out 4 per fold.
 MIN_FAMILY_SAMPLES = 20
 
 

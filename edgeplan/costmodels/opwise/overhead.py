@@ -28,12 +28,10 @@ def fit_overhead(latencies: Sequence[float], op_sums: Sequence[float], op_counts
     ``mean`` is li2023's (§4.2): the mean of ``latency - op_sum``. ``linear`` fits ``latency = a + b * op_count +
     (1 + s) * op_sum`` by least *relative* absolute error (a median regression weighted by ``1 / latency``, so
     it minimizes the training models' MAPE, as the op predictors minimize theirs; a few models measured while the
-    machine was busy move it little, where they pull a mean). On the Zen 5 file of 2026-11-28 (eager PyTorch, 2
-    threads, allocator keeping memory), fitted on li2023's 900 synthetic networks with their measured op sums,
-    it was ``a = -0.12 ms, b = 3.1 us per op, s = 1.8 %``. With the measured op sums of held-out networks (no op
-    prediction error), the constant gave 1.96 % MAPE on the synthetic networks 900-999 and 4.07 % on the 128 zoo
-    CNNs; the linear form 1.36 % and 2.47 % (an ad hoc check; ``bench_li2023_zoo_bias.py`` prints every form's
-    MAPE on predicted ops).
+    machine was busy move it little, where they pull a mean). Eager PyTorch spends a few microseconds dispatching
+    each op, and a model's end-to-end time runs a few percent over the sum its profiler reports: the linear form
+    follows both, where a constant is too small for a large model and too large for a small one
+    (``docs/figures.md`` compares the forms).
 
     Parameters
     ----------
