@@ -75,7 +75,7 @@ def profile_ops(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
     \b
     Example:
       edgeplan profile ops synthetic:0-99 --scenario torch-fp32-1t --export ops.jsonl.gz
-      edgeplan ops fit --data ops.jsonl.gz --out my-profile
+      edgeplan ops fit --data ops.jsonl.gz --out "$EDGEPLAN_HOME/devices/mine"
     """
     if keep:  # first: what this process would print before, its replacement prints again
         keep_memory(ctx)
@@ -140,7 +140,8 @@ def _export(store: Any, scenario_name: str, out: Path, what: tuple[str, Path | N
 @click.option("--train", "train_specs", multiple=True,
               help="Train only on these models (zoo strings, ranges such as synthetic:0-899, sets); default all.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Folder for {method}.json: a device profile folder, for `edgeplan predict MODEL --device DIR`.")
+              help="Folder for {method}.json. One in the edgeplan home's devices/ ($EDGEPLAN_HOME/devices/NAME) is "
+                   "the device NAME of `edgeplan predict --device`.")
 @click.option("--min-samples", type=click.IntRange(min=2), default=8, show_default=True,
               help="Fewest training ops an op kind needs for a predictor of its own (others are priced by their "
                    "category's); lower it to fit on a few models.")
@@ -153,7 +154,7 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
             extend: str | None, as_json: bool) -> None:
     """Fit operation-wise latency predictors (li2023 §4.2) on a dataset; write one model per method.
 
-    The models are what `edgeplan predict --device DIR` (and `offload`, `partition`) price a model's operations
+    The models are what `edgeplan predict --device NAME` (and `offload`, `partition`) price a model's operations
     with. Every predictor learns the fastest of an op's runs (reproducible on a shared machine), keyed by the
     implementation the runtime selects for the op's shapes (eager PyTorch's oneDNN or native convolution, deduced
     for the scenario's threads), with the op's place in its network (how often the same op and the same kind ran
@@ -168,11 +169,11 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
     \b
     Example:
       edgeplan profile ops synthetic:0-99 --scenario torch-fp32-1t --export ops.jsonl.gz
-      edgeplan ops fit --data ops.jsonl.gz --out my-profile
-      edgeplan predict torchvision:resnet18 --device my-profile
+      edgeplan ops fit --data ops.jsonl.gz --out "$EDGEPLAN_HOME/devices/mine"
+      edgeplan predict torchvision:resnet18 --device mine
       edgeplan profile ops set:timm-transformers --scenario torch-fp32-2t --reference synthetic:0 \\
           --export more.jsonl.xz --scale-from edgeplan/data/latency/torch-fp32-2t.jsonl.xz
-      edgeplan ops fit --data more.jsonl.xz --extend torch-fp32-2t --out more2t
+      edgeplan ops fit --data more.jsonl.xz --extend torch-fp32-2t --out "$EDGEPLAN_HOME/devices/more2t"
     """
     from edgeplan.costmodels.opwise.model import LatencyModel
     from edgeplan.errors import InvalidInputError
