@@ -17,7 +17,7 @@ from edgeplan.decisions.partition import (
     plan_partition,
     simulated_cluster,
 )
-from edgeplan.errors import InvalidInputError
+from edgeplan.errors import InfeasibleError, InvalidInputError
 from edgeplan.planners.partition import PlacementProblem, bottleneck_ms, place_exact
 
 
@@ -72,8 +72,8 @@ def test_cli_text_table_and_bandwidth_files(capsys: pytest.CaptureFixture[str], 
     assert code == 0 and "pipeline: [" in out and "Theorem 1" in out
     from edgeplan.reports.placement_plot import plan_lines
 
-    exact = "\n".join(plan_lines(plan_partition("torchvision:resnet18", load_cluster(csv, None, 30.0), "exact",
-                                                 compute=False)))
+    exact = "\n".join(plan_lines(plan_partition("torchvision:resnet18", load_cluster(csv, None, 30.0),
+                                                 PartitionOptions("exact", compute=False))))
     assert "(optimal placement of these partitions)" in exact and "proven optimal" not in exact
     # unequal nodes from JSON: the own planner puts no stage on a node too small for it
     spec = tmp_path / "cluster.json"
@@ -110,8 +110,8 @@ def test_cli_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
                        "--simulate", "0", "--no-compute")
     assert code != 0 and "more than a node's 1.0 MiB" in err and "use nodes with at least" in err
     # Alg. 1 cuts more stages than there are nodes (exact), and no candidate fits in two stages (own)
-    with pytest.raises(InvalidInputError, match="6 stages need 6 nodes, the cluster has 2"):
-        plan_partition("torchvision:resnet18", simulated_cluster(2, 0, 20.0), "exact", compute=False)
+    with pytest.raises(InfeasibleError, match="6 stages need 6 nodes, the cluster has 2"):
+        plan_partition("torchvision:resnet18", simulated_cluster(2, 0, 20.0), PartitionOptions("exact", compute=False))
     code, _, err = run(capsys, "partition", "torchvision:resnet18", "--nodes", "2", "--memory-mb", "20",
                        "--simulate", "0", "--no-compute")
     assert code != 0 and "with at most 2 stages: in nodes of 20.0 MiB it needs 6; use at least 6 nodes" in err
