@@ -177,7 +177,7 @@ def test_export_warns_when_a_repeat_falls_back_to_its_own_scale(tmp_path: Path,
     out = tmp_path / "cli.jsonl.gz"
     with Store.open(default_store_path(tmp_path / "cli")) as store:
         _campaign(store, "again", ref_ms=20.0)
-        exported = _export(store, "torch-fp32-1t", out, "again", "edgeplan profile ops")
+        exported = _export(store, "torch-fp32-1t", out, ("again", None, None), "edgeplan profile ops")
     captured = capsys.readouterr()
     assert "warning:" in captured.err and "its own reference latency" in captured.err and out.is_file()
     assert exported["models"] == 2
