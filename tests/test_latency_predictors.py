@@ -703,7 +703,7 @@ def test_the_peak_network_feature_and_auto_which_takes_it_from_enough_networks(
     few = LatencyModel.fit(train, "gbdt", "test-scenario", network="auto")
     assert few.network_feature is None and few.info["network"].startswith("auto: none (60 networks")
     assert few.predict_record(test[0]).latency_ms == pytest.approx(plain.predict_record(test[0]).latency_ms)
-    monkeypatch.setattr("edgeplan.costmodels.opwise.model.NETWORK_AUTO", ("peak", 60))
+    monkeypatch.setattr("edgeplan.costmodels.opwise.features.NETWORK_AUTO", ("peak", 60))
     enough = LatencyModel.fit(train, "gbdt", "test-scenario", network="auto")
     assert enough.network_feature == "peak" and enough.info["network"].startswith("auto: peak (60 networks")
     assert enough.predict_record(test[0]).latency_ms == pytest.approx(peak.predict_record(test[0]).latency_ms)
@@ -809,7 +809,7 @@ def test_li2023_report_keys_convolutions_by_implementation_unless_asked_not_to(t
         assert seen and {m.uses_network for m in seen} == {True} and not by_impl["network"]
         # auto: the peak for the models fitted on enough networks (here 31 on: the 35 training networks, not 30)
         seen.clear()
-        mp.setattr("edgeplan.costmodels.opwise.model.NETWORK_AUTO", ("peak", 31))
+        mp.setattr("edgeplan.costmodels.opwise.features.NETWORK_AUTO", ("peak", 31))
         auto = reproduce(methods=("lasso",), data_file=data, network="auto")
         chosen = {m.info["models"]: m.network_feature for m in seen}
         assert chosen == {30: None, 35: "peak"}
