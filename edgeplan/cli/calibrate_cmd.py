@@ -122,7 +122,6 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
     """Few-shot adaptation of the per-op latency predictors (li2023; see edgeplan.costmodels.opwise.calibrate)."""
     from edgeplan.costmodels.opwise.calibrate import DEDUCTIONS, PER_OP
     from edgeplan.costmodels.opwise.calibrate import calibrate as fit
-    from edgeplan.costmodels.opwise.measured import measured_records, measured_terms
     from edgeplan.costmodels.opwise.model import LatencyModel
     from edgeplan.costmodels.opwise.op_correction import measured_ops
     from edgeplan.costmodels.opwise.profiles import home_root, load_device_model, source_method
