@@ -77,7 +77,7 @@ def main() -> int:
     from edgeplan.costmodels.opwise.ops import record_latency
     from edgeplan.costmodels.opwise.profiles import load_device_model
     from edgeplan.errors import InvalidInputError
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
     from experiments.li2023 import (
         dataset_path,
         fewshot_measured,

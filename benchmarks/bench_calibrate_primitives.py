@@ -82,7 +82,7 @@ def main() -> int:
     again_path = args.table.with_name(args.table.stem + "_remeasure.csv")
     floor = None
     if again_path.is_file():
-        from edgeplan.measure.primitive_campaign import noise_floor
+        from edgeplan.measure.primitive_export import noise_floor
 
         floor = noise_floor(table, load_primitive_csv(again_path))
     nets = structures(table)

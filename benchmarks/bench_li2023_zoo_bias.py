@@ -98,7 +98,7 @@ def _overhead(params: Sequence[float], rows: np.ndarray, sums: int = 2) -> np.nd
 
 def _report(label: str, group: Mapping[str, Any], overhead: Sequence[float],
             floor: Mapping[str, Any] | None = None) -> None:
-    from edgeplan.costmodels.opwise.model import mape
+    from edgeplan.measure.metrics import mape
 
     a = group["rows"]
     e2e = a[:, 4] / a[:, 3]
@@ -168,9 +168,9 @@ def _fitted_profile(device: str, method: str, records: Sequence[Mapping[str, Any
 def _graph_report(device: str, method: str, zoo: Sequence[Mapping[str, Any]], statistic: str,
                   floor: Mapping[str, Any] | None, n_worst: int) -> None:
     """Print the zoo CNNs' MAPE as ``edgeplan predict`` gives it: each predicted from its graph on ``device``."""
-    from edgeplan.costmodels.opwise.model import mape
     from edgeplan.costmodels.opwise.ops import record_latency
     from edgeplan.decisions.predict import predict_models
+    from edgeplan.measure.metrics import mape
 
     preds = predict_models([str(r["model"]) for r in zoo], device=device, method=method, progress=True)
     incomplete = [p.model for p in preds if p.prediction.unpredicted]
@@ -210,8 +210,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --data: fit on each op's own features alone, as li2023 (before 2026-11-28, the "
                              "only way)")
     args = parser.parse_args(argv)
-    from edgeplan.costmodels.opwise.model import OVERHEAD_FORMS, LatencyModel, fit_overhead, mape, scenario_threads
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.model_files import scenario_threads
+    from edgeplan.costmodels.opwise.overhead import OVERHEAD_FORMS, fit_overhead
+    from edgeplan.measure.metrics import mape
+    from edgeplan.measure.op_dataset import load_dataset
     from experiments.li2023 import _spaces, _split, dataset_path, group_floor, noise_floor
 
     if args.with_spaces and args.data is None:

@@ -93,7 +93,7 @@ def main() -> int:
 
     from edgeplan.costmodels import draw_samples, load_performance_model, load_primitive_csv
     from edgeplan.decisions.select import own_formats
-    from edgeplan.measure.primitive_campaign import noise_floor
+    from edgeplan.measure.primitive_export import noise_floor
     from experiments.mulder2020 import structures
 
     need(args.target, args.table)

@@ -89,11 +89,11 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from edgeplan.costmodels.opwise.model import mape
     from edgeplan.costmodels.opwise.ops import record_latency, record_ops
     from edgeplan.costmodels.opwise.profiles import load_device_model
+    from edgeplan.measure.metrics import mape
     from edgeplan.measure.model_sets import expand_models
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
 
     print(machine(args.threads))
     need(args.data)

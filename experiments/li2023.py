@@ -42,8 +42,9 @@ from edgeplan.costmodels.opwise.calibrate import (
     read_measurements,
     source_terms,
 )
-from edgeplan.costmodels.opwise.features import CONTEXT_FEATURES
-from edgeplan.costmodels.opwise.model import NETWORK_AUTO, LatencyModel, mape, network_choice, scenario_threads
+from edgeplan.costmodels.opwise.features import CONTEXT_FEATURES, NETWORK_AUTO, network_choice
+from edgeplan.costmodels.opwise.model import LatencyModel
+from edgeplan.costmodels.opwise.model_files import scenario_threads
 from edgeplan.costmodels.opwise.op_correction import MeasuredOps, measured_ops
 from edgeplan.costmodels.opwise.ops import (
     OpInput,
@@ -57,7 +58,8 @@ from edgeplan.costmodels.opwise.ops import (
 from edgeplan.costmodels.opwise.predictors import METHODS
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.synthetic import SPACES, family_of
-from edgeplan.measure.op_campaign import OpDataset, load_dataset
+from edgeplan.measure.metrics import mape
+from edgeplan.measure.op_dataset import OpDataset, load_dataset
 
 __all__ = [
     "INSIGHTS",

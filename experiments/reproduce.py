@@ -263,7 +263,7 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
             "with --data and --versus-data) and --nb201 and --fewshot start from --source"
         )
     if floor_only:
-        from edgeplan.measure.op_campaign import load_dataset
+        from edgeplan.measure.op_dataset import load_dataset
         from experiments.li2023 import dataset_path, format_floor, noise_floor
 
         data = load_dataset(data_file or dataset_path(scenario))
@@ -281,7 +281,7 @@ def li2023(ctx: Context, scenario: str, methods: tuple[str, ...], data_file: Pat
             click.echo(f"  {st:<7} {format_floor(f)}")
         return
     if insight:
-        from edgeplan.measure.op_campaign import load_dataset
+        from edgeplan.measure.op_dataset import load_dataset
         from experiments.li2023 import INSIGHT_SCENARIOS, dataset_path, format_insight, speedup_insight
 
         a, b = INSIGHT_SCENARIOS[insight]

@@ -61,8 +61,7 @@ def test_a_campaign_is_measured_all_under_one_allocator(capsys: pytest.CaptureFi
     """A campaign measured keeping memory records it (device and parameters); adding models to it under glibc's
     defaults is refused with both settings named, and nothing is stored."""
     home = str(tmp_path / "home")
-    args = ["--home", home, "ops", "profile", CELL, "--scenario", "torch-fp32-1t", "--runs", "1",
-            "--plain-per-run", "1"]
+    args = ["--home", home, "profile", "ops", CELL, "--scenario", "torch-fp32-1t", "--runs", "1"]
     for k, v in KEEP_MEMORY.items():
         monkeypatch.setenv(k, v)
     assert main([*args, "--keep-memory"]) == 0  # already under the tunables: measures in this process
@@ -74,11 +73,10 @@ def test_a_campaign_is_measured_all_under_one_allocator(capsys: pytest.CaptureFi
     for k in KEEP_MEMORY:
         monkeypatch.delenv(k)
     capsys.readouterr()
-    assert main(["--home", home, "ops", "profile", "synthetic:1", "--scenario", "torch-fp32-1t", "--runs", "1",
-                 "--plain-per-run", "1"]) == 2
+    assert main(["--home", home, "profile", "ops", "synthetic:1", "--scenario", "torch-fp32-1t", "--runs", "1"]) == 2
     err = capsys.readouterr().err
-    assert ("--runs 1 --plain-per-run 1 --keep-memory (this process runs under glibc's defaults) and no "
-            "--reference" in err)
+    assert ("--runs 1 (3 plain runs per profiled run) --keep-memory (this process runs under glibc's defaults) "
+            "and no --reference" in err)
     with Store.open(tmp_path / "home" / "store.sqlite") as store:
         assert [m.model for m in store.measurements()] == [CELL]
 

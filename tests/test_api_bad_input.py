@@ -157,7 +157,7 @@ def test_measure_model_wants_a_timing_config() -> None:
 
 def test_calibrate_primitives_wants_loaded_inputs_and_a_thread_count(tmp_path: Path) -> None:
     from edgeplan.costmodels import load_performance_model, load_primitive_csv
-    from edgeplan.costmodels.transfer_learning import calibrate_primitives
+    from edgeplan.costmodels.primitive_calibration import calibrate_primitives
     from edgeplan.decisions.select import SHIPPED_MODEL
 
     source = load_performance_model(SHIPPED / SHIPPED_MODEL)

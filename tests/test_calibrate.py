@@ -304,8 +304,6 @@ def test_cli_calibrate_measures_models_here(capsys: pytest.CaptureFixture[str], 
     base = ["--home", str(home), "calibrate", "--name", "here", "--from", "torch-fp32-1t", "--method", "lasso"]
     assert main([*base, "--measure", "synthetic:1", "--measurements", str(tmp_path / "x.csv")]) != 0
     assert "give one of them" in capsys.readouterr().err
-    assert main([*base, "--measure", "synthetic:1-3", "--primitives"]) != 0
-    assert "--measure times whole models" in capsys.readouterr().err
     assert main([*base, "--measure", "synthetic:1-4", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["samples"] == 4 and out["source"] == "torch-fp32-1t"
@@ -475,7 +473,7 @@ def test_cli_calibrates_from_an_ops_dataset_with_the_per_op_form(capsys: pytest.
     candidate; the device predicts from the CLI."""
     import gzip
 
-    from edgeplan.measure.op_campaign import DATASET_FORMAT
+    from edgeplan.measure.op_dataset import DATASET_FORMAT
 
     home = tmp_path / "home"
     source.save(home / "devices" / "src")
@@ -511,7 +509,7 @@ def test_cli_says_why_another_form_replaced_per_op(capsys: pytest.CaptureFixture
     import gzip
 
     from edgeplan.costmodels.opwise.calibrate import PER_OP_EVIDENCE_SE
-    from edgeplan.measure.op_campaign import DATASET_FORMAT
+    from edgeplan.measure.op_dataset import DATASET_FORMAT
 
     home = tmp_path / "home"
     source.save(home / "devices" / "src")
@@ -562,7 +560,7 @@ def test_the_shipped_measurements_of_a_second_cpu_are_whole(scenario: str, least
     from edgeplan.costmodels.opwise.op_correction import measured_ops
     from edgeplan.costmodels.opwise.ops import record_latency, record_ops
     from edgeplan.costmodels.opwise.profiles import load_device_model
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
 
     folder = data_file("latency", "fewshot", scenario)
     data = load_dataset(folder / "main.jsonl.xz")

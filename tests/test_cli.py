@@ -94,3 +94,29 @@ def test_debug_shows_traceback_and_help_is_cheap() -> None:
     code = "import sys; from edgeplan.cli.main import cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def _leaves(command: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:
+    import click
+
+    assert isinstance(command, click.Command)
+    if isinstance(command, click.Group):
+        ctx = click.Context(command)
+        return [leaf for name in command.list_commands(ctx)
+                for leaf in _leaves(command.get_command(ctx, name), (*path, name))]
+    return [(path, command)]
+
+
+def test_the_cli_is_small_and_every_command_shows_an_example() -> None:
+    """At most 16 commands and 120 options (issue 66), each command's help with an example."""
+    import click
+
+    from edgeplan.cli.main import cli
+
+    leaves = _leaves(cli)
+    options = {path: [p for p in cmd.params if isinstance(p, click.Option)] for path, cmd in leaves}  # type: ignore[attr-defined]
+    assert len(leaves) <= 16 and sum(map(len, options.values())) <= 120
+    for path, command in leaves:
+        assert "Example:" in (command.help or ""), path  # type: ignore[attr-defined]
+    names = {" ".join(path) for path, _ in leaves}
+    assert {"profile ops", "profile ranges", "profile primitives", "ops fit", "primitives transfer"} <= names

@@ -37,15 +37,17 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
         (("reproduce", "eshratifar2018", "--cloud", "measured", "--cloud-speedup", "5"), "has no effect"),
         (("reproduce", "mulder2020", "--platforms", ",", "--data-dir", "."), "at least one table"),
         (("measure", "synthetic:0", "--max-time", "0"), "--max-time"),
-        (("ops", "profile", "synthetic:0", "--scenario", "torch-fp32-1t", "--plain-per-run", "0", "--max-time", "inf"),
-         "--max-time must be a positive number"),
-        (("primitives", "profile", "--dry-run", "--call-cap-ms", "inf"), "--call-cap-ms must be a positive number"),
-        (("profile-ranges", "paper:alexnet", "--budget-s", "-1"), "positive number of seconds"),
-        (("profile-ranges", "paper:alexnet", "--budget-s", "nan"), "positive number of seconds"),
+        (("profile", "ops", "synthetic:0", "--scenario", "torch-fp32-1t", "--budget-s", "inf"),
+         "--budget-s must be a positive number"),
+        (("profile", "ops", "synthetic:0", "--scenario", "torch-fp32-1t", "--scenario", "torch-fp32-2t", "--export",
+          "x.jsonl.gz"), "give one --scenario"),
+        (("profile", "primitives", "--dry-run", "--budget-s", "inf"), "--budget-s must be a positive number"),
+        (("profile", "ranges", "paper:alexnet", "--budget-s", "-1"), "positive number of seconds"),
+        (("profile", "ranges", "paper:alexnet", "--budget-s", "nan"), "positive number of seconds"),
         (("inspect", "torchvision:resnet18", "--input-shape", "1x3x224"), "keep its rank and channels"),
         (("inspect", "torchvision:resnet18", "--input-shape", "1x1x224x224"), "keep its rank and channels"),
         (("predict", "synthetic:0-999999999"), "split it into smaller ranges"),
-        (("select", "paper:alexnet", "--threads", "4", "--no-flow-costs"), "--costs predicted"),
+        (("select", "paper:alexnet", "--threads", "4"), "--costs predicted"),
     ],
 )
 def test_refused_without_traceback(capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...],
@@ -123,11 +125,9 @@ def test_json_has_no_nan_or_infinity(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_dry_run_creates_no_store(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    store = tmp_path / "nodir" / "new.sqlite"
-    code, out, _ = run(capsys, "--home", str(tmp_path), "primitives", "profile", "--store", str(store), "--dry-run",
-                       "--json")
-    assert code == 0 and json.loads(out)["store"] == str(store)
-    assert not store.parent.exists()
+    code, out, _ = run(capsys, "--home", str(tmp_path), "profile", "primitives", "--dry-run", "--json")
+    assert code == 0 and json.loads(out)["store"] == str(tmp_path / "store.sqlite")
+    assert not (tmp_path / "store.sqlite").exists()
 
 
 def test_huge_range_is_refused_before_expanding() -> None:
@@ -152,8 +152,7 @@ def test_select_run_of_an_onnx_file_says_what_to_do(capsys: pytest.CaptureFixtur
     path = tmp_path / "conv.onnx"
     cache_export(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval(),
                  (torch.randn(1, 3, 32, 32),), path)
-    code, out, err = run(capsys, "--home", str(tmp_path), "select", str(path), "--costs", "predicted", "--run",
-                         "--no-flow-costs")
+    code, out, err = run(capsys, "--home", str(tmp_path), "select", str(path), "--costs", "predicted", "--run")
     assert code != 0 and "select it without --run" in err and "Traceback" not in err and not out
 
 

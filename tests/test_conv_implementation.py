@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgeplan.costmodels.opwise.model import LatencyModel, scenario_threads
+from edgeplan.costmodels.opwise.model import LatencyModel
+from edgeplan.costmodels.opwise.model_files import scenario_threads
 from edgeplan.costmodels.opwise.ops import record_ops
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.kernels.selection import implementation, implementation_entries, implementation_kinds, node_facts

@@ -17,7 +17,6 @@ from edgeplan.costmodels import (
     fit_performance_model,
     load_performance_model,
     save_performance_model,
-    transfer,
 )
 from edgeplan.costmodels.blend import (
     BLEND_WEIGHT,
@@ -29,7 +28,8 @@ from edgeplan.costmodels.blend import (
     fit_blend,
     primitive_descriptors,
 )
-from edgeplan.costmodels.transfer_learning import _scaled
+from edgeplan.costmodels.transfer_learning import FitOptions, draw_samples, transfer_on
+from edgeplan.costmodels.transfer_steps import scaled as _scaled
 from edgeplan.errors import InvalidInputError
 from tests.test_costmodels_transfer import layers
 
@@ -103,10 +103,17 @@ def test_exported_trees_reproduce_the_booster() -> None:
     np.testing.assert_array_equal(again.predict(probe), trees.predict(probe))
 
 
+def transfer(source: PerformanceModel, target: PrimitiveDataset, fraction: float, seed: int, method: str,
+             blend: bool = False) -> PerformanceModel:
+    """One method's transfer on drawn cells, with or without the blend (no refit)."""
+    options = FitOptions(seed, method, refit=False, blend=blend)
+    return transfer_on(source, target, draw_samples(target, fraction, seed), options, (fraction, 0))
+
+
 def test_blend_is_the_geometric_mean_of_its_parts(source: PerformanceModel) -> None:
     tgt = target()
-    tuned = transfer(source, tgt, fraction=0.3, seed=0, method="factor-finetune")
-    blended = transfer(source, tgt, fraction=0.3, seed=0, method="factor-finetune", blend=True)
+    tuned = transfer(source, tgt, 0.3, 0, "factor-finetune")
+    blended = transfer(source, tgt, 0.3, 0, "factor-finetune", blend=True)
     est = blended.primitives
     assert isinstance(est, BlendedModel) and blended.kind == "blend" and est.weight == BLEND_WEIGHT
     x = tgt.features
@@ -136,7 +143,7 @@ def test_the_shared_correction_learns_what_the_samples_show(source: PerformanceM
 
 def test_a_blend_saves_loads_and_scales(tmp_path: Path, source: PerformanceModel) -> None:
     tgt = target()
-    model = transfer(source, tgt, fraction=0.3, seed=1, method="finetune", blend=True)
+    model = transfer(source, tgt, 0.3, 1, "finetune", blend=True)
     folder = save_performance_model(model, tmp_path / "blend")
     loaded = load_performance_model(folder)
     x = tgt.features
@@ -148,19 +155,19 @@ def test_a_blend_saves_loads_and_scales(tmp_path: Path, source: PerformanceModel
     np.testing.assert_allclose(scaled.predict(x), loaded.predict_primitives(x) * [2.0, 1.0, 0.5], rtol=1e-9)
 
 
-@pytest.mark.parametrize("method", ["factor", "direct", "scratch"])
+@pytest.mark.parametrize("method", ["factor", "direct"])
 def test_blend_needs_fine_tuning(source: PerformanceModel, method: str) -> None:
-    with pytest.raises(InvalidInputError, match="blend mixes a fine-tuned model"):
-        transfer(source, target(), fraction=0.1, seed=0, method=method, blend=True)
+    with pytest.raises(InvalidInputError, match="blend and refit shape a fine-tuning"):
+        transfer(source, target(), 0.1, 0, method, blend=True)
 
 
 def test_a_blend_is_not_fitted_or_fine_tuned_again(source: PerformanceModel) -> None:
     tgt = target()
-    model = transfer(source, tgt, fraction=0.3, seed=0, method="finetune", blend=True)
+    model = transfer(source, tgt, 0.3, 0, "finetune", blend=True)
     with pytest.raises(InvalidInputError, match="made by a transfer"):
         model.primitives.fit(tgt.features, tgt.primitive_ns)
     with pytest.raises(InvalidInputError, match="continues training a neural model"):
-        transfer(model, tgt, fraction=0.1, seed=0, method="finetune")
+        transfer(model, tgt, 0.1, 0, "finetune")
 
 
 def test_too_few_timings_and_bad_weights_are_refused(source: PerformanceModel) -> None:
@@ -181,16 +188,10 @@ def test_cli_transfer_blend(tmp_path: Path, source: PerformanceModel) -> None:
 
     src = save_performance_model(source, tmp_path / "src")
     csv = write_table(tmp_path / "target.csv", target())
-    args = ["--model", str(src), "--data", str(csv), "--fraction", "0.3", "--seed", "0", "--method",
-            "factor-finetune", "--blend", "--out", str(tmp_path / "moved")]
+    args = ["--model", str(src), "--data", str(csv), "--fraction", "0.3", "--seed", "0", "--out",
+            str(tmp_path / "moved")]
     result = CliRunner().invoke(transfer_cmd, [*args, "--json"], obj=Context())
     assert result.exit_code == 0, (result.output, result.exception)
     data = json.loads(result.output)
     assert data["blend"]["weight"] == BLEND_WEIGHT and data["test"]["median_primitive_mdrae"] is not None
     assert load_performance_model(tmp_path / "moved").kind == "blend"
-    result = CliRunner().invoke(transfer_cmd, args, obj=Context())
-    assert result.exit_code == 0 and "blended with the source's shared correction (weight 0.5)" in result.output
-    factor = [*args[:-1], str(tmp_path / "factor"), "--method", "factor"]
-    result = CliRunner().invoke(transfer_cmd, factor, obj=Context())
-    assert result.exit_code != 0 and isinstance(result.exception, InvalidInputError)
-    assert "blend mixes a fine-tuned model" in str(result.exception) and not (tmp_path / "factor").exists()

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from edgeplan.cli.main import main
 from edgeplan.errors import InvalidInputError
-from edgeplan.measure.op_campaign import DATASET_FORMAT, SIGNIFICANT_DIGITS, compact_dataset, load_dataset
+from edgeplan.measure.op_dataset import DATASET_FORMAT, SIGNIFICANT_DIGITS, compact_dataset, load_dataset
 
 RECORDS = [{"model": f"synthetic:{i}", "latency_ms": 9.718607272584393 + i, "repeats": 24,
             "ops": [{"kernel": "conv2d", "ms": 0.511213849503326, "raw_ms": 0.39943799999999996, "nodes": ["a"]}],
@@ -44,14 +43,6 @@ def test_compact_rewrites_as_xz_with_six_significant_digits(tmp_path: Path) -> N
     compact_dataset(src, tmp_path / "again.jsonl.gz")
     with gzip.open(tmp_path / "again.jsonl.gz", "rt") as f:
         assert json.loads(f.readline())["compacted"]["from"] == "d.jsonl.gz"
-
-
-def test_ops_compact_cli_removes_the_source_only_when_asked_and_refuses_itself(tmp_path: Path) -> None:
-    src = _gz(tmp_path / "d.jsonl.gz")
-    assert main(["ops", "compact", str(src), "--out", str(tmp_path / "keep.jsonl.xz")]) == 0 and src.exists()
-    assert main(["ops", "compact", str(src), "--out", str(src)]) != 0 and src.exists()
-    assert main(["ops", "compact", str(src), "--out", str(tmp_path / "d.jsonl.xz"), "--remove-src"]) == 0
-    assert not src.exists() and len(load_dataset(tmp_path / "d.jsonl.xz").records) == 3
 
 
 def test_a_damaged_xz_dataset_is_refused_by_name(tmp_path: Path) -> None:

@@ -156,7 +156,7 @@ def test_a_folded_product_the_shapes_do_not_determine_is_named_not_priced(graph:
 
 def test_eager_profiling_times_each_folded_operator_that_moves_data(graph: object) -> None:
     from edgeplan.ir.kernels import deduce_kernels
-    from edgeplan.measure.op_profile import profile_torch_ops
+    from edgeplan.measure.torch_op_profile import profile_torch_ops
 
     m = StandardizedConv().eval()
     runs = profile_torch_ops(m, (torch.randn(1, 4, 6, 6),), deduce_kernels(graph, "torch-eager"), graph, threads=1,
@@ -170,7 +170,7 @@ def test_eager_profiling_times_each_folded_operator_that_moves_data(graph: objec
 
 
 def test_folded_events_are_told_apart_by_their_first_input_shape() -> None:
-    from edgeplan.measure.op_profile import _assign_folded
+    from edgeplan.measure.torch_op_profile import _assign_folded
 
     keys = [("aten::batch_norm", (1, 8, 36)), ("aten::batch_norm", (1, 16, 72)), ("aten::mul", (8, 1, 1, 1))]
     # the larger weight's standardization ran first; a mul whose shape the profiler did not record takes the
@@ -222,7 +222,7 @@ def test_the_table_counts_unpredicted_ops_of_one_kind_and_reason() -> None:
 
 
 def test_li2023_evaluation_counts_a_records_folded_work_as_predict_does() -> None:
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
     from experiments.li2023 import _evaluate, predict_with_folded_work
 
     path = data_file("latency", "keep-memory", "torch-fp32-2t.jsonl.xz")

@@ -18,18 +18,22 @@ from edgeplan.costmodels.opwise.features import (
     CONTEXT_CAPS,
     CONTEXT_FEATURES,
     LEGACY_FEATURES,
+    NETWORK_AUTO,
     NETWORK_FEATURES,
     category,
     computes_product,
     features,
     lead_node,
+    network_choice,
     predictor_key,
 )
-from edgeplan.costmodels.opwise.model import NETWORK_AUTO, LatencyModel, fit_overhead, mape, network_choice
+from edgeplan.costmodels.opwise.model import LatencyModel
 from edgeplan.costmodels.opwise.ops import network_footprint, network_peak, network_values, record_ops, with_context
+from edgeplan.costmodels.opwise.overhead import fit_overhead
 from edgeplan.costmodels.opwise.predictors import METHODS, OpPredictor, fit_predictor
 from edgeplan.errors import InvalidInputError
 from edgeplan.measure.allocator import KEEP_MEMORY, allocator_settings
+from edgeplan.measure.metrics import mape
 from experiments.reproduce import main as reproduce_main
 
 
@@ -700,14 +704,14 @@ def test_the_peak_network_feature_and_auto_which_takes_it_from_enough_networks(
     few = LatencyModel.fit(train, "gbdt", "test-scenario", network="auto")
     assert few.network_feature is None and few.info["network"].startswith("auto: none (60 networks")
     assert few.predict_record(test[0]).latency_ms == pytest.approx(plain.predict_record(test[0]).latency_ms)
-    monkeypatch.setattr("edgeplan.costmodels.opwise.model.NETWORK_AUTO", ("peak", 60))
+    monkeypatch.setattr("edgeplan.costmodels.opwise.features.NETWORK_AUTO", ("peak", 60))
     enough = LatencyModel.fit(train, "gbdt", "test-scenario", network="auto")
     assert enough.network_feature == "peak" and enough.info["network"].startswith("auto: peak (60 networks")
     assert enough.predict_record(test[0]).latency_ms == pytest.approx(peak.predict_record(test[0]).latency_ms)
 
 
 def _write_dataset(path: Path, records: list[dict[str, Any]], scenario: str = "torch-fp32-1t") -> Path:
-    from edgeplan.measure.op_campaign import DATASET_FORMAT
+    from edgeplan.measure.op_dataset import DATASET_FORMAT
 
     with gzip.open(path, "wt") as f:
         f.write(json.dumps({"format": DATASET_FORMAT, "scenario": scenario, "device": {"threads": 1}}) + "\n")
@@ -806,7 +810,7 @@ def test_li2023_report_keys_convolutions_by_implementation_unless_asked_not_to(t
         assert seen and {m.uses_network for m in seen} == {True} and not by_impl["network"]
         # auto: the peak for the models fitted on enough networks (here 31 on: the 35 training networks, not 30)
         seen.clear()
-        mp.setattr("edgeplan.costmodels.opwise.model.NETWORK_AUTO", ("peak", 31))
+        mp.setattr("edgeplan.costmodels.opwise.features.NETWORK_AUTO", ("peak", 31))
         auto = reproduce(methods=("lasso",), data_file=data, network="auto")
         chosen = {m.info["models"]: m.network_feature for m in seen}
         assert chosen == {30: None, 35: "peak"}
@@ -847,7 +851,7 @@ def test_noise_floor_compares_paired_and_raw_times(tmp_path: Path, capsys: pytes
 def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
     from edgeplan.costmodels.opwise.ops import record_latency
     from edgeplan.costmodels.opwise.profiles import available_devices, load_device_model
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
 
     data = load_dataset(data_file("latency", "torch-fp32-1t.jsonl.xz"))
     seeds = {int(r["model"].split(":")[1]) for r in data.records if r["model"].startswith("synthetic:")}
@@ -876,7 +880,7 @@ def test_the_shipped_zen5_profiles_are_of_their_files_and_price_nfnets_weight_st
     from edgeplan.costmodels.opwise.ops import record_latency
     from edgeplan.costmodels.opwise.profiles import available_devices, load_device_model
     from edgeplan.decisions.predict import predict_models
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
     from experiments.li2023 import predict_with_folded_work
 
     name = f"torch-fp32-{threads}t"
@@ -922,7 +926,7 @@ def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
     holds li2023's 1000 networks (§5.1 in the second fp32 scenario), the nf space's 300 and the zoo's two NFNets (what
     the shipped ``zen5-torch-fp32-1t`` profile learns and is checked on), its repeat 20 of the test networks."""
     from edgeplan.costmodels.opwise.ops import record_latency
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
     from experiments.li2023 import _same_scale, _spaces, _split, noise_floor
 
     path = data_file("latency", folder)
@@ -955,7 +959,7 @@ def test_the_nf_networks_of_the_zen5_file_time_each_weight_standardization(name:
     and learnt as the ``weight_norm`` ops of :func:`~edgeplan.costmodels.opwise.ops.record_ops`."""
     from edgeplan.costmodels.opwise.ops import record_ops
     from edgeplan.frontends.direct import synthetic_graph
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
 
     path = data_file("latency", "keep-memory", f"{name}.jsonl.xz")
     records = [r for r in load_dataset(path).records if r["model"].startswith("synthetic-nf:")]
@@ -977,7 +981,7 @@ def test_the_nf_networks_of_the_zen5_file_time_each_weight_standardization(name:
 
 
 def test_speedup_insight_per_category(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
     from experiments.li2023 import format_insight, speedup_insight
 
     rng = np.random.default_rng(3)
@@ -1024,7 +1028,7 @@ def test_the_noise_floor_is_given_per_group_when_the_repeat_holds_zoo_cnns(tmp_p
     again = [{**r, "latency_min_ms": r["latency_min_ms"] * (1.1 if r["model"].startswith("synthetic") else 1.3)}
              for r in records[38:]]
     rep = _write_dataset(tmp_path / "r.jsonl.gz", again)
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
 
     floor = noise_floor(load_dataset(data), load_dataset(rep), "min")
     assert floor is not None and floor["models"] == 8
@@ -1047,7 +1051,7 @@ def test_the_shipped_torch_profiles_are_extended_with_their_transformer_datasets
     """The shipped torch-fp32 models predict the shipped transformers whole; without their extension (the
     synthetic-CNN predictors alone) attention is unpredicted, and every synthetic network is predicted the same."""
     from edgeplan.costmodels.opwise.profiles import load_device_model
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
 
     cnns = load_dataset(data_file("latency", f"{scenario}.jsonl.xz"))
     transformers = load_dataset(data_file("latency", f"{scenario}.transformers.jsonl.xz"))
@@ -1082,7 +1086,7 @@ def test_the_shipped_torch_profiles_price_nearest_upsampling_with_its_own_predic
     the nearest upsampling (and hard sigmoid) predictors of their own; without it they are priced as generic
     element-wise ops, far too low."""
     from edgeplan.costmodels.opwise.profiles import load_device_model
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
 
     cnns = load_dataset(data_file("latency", f"{scenario}.jsonl.xz"))
     data = load_dataset(data_file("latency", f"{scenario}.upsample.jsonl.xz"))
@@ -1117,7 +1121,7 @@ def test_the_shipped_torch_profiles_price_weight_standardization(scenario: str) 
     both, give the weight standardization of NF-ResNets and NFNets (a training-mode batch norm over each conv's
     weight, which eager PyTorch runs at every call) a predictor of its own; before it, it was unpredicted."""
     from edgeplan.costmodels.opwise.profiles import load_device_model
-    from edgeplan.measure.op_campaign import load_dataset
+    from edgeplan.measure.op_dataset import load_dataset
 
     cnns = load_dataset(data_file("latency", f"{scenario}.jsonl.xz"))
     data = load_dataset(data_file("latency", f"{scenario}.nf.jsonl.xz"))

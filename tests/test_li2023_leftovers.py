@@ -21,13 +21,8 @@ from edgeplan.costmodels.opwise.ops import OpInput, record_ops
 from edgeplan.decisions.predict import ModelPrediction
 from edgeplan.errors import InvalidInputError
 from edgeplan.measure import DeviceDescriptor, MeasurementResult, Store, Task, Timing, default_store_path, run_campaign
-from edgeplan.measure.op_campaign import (
-    DATASET_FORMAT,
-    ReferenceScaleWarning,
-    campaign_name,
-    export_dataset,
-    load_dataset,
-)
+from edgeplan.measure.op_campaign import ReferenceScaleWarning, campaign_name, export_dataset
+from edgeplan.measure.op_dataset import DATASET_FORMAT, load_dataset
 from edgeplan.measure.scenarios import get_scenario
 from experiments.reproduce import main as reproduce_main
 
@@ -177,16 +172,17 @@ def test_export_warns_when_a_repeat_falls_back_to_its_own_scale(tmp_path: Path,
     assert merged.provenance["reference"] == data.provenance["reference"]
     assert noise_floor(data, merged, "median") == {"models": 2, "mape": pytest.approx(0.0),
                                                    "raw_mape": pytest.approx(0.0)}
-    # The CLI says so on stderr, and still writes the file.
+    # `profile ops --export` says so on stderr, and still writes the file.
+    from edgeplan.cli.ops_cmd import _export
+
     (tmp_path / "cli").mkdir()
+    out = tmp_path / "cli.jsonl.gz"
     with Store.open(default_store_path(tmp_path / "cli")) as store:
         _campaign(store, "again", ref_ms=20.0)
-    out = tmp_path / "cli.jsonl.gz"
-    assert main(["--home", str(tmp_path / "cli"), "ops", "export", "--scenario", "torch-fp32-1t", "--repeat",
-                 "again", "--out", str(out)]) == 0
+        exported = _export(store, "torch-fp32-1t", out, ("again", None, None), "edgeplan profile ops")
     captured = capsys.readouterr()
     assert "warning:" in captured.err and "its own reference latency" in captured.err and out.is_file()
-    assert "2 models" in captured.out
+    assert exported["models"] == 2
 
 
 # --- 2. export keeps the measured end-to-end spread beside the ratios' ---------------------------------------------

@@ -6,12 +6,9 @@ import csv
 import dataclasses
 import functools
 import hashlib
-import importlib.machinery
 import itertools
 import json
 import math
-import sys
-import types
 from pathlib import Path
 
 import click
@@ -19,16 +16,18 @@ import pytest
 from click.testing import CliRunner
 
 from edgeplan.cli.common import Context
-from edgeplan.cli.primitives_cmd import primitives
-from edgeplan.errors import InvalidInputError, StoreError
+from edgeplan.cli.main import cli
+from edgeplan.errors import InvalidInputError
 from edgeplan.measure import primitive_campaign as pc
+from edgeplan.measure import primitive_export as pe
+from edgeplan.measure import primitive_space as ps
 from edgeplan.measure.device import describe_device
 from edgeplan.measure.harness import Timing
 from edgeplan.measure.primitive_data import load_primitive_csv
 from edgeplan.measure.store import MeasurementRecord, Store
 from edgeplan.primitives import ConvSpec, applicable, primitive_names
 
-FAST = pc.TimingPlan(target_ms=0.5, min_repeats=2, max_repeats=3)
+FAST = ps.TimingPlan(target_ms=0.5, min_repeats=2, max_repeats=3)
 # Two tiny layers: a 3x3 stride-1 one (Winograd-3 and kn2 apply) and a 1x1 stride-2 one (neither does).
 CONFIGS = (ConvSpec(4, 4, 6, 3, 1), ConvSpec(3, 5, 7, 1, 2))
 
@@ -39,59 +38,61 @@ def _expected_tasks(configs: tuple[ConvSpec, ...], names: tuple[str, ...]) -> in
 
 
 def _invoke(*args: str, home: Path | None = None) -> click.testing.Result:
-    return CliRunner().invoke(primitives, list(args), obj=Context(home=str(home) if home else None,
-                                                                  argv=("primitives", *args)))
+    """``edgeplan [--home HOME] profile primitives ARGS`` for ``profile``, else ``edgeplan primitives ARGS``."""
+    command = ["profile", "primitives", *args[1:]] if args and args[0] == "profile" else ["primitives", *args]
+    argv = [*(["--home", str(home)] if home else []), *command]
+    return CliRunner().invoke(cli, argv, obj=Context(argv=tuple(argv)))
 
 
 # ---------------------------------------------------------------------------------------------- configuration space
 
 
 def test_config_space_crosses_f_and_s_drops_impossible_and_dedups() -> None:
-    space = pc.config_space([(3, 8, 5), (4, 4, 2), (3, 8, 5)])
+    space = ps.config_space([(3, 8, 5), (4, 4, 2), (3, 8, 5)])
     # im = 5 admits f in {1, 3, 5} (x 3 strides); im = 2 only f = 1 (x 3 strides); the duplicate triplet adds nothing
     assert len(space) == 3 * 3 + 1 * 3
     assert all(spec.f <= spec.im and spec.padding is None for spec in space)
     assert {(s.f, s.s) for s in space if s.im == 2} == {(1, 1), (1, 2), (1, 4)}
     assert list(space) == sorted(space, key=lambda s: (s.c, s.k, s.im, s.f, s.s))
-    full = pc.config_space([(64, 64, 56)])
-    assert len(full) == len(pc.KERNEL_SIZES) * len(pc.STRIDES)
+    full = ps.config_space([(64, 64, 56)])
+    assert len(full) == len(ps.KERNEL_SIZES) * len(ps.STRIDES)
 
 
 def test_extract_triplets_from_the_zoo_dedups() -> None:
-    found = pc.extract_triplets(["torchvision:resnet18", "torchvision:resnet18"])
+    found = ps.extract_triplets(["torchvision:resnet18", "torchvision:resnet18"])
     assert (3, 64, 224) in found and (64, 64, 56) in found and (512, 512, 7) in found
     assert all(models == ("torchvision:resnet18",) for models in found.values())
     assert list(found) == sorted(found)
-    shipped = pc.load_triplets()
+    shipped = ps.load_triplets()
     assert len(shipped) == len(set(shipped)) == 385 and set(found) <= set(shipped)
 
 
 def test_selection_is_seeded_capped_and_a_sample() -> None:
-    space = pc.config_space(pc.load_triplets())
-    chosen = pc.select_configs(space, work_cap=1e7, seed=3, with_fft=False)
-    assert chosen == pc.select_configs(space, work_cap=1e7, seed=3, with_fft=False)
-    assert chosen != pc.select_configs(space, work_cap=1e7, seed=4, with_fft=False)
-    assert all(pc.work_units(s, with_fft=False) <= 1e7 for s in chosen)
-    assert len(set(chosen)) == len(chosen) == sum(pc.work_units(s, with_fft=False) <= 1e7 for s in space)
-    assert set(pc.select_configs(space, work_cap=1e7, seed=3, max_configs=10, with_fft=False)) <= set(chosen)
+    space = ps.config_space(ps.load_triplets())
+    chosen = ps.select_configs(space, work_cap=1e7, seed=3, with_fft=False)
+    assert chosen == ps.select_configs(space, work_cap=1e7, seed=3, with_fft=False)
+    assert chosen != ps.select_configs(space, work_cap=1e7, seed=4, with_fft=False)
+    assert all(ps.work_units(s, with_fft=False) <= 1e7 for s in chosen)
+    assert len(set(chosen)) == len(chosen) == sum(ps.work_units(s, with_fft=False) <= 1e7 for s in space)
+    assert set(ps.select_configs(space, work_cap=1e7, seed=3, max_configs=10, with_fft=False)) <= set(chosen)
     with pytest.raises(InvalidInputError, match="work cap"):
-        pc.select_configs(space, work_cap=0, seed=0)
+        ps.select_configs(space, work_cap=0, seed=0)
 
 
 def test_a_designed_selection_spreads_the_sample_and_names_its_campaign() -> None:
-    space = pc.config_space(pc.load_triplets())
-    chosen = pc.select_configs(space, work_cap=3e8, seed=0, max_configs=40, design="kmeans")
-    assert len(chosen) == 40 == len(set(chosen)) and all(pc.work_units(s) <= 3e8 for s in chosen)
-    assert chosen == pc.select_configs(space, work_cap=3e8, seed=0, max_configs=40, design="kmeans")
+    space = ps.config_space(ps.load_triplets())
+    chosen = ps.select_configs(space, work_cap=3e8, seed=0, max_configs=40, design="kmeans")
+    assert len(chosen) == 40 == len(set(chosen)) and all(ps.work_units(s) <= 3e8 for s in chosen)
+    assert chosen == ps.select_configs(space, work_cap=3e8, seed=0, max_configs=40, design="kmeans")
     assert len({(s.c, s.k, s.im) for s in chosen}) == 40  # forty different layer sizes
     stride1 = sum(s.s == 1 for s in chosen)  # stride-1 shapes have more primitives (Winograd, 1x1 GEMMs)
-    assert stride1 > sum(s.s == 1 for s in pc.select_configs(space, work_cap=3e8, seed=0, max_configs=40))
+    assert stride1 > sum(s.s == 1 for s in ps.select_configs(space, work_cap=3e8, seed=0, max_configs=40))
     plan = pc.primitive_campaign("dev", max_configs=40, design="kmeans")
     assert plan.name == "primitives|zoo-cap3e+08-n40-kmeans-seed0|torch|1t|dev"
     assert plan.params["space"]["design"] == "kmeans" and set(plan.configs) == set(chosen)
     assert "design" not in pc.primitive_campaign("dev", max_configs=40).params["space"]
     with pytest.raises(InvalidInputError, match="unknown sample design"):
-        pc.select_configs(space, work_cap=3e8, seed=0, max_configs=40, design="latin")
+        ps.select_configs(space, work_cap=3e8, seed=0, max_configs=40, design="latin")
 
 
 def test_main_campaign_identity_is_frozen() -> None:
@@ -126,9 +127,9 @@ def test_profile_on_cuda_without_cuda_is_refused_and_stores_nothing(tmp_path: Pa
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    result = _invoke("profile", "--device", "cuda", "--config", "4,4,6,3,1", "--store", str(tmp_path / "s.db"))
+    result = _invoke("profile", "--torch-device", "cuda", "--config", "4,4,6,3,1", home=tmp_path)
     assert result.exit_code != 0 and "CUDA is not available" in str(result.exception or result.output)
-    assert not (tmp_path / "s.db").exists()
+    assert not (tmp_path / "store.sqlite").exists()
 
 
 @pytest.mark.skipif("not __import__('torch').cuda.is_available()")
@@ -145,8 +146,8 @@ def test_tiny_campaign_on_cuda(tmp_path: Path) -> None:
 
 def test_cap_coverage_counts_the_triplets_kept_per_f_and_s() -> None:
     # (3, 8, 5): work c k f^2 out^2 = 600 (f 1, s 1), 5400 (f 3, s 1), 15000 (f 5, s 1); (4, 4, 2) admits f = 1 only
-    rows = {(r.f, r.s): r for r in pc.cap_coverage([(3, 8, 5), (4, 4, 2)], work_cap=5400, with_fft=False)}
-    assert list(rows) == [(f, s) for f in pc.KERNEL_SIZES for s in pc.STRIDES]
+    rows = {(r.f, r.s): r for r in ps.cap_coverage([(3, 8, 5), (4, 4, 2)], work_cap=5400, with_fft=False)}
+    assert list(rows) == [(f, s) for f in ps.KERNEL_SIZES for s in ps.STRIDES]
     assert (rows[1, 1].triplets, rows[1, 1].kept) == (2, 2)
     assert (rows[3, 1].triplets, rows[3, 1].kept, rows[3, 1].max_work) == (1, 1, 5400)
     assert (rows[5, 1].triplets, rows[5, 1].kept, rows[5, 1].max_work) == (1, 0, 15000)
@@ -156,16 +157,16 @@ def test_cap_coverage_counts_the_triplets_kept_per_f_and_s() -> None:
 
 def test_work_units_counts_the_fft_primitive_where_it_applies() -> None:
     spec = ConvSpec(1024, 256, 14, 1, 1)
-    assert pc.work_units(spec, with_fft=False) == 1024 * 256 * 14 * 14
-    assert pc.work_units(spec) == 6 * 256 * 1024 * 14 * 8
-    assert pc.work_units(ConvSpec(1024, 256, 14, 1, 2)) == 1024 * 256 * 7 * 7  # fft needs s = 1
+    assert ps.work_units(spec, with_fft=False) == 1024 * 256 * 14 * 14
+    assert ps.work_units(spec) == 6 * 256 * 1024 * 14 * 8
+    assert ps.work_units(ConvSpec(1024, 256, 14, 1, 2)) == 1024 * 256 * 7 * 7  # fft needs s = 1
 
 
 def test_timing_plan_repeats_are_clamped() -> None:
-    plan = pc.TimingPlan(target_ms=20, min_repeats=3, max_repeats=50)
+    plan = ps.TimingPlan(target_ms=20, min_repeats=3, max_repeats=50)
     assert plan.repeats_for(100.0) == 3 and plan.repeats_for(5.0) == 4 and plan.repeats_for(0.001) == 50
     with pytest.raises(InvalidInputError):
-        pc.TimingPlan(min_repeats=5, max_repeats=2)
+        ps.TimingPlan(min_repeats=5, max_repeats=2)
 
 
 # ---------------------------------------------------------------------------------------------- measuring
@@ -202,7 +203,7 @@ def test_tiny_campaign_measures_everything_and_resumes(tmp_path: Path, monkeypat
         rows = store.measurements(campaign=plan.name)
         assert len(rows) == total and all(r.threads == 1 and r.latency_ms > 0 for r in rows)
         assert all(first[k] == r.created_at for r in rows if (k := r.task_key) in first)
-        assert {r.kind for r in rows} == {pc.PRIMITIVE_KIND, pc.TRANSFORM_KIND}
+        assert {r.kind for r in rows} == {ps.PRIMITIVE_KIND, ps.TRANSFORM_KIND}
         assert all(2 <= r.repeats <= 3 and r.extra["status"] == "measured" for r in rows)
 
 
@@ -212,13 +213,13 @@ def test_export_is_the_mulder_csv_in_ns(tmp_path: Path) -> None:
     plan = pc.primitive_campaign(device.key, configs=CONFIGS, primitives=list(reversed(names)), timing=FAST)
     with Store.open(tmp_path / "s.sqlite") as store:
         pc.profile_primitives(store, plan, device)
-        campaign = pc.find_campaign(store)
-        summary = pc.export_dataset(store, campaign, tmp_path / "out.csv", command="test")
+        campaign = pe.find_campaign(store)
+        summary = pe.export_dataset(store, campaign, tmp_path / "out.csv", command="test")
         rows = {r.task_key: r for r in store.measurements(campaign=plan.name)}
     with (tmp_path / "out.csv").open() as handle:
         header, *lines = list(csv.reader(handle))
     registry_order = [n for n in primitive_names() if n in names]
-    assert header == [*pc.SHAPE_COLUMNS, *pc.TRANSFORM_COLUMNS, *registry_order]
+    assert header == [*ps.SHAPE_COLUMNS, *ps.TRANSFORM_COLUMNS, *registry_order]
     assert summary.rows == len(lines) == 2 and summary.incomplete == 0
     by_shape = {tuple(int(v) for v in line[:5]): dict(zip(header, line, strict=True)) for line in lines}
     three, one = by_shape[(4, 4, 6, 3, 1)], by_shape[(3, 5, 7, 1, 2)]
@@ -235,7 +236,7 @@ def _faked_time(monkeypatch: pytest.MonkeyPatch, over: set[str], failing: set[st
     """Make the primitives and transformations in ``over`` come out over cap, those in ``failing`` raise."""
     real_time = pc._time
 
-    def fake(fn: functools.partial[object], plan: pc.TimingPlan) -> tuple[Timing, bool, int]:
+    def fake(fn: functools.partial[object], plan: ps.TimingPlan) -> tuple[Timing, bool, int]:
         owner = getattr(fn.func, "__self__", None)
         name = owner.name if owner is not None else f"{fn.args[1]}-to-{fn.args[2]}"
         if name in failing:
@@ -256,11 +257,11 @@ def test_over_cap_is_distinct_from_not_applicable(tmp_path: Path, monkeypatch: p
         report = pc.profile_primitives(store, plan, device)
         assert sorted(report.over_cap) == ["c4-im6|chw-to-hwc", "c4-k4-im6-f3-s1|direct-sum2d"]
         assert report.configs_done_now == 0 and report.configs_not_exportable == 0 and len(report.failed) == 1
-        campaign = pc.find_campaign(store)
-        left_out = pc.export_dataset(store, campaign, tmp_path / "a.csv", provenance=False)
+        campaign = pe.find_campaign(store)
+        left_out = pe.export_dataset(store, campaign, tmp_path / "a.csv", provenance=False)
         assert left_out.rows == 0 and left_out.incomplete == 1 and left_out.provenance_path is None
         assert left_out.not_measured_path is None and not (tmp_path / "a.not_measured.csv").exists()
-        kept = pc.export_dataset(store, campaign, tmp_path / "b.csv", include_incomplete=True)
+        kept = pe.export_dataset(store, campaign, tmp_path / "b.csv", include_incomplete=True)
         assert (kept.rows, kept.over_cap_cells, kept.missing_cells, kept.not_exportable) == (1, 2, 1, 0)
     header, row = (line.split(",") for line in (tmp_path / "b.csv").read_text().splitlines())
     cells = dict(zip(header, row, strict=True))
@@ -279,24 +280,21 @@ def test_over_cap_is_distinct_from_not_applicable(tmp_path: Path, monkeypatch: p
 
 
 def test_measured_but_not_exportable_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = str(tmp_path / "s.sqlite")
-    args = ("profile", "--store", store, "--config", "4,4,6,3,1", "--config", "3,5,7,1,2",
-            "--primitive", "direct-sum2d", "--primitive", "conv-1x1-gemm-ab-ik", "--target-ms", "0.5")
+    args = ("profile", "--config", "4,4,6,3,1", "--config", "3,5,7,1,2",
+            "--primitive", "direct-sum2d", "--primitive", "conv-1x1-gemm-ab-ik")
     _faked_time(monkeypatch, over={"conv-1x1-gemm-ab-ik"}, failing=set())  # applies to (3, 5, 7, 1, 2) only
-    result = _invoke(*args)
+    result = _invoke(*args, home=tmp_path)
     assert result.exit_code == 0, result.output
     assert "measured but not exportable: 1 configurations" in result.output and "exportable: 1" in result.output
-    report = json.loads(_invoke(*args, "--json").output)  # resumed: nothing left, the count stays
-    assert report["remaining"] == 0 and report["configs_not_exportable"] == 1 and report["configs_exportable"] == 1
-    result = _invoke("export", "--store", store, "--out", str(tmp_path / "d.csv"))
-    assert result.exit_code == 0, result.output
-    assert "wrote 1 configurations" in result.output and "1 of them measured but not exportable" in result.output
+    out = str(tmp_path / "d.csv")
     (tmp_path / "d.not_measured.csv").write_text("stale\n")
-    data = json.loads(_invoke("export", "--store", store, "--out", str(tmp_path / "d.csv"), "--json").output)
-    assert data["not_exportable"] == 1 and data["not_measured"] is None
+    report = json.loads(_invoke(*args, "--export", out, "--json", home=tmp_path).output)  # resumed: nothing left
+    assert report["remaining"] == 0 and report["configs_not_exportable"] == 1 and report["configs_exportable"] == 1
+    assert report["export"]["rows"] == 1 and report["export"]["not_exportable"] == 1
+    assert report["export"]["not_measured"] is None
     assert not (tmp_path / "d.not_measured.csv").exists()  # a stale sidecar is not left beside a complete export
-    result = _invoke("export", "--store", store, "--out", str(tmp_path / "d.csv"), "--include-incomplete")
-    assert "1 over-cap and 0 missing cells listed in d.not_measured.csv" in result.output
+    result = _invoke(*args, "--export", out, home=tmp_path)
+    assert "wrote 1 configurations to" in result.output
 
 
 def test_remeasure_subset_is_a_separate_campaign(tmp_path: Path) -> None:
@@ -313,35 +311,32 @@ def test_remeasure_subset_is_a_separate_campaign(tmp_path: Path) -> None:
         report = pc.profile_primitives(store, subset, device)
         assert report.configs_done_now == 1
         assert pc.remeasure_campaign(store, plan, 1, seed=0).configs == subset.configs
-        main = pc.find_campaign(store)
+        main = pe.find_campaign(store)
         assert main.name == plan.name  # the subset is not a main campaign
-        again = pc.find_remeasure(store, main)
-        floor = pc.noise_floor(pc.campaign_dataset(store, main), pc.campaign_dataset(store, again))
+        again = pe.find_remeasure(store, main)
+        floor = pe.noise_floor(pe.campaign_dataset(store, main), pe.campaign_dataset(store, again))
     assert (floor.shared_configs, floor.reference_configs, floor.again_configs) == (1, 2, 1)
     assert [c.cells for c in floor.primitives] == [1] and floor.median_primitive_mdrae >= 0
     assert floor.transform_tensors == 1 and len(floor.transforms) == 9
-    result = _invoke("noise", "--store", str(tmp_path / "s.sqlite"), "--json")
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["shared_configs"] == 1
 
 
 # ---------------------------------------------------------------------------------------------- above the cap
 
 
 def test_above_cap_sample_is_stratified_seeded_and_above_the_cap() -> None:
-    space = pc.config_space(pc.load_triplets())
-    options = pc.AboveCapOptions(n=20, bins=4, seed=1, work_cap=1e8, max_work=1e10)
-    chosen = pc.sample_above_cap(space, options)
-    works = [pc.work_units(s) for s in chosen]
+    space = ps.config_space(ps.load_triplets())
+    options = ps.AboveCapOptions(n=20, bins=4, seed=1, work_cap=1e8, max_work=1e10)
+    chosen = ps.sample_above_cap(space, options)
+    works = [ps.work_units(s) for s in chosen]
     assert len(chosen) == 20 and all(1e8 < w <= 1e10 for w in works)
     edges = [1e8 * 10 ** (0.5 * i) for i in range(5)]  # four bins of half a decade
     assert [sum(lo < w <= hi for w in works) for lo, hi in itertools.pairwise(edges)] == [5, 5, 5, 5]
-    assert chosen == pc.sample_above_cap(space, options)
-    assert chosen != pc.sample_above_cap(space, pc.AboveCapOptions(n=20, bins=4, seed=2, work_cap=1e8))
-    thin = pc.sample_above_cap(pc.config_space([(1024, 1024, 14)]), pc.AboveCapOptions(n=50, bins=2))
-    assert len(thin) == sum(3e8 < pc.work_units(s) <= 1e10 for s in pc.config_space([(1024, 1024, 14)]))
+    assert chosen == ps.sample_above_cap(space, options)
+    assert chosen != ps.sample_above_cap(space, ps.AboveCapOptions(n=20, bins=4, seed=2, work_cap=1e8))
+    thin = ps.sample_above_cap(ps.config_space([(1024, 1024, 14)]), ps.AboveCapOptions(n=50, bins=2))
+    assert len(thin) == sum(3e8 < ps.work_units(s) <= 1e10 for s in ps.config_space([(1024, 1024, 14)]))
     with pytest.raises(InvalidInputError, match="max_work"):
-        pc.AboveCapOptions(n=5, work_cap=1e10, max_work=1e9)
+        ps.AboveCapOptions(n=5, work_cap=1e10, max_work=1e9)
 
 
 def test_above_cap_campaign_is_separate_and_resumes_its_layers(tmp_path: Path) -> None:
@@ -351,7 +346,7 @@ def test_above_cap_campaign_is_separate_and_resumes_its_layers(tmp_path: Path) -
         calls.append(1)
         return [(1024, 1024, 14, 3, 1), (64, 64, 56, 3, 1)]  # work 1.8e9 (above the cap) and 1.2e8 (below)
 
-    options = pc.AboveCapOptions(n=6, bins=3)
+    options = ps.AboveCapOptions(n=6, bins=3)
     plan = pc.above_cap_campaign("dev", options, real_layers=layers, primitives=["im2col-scan-ab-ki"])
     main = pc.primitive_campaign("dev", primitives=["im2col-scan-ab-ki"])
     assert plan.name.startswith("primitives|abovecap-") and plan.name != main.name
@@ -364,7 +359,7 @@ def test_above_cap_campaign_is_separate_and_resumes_its_layers(tmp_path: Path) -
         again = pc.above_cap_campaign("dev", options, real_layers=layers, store=store,
                                       primitives=["im2col-scan-ab-ki"])
         assert again == plan and len(calls) == 1  # resumed from the Store, the layers not loaded again
-        assert pc.find_campaign(store).name == main.name  # the above-cap campaign is not a main campaign
+        assert pe.find_campaign(store).name == main.name  # the above-cap campaign is not a main campaign
 
 
 def _record(kind: str, subject: str, latency_ms: float, config: dict[str, int]) -> MeasurementRecord:
@@ -375,35 +370,14 @@ def _record(kind: str, subject: str, latency_ms: float, config: dict[str, int]) 
 
 def test_estimated_duration_from_reference_rates() -> None:
     spec = ConvSpec(4, 4, 6, 3, 1)  # 4 * 4 * 9 * 36 = 5184 MACs; c im^2 = 144
-    timing = pc.TimingPlan(target_ms=20, min_repeats=3, max_repeats=50, call_cap_ms=500)
+    timing = ps.TimingPlan(target_ms=20, min_repeats=3, max_repeats=50, call_cap_ms=500)
     plan = pc.CampaignPlan("p", (spec,), ("direct-sum2d",), timing, {}, 1)
     config = {"c": 4, "k": 4, "im": 6, "f": 3, "s": 1}
-    reference = [_record(pc.PRIMITIVE_KIND, "direct-sum2d", 1000.0, config)]  # same layer: first run 1 s, over cap
+    reference = [_record(ps.PRIMITIVE_KIND, "direct-sum2d", 1000.0, config)]  # same layer: first run 1 s, over cap
     assert pc.estimate_duration_s(plan, reference) is None  # no rate for the transformations
-    reference += [_record(pc.TRANSFORM_KIND, t, 100.0, config) for t in pc.TRANSFORM_COLUMNS]
+    reference += [_record(ps.TRANSFORM_KIND, t, 100.0, config) for t in ps.TRANSFORM_COLUMNS]
     # 1 s (one run, over cap) + 9 x 100 ms x (1 first run + 3 timed runs)
     assert pc.estimate_duration_s(plan, reference) == pytest.approx(1.0 + 9 * 0.4)
-
-
-def test_above_cap_dry_run_prints_size_and_estimate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pc, "extract_layers", lambda: ({(1024, 1024, 14, 3, 1): ("m",)}, ("m:odd",)))
-    args = ("profile", "--store", str(tmp_path / "s.sqlite"), "--above-cap", "16", "--primitive", "kn2row",
-            "--dry-run")
-    data = json.loads(_invoke(*args, "--json").output)
-    assert data["campaign"].startswith("primitives|abovecap-n16-b8-") and data["configs"] == 16 + 1
-    assert data["estimated_s"] is None and data["skipped_layers"] == ["m:odd"]
-    assert data["params"]["timing"]["call_cap_ms"] == 1000 and data["params"]["timing"]["max_repeats"] == 5
-    text = _invoke(*args).output
-    assert "16 configurations sampled in 8 log-work bins" in text and "+ 1 real layers" in text
-    assert "no time estimate" in text and "1 conv layers with a non-square" in text
-    wrong = _invoke(*args, "--config", "4,4,6,3,1")
-    assert isinstance(wrong.exception, InvalidInputError) and "campaign of its own" in str(wrong.exception)
-    measured = _invoke("profile", "--store", str(tmp_path / "s.sqlite"), "--config", "4,4,6,3,1", "--primitive",
-                       "kn2row", "--target-ms", "0.5")  # the Store's only main campaign gives the rates
-    assert measured.exit_code == 0, measured.output
-    data = json.loads(_invoke(*args, "--json").output)
-    assert data["estimated_s"] > 0 and data["rates_from"].startswith("primitives|custom-")
-    assert "estimated time about" in _invoke(*args).output
 
 
 # ---------------------------------------------------------------------------------------------- noise floor
@@ -422,7 +396,7 @@ def _csv(path: Path, lines: tuple[str, ...]) -> Path:
 
 def test_noise_floor_of_two_runs_in_closed_form(tmp_path: Path) -> None:
     a, b = _csv(tmp_path / "a.csv", _RUN_A), _csv(tmp_path / "b.csv", _RUN_B)
-    floor = pc.noise_floor(load_primitive_csv(a), load_primitive_csv(b))
+    floor = pe.noise_floor(load_primitive_csv(a), load_primitive_csv(b))
     assert (floor.shared_configs, floor.reference_configs, floor.again_configs) == (2, 3, 3)
     prims = {c.column: c for c in floor.primitives}
     assert prims["p1"].mdrae == pytest.approx(0.125) and prims["p1"].cells == 2 and prims["p1"].unpaired == 0
@@ -433,26 +407,15 @@ def test_noise_floor_of_two_runs_in_closed_form(tmp_path: Path) -> None:
     assert floor.median_primitive_mdrae == pytest.approx(0.3125)
     assert floor.median_transform_mdrae == pytest.approx(0.2)  # the identity transformation is left out
     assert floor.only_in_reference == () and floor.only_in_again == ("p3",)
-    assert pc.noise_floor(load_primitive_csv(a), load_primitive_csv(a)).median_primitive_mdrae == 0
+    assert pe.noise_floor(load_primitive_csv(a), load_primitive_csv(a)).median_primitive_mdrae == 0
 
 
 def test_noise_floor_refuses_disjoint_or_repeated_layers(tmp_path: Path) -> None:
     a = load_primitive_csv(_csv(tmp_path / "a.csv", _RUN_A[:2]))
     with pytest.raises(InvalidInputError, match="no configuration"):
-        pc.noise_floor(a, load_primitive_csv(_csv(tmp_path / "b.csv", (_RUN_A[0], _RUN_A[3]))))
+        pe.noise_floor(a, load_primitive_csv(_csv(tmp_path / "b.csv", (_RUN_A[0], _RUN_A[3]))))
     with pytest.raises(InvalidInputError, match="twice"):
-        pc.noise_floor(a, load_primitive_csv(_csv(tmp_path / "c.csv", (*_RUN_A[:2], _RUN_A[1]))))
-
-
-def test_noise_command_text_and_json(tmp_path: Path) -> None:
-    a, b = str(_csv(tmp_path / "a.csv", _RUN_A)), str(_csv(tmp_path / "b.csv", _RUN_B))
-    result = _invoke("noise", a, b)
-    assert result.exit_code == 0, result.output
-    assert "2 shared configurations" in result.output and "median over 2 primitives: 31.25 %" in result.output
-    assert "1.5 x = 46.88 %" in result.output and "only in the other run (not compared): p3" in result.output
-    data = json.loads(_invoke("noise", a, b, "--json").output)
-    assert data["median_primitive_mdrae"] == pytest.approx(0.3125) and data["median_transform_mdrae"] == 0.2
-    assert data["primitives"][1] == {"column": "p2", "cells": 1, "unpaired": 1, "mdrae": 0.5}
+        pe.noise_floor(a, load_primitive_csv(_csv(tmp_path / "c.csv", (*_RUN_A[:2], _RUN_A[1]))))
 
 
 # ---------------------------------------------------------------------------------------------- command line
@@ -470,23 +433,18 @@ def test_list_json_fields() -> None:
 
 
 def test_profile_and_export_through_the_cli(tmp_path: Path) -> None:
-    store = str(tmp_path / "s.sqlite")
-    args = ("profile", "--store", store, "--config", "4,4,6,3,1", "--primitive", "direct-sum2d",
-            "--primitive", "kn2row", "--target-ms", "0.5", "--json")
-    result = _invoke(*args)
+    out = tmp_path / "d.csv"
+    args = ("profile", "--config", "4,4,6,3,1", "--primitive", "direct-sum2d", "--primitive", "kn2row",
+            "--export", str(out), "--json")
+    result = _invoke(*args, home=tmp_path)
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["configs_done_now"] == 1 and report["rows_now"] == 2 + 9 and report["remaining"] == 0
-    dry = json.loads(_invoke("profile", "--store", store, "--dry-run", "--coverage", "--json").output)
+    assert report["export"]["rows"] == 1 and report["export"]["csv"] == str(out)
+    assert out.read_text().splitlines()[0].endswith("hwc-to-hwc,direct-sum2d,kn2row")
+    assert json.loads((tmp_path / "d.provenance.json").read_text())["campaign"]["params"]["threads"] == 1
+    dry = json.loads(_invoke("profile", "--dry-run", "--json", home=tmp_path).output)
     assert dry["space_size"] == 5457 and 3000 <= dry["configs"] < dry["space_size"]
-    assert sum(r["kept"] for r in dry["coverage"]) == dry["configs"]  # the coverage table is the selection
-    assert sum(r["triplets"] for r in dry["coverage"]) == dry["space_size"] and len(dry["coverage"]) == 15
-    text = _invoke("profile", "--store", store, "--dry-run", "--coverage").output
-    assert "NOT in the dataset" in text and " 11  1       279" in text
-    result = _invoke("export", "--store", store, "--out", str(tmp_path / "d.csv"), "--json")
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["rows"] == 1
-    assert (tmp_path / "d.csv").read_text().splitlines()[0].endswith("hwc-to-hwc,direct-sum2d,kn2row")
 
 
 @pytest.mark.parametrize(
@@ -494,11 +452,9 @@ def test_profile_and_export_through_the_cli(tmp_path: Path) -> None:
     [
         (("profile", "--primitive", "im2col-nope", "--dry-run"), InvalidInputError, "unknown primitive"),
         (("list", "--family", "nope"), InvalidInputError, "unknown primitive family"),
-        (("export", "--out", "x.csv"), StoreError, "no Store at"),
-        (("profile", "--config", "4,4,6,3,1", "--work-cap", "5", "--dry-run"), InvalidInputError, "--config"),
-        (("profile", "--coverage"), InvalidInputError, "--dry-run"),
-        (("noise", "a.csv"), InvalidInputError, "two exported CSV"),
-        (("noise", "--store", "none.sqlite"), StoreError, "no Store at"),
+        (("profile", "--config", "4,4,6,3,1", "--max-configs", "5", "--dry-run"), InvalidInputError, "--config"),
+        (("profile", "--dry-run", "--export", "x.csv"), InvalidInputError, "give one"),
+        (("profile", "--budget-s", "0", "--dry-run"), InvalidInputError, "--budget-s"),
     ],
 )
 def test_bad_input_errors(tmp_path: Path, args: tuple[str, ...], error: type[Exception], message: str) -> None:
@@ -506,37 +462,24 @@ def test_bad_input_errors(tmp_path: Path, args: tuple[str, ...], error: type[Exc
     assert isinstance(result.exception, error) and message in str(result.exception)
 
 
-def test_bad_config_and_missing_campaign(tmp_path: Path) -> None:
+def test_bad_config(tmp_path: Path) -> None:
     result = _invoke("profile", "--config", "4,4,six,3,1", "--dry-run", home=tmp_path)
     assert result.exit_code == 2 and "C,K,IM,F,S" in result.output
-    Store.open(tmp_path / "empty.sqlite").close()
-    result = _invoke("export", "--store", str(tmp_path / "empty.sqlite"), "--out", str(tmp_path / "x.csv"))
-    assert isinstance(result.exception, InvalidInputError) and "primitives profile" in str(result.exception)
 
 
-def test_costmodel_commands_join_the_group_when_present(monkeypatch: pytest.MonkeyPatch) -> None:
-    name = "edgeplan.cli.costmodel_cmd"
-    module = types.ModuleType(name)
-    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
-
-    @click.command("fit")
-    def fit() -> None:
-        click.echo("fitted")
-
-    module.fit = fit  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, name, module)
+def test_the_group_offers_the_cost_model_commands() -> None:
     result = _invoke("--help")
-    assert "fit" in result.output and "evaluate" not in result.output
-    assert _invoke("fit").output == "fitted\n"
+    assert all(name in result.output for name in ("list", "fit", "evaluate", "transfer"))
+    assert "profile" not in result.output.split("Commands:")[1]
 
 
 def test_network_campaign_measures_a_models_layers_with_its_threads(tmp_path: Path) -> None:
-    result = _invoke("profile", "--store", str(tmp_path / "s.sqlite"), "--network", "torchvision:resnet18",
-                    "--threads", "2", "--dry-run", "--json")
+    result = _invoke("profile", "--network", "torchvision:resnet18", "--threads", "2", "--dry-run", "--json",
+                     home=tmp_path)
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert out["configs"] == 11 and "|torch|2t|" in out["campaign"]  # 20 conv layers, 11 distinct shapes
     assert out["params"]["threads"] == 2
-    clash = _invoke("profile", "--store", str(tmp_path / "s.sqlite"), "--network", "torchvision:resnet18",
-                   "--config", "64,64,56,3,1", "--dry-run")
+    clash = _invoke("profile", "--network", "torchvision:resnet18", "--config", "64,64,56,3,1", "--dry-run",
+                    home=tmp_path)
     assert clash.exit_code != 0 and "--network" in str(clash.exception)

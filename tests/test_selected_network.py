@@ -82,7 +82,7 @@ def test_select_cli_measured_and_predicted_with_run(capsys: pytest.CaptureFixtur
     code, text = run("primitives", "fit", "--data", str(SHIPPED_TABLE), "--out", str(tmp_path / "m"), "--model", "lin")
     assert code == 0, text
     code, text = run("select", "torchvision:squeezenet1_0", "--costs", "predicted", "--model", str(tmp_path / "m"),
-                     "--run", "--threads", "1", "--rounds", "3", "--json")
+                     "--run", "--threads", "1", "--json")
     assert code == 0, text
     result = json.loads(text)["run"]
     assert result["outputs_match"] and set(result["latency_ms"]) >= {"pytorch", "selected"}
@@ -90,13 +90,12 @@ def test_select_cli_measured_and_predicted_with_run(capsys: pytest.CaptureFixtur
                                                          / result["latency_ms"]["selected"]["median"])
     # layers left to PyTorch are counted by reason, with what to do about those the tables lack
     code, text = run("select", "torchvision:mobilenet_v2", "--costs", "measured", "--data", str(SHIPPED_TABLE),
-                     "--no-flow-costs", "--json")
+                     "--json")
     assert code == 0, text
     reasons = json.loads(text)["fixed_reasons"]
     assert sorted(set(reasons.values())) == ["depthwise", "not in the measured tables"]
     assert sum(why == "depthwise" for why in reasons.values()) == 17
-    code, text = run("select", "torchvision:mobilenet_v2", "--costs", "measured", "--data", str(SHIPPED_TABLE),
-                     "--no-flow-costs")
+    code, text = run("select", "torchvision:mobilenet_v2", "--costs", "measured", "--data", str(SHIPPED_TABLE))
     missing = sum(why != "depthwise" for why in reasons.values())
     flat = " ".join(text.split())  # rich wraps long lines at the terminal's width
     assert code == 0 and f"left to PyTorch: {missing} not in the measured tables, 17 depthwise" in flat
@@ -157,11 +156,12 @@ def test_selection_for_cuda_uses_its_own_costs_and_primitives(capsys: pytest.Cap
     gpu_table = str(data_file("primitives", "networks_cuda.csv"))
     assert main(["select", "torchvision:resnet18", "--torch-device", "tpu", "--data", gpu_table]) != 0
     assert "unknown device 'tpu'" in capsys.readouterr().err
-    if not torch.cuda.is_available():  # measuring there does
-        assert main(["select", "torchvision:resnet18", "--torch-device", "cuda", "--data", gpu_table]) != 0
-        assert "pass --no-flow-costs without --run" in capsys.readouterr().err
-    # pricing alone needs no GPU: the GPU's tables (an H200's), every layer selected
-    assert main(["select", "torchvision:resnet18", "--torch-device", "cuda", "--no-flow-costs", "--json",
+    if not torch.cuda.is_available():  # running there does
+        assert main(["select", "torchvision:resnet18", "--torch-device", "cuda", "--run", "--data",
+                     gpu_table]) != 0
+        assert "leave out --run" in capsys.readouterr().err
+    # pricing alone needs no GPU: the GPU's tables, every layer selected
+    assert main(["select", "torchvision:resnet18", "--torch-device", "cuda", "--json",
                  "--data", gpu_table]) == 0
     plan = json.loads(capsys.readouterr().out)
     convs = [layer for layer in plan["layers"] if layer["kind"] == "conv"]

@@ -22,7 +22,7 @@ from edgeplan.frontends.synthetic import STRIDES, SyntheticArch, build_synthetic
 from edgeplan.frontends.zoo import load_graph
 from edgeplan.ir.ops import OpKind
 from edgeplan.measure.model_sets import expand_models
-from edgeplan.measure.op_campaign import DATASET_FORMAT
+from edgeplan.measure.op_dataset import DATASET_FORMAT
 
 #: Channel ranges by the block's output resolution, as the module docstring states them.
 RANGES = {112: (16, 128), 56: (24, 256), 28: (32, 512), 14: (64, 1024), 7: (128, 1536)}

@@ -7,9 +7,9 @@ model was fitted with unless ``--split-seed`` says otherwise; the table may come
 shared columns are scored). The layout transformations are scored under two protocols, both printed (see
 :mod:`edgeplan.costmodels.performance_model`): on held-out ``(c, im)`` tensors never seen in training (strict), and
 under the paper's protocol, over the test layer rows of the row split, whose tensors also occur in training rows.
-``transfer`` moves a fitted model to another platform from a fraction of that platform's training part (fine-tuning,
-factor correction, from scratch on the same samples, or the source as is; see
-:mod:`~edgeplan.costmodels.transfer_learning`), prints its MdRAE on the target's test part and saves it.
+``transfer`` moves a fitted model to another platform: from a fraction of that platform's table, scored on its test
+part (:mod:`~edgeplan.costmodels.transfer_learning`), or from every layer measured on a user's machine, saved as a
+device for ``select --device`` (:mod:`~edgeplan.costmodels.primitive_calibration`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -66,22 +67,25 @@ def _epoch_bar(enabled: bool) -> Iterator[Callable[[str, Any], None]]:
               help="Seed of the 80/10/10 split (recorded in the model; evaluate uses it by default).")
 @click.option("--threads", type=int, default=2, show_default=True,
               help="Torch threads for training (an ensemble's members share them out, trained side by side).")
-@click.option("--recipe", type=click.Choice(["edgeplan", "paper"]), default="edgeplan", show_default=True,
-              help="paper: mulder2020 Table 3 as published. edgeplan: not the paper's recipe; it logs the inputs, "
-                   "adds their power-of-two factors as inputs and, for nn1/nn2, halves the learning rate when the "
-                   "validation loss stalls; nn2 is also an ensemble of four networks trained on log-times with "
-                   "one shared scale and a moving average of their weights (see "
-                   "edgeplan.costmodels.performance_model.RECIPES).")
 @click.option("--max-epochs", type=click.IntRange(min=1), default=None,
               help="Upper bound on training epochs (default: the model's).")
-@click.option("--transform-model", type=click.Choice(["krr", "nn2", "nn1", "lin"]), default=None,
-              help="Layout-transformation model (default: the recipe's: krr, a kernel model of (c, im), for "
-                   "edgeplan; the primitives' family for paper).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def fit(ctx: Context, data_paths: tuple[str, ...], out_dir: str, kind: str, split_seed: int, threads: int, recipe: str,
-        max_epochs: int | None, transform_model: str | None, as_json: bool) -> None:
-    """Fit a primitive performance model on the training part of a timing table and save it."""
+def fit(ctx: Context, data_paths: tuple[str, ...], out_dir: str, kind: str, split_seed: int, threads: int,
+        max_epochs: int | None, as_json: bool) -> None:
+    """Fit a primitive performance model on the training part of a timing table and save it.
+
+    The inputs are logged and given their power-of-two factors; nn1/nn2 halve the learning rate when the
+    validation loss stalls, and nn2 is an ensemble of four networks trained on log-times with a moving average of
+    their weights; the layout transformations get a kernel model of (c, im)
+    (edgeplan.costmodels.performance_model.RECIPES).
+
+    \b
+    Example:
+      edgeplan profile primitives --export here.csv
+      edgeplan primitives fit --data here.csv --out here-nn2
+      edgeplan select torchvision:resnet18 --costs predicted --model here-nn2
+    """
     from edgeplan.costmodels import fit_performance_model, save_performance_model
     from edgeplan.measure import check_thread_count
 
@@ -90,8 +94,7 @@ def fit(ctx: Context, data_paths: tuple[str, ...], out_dir: str, kind: str, spli
     data_path = " ".join(data_paths)
     params: dict[str, Any] = {} if kind == "lin" else {"threads": threads, "max_epochs": max_epochs}
     with _epoch_bar(not as_json) as progress:
-        model = fit_performance_model(data, kind, split_seed=split_seed, recipe=recipe, params=params,
-                                      transform_model=transform_model, callback=progress)
+        model = fit_performance_model(data, kind, split_seed=split_seed, params=params, callback=progress)
     folder = save_performance_model(model, out_dir)
     summary = {"model": str(folder), "kind": kind, "primitives": len(model.primitive_names),
                "transforms": len(model.transform_names), "dropped_columns": list(data.dropped), **model.info}
@@ -101,7 +104,7 @@ def fit(ctx: Context, data_paths: tuple[str, ...], out_dir: str, kind: str, spli
     fit_s = model.info["fit_primitives_s"] + model.info["fit_transforms_s"] + model.info["fit_transforms_paper_s"]
     click.echo(f"fitted {kind} on {model.info['train_rows']} of {model.info['rows']} layers of {data_path} "
                f"(validation {model.info['val_rows']}, test {model.info['test_rows']}, split seed {split_seed}, "
-               f"recipe {recipe}): "
+               f"recipe {model.info.get('recipe')}): "
                f"{len(model.primitive_names)} primitives, {len(model.transform_names)} transformations "
                f"({model.transform_kind or 'none'}, fitted under both protocols), "
                f"{fit_s:.1f} s")
@@ -171,7 +174,13 @@ def _print_table(result: Evaluation, title: str) -> None:
 @click.pass_obj
 def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: str, split_seed: int | None,
              as_json: bool) -> None:
-    """Print the MdRAE of a fitted model per primitive and per layout transformation, and their medians."""
+    """Print the MdRAE of a fitted model per primitive and per layout transformation, and their medians.
+
+    \b
+    Example:
+      edgeplan primitives evaluate --model here-nn2 --data here.csv
+      edgeplan primitives evaluate --model here-nn2 --data other-machine.csv --split all
+    """
     from edgeplan.costmodels import evaluate_performance_model, load_performance_model
 
     model = load_performance_model(model_dir)
@@ -195,56 +204,46 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
 
 
 @click.command("transfer")
-@click.option("--model", "model_dir", required=True, type=click.Path(file_okay=False),
-              help="Folder of the source platform's model (written by `fit`).")
+@click.option("--model", "model_dir", default=None,
+              help="The source platform's model: a folder written by `fit`, or a device made by `transfer --name` "
+                   "[default: the shipped NN2 of the reference machine, 1 thread].")
 @click.option("--data", "data_path", required=True, type=click.Path(dir_okay=False),
-              help="The target platform's timing table (mulder2021 CSV format); samples come from its training part.")
-@click.option("--fraction", required=True, type=float,
-              help="Share of the target's training part to use, in (0, 1] (e.g. 0.01: 1 %; at least one layer).")
-@click.option("--seed", required=True, type=click.IntRange(min=0),
-              help="Seed of the sample drawn, the early-stopping hold-out and the training.")
-@click.option("--method", type=click.Choice(["finetune", "factor", "factor-finetune", "scratch", "direct"]),
-              default="finetune", show_default=True,
-              help="finetune: train the source further (lr x0.1); factor: scale each primitive's predictions by its "
-                   "median target/prediction ratio; factor-finetune: that factor pooled towards the common scale "
-                   "(few-sample primitives), then fine-tuning; scratch: a fresh "
-                   "model on the same samples; direct: the source as is.")
+              help="The target platform's timing table (mulder2021 CSV format, e.g. from `edgeplan profile "
+                   "primitives --export`).")
+@click.option("--fraction", type=float, default=None,
+              help="Share of the target's training part to use, in (0, 1] (e.g. 0.01: 1 %): the transfer is scored "
+                   "on the target's test part. Without it, every layer of --data is used and the method chosen by "
+                   "cross-validation (a machine's calibration; give --name).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the samples drawn, the folds and the training.")
 @click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Seed of the target's 80/10/10 split (samples from its training part; scored on its test part).")
-@click.option("--design", type=click.Choice(["uniform", "kmeans", "cells", "cells-uniform", "cells-adaptive"]),
-              default="uniform", show_default=True,
-              help="How the samples are chosen from the training part: uniform (layers at random, the paper's draw), "
-                   "kmeans (layers spread over the sizes, the filter shapes in proportion to the primitives that "
-                   "apply to them), cells (the fraction of the single primitive timings, as many per primitive, each "
-                   "on layers at random: as many timings as uniform, spread over far more layers), cells-uniform "
-                   "(the timings uniformly at random) or cells-adaptive (three quarters as cells, then the rest on "
-                   "the close contenders of layers as a transfer from the first round predicts them; twice the "
-                   "fitting time).")
-@click.option("--refit/--no-refit", default=False, show_default=True,
-              help="Fine-tuning an ensemble: after the cross-fitted folds choose an epoch count together, train every "
-                   "member on all the samples for that long (default: each member keeps its own fold's stop). Lowers "
-                   "the MdRAE from a few dozen samples; does not improve the selections made with the model.")
-@click.option("--bag", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Fine-tune this many times (other folds and shuffles) and keep them all as one ensemble; steadies "
-                   "the selections from a few dozen samples, at N times the time (finetune, factor-finetune).")
-@click.option("--train", "train_part", type=click.Choice(["all", "body"]), default="all", show_default=True,
-              help="What fine-tuning trains: all layers (the paper) or the body, the hidden layers only, the output "
-                   "layer kept as the source had it (finetune, factor-finetune). body steadies the selections from a "
-                   "few dozen samples (with --design kmeans, --bag 5 and factor-finetune; not on uniform draws); "
-                   "from hundreds, all is better.")
-@click.option("--blend", is_flag=True,
-              help="Blend the fine-tuned model with the source corrected by one boosted model shared by all "
-                   "primitives, fitted on the same samples (finetune, factor-finetune; edgeplan.costmodels.blend). "
-                   "Lowers both the MdRAE and the selections' cost from 1 % of a table; worse from 10 %.")
+              help="With --fraction: seed of the target's 80/10/10 split (samples from its training part; scored on "
+                   "its test part).")
 @click.option("--threads", type=int, default=None, help="Torch intra-op threads for training (default: the source's).")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Folder to write the transferred model to (JSON + .npz, no pickle).")
+@click.option("--name", default=None,
+              help="Save it as this device instead (in --home), for `edgeplan select --costs predicted --device NAME`.")
+@click.option("--replace", is_flag=True, help="With --name: overwrite an existing device of that name.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed: int, method: str, split_seed: int,
-             design: str, refit: bool, bag: int, train_part: str, blend: bool, threads: int | None, out_dir: str,
-             as_json: bool) -> None:
-    """Transfer a fitted model to another platform from a fraction of its data; print the target test MdRAE."""
+def transfer(ctx: Context, model_dir: str | None, data_path: str, fraction: float | None, seed: int, split_seed: int,
+             threads: int | None, out_dir: str | None, name: str | None, replace: bool, as_json: bool) -> None:
+    """Move a fitted primitive performance model to another platform, from a few of its timings.
+
+    With --fraction, that share of the target table's training part is drawn in two rounds of single timings
+    (three quarters spread evenly over the primitives, then the rest on layers' close contenders as a transfer from
+    the first round predicts them), and the source is factor-corrected, fine-tuned (cross-fitted, then refitted on
+    every sample) and blended with a shared boosted correction of the source; the target test MdRAE is printed.
+    Without --fraction (calibrating a machine), every layer of --data is used, and the source is kept, scaled,
+    fine-tuned or both, whichever predicts the layers best under 5-fold cross-validation.
+
+    \b
+    Example:
+      edgeplan primitives transfer --model intel-nn2 --data amd.csv --fraction 0.01 --seed 0 --out amd-nn2
+      edgeplan profile primitives --max-configs 40 --export here.csv
+      edgeplan primitives transfer --data here.csv --name my-machine
+    """
     from edgeplan.costmodels import (
         evaluate_performance_model,
         load_performance_model,
@@ -255,37 +254,50 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
     from edgeplan.errors import InvalidInputError
     from edgeplan.measure import check_thread_count
 
-    if not 0.0 < fraction <= 1.0:  # checked before reading anything
+    if fraction is not None and not 0.0 < fraction <= 1.0:  # checked before reading anything
         raise InvalidInputError(f"--fraction {fraction:g} is outside (0, 1]; give the share of the target's training "
                                 f"part to use, e.g. 0.01 for 1 %")
+    if (out_dir is None) == (name is None):
+        raise InvalidInputError("give one of --out DIR (a model folder) and --name NAME (a device for `select`)")
+    if replace and name is None:
+        raise InvalidInputError("--replace overwrites a device; it goes with --name")
     if threads is not None:
         check_thread_count(threads)
-    source = load_performance_model(model_dir)
+    if fraction is None:
+        from edgeplan.cli.primitive_device import calibrate_primitives_cmd
+
+        calibrate_primitives_cmd(ctx, Path(data_path), model_dir, (name, out_dir, replace), seed, threads, as_json)
+        return
+    from edgeplan.cli.primitive_device import resolve_primitive_model
+
+    source_dir = resolve_primitive_model(ctx.home, model_dir)
+    source = load_performance_model(source_dir)
     data = load_primitive_csv(data_path)
-    model = transfer_model(source, data, fraction=fraction, seed=seed, method=method, split_seed=split_seed,
-                           threads=threads, design=design, refit=refit, bag=bag, train=train_part, blend=blend)
-    folder = save_performance_model(model, out_dir)
+    model = transfer_model(source, data, fraction=fraction, seed=seed, split_seed=split_seed, threads=threads)
+    if name is not None:
+        from edgeplan.cli.primitive_device import save_device
+
+        folder = save_device(ctx, model, name, source_dir, replace, data_path)
+    else:
+        folder = save_performance_model(model, str(out_dir))
     result = evaluate_performance_model(model, data, "test", split_seed)
     info = model.info["transfer"]
     if as_json:
-        emit_json({"model": str(folder), "source": model_dir, "data": data_path, "method": method,
-                   "fraction": fraction, "seed": seed, "split_seed": split_seed, "design": design,
+        emit_json({"model": str(folder), "source": str(source_dir), "data": data_path, "method": info["method"],
+                   "fraction": fraction, "seed": seed, "split_seed": split_seed,
                    "drawn_rows": info["drawn_rows"], "drawn_cells": info.get("drawn_cells"),
                    "adaptive_rounds": info.get("adaptive_rounds"), "stop_rows": info["stop_rows"],
-                   "cross_fit_folds": info.get("cross_fit_folds"),
-                   "refit_epochs": info.get("refit_epochs"), "bag": info.get("bag", 1),
-                   "train": info.get("train", "all"), "blend": info.get("blend"),
-                   "target_train_rows": info["target_train_rows"],
+                   "cross_fit_folds": info.get("cross_fit_folds"), "refit_epochs": info.get("refit_epochs"),
+                   "blend": info.get("blend"), "target_train_rows": info["target_train_rows"],
                    "ignored_columns": info["ignored_columns"], "seconds": info["seconds"],
                    "test": result.to_dict()})
         return
-    timings = f" ({info['drawn_cells']} single timings)" if info.get("drawn_cells") is not None else ""
-    if info.get("adaptive_rounds"):
-        first, contenders = info["adaptive_rounds"]
-        timings = f" ({info['drawn_cells']} single timings: {first} as cells, {contenders} on close contenders)"
-    click.echo(f"{method}: {source.kind} model {model_dir} -> {data_path} with {info['drawn_rows']} of "
-               f"{info['target_train_rows']} training layers{timings} ({design}, fraction {fraction:g}, seed {seed}, "
-               f"split seed {split_seed}; {_stopping(info)}{_bagged(info)}{_body(info)}{_blended(info)}), "
+    first, contenders = info["adaptive_rounds"]
+    click.echo(f"{source.kind} model {source_dir} -> {data_path}: {info['drawn_cells']} single timings ({first} "
+               f"spread over the primitives, {contenders} on close contenders) on {info['drawn_rows']} of "
+               f"{info['target_train_rows']} training layers (fraction {fraction:g}, seed {seed}, split seed "
+               f"{split_seed}; {_stopping(info)}"
+               f"{'; blended with a shared correction of the source' if info.get('blend') else ''}), "
                f"{info['seconds']:.1f} s")
     if info["ignored_columns"]:
         click.echo(f"ignored {len(info['ignored_columns'])} target column(s) the source does not predict: "
@@ -295,23 +307,6 @@ def transfer(ctx: Context, model_dir: str, data_path: str, fraction: float, seed
                f"{_pct(result.median_transform_mdrae)}")
     click.echo(f"saved to {folder}; per-primitive scores: edgeplan primitives evaluate --model {folder} "
                f"--data {data_path}")
-
-
-def _bagged(info: dict[str, Any]) -> str:
-    """The bag of a transfer, for its one-line report ("" without one)."""
-    bag = int(info.get("bag") or 1)
-    return f"; a bag of {bag} fine-tunings, one ensemble" if bag > 1 else ""
-
-
-def _blended(info: dict[str, Any]) -> str:
-    """The blend of a transfer, for its one-line report ("" without one)."""
-    blend = info.get("blend")
-    return (f"; blended with the source's shared correction (weight {blend['weight']:g})" if blend else "")
-
-
-def _body(info: dict[str, Any]) -> str:
-    """What fine-tuning trained, for a transfer's one-line report ("" when it trained every layer)."""
-    return "; the hidden layers only, the output layer frozen" if info.get("train") == "body" else ""
 
 
 def _stopping(info: dict[str, Any]) -> str:

@@ -16,7 +16,13 @@ __all__ = ["inspect"]
               help="Keep unknown operators as opaque nodes (listed) instead of failing.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output: {nodes: [...], totals: {...}}.")
 def inspect(model: str, input_shape: str | None, allow_opaque: bool, as_json: bool) -> None:
-    """Per-layer table of MODEL (a zoo string such as torchvision:resnet18, or a path to an .onnx file)."""
+    """Per-layer table of MODEL (a zoo string such as torchvision:resnet18, or a path to an .onnx file).
+
+    \b
+    Example:
+      edgeplan inspect torchvision:resnet18
+      edgeplan inspect model.onnx --json --allow-opaque
+    """
     from edgeplan.frontends.zoo import load_graph, parse_shape
     from edgeplan.ir import graph_to_dict
 

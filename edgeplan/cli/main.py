@@ -22,7 +22,23 @@ __all__ = ["cli", "main", "run_group"]
 @click.version_option(package_name="edgeplan")
 @click.pass_context
 def cli(ctx: click.Context, home: str | None, debug: bool) -> None:
-    """edgeplan: how fast will this model run on that hardware, and how should it be deployed there."""
+    """edgeplan: how fast will this model run on that hardware, and how should it be deployed there.
+
+    \b
+    Models       zoo, inspect
+    Latency      measure (time it here), predict (a device profile's estimate),
+                 calibrate (a device profile from a few latencies measured there)
+    Decisions    select (conv primitives), offload (mobile/cloud split),
+                 partition (pipeline over an edge cluster)
+    Cost data    profile ops|ranges|primitives (measure here, into the Store)
+    Cost models  ops fit (the op-wise models of predict, offload, partition),
+                 primitives fit|evaluate|transfer|list (the models of select)
+
+    \b
+    Example:
+      edgeplan predict torchvision:resnet18 --device torch-fp32-1t
+      edgeplan select torchvision:resnet18 --run
+    """
     argv = ctx.obj.argv if isinstance(ctx.obj, Context) else ()
     ctx.obj = Context(home=home, debug=debug, argv=argv)
 
@@ -30,6 +46,7 @@ def cli(ctx: click.Context, home: str | None, debug: bool) -> None:
 def _register_commands() -> None:
     from edgeplan.cli import (
         calibrate_cmd,
+        costmodel_cmd,
         inspect_cmd,
         measure_cmd,
         offload_cmd,
@@ -37,22 +54,17 @@ def _register_commands() -> None:
         partition_cmd,
         predict_cmd,
         primitives_cmd,
-        ranges_cmd,
+        profile_cmd,
         select_cmd,
         zoo_cmd,
     )
 
-    cli.add_command(zoo_cmd.zoo)
-    cli.add_command(inspect_cmd.inspect)
-    cli.add_command(measure_cmd.measure)
-    cli.add_command(predict_cmd.predict)
-    cli.add_command(calibrate_cmd.calibrate)
-    cli.add_command(ops_cmd.ops)
-    cli.add_command(ranges_cmd.profile_ranges_cmd)
-    cli.add_command(offload_cmd.offload)
-    cli.add_command(partition_cmd.partition)
-    cli.add_command(primitives_cmd.primitives)
-    cli.add_command(select_cmd.select)
+    for command in (costmodel_cmd.fit, costmodel_cmd.evaluate, costmodel_cmd.transfer):
+        primitives_cmd.primitives.add_command(command)
+    for top in (zoo_cmd.zoo, inspect_cmd.inspect, measure_cmd.measure, predict_cmd.predict, calibrate_cmd.calibrate,
+                select_cmd.select, offload_cmd.offload, partition_cmd.partition, profile_cmd.profile, ops_cmd.ops,
+                primitives_cmd.primitives):
+        cli.add_command(top)
 
 
 _register_commands()

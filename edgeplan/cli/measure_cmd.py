@@ -22,7 +22,12 @@ __all__ = ["measure"]
 @click.pass_obj
 def measure(ctx: Context, model: str, threads: int, runtime: str, repeats: int | None, max_time_s: float,
             input_shape: str | None, keep: bool, as_json: bool) -> None:
-    """Measure the end-to-end latency of MODEL on this machine and store it (median of repeated runs)."""
+    """Measure the end-to-end latency of MODEL on this machine and store it (median of repeated runs).
+
+    \b
+    Example:
+      edgeplan measure torchvision:resnet18 --runtime torch --threads 2 --json
+    """
     if keep:  # first: what this process would print before, its replacement prints again
         keep_memory(ctx)
     import os

@@ -17,7 +17,6 @@ __all__ = ["offload"]
 @click.option("--objective", type=click.Choice(["latency", "energy"]), default="latency", show_default=True)
 @click.option("--battery-mj", type=float, default=None, help="Battery budget of the mobile (eq. 13), mJ.")
 @click.option("--cloud-ms", type=float, default=None, help="Cloud-time limit (eq. 14), ms.")
-@click.option("--solver", type=click.Choice(["dp", "ilp", "brute"]), default="dp", show_default=True)
 @click.option("--mobile-threads", type=int, default=1, show_default=True, help="Threads of the mobile (measured).")
 @click.option("--cloud-threads", type=int, default=2, show_default=True, help="Threads of the cloud (measured).")
 @click.option("--cloud-speedup", type=float, default=None,
@@ -28,11 +27,8 @@ __all__ = ["offload"]
               "ranges if measured on this very device, else measure here; shipped: the reference machine's, with a "
               "warning).")
 @click.option("--input-shape", default=None, help="Override the default input shape, e.g. 1x3x160x160.")
-@click.option("--same-side-splits", is_flag=True,
-              help="Allow consecutive segments on one side, as the paper's ILP does (gains are measurement noise).")
-@click.option("--run", "do_run", is_flag=True, help="Execute the plan across two processes and measure it.")
-@click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Timed inferences with --run.")
+@click.option("--run", "do_run", is_flag=True,
+              help="Execute the plan across two processes and measure it (median of 5 inferences).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Save the schedule over the per-layer data sizes (Fig. 3c) to this image.")
 @click.option("--lookup-grid", default=None,
@@ -41,11 +37,19 @@ __all__ = ["offload"]
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output, with every cost input.")
 @click.pass_obj
 def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_mbps: float | None, objective: str,
-            battery_mj: float | None, cloud_ms: float | None, solver: str, mobile_threads: int, cloud_threads: int,
+            battery_mj: float | None, cloud_ms: float | None, mobile_threads: int, cloud_threads: int,
             cloud_speedup: float | None, mobile_power_w: float | None, costs_source: str, input_shape: str | None,
-            same_side_splits: bool, do_run: bool, repeats: int, plot_path: str | None, lookup_grid: str | None,
-            as_json: bool) -> None:
-    """Plan which layers of MODEL run on the mobile and which in the cloud, for latency or mobile energy."""
+            do_run: bool, plot_path: str | None, lookup_grid: str | None, as_json: bool) -> None:
+    """Plan which layers of MODEL run on the mobile and which in the cloud, for latency or mobile energy.
+
+    The plan is optimal for its costs: dynamic programming over the layer ranges' latencies and the link's
+    transfer times.
+
+    \b
+    Example:
+      edgeplan offload paper:chair --network wifi --json
+      edgeplan offload torchvision:resnet18 --up-mbps 5 --down-mbps 20 --objective energy --run
+    """
     from pathlib import Path
 
     from edgeplan.decisions.offload import DEFAULT_MOBILE_POWER, OffloadOptions, OffloadSetup, plan_offload, run_offload
@@ -70,11 +74,11 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
         power = MobilePowerModel(mobile_power_w * 1000.0, 0.0, "given with --mobile-power-w")
     setup = OffloadSetup(model, mobile_threads, cloud_threads, cloud_speedup, costs_source,
                          parse_shape(input_shape) if input_shape else None)
-    result = plan_offload(setup, net, OffloadOptions(objective, battery_mj, cloud_ms, solver, power, same_side_splits),
+    result = plan_offload(setup, net, OffloadOptions(objective, battery_mj, cloud_ms, "dp", power),
                           home=ctx.home, progress=not as_json, command=ctx.command)
     for warning in result.warnings:  # another device's costs: never silent
         click.echo(f"warning: {warning}", err=True)
-    run = run_offload(result, repeats=repeats) if do_run else None
+    run = run_offload(result, repeats=5) if do_run else None
     lookup = None
     if lookup_grid:
         from edgeplan.planners.offload import lookup_table
@@ -86,7 +90,7 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
                                      param_hint="--lookup-grid") from None
         p = result.problem
         lookup = lookup_table(p.costs, p.power, objective, grid, grid, like=network, battery_mj=battery_mj,
-                              cloud_ms=cloud_ms, solver=solver, same_side_splits=same_side_splits)
+                              cloud_ms=cloud_ms, solver="dp")
     if plot_path:
         from edgeplan.errors import InvalidInputError
         from edgeplan.reports.offload_report import plot_schedule

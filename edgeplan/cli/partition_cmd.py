@@ -19,32 +19,30 @@ __all__ = ["partition"]
               help='Cluster file: CSV bandwidth matrix (Mbit/s) or JSON {"bandwidth_mbps", "memory_mb", "speed"}.')
 @click.option("--simulate", "simulate_seed", type=int, default=None,
               help="Simulate the paper's cluster with this seed (nodes within 150 m of a router).")
-@click.option("--link-model", type=click.Choice(["min", "relay", "pairwise"]), default="min", show_default=True,
-              help="How two simulated nodes' capacities make a link.")
-@click.option("--solver", type=click.Choice(["own", "exact", "kpath", "greedy", "random"]), default="own",
-              show_default=True, help="own: edgeplan's planner (compute counted); the rest follow the paper.")
-@click.option("--classes", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Bandwidth classes of the k-path solver.")
 @click.option("--compress", is_flag=True, help="Divide transfers by the ZFP x LZ4 ratio measured on the model.")
 @click.option("--no-compute", is_flag=True, help="Do not measure compute times (the paper's model).")
 @click.option("--threads", type=int, default=1, show_default=True, help="Threads of each stage (compute, --run).")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=0.8, show_default=True,
-              help="Search budget of own/exact, s, > 0 (0.8 keeps planning under 1 s).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of kpath's colourings and of random.")
 @click.option("--run", "do_run", is_flag=True,
-              help="Deploy the plan as a pipeline of Ray actors with the links emulated and measure throughput.")
-@click.option("--run-inputs", type=click.IntRange(min=2), default=10, show_default=True,
-              help="Timed inputs streamed with --run.")
+              help="Deploy the plan as a pipeline of Ray actors with the links emulated and measure throughput "
+                   "(10 inputs streamed).")
 @click.option("--ray-address", default=None, help="Ray cluster for --run (default: a local Ray).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Save a drawing of the placement on the cluster to this image.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output with every input to re-check it.")
 @click.pass_obj
 def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | None, bandwidth_file: str | None,
-              simulate_seed: int | None, link_model: str, solver: str, classes: int, compress: bool,
-              no_compute: bool, threads: int, time_limit: float, seed: int, do_run: bool, run_inputs: int,
+              simulate_seed: int | None, compress: bool, no_compute: bool, threads: int, do_run: bool,
               ray_address: str | None, plot_path: str | None, as_json: bool) -> None:
-    """Cut MODEL at its candidate points into partitions that fit the nodes and place them to maximise throughput."""
+    """Cut MODEL at its candidate points into partitions that fit the nodes and place them to maximise throughput.
+
+    edgeplan's planner counts every stage's measured compute time and each link's transfer time, and searches for
+    0.8 s at most.
+
+    \b
+    Example:
+      edgeplan partition torchvision:resnet18 --simulate 0 --nodes 6 --memory-mb 64 --json
+      edgeplan partition torchvision:resnet18 --bandwidth cluster.json --run
+    """
     import math
     from pathlib import Path
 
@@ -60,17 +58,14 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
         raise click.UsageError("give exactly one of --bandwidth FILE or --simulate SEED")
     if memory_mb is not None and not math.isfinite(memory_mb):  # FloatRange lets nan and inf through
         raise click.BadParameter(f"must be a finite number of MiB, got {memory_mb}", param_hint="--memory-mb")
-    if math.isnan(time_limit):
-        raise click.BadParameter("must be a number of seconds > 0, got nan", param_hint="--time-limit")
     if simulate_seed is not None:
         if nodes is None or memory_mb is None:
             raise click.UsageError("--simulate needs --nodes and --memory-mb")
-        cluster = simulated_cluster(nodes, simulate_seed, memory_mb, link_model)
+        cluster = simulated_cluster(nodes, simulate_seed, memory_mb, "min")
     else:
         assert bandwidth_file is not None
         cluster = load_cluster(bandwidth_file, nodes, memory_mb)  # names a missing or disagreeing memory
-    result = plan_partition(model, cluster, PartitionOptions(solver, compress, not no_compute, threads, classes, seed,
-                                                             time_limit))
+    result = plan_partition(model, cluster, PartitionOptions("own", compress, not no_compute, threads))
     run = None
     if do_run:
         from edgeplan.frontends.zoo import load_graph
@@ -83,7 +78,7 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
             if result.compression is not None:
                 ratios = [result.compression[b] for _, b in result.runs[:-1]]
             run = run_pipeline(load_graph(model), result.points, result.runs, result.link_mbps,
-                               inputs=run_inputs, threads=threads, address=ray_address, compression=ratios,
+                               inputs=10, threads=threads, address=ray_address, compression=ratios,
                                nodes=result.nodes, seed=0)
     if plot_path:
         plot_placement(result, Path(plot_path))

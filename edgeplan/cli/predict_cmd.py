@@ -21,8 +21,9 @@ __all__ = ["predict"]
 @click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="More models, one zoo string per line.")
 @click.option("--device", default="torch-fp32-1t", show_default=True,
-              help="Device profile: a measured scenario (torch-fp32-1t, ...), another shipped machine's "
-                   "(zen5-torch-fp32-2t), or a device made by `edgeplan calibrate`; an unknown name lists them.")
+              help="Device profile: a measured scenario (torch-fp32-1t, ...), another shipped machine's, a device "
+                   "made by `edgeplan calibrate` or fitted by `edgeplan ops fit` into the home's devices/; an "
+                   "unknown name lists them.")
 @click.option("--method", type=click.Choice(["gbdt", "lasso", "rf", "mlp"]), default=None,
               help="Predictor method [default: gbdt, or the device's only one: a device calibrated from a Lasso "
                    "source has lasso].")
@@ -44,6 +45,13 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
 
     MODELS are zoo strings (``synthetic:0-99`` ranges and ``set:NAME`` sets too) or ONNX paths. Ops without a
     predictor are listed as unpredicted, never counted as 0 ms: the latency is then that of the other ops.
+    A device is a shipped profile (torch-fp32-1t, ...), one made by `edgeplan calibrate --name`, or one fitted by
+    `edgeplan ops fit --out $EDGEPLAN_HOME/devices/NAME`.
+
+    \b
+    Example:
+      edgeplan predict torchvision:resnet18 --device torch-fp32-1t
+      edgeplan predict --models-file models.txt --device my-phone --json --allow-opaque
     """
     from edgeplan.costmodels.opwise.profiles import load_device_model, resolve_method
     from edgeplan.decisions.predict import predict_models

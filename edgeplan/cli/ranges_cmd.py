@@ -1,4 +1,4 @@
-"""``edgeplan profile-ranges MODEL...``: measure every contiguous layer range (the offloading cost input)."""
+"""``edgeplan profile ranges MODEL...``: measure every contiguous layer range (the offloading cost input)."""
 
 from __future__ import annotations
 
@@ -8,26 +8,31 @@ import click
 
 from edgeplan.cli.common import Context, check_positive, emit_json, refuse_failures
 
-__all__ = ["profile_ranges_cmd"]
+__all__ = ["profile_ranges"]
 
 
-@click.command("profile-ranges")
+@click.command("ranges")
 @click.argument("models", nargs=-1, required=True)
 @click.option("--threads", "threads_list", type=int, multiple=True, default=(1,), show_default=True,
               help="Intra-op threads; repeat the option to profile several counts (e.g. --threads 1 --threads 2).")
 @click.option("--repeats", type=click.IntRange(min=1), default=9, show_default=True,
               help="Timed sweeps per start layer.")
 @click.option("--budget-s", type=float, default=None, help="Stop after this many seconds (resume by running again).")
-@click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
-              help="Store file (default: the one in --home).")
 @click.option("--export", "export_path", type=click.Path(dir_okay=False), default=None,
               help="Afterwards, write the models' ranges with provenance to this JSON file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def profile_ranges_cmd(ctx: Context, models: tuple[str, ...], threads_list: tuple[int, ...], repeats: int,
-                       budget_s: float | None, store_path: str | None, export_path: str | None,
-                       as_json: bool) -> None:
-    """Measure the latency of every layer range i..j of each MODEL (n(n+1)/2 values) into the Store."""
+def profile_ranges(ctx: Context, models: tuple[str, ...], threads_list: tuple[int, ...], repeats: int,
+                   budget_s: float | None, export_path: str | None, as_json: bool) -> None:
+    """Measure the latency of every layer range i..j of each MODEL (n(n+1)/2 values) into the Store; resumable.
+
+    These are the costs `edgeplan offload` plans with (its --costs store reads them).
+
+    \b
+    Example:
+      edgeplan profile ranges paper:chair --threads 1 --export ranges.json
+      edgeplan offload paper:chair --network wifi --costs store
+    """
     import time
 
     from edgeplan.errors import InvalidInputError
@@ -44,7 +49,7 @@ def profile_ranges_cmd(ctx: Context, models: tuple[str, ...], threads_list: tupl
     started = time.monotonic()
     reports = []
     failed = 0
-    with Store.open(store_path or default_store_path(ctx.home)) as store:
+    with Store.open(default_store_path(ctx.home)) as store:
         for model in models:
             for threads in threads_list:
                 left = None if budget_s is None else budget_s - (time.monotonic() - started)

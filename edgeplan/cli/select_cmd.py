@@ -22,17 +22,13 @@ OUTPUT_TOLERANCE = 1e-3
 @click.option("--model", "model_dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Performance model folder of --costs predicted (e.g. from `edgeplan primitives fit`).")
 @click.option("--device", "device", default=None,
-              help="Performance model of a device calibrated with `edgeplan calibrate --primitives --name NAME` "
+              help="Performance model of a device made by `edgeplan primitives transfer --name NAME` "
                    "(with --costs predicted).")
 @click.option("--data", "tables", type=click.Path(dir_okay=False, exists=True), multiple=True,
               help="Measured tables in the mulder2021 format (repeatable; default: the shipped ones).")
-@click.option("--solver", type=click.Choice(["exact", "heuristic", "ilp"]), default="exact", show_default=True,
-              help="PBQP solver.")
-@click.option("--flow-costs/--no-flow-costs", default=True, show_default=True,
-              help="Measure pooling, batch norm and ReLU in each layout on this machine (--threads) and count them; "
-                   "mulder2020 leaves them out.")
 @click.option("--run", "do_run", is_flag=True,
-              help="Build the network, check its outputs and time it against PyTorch and the best single primitive.")
+              help="Build the network, check its outputs and time it against PyTorch and the best single primitive "
+                   "(15 interleaved rounds).")
 @click.option("--threads", type=int, default=1, show_default=True,
               help="Intra-op threads of --run and of the measured layer costs; match the tables' thread count "
                    "(the shipped default tables: 1; the repository's data/primitives/networks_cpu_2t.csv: 2).")
@@ -40,14 +36,20 @@ OUTPUT_TOLERANCE = 1e-3
               help="Where the network runs: only the primitives that run there are options, the layout-transparent "
                    "layers are measured there, and --run times it there. A GPU needs its own costs: --data (e.g. the "
                    "shipped H200 tables), --model or --device. [default: where --device was calibrated, else cpu]")
-@click.option("--rounds", type=click.IntRange(min=3), default=15, show_default=True,
-              help="Interleaved timed runs of each variant with --run.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def select(ctx: Context, model: str, source: str, model_dir: str | None, device: str | None, tables: tuple[str, ...],
-           solver: str, flow_costs: bool, do_run: bool, threads: int, torch_device: str | None, rounds: int,
-           as_json: bool) -> None:
-    """Select the primitive (and layouts) of every conv layer of MODEL to minimise its predicted time."""
+           do_run: bool, threads: int, torch_device: str | None, as_json: bool) -> None:
+    """Select the primitive (and layouts) of every conv layer of MODEL to minimise its predicted time.
+
+    The selection is exact (PBQP); pooling, batch norm and ReLU are measured in each layout on this machine
+    (--threads) and counted, when the network's device is here (planning for a GPU from elsewhere leaves them out).
+
+    \b
+    Example:
+      edgeplan select torchvision:resnet18 --run --json
+      edgeplan select torchvision:resnet18 --costs predicted --device my-machine --threads 2
+    """
     from edgeplan.decisions.select import check_selection_costs, select_model, single_primitive_choice
     from edgeplan.measure.harness import check_thread_count
 
@@ -55,7 +57,7 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
     if model_dir is not None and source != "predicted":
         raise click.UsageError("--model is the performance model of --costs predicted; add --costs predicted")
     if device is not None:
-        from edgeplan.cli.calibrate_cmd import primitive_model_folder
+        from edgeplan.cli.primitive_device import primitive_model_folder
 
         if source != "predicted" or model_dir is not None:
             raise click.UsageError("--device names a calibrated performance model: use it with --costs predicted "
@@ -65,7 +67,7 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
             from edgeplan.errors import InvalidInputError
 
             raise InvalidInputError(f"device {device!r} has no primitive performance model ({folder}); create it with "
-                                    f"`edgeplan calibrate --primitives --name {device}`")
+                                    f"`edgeplan primitives transfer --data TABLE.csv --name {device}`")
         model_dir = str(folder)
         import json
 
@@ -87,11 +89,13 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
     if tables and source != "measured":
         raise click.UsageError("--data gives the tables of --costs measured; drop it or use --costs measured")
     check_selection_costs(source, torch_device, tables=list(tables) or None, model_dir=model_dir)
-    if flow_costs:
-        _check_cuda(torch_device, "the layout-transparent layers' costs are measured on it")
-    if do_run:
-        _check_cuda(torch_device, "--run times the network on it")
-    sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, solver=solver,
+    flow_costs = _available(torch_device)
+    if not flow_costs:
+        if do_run:
+            _check_cuda(torch_device, "--run times the network on it")
+        click.echo(f"note: {torch_device} is not available here, so pooling, batch norm and ReLU, measured where the "
+                   "network runs, are left out of the predicted time", err=True)
+    sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, solver="exact",
                        flow_threads=threads if flow_costs else None, torch_device=torch_device)
     plan = sel.plan
     result = sel.to_dict()
@@ -104,7 +108,7 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
         single = single_primitive_choice(sel.structure, sel.costs)
         inputs = sel.structure.conv_inputs()
         run = run_selection(model, plan.choices(), inputs, single[0] if single else None, threads=threads,
-                            rounds=rounds, torch_device=torch_device)
+                            rounds=15, torch_device=torch_device)
         result["run"] = {
             "device": run.torch_device, "threads": run.threads, "single_primitive": run.single_primitive,
             "output_error": run.output_error,
@@ -127,17 +131,22 @@ def _kind(torch_device: str) -> str:
     return torch_device.partition(":")[0]
 
 
-def _check_cuda(torch_device: str, why: str) -> None:
-    """Refuse a CUDA device on a machine without CUDA, saying how to plan for it from here."""
+def _available(torch_device: str) -> bool:
+    """Whether ``torch_device`` can run here (the CPU always can)."""
     if torch_device == "cpu":
-        return
+        return True
     import torch
 
-    if not torch.cuda.is_available():
+    return bool(torch.cuda.is_available())
+
+
+def _check_cuda(torch_device: str, why: str) -> None:
+    """Refuse a CUDA device on a machine without CUDA, saying how to plan for it from here."""
+    if not _available(torch_device):
         from edgeplan.errors import MeasurementError
 
         raise MeasurementError(f"--torch-device {torch_device}: CUDA is not available here, and {why}; to plan for "
-                               "that GPU from here, pass --no-flow-costs without --run")
+                               "that GPU from here, leave out --run")
 
 
 def fixed_summary(reasons: tuple[str, ...], model: str) -> list[str]:

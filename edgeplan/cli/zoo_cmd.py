@@ -15,7 +15,13 @@ __all__ = ["zoo"]
               help="List every model of one family (torchvision, timm, paper) instead of the overview.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def zoo(family: str | None, as_json: bool) -> None:
-    """Model families, their default input shapes, and example model strings."""
+    """Model families, their default input shapes, and example model strings.
+
+    \b
+    Example:
+      edgeplan zoo
+      edgeplan zoo --family timm --json
+    """
     if family is not None:
         names = _family_names(family)
         if as_json:

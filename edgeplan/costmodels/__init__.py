@@ -11,8 +11,10 @@ Modules:
 - :mod:`~edgeplan.costmodels.transform_models`: the kernel model of the layout transformations (``krr``);
 - :mod:`~edgeplan.costmodels.performance_model`: a platform's primitive + transformation model, fit, save, load
   (JSON and ``.npz``, no pickle);
-- :mod:`~edgeplan.costmodels.transfer_learning`: a model moved to another platform from a few of its samples (direct,
-  factor correction, fine-tuning, or from scratch on the same samples; mulder2020 §4.4);
+- :mod:`~edgeplan.costmodels.transfer_learning`: a model moved to another platform from a few of its samples
+  (mulder2020 §4.4; the steps in :mod:`~edgeplan.costmodels.transfer_steps`);
+- :mod:`~edgeplan.costmodels.primitive_calibration`: a model moved to a user's machine from every layer measured
+  there, the method chosen by cross-validation;
 - :mod:`~edgeplan.costmodels.evaluation` and :mod:`~edgeplan.measure.metrics`: MdRAE per column.
 
 Importing the package does not import torch; the neural estimators import it in ``fit`` and ``predict``.
@@ -25,7 +27,7 @@ Usage::
     result = evaluate_performance_model(model, data, "test")  # split as in fitting
     print(result.median_primitive_mdrae, result.median_transform_mdrae, result.median_paper_transform_mdrae)
     times_ns = model.predict_primitives([[64, 64, 56, 3, 1], [128, 256, 28, 1, 1]])
-    amd = transfer(model, load_primitive_csv("amd.csv"), fraction=0.01, seed=0)  # fine-tuned on 1/100 of AMD's train
+    amd = transfer(model, load_primitive_csv("amd.csv"), fraction=0.01, seed=0)  # from 1/100 of AMD's timings
 """
 
 from __future__ import annotations

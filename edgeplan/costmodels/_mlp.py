@@ -192,10 +192,6 @@ class TrainConfig:
     updated after every optimiser step as ``avg = decay * avg + (1 - decay) * w``. The averaged weights are the
     ones scored for early stopping and returned; the optimiser keeps training the raw ones. Averaging the last few
     hundred steps smooths the noise of small-batch Adam steps (Polyak averaging).
-
-    ``freeze_output`` (edgeplan; off by default): train the hidden layers only. The output layer's weights and biases
-    get no gradient, so Adam neither steps nor decays them, and they are returned as they came (fine-tuning's
-    ``train="body"``).
     """
 
     lr: float = 1e-3
@@ -209,7 +205,6 @@ class TrainConfig:
     seed: int = 0
     time_limit_s: float | None = None
     ema_decay: float = 0.0
-    freeze_output: bool = False
 
 
 @dataclass(frozen=True)
@@ -366,32 +361,10 @@ def train_masked(net: StackedMLP, x: FloatArray, y: FloatArray, x_val: FloatArra
     callback
         Called after every epoch with an :class:`EpochInfo`.
 
-    With ``config.freeze_output`` only the hidden layers train: the output layer is frozen for the call
-    (:func:`frozen_output_layer`).
-
     Subnormal floats are flushed to zero while it trains (:func:`flushed_subnormals`).
     """
-    frozen = frozen_output_layer(net) if config.freeze_output else contextlib.nullcontext()
-    with flushed_subnormals(), frozen:
+    with flushed_subnormals():
         return _train_masked(net, x, y, x_val, y_val, config, callback)
-
-
-@contextlib.contextmanager
-def frozen_output_layer(net: StackedMLP) -> Iterator[None]:
-    """Run the block with ``net``'s output-layer weights and biases frozen (no gradient), then unfreeze them.
-
-    A parameter without a gradient is skipped by Adam, weight decay included, so training in the block moves the
-    hidden layers only.
-    """
-    layer = (net.weights[-1], net.biases[-1])
-    before = [p.requires_grad for p in layer]
-    for p in layer:
-        p.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p, flag in zip(layer, before, strict=True):
-            p.requires_grad_(flag)
 
 
 def _train_masked(net: StackedMLP, x: FloatArray, y: FloatArray, x_val: FloatArray, y_val: FloatArray,

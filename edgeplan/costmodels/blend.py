@@ -10,10 +10,8 @@ log prediction and a description of the primitive (its family, its name's tokens
 variant then informs the correction of all of them, along the attributes they share. The transferred model predicts
 the geometric mean of the fine-tuned model and the corrected source, with weight :data:`BLEND_WEIGHT` on the latter.
 
-On Intel -> AMD at 1 % with single timings (``design="cells"``), factor then fine-tuning refitted, 25 seeds
-(``benchmarks/bench_transfer.py --fractions 0.01 --repeats 25 --methods factor-finetune-refit-blend --design
-cells``), it lowers both the MdRAE and the selection increase against the same draws unblended; at 10 % it is worse.
-The figures are in :mod:`edgeplan.costmodels.transfer_learning`.
+From a few hundred timings the blend lowers both the MdRAE and the cost of the selections made with the model;
+from many more the fine-tuned model alone is better (``docs/figures.md``).
 
 :class:`BlendedModel` is an ordinary primitive estimator: it predicts, saves and loads (no pickle; the boosted trees
 are kept as arrays) like the others, and a factor correction of it (``y_mean_``) scales its outputs. It cannot be
@@ -33,8 +31,8 @@ from edgeplan.costmodels.primitive_models import ESTIMATORS, PrimitiveEstimator
 from edgeplan.errors import InvalidInputError
 from edgeplan.measure.primitive_data import LAYER_FEATURES
 
-__all__ = ["BLEND_WEIGHT", "CORRECTION_PARAMS", "BlendedModel", "correction_inputs", "family", "fit_blend",
-           "primitive_descriptors"]
+__all__ = ["BLEND_WEIGHT", "CORRECTION_PARAMS", "MIN_TIMINGS", "BlendedModel", "correction_inputs", "family",
+           "fit_blend", "primitive_descriptors"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -49,6 +47,9 @@ CORRECTION_PARAMS: dict[str, Any] = {"loss": "absolute_error", "max_iter": 300, 
 """Settings of the shared correction (scikit-learn's ``HistGradientBoostingRegressor``): the absolute error of the
 log ratio (the MdRAE's loss), strongly regularized for a few hundred timings; no early stopping, so that the same
 settings hold whatever the number of samples."""
+
+MIN_TIMINGS = 2 * int(CORRECTION_PARAMS["min_samples_leaf"])
+"""Fewest timings (that the source also predicts) the shared correction is fitted on."""
 
 
 def family(name: str) -> str:
@@ -298,10 +299,10 @@ def fit_blend(tuned: PrimitiveEstimator, source: PrimitiveEstimator, x: npt.Arra
         log_source = np.log(source.predict(x))
         log_source[~(np.isfinite(y) & (y > 0))] = np.nan
     inputs, rows, cols = correction_inputs(x, log_source, descriptors)
-    need = 2 * int(CORRECTION_PARAMS["min_samples_leaf"])
+    need = MIN_TIMINGS
     if len(rows) < need:
         raise InvalidInputError(f"the shared correction needs at least {need} timings the source also predicts; "
-                                f"the samples hold {len(rows)}: draw more, or transfer without --blend")
+                                f"the samples hold {len(rows)}: draw more, or leave out the blend")
     target = np.log(y[rows, cols]) - log_source[rows, cols]
     est = HistGradientBoostingRegressor(random_state=0, **CORRECTION_PARAMS).fit(inputs, target)
     return BlendedModel(tuned, source, _Trees.from_sklearn(est), descriptors, names, weight)

@@ -216,7 +216,7 @@ def _ranges_from(source: str, model: str, threads: int, chain: LayerChain, home:
             return table.median_ms, (f"measured: torch, {threads} thread(s), {here.cpu_model} "
                                      f"({table.source})"), origin
     raise InvalidInputError(f"the Store at {store_path} has no complete layer ranges of {model} at {threads} "
-                            f"thread(s) on this machine; run `edgeplan profile-ranges {model} --threads {threads}`")
+                            f"thread(s) on this machine; run `edgeplan profile ranges {model} --threads {threads}`")
 
 
 def offload_inputs(setup: OffloadSetup, home: str | Path | None = None, progress: bool = False,

@@ -2,7 +2,7 @@
 model, then the PBQP planner.
 
 * :func:`table_costs`: measured costs from a table in the mulder2021 CSV format (theirs, or ours exported by
-  ``edgeplan primitives export``): the row of every conv layer and the transformation times of every tensor.
+  ``edgeplan profile primitives --export``): the row of every conv layer and the transformation times of every tensor.
 * :func:`model_costs`: predicted costs from a :class:`~edgeplan.costmodels.PerformanceModel`: one batched forward
   pass for all conv layers and one for all tensors.
 * :func:`select_network`: both steps and the solve, timed as mulder2020 Table 4 times them (cost estimation plus
@@ -354,14 +354,15 @@ def check_selection_costs(costs: str, torch_device: str = "cpu", *, tables: Sequ
     resolve(device, available=False)
     if device != "cpu" and costs == "measured" and not tables:
         raise InvalidInputError(f"the shipped tables are the reference CPU's; select for {device} with tables measured "
-                                "on that GPU (--data; `edgeplan primitives profile --device cuda` makes them, and the "
-                                "repository's data/primitives/networks_cuda.csv and reference_cuda.csv are an NVIDIA "
-                                "H200's)")
+                                "on that GPU (--data; `edgeplan profile primitives --torch-device cuda` makes them, "
+                                "and the repository's data/primitives/networks_cuda.csv and reference_cuda.csv are an "
+                                "NVIDIA H200's)")
     if device != "cpu" and costs == "predicted" and not model_dir:
         raise InvalidInputError(f"the shipped performance model is the reference CPU's; select for {device} with a "
-                                "model of that GPU: one calibrated there (`edgeplan calibrate --primitives --name NAME "
-                                "--torch-device cuda`, then --device NAME) or one fitted on its tables (`edgeplan "
-                                "primitives fit --data TABLE.csv --out DIR`, then --model DIR)")
+                                "model of that GPU: one moved there (`edgeplan primitives transfer --data TABLE.csv "
+                                "--name NAME` on a table of `profile primitives --torch-device cuda`, then --device "
+                                "NAME) or one fitted on its tables (`edgeplan primitives fit --data TABLE.csv --out "
+                                "DIR`, then --model DIR)")
 
 
 @dataclass(frozen=True)

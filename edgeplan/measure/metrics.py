@@ -8,11 +8,12 @@ declines a layer it should cover is worse, not better (nothing is silently left 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["mdrae", "mdrae_per_column", "relative_abs_error"]
+__all__ = ["mape", "mdrae", "mdrae_per_column", "relative_abs_error"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -69,3 +70,9 @@ def mdrae_per_column(y_true: npt.ArrayLike, y_pred: npt.ArrayLike, names: tuple[
     if t.ndim != 2 or t.shape[1] != len(names):
         raise ValueError(f"y_true has shape {t.shape}; expected (n, {len(names)})")
     return {name: mdrae(t[:, j], p[:, j]) for j, name in enumerate(names)}
+
+
+def mape(pred: Iterable[float], true: Iterable[float]) -> float:
+    """Mean absolute percentage error, in percent."""
+    p, t = np.asarray(list(pred), dtype=float), np.asarray(list(true), dtype=float)
+    return float(100.0 * np.mean(np.abs(p - t) / t))

@@ -90,9 +90,9 @@ def load_range_tables(path: Path | None = None) -> list[RangeTable]:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InvalidInputError(f"{source} is not JSON ({e}); pass a file written by profile-ranges --export") from e
+        raise InvalidInputError(f"{source} is not JSON ({e}); pass a file written by `profile ranges --export`") from e
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise InvalidInputError(f"{source} is not a {FORMAT} file; pass a file written by profile-ranges --export")
+        raise InvalidInputError(f"{source} is not a {FORMAT} file; pass a file written by `profile ranges --export`")
     out = []
     for t in doc["tables"]:
         n = len(t["layers"])

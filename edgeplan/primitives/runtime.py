@@ -10,7 +10,7 @@ change with the thread count and the layer):
 * ``torch-conv2d-chw``: ``torch.nn.functional.conv2d`` as a model would call it (whatever PyTorch dispatches to;
   cuDNN on CUDA).
 
-On CUDA (``primitives profile --device cuda``) the oneDNN pair does not apply; the native pair runs PyTorch's CUDA
+On CUDA (``profile primitives --torch-device cuda``) the oneDNN pair does not apply; the native pair runs PyTorch's CUDA
 im2col + GEMM. These are the only primitives that call a library convolution. The bias is passed to the operator.
 """
 

@@ -58,7 +58,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from edgeplan.costmodels.opwise.features import CATEGORY_FEATURES
-from edgeplan.costmodels.opwise.model import LatencyModel, write_json
+from edgeplan.costmodels.opwise.model import LatencyModel
+from edgeplan.costmodels.opwise.model_files import write_json
 from edgeplan.costmodels.opwise.op_correction import MeasuredOps, OpCorrection, fit_op_correction
 from edgeplan.costmodels.opwise.ops import OpInput, Prediction
 from edgeplan.errors import InvalidInputError

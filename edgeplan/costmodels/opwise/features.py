@@ -79,8 +79,23 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["CATEGORY_FEATURES", "CONTEXT_CAPS", "CONTEXT_FEATURES", "LEGACY_FEATURES", "NETWORK_CHOICES",
-           "NETWORK_FEATURES", "category", "computes_product", "features", "lead_node", "predictor_key"]
+from edgeplan.errors import InvalidInputError
+
+__all__ = [
+    "CATEGORY_FEATURES",
+    "CONTEXT_CAPS",
+    "CONTEXT_FEATURES",
+    "LEGACY_FEATURES",
+    "NETWORK_AUTO",
+    "NETWORK_CHOICES",
+    "NETWORK_FEATURES",
+    "category",
+    "computes_product",
+    "features",
+    "lead_node",
+    "network_choice",
+    "predictor_key",
+]
 
 _CONV = ("in_h", "in_w", "in_c", "out_h", "out_w", "stride", "k_h", "k_w", "filters", "input_size", "output_size",
          "kernel_size", "flops")
@@ -345,3 +360,43 @@ def features(nodes: Sequence[Mapping[str, Any]], kind: str | None = None) -> tup
 def _multiple(count: float, of: int) -> float:
     """1.0 when the channel count ``count`` is a multiple of ``of``, else 0.0."""
     return float(int(count) % of == 0)
+
+
+#: ``network="auto"`` (:func:`network_choice`): the network feature it takes, and the fewest training networks it
+#: takes it from. A network feature has one value per training network, so with few networks the trees can use it
+#: to tell them apart rather than to learn how a network's size slows its operations; it helped the held-out networks
+#: from li2023's 900 training networks on, and not from fewer (``docs/figures.md``).
+NETWORK_AUTO: tuple[str, int] = ("peak", 900)
+
+
+def network_choice(network: bool | str | None, networks: int | None = None) -> str | None:
+    """:meth:`LatencyModel.fit`'s ``network`` as a key of :data:`NETWORK_CHOICES`.
+
+    Parameters
+    ----------
+    network
+        True (``distinct``), a key of :data:`NETWORK_CHOICES`, ``"auto"`` (:data:`NETWORK_AUTO`'s feature when
+        fitted on at least its count of networks, else none), or False / None (no network feature).
+    networks
+        How many networks the model is fitted on (for ``"auto"``); None: as many as ``"auto"`` needs.
+
+    Returns
+    -------
+    str or None
+
+    Raises
+    ------
+    InvalidInputError
+        For a name that is not a key of :data:`NETWORK_CHOICES` or ``"auto"``.
+    """
+    if network is True:
+        return "distinct"
+    if not network:
+        return None
+    if network == "auto":
+        feature, fewest = NETWORK_AUTO
+        return feature if networks is None or networks >= fewest else None
+    if network not in NETWORK_CHOICES:
+        raise InvalidInputError(f"unknown network feature {network!r}; choose one of {', '.join(NETWORK_CHOICES)}, "
+                                "or auto")
+    return str(network)

@@ -158,12 +158,12 @@ def onnxruntime_ops(spec: str, kernel_profile: str, home: str | Path | None = No
     """The featurized kernels ONNX Runtime runs for ``spec`` (``kernel_profile`` one of :data:`ORT_OBSERVED`).
 
     ORT's own optimizer says which kernels run (its NCHWc and int8 rewrites depend on the CPU and on
-    quantization choices that rules cannot foresee), see :func:`edgeplan.measure.op_profile.onnxruntime_kernel_ops`;
+    quantization choices that rules cannot foresee), see :func:`edgeplan.measure.ort_op_profile.onnxruntime_kernel_ops`;
     the model is not timed (for int8, the first prediction of a model quantizes it, which runs a few calibration
     inputs through it; the result is cached). Kernels that cannot be traced to IR nodes are returned by name, and
     so are kernels of operators edgeplan does not know when ``opaque`` keeps them (else they raise).
     """
-    from edgeplan.measure.op_profile import onnxruntime_kernel_ops
+    from edgeplan.measure.ort_op_profile import onnxruntime_kernel_ops
 
     return _featurize(*onnxruntime_kernel_ops(spec, kernel_profile.split("-", 1)[1], home, opaque=opaque))
 

@@ -7,7 +7,7 @@ models (``overhead="mean"``). By default edgeplan learns it as a linear function
 ``a + b * (number of ops) + s * (sum of the ops)`` (``overhead="linear"``, :func:`fit_overhead`): eager PyTorch
 spends a few microseconds dispatching each op, and a model's end-to-end time runs a few percent over the sum its
 profiler reports, so a constant is too small for a large model and too large for a small one. See
-:func:`fit_overhead` for the fit and the measurements behind it.
+:func:`~edgeplan.costmodels.opwise.overhead.fit_overhead` for the fit.
 
 An operation whose key was never trained is predicted by its category's predictor (fitted on every operation of
 the category) and flagged ``by_category``; a grouped convolution without either, by the dense convolution
@@ -25,10 +25,8 @@ alone, as li2023 does for a CPU.
 from __future__ import annotations
 
 import functools
-import json
-import lzma
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,9 +38,17 @@ from edgeplan.costmodels.opwise.features import (
     CATEGORY_FEATURES,
     CONTEXT_FEATURES,
     LEGACY_FEATURES,
+    NETWORK_AUTO,
     NETWORK_CHOICES,
     NETWORK_FEATURES,
     PRODUCT_CATEGORIES,
+    network_choice,
+)
+from edgeplan.costmodels.opwise.model_files import (
+    MODEL_FORMAT,
+    MODEL_SUFFIXES,
+    read_json,
+    write_json,
 )
 from edgeplan.costmodels.opwise.ops import (
     OpInput,
@@ -52,41 +58,21 @@ from edgeplan.costmodels.opwise.ops import (
     record_latency,
     record_ops,
 )
+from edgeplan.costmodels.opwise.overhead import OVERHEAD_FORMS, fit_overhead
 from edgeplan.costmodels.opwise.predictors import METHODS, OpPredictor, fit_predictor
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.kernels.selection import implementation
 
-__all__ = [
-    "CV_FOLDS",
-    "FAMILY",
-    "MODEL_FORMAT",
-    "MODEL_SUFFIXES",
-    "OVERHEAD_FORMS",
-    "LatencyModel",
-    "fit_overhead",
-    "mape",
-    "model_file",
-    "network_choice",
-    "read_json",
-    "scenario_threads",
-    "write_json",
-]
+__all__ = ["CV_FOLDS", "FAMILY", "MIN_FAMILY_SAMPLES", "MIN_SAMPLES", "LatencyModel"]
 
-#: Format tag of a saved model.
-MODEL_FORMAT = "edgeplan-latency-model/1"
-#: Names a saved model may end with: plain JSON, or xz-compressed JSON (the shipped profiles).
-MODEL_SUFFIXES = (".json", ".json.xz")
 
 #: Fewest training operations a key needs for its own predictor.
 MIN_SAMPLES = 8
 
 #: Fewest training operations a key (or category) with a family (:data:`FAMILY`: grouped convolutions) needs for
-#: its own predictor; with fewer, the family's predictor, trained on many more, prices its operations. li2023's first
-#: 100 synthetic networks hold 10 grouped convolutions, all narrow (32-84 input channels): their own GBDT priced
-#: the zoo's RegNet and ResNeXt grouped convolutions (up to 7,392 channels) at 5.9x their measured time in sum, and
-#: §5.5's zoo MAPE from 100 networks was 54.7%; the dense convolutions' predictor gives 16.8% (Xeon warm-all data,
-#: 2026-11-27). From 20 ops on, a 5-fold CV holds out 4 per fold; no key of the 900 networks, nor of 30 networks of
-#: edgeplan's spaces (38 and more), is that small.
+#: its own predictor; with fewer, the family's predictor, trained on many more, prices its operations (a few narrow
+#: grouped convolutions of synthetic networks priced the zoo's wide ones severalfold off; ``docs/figures.md``). From
+#: 20 ops on, a 5-fold CV holds out 4 per fold.
 MIN_FAMILY_SAMPLES = 20
 
 
@@ -112,13 +98,6 @@ MAX_FIT_OPS = 20_000
 WORK_FEATURES: tuple[str, ...] = ("param_size", "flops")
 
 
-def scenario_threads(scenario: str) -> int | None:
-    """The intra-op threads of a known scenario (``torch-fp32-2t``: 2), None for any other name."""
-    from edgeplan.measure.scenarios import SCENARIOS
-
-    known = SCENARIOS.get(scenario)
-    return known.threads if known is not None else None
-
 #: The category whose predictor stands in for a category that has none, from the leading features they share: a
 #: grouped convolution is predicted as a dense one from its own shapes and FLOPs (which count the groups), its
 #: ``groups`` feature dropped. On the zoo's grouped convolutions (ResNeXt, RegNet, ...) with 30 training networks
@@ -126,60 +105,9 @@ def scenario_threads(scenario: str) -> int | None:
 FAMILY: dict[str, str] = {"gconv": "conv"}
 
 
-#: How :meth:`LatencyModel.fit` learns the overhead (:func:`fit_overhead`): ``linear`` over the training networks'
-#: measured op sums, ``stacked`` the same form over the sums its own predictors give them (which also corrects
-#: their bias on networks like those), ``mean`` li2023's.
-OVERHEAD_FORMS: tuple[str, ...] = ("linear", "stacked", "mean")
-
 #: How :meth:`LatencyModel.fit`'s predictors draw their CV folds: ``ops`` one by one (li2023's), ``networks`` whole
 #: training networks at a time.
 CV_FOLDS: tuple[str, ...] = ("ops", "networks")
-
-#: Fewest training models the ``linear`` overhead is fitted on; with fewer, three parameters would follow their
-#: noise, and the overhead is li2023's mean difference.
-MIN_LINEAR_OVERHEAD_MODELS = 10
-
-
-def fit_overhead(latencies: Sequence[float], op_sums: Sequence[float], op_counts: Sequence[int],
-                 form: str = "linear") -> tuple[float, float, float]:
-    """The overhead of end-to-end latency over the sum of its operations, learnt from training models.
-
-    ``mean`` is li2023's (§4.2): the mean of ``latency - op_sum``. ``linear`` fits ``latency = a + b * op_count +
-    (1 + s) * op_sum`` by least *relative* absolute error (a median regression weighted by ``1 / latency``, so
-    it minimizes the training models' MAPE, as the op predictors minimize theirs; a few models measured while the
-    machine was busy move it little, where they pull a mean). On the Zen 5 file of 2026-11-28 (eager PyTorch, 2
-    threads, allocator keeping memory), fitted on li2023's 900 synthetic networks with their measured op sums,
-    it was ``a = -0.12 ms, b = 3.1 us per op, s = 1.8 %``. With the measured op sums of held-out networks (no op
-    prediction error), the constant gave 1.96 % MAPE on the synthetic networks 900-999 and 4.07 % on the 128 zoo
-    CNNs; the linear form 1.36 % and 2.47 % (an ad hoc check; ``bench_li2023_zoo_bias.py`` prints every form's
-    MAPE on predicted ops).
-
-    Parameters
-    ----------
-    latencies, op_sums, op_counts
-        Per training model: its measured end-to-end latency (ms), the sum of its measured ops (ms) and how many
-        ops it has.
-    form
-        ``mean``, or ``linear`` (also for ``stacked``, whose sums are the predicted ones: :data:`OVERHEAD_FORMS`);
-        ``linear`` with fewer than :data:`MIN_LINEAR_OVERHEAD_MODELS` models is ``mean``.
-
-    Returns
-    -------
-    tuple of float
-        ``(a, b, s)``: the constant (ms), the cost per op (ms) and the share of the ops' sum; ``b`` and ``s`` are
-        0 for ``mean``.
-    """
-    y, total, n = (np.asarray(v, dtype=float) for v in (latencies, op_sums, op_counts))
-    if form == "mean" or len(y) < MIN_LINEAR_OVERHEAD_MODELS:
-        return float(np.mean(y - total)), 0.0, 0.0
-    from sklearn.linear_model import QuantileRegressor
-
-    fit = QuantileRegressor(quantile=0.5, alpha=0.0, fit_intercept=False, solver="highs")
-    if np.ptp(n) == 0:  # every model has as many ops: the cost per op is the constant's
-        a, c = fit.fit(np.column_stack([np.ones_like(y), total]), y, sample_weight=1.0 / y).coef_
-        return float(a), 0.0, float(c - 1.0)
-    a, b, c = fit.fit(np.column_stack([np.ones_like(y), n, total]), y, sample_weight=1.0 / y).coef_
-    return float(a), float(b), float(c - 1.0)
 
 
 def _fit_ops(ops: Sequence[OpInput], method: str, seed: int, names: Mapping[str, tuple[str, ...]],
@@ -212,51 +140,6 @@ def _feature_names(context: bool, network: str | None = None) -> dict[str, tuple
     the :data:`NETWORK_FEATURES` of ``network`` (:data:`NETWORK_CHOICES`) when given."""
     extra = (*(CONTEXT_FEATURES if context else ()), *(NETWORK_CHOICES[network] if network else ()))
     return {c: (*names, *extra) for c, names in CATEGORY_FEATURES.items()}
-
-
-#: ``network="auto"`` (:func:`network_choice`): the network feature it takes, and the fewest training networks it
-#: takes it from. A network feature has one value per training network, so with few networks the trees can use it
-#: to tell them apart rather than to learn how a network's size slows its operations. On the Zen 5 two-thread file
-#: (2026-12-01, GBDT; ``benchmarks/diag_li2023_network_sizes.py`` and ``benchmarks/diag_li2023_network_context.py``),
-#: ``peak`` against none, MAPE on synthetic:900-999 / the zoo CNNs, trained on the first N of li2023's synthetic
-#: networks: N = 30 5.03 / 10.94 against 4.96 / 10.38 %; 100 7.29 / 10.15 against 6.24 / 10.31 %; 300 4.64 / 12.70
-#: against 4.38 / 12.21 %; 900 2.45 / 11.17 against 2.75 / 10.64 %; the 900 and the six spaces (2,700) 2.76 / 5.38
-#: against 3.24 / 5.44 %; on the first 30 of the mixed space the zoo 7.84 against 6.74 %. It takes the feature from
-#: the fewest networks at which it was measured to help the held-out synthetic networks, li2023's 900.
-NETWORK_AUTO: tuple[str, int] = ("peak", 900)
-
-
-def network_choice(network: bool | str | None, networks: int | None = None) -> str | None:
-    """:meth:`LatencyModel.fit`'s ``network`` as a key of :data:`NETWORK_CHOICES`.
-
-    Parameters
-    ----------
-    network
-        True (``distinct``), a key of :data:`NETWORK_CHOICES`, ``"auto"`` (:data:`NETWORK_AUTO`'s feature when
-        fitted on at least its count of networks, else none), or False / None (no network feature).
-    networks
-        How many networks the model is fitted on (for ``"auto"``); None: as many as ``"auto"`` needs.
-
-    Returns
-    -------
-    str or None
-
-    Raises
-    ------
-    InvalidInputError
-        For a name that is not a key of :data:`NETWORK_CHOICES` or ``"auto"``.
-    """
-    if network is True:
-        return "distinct"
-    if not network:
-        return None
-    if network == "auto":
-        feature, fewest = NETWORK_AUTO
-        return feature if networks is None or networks >= fewest else None
-    if network not in NETWORK_CHOICES:
-        raise InvalidInputError(f"unknown network feature {network!r}; choose one of {', '.join(NETWORK_CHOICES)}, "
-                                "or auto")
-    return str(network)
 
 
 @functools.lru_cache(maxsize=256)
@@ -682,45 +565,3 @@ class LatencyModel:
                    float(data.get("overhead_per_op_ms", 0.0)), float(data.get("overhead_share", 0.0)))
 
 
-def write_json(path: Path, data: Mapping[str, Any]) -> Path:
-    """Write ``data`` as compact JSON to ``path`` atomically (a temporary file renamed over it); a path ending in
-    ``.xz`` is written xz-compressed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    text = json.dumps(data, separators=(",", ":"))
-    if path.name.endswith(".xz"):
-        tmp.write_bytes(lzma.compress(text.encode(), preset=9))
-    else:
-        tmp.write_text(text)
-    tmp.replace(path)
-    return path
-
-
-def read_json(path: Path, what: str = "JSON") -> Any:
-    """The JSON document in ``path``, read through xz when its name ends in ``.xz``.
-
-    Raises
-    ------
-    InvalidInputError
-        When the file is not (xz-compressed) JSON; the message names it and ``what`` it should be.
-    """
-    try:
-        raw = lzma.decompress(path.read_bytes()) if path.name.endswith(".xz") else path.read_bytes()
-        return json.loads(raw)
-    except (lzma.LZMAError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InvalidInputError(f"{path} is not {what} ({e})") from e
-
-
-def model_file(folder: Path, method: str) -> Path | None:
-    """The file of ``method``'s model in a device folder (``{method}.json``, else ``{method}.json.xz``), or None."""
-    for suffix in MODEL_SUFFIXES:
-        path = folder / f"{method}{suffix}"
-        if path.is_file():
-            return path
-    return None
-
-
-def mape(pred: Iterable[float], true: Iterable[float]) -> float:
-    """Mean absolute percentage error, in percent."""
-    p, t = np.asarray(list(pred), dtype=float), np.asarray(list(true), dtype=float)
-    return float(100.0 * np.mean(np.abs(p - t) / t))

@@ -1,7 +1,7 @@
 """Per-operation correction of a source device's predictions, learnt from operations timed on the new device.
 
 When the few models of a calibration are measured with the runtime's profiler on the new device (``edgeplan
-calibrate --measure``, or an ``ops export`` dataset given to ``reproduce li2023 --fewshot``), each of them brings
+calibrate --measure``, or a ``profile ops --export`` dataset given to ``calibrate --measurements``), each of them brings
 dozens to hundreds of operation timings, not one end-to-end latency. The correction then learns how the new device
 differs from the source *per operation*:
 
@@ -63,7 +63,8 @@ class MeasuredOps:
 
 
 def measured_ops(record: Mapping[str, Any], source: LatencyModel, statistic: str = "median") -> MeasuredOps:
-    """A dataset record's operations (``ops export``; times in ``statistic``) with ``source``'s prediction of each.
+    """A dataset record's operations (``profile ops --export``; times in ``statistic``) with ``source``'s prediction
+    of each.
 
     Raises
     ------

@@ -141,7 +141,7 @@ FOLDING_PROFILE = "torch-eager"
 
 
 def record_ops(record: Mapping[str, Any], statistic: str = "median") -> list[OpInput]:
-    """The operations of a dataset record (see :func:`edgeplan.measure.op_campaign.load_dataset`) with features,
+    """The operations of a dataset record (see :func:`edgeplan.measure.op_dataset.load_dataset`) with features,
     their context's included (:func:`with_context`, in the order they ran).
 
     ``measured_ms`` is the op's ``statistic`` (``min_ms`` or ``ms``, the median). A record's operators that eager

@@ -10,13 +10,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgeplan.costmodels.opwise.model import (
-    MODEL_FORMAT,
-    MODEL_SUFFIXES,
-    LatencyModel,
-    model_file,
-    read_json,
-)
+from edgeplan.costmodels.opwise.model import LatencyModel
+from edgeplan.costmodels.opwise.model_files import MODEL_FORMAT, MODEL_SUFFIXES, model_file, read_json
 from edgeplan.errors import InvalidInputError
 
 if TYPE_CHECKING:

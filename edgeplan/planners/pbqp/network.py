@@ -248,8 +248,8 @@ def selection_structure(graph: Graph, selectable: Callable[[tuple[int, int, int,
             raise InvalidInputError(f"model {graph.name!r}: none of its conv layers can be selected (the measured "
                                     "tables have none of its layer shapes, or no primitive runs them on this "
                                     "device); with measured costs, price them with the model (--costs predicted), "
-                                    f"or measure them (`edgeplan primitives profile --network {graph.name}`), "
-                                    "export the table (`edgeplan primitives export`) and pass it with --data")
+                                    f"or measure them (`edgeplan profile primitives --network {graph.name} --export "
+                                    "TABLE.csv`) and pass the table with --data")
         raise InvalidInputError(f"model {graph.name!r} has no conv layer the primitives can run "
                                 "(square, stride and padding equal on both axes, one group, no dilation)")
     return SelectionStructure(graph.name, tuple(nodes), tuple(edges), tuple(fixed), tuple(flow_ops), tuple(reasons))
