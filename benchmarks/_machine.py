@@ -1,8 +1,16 @@
-"""The machine line every benchmark prints with its figure."""
+"""The machine line every benchmark prints with its figure; importing it puts the repository root on ``sys.path``,
+so that a benchmark run as ``python benchmarks/X.py`` imports ``experiments`` (outside the wheel) and this checkout's
+``edgeplan``."""
 
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(1, str(ROOT))
 
 
 def machine(threads: int | None = None) -> str:

@@ -3,25 +3,31 @@
 The source is the Intel NN2 model (``--source``, fitted on the seed-0 80/10/10 split of the mulder2021 Intel table;
 fit it once with ``edgeplan primitives fit --data ../shared/data/mulder2021/intel.csv --out DIR``). For every
 fraction of AMD's training part (default the paper's 0.1, 1, 2.5, 5, 10 and 25 %) and every repeat (default 25; the
-repeat number is the seed of the draw), the methods of :func:`~edgeplan.costmodels.transfer` (default ``finetune``
-and ``scratch``, ``--methods`` adds ``factor-finetune`` (a pooled factor, then fine-tuning), ``finetune-holdout``,
-fine-tuning without cross-fitting, and ``finetune-refit`` / ``factor-finetune-refit``, cross-fitted, then every member
-refitted on all drawn rows for the epoch count the folds chose together (``transfer(..., refit=True)``), and
-``finetune-body`` / ``factor-finetune-body``, only the hidden layers fine-tuned (``transfer(..., train="body")``), and
-``factor-finetune-blend`` and its ``-refit`` / ``-body`` variants ending in ``-blend``, blended with one boosted
-correction of the source shared by all primitives (``transfer(..., blend=True)``, :mod:`edgeplan.costmodels.blend`);
-the same drawn samples for all) are scored by
+repeat number is the seed of the draw), each method of ``--methods`` is fitted and scored:
+
+- ``default``: :func:`~edgeplan.costmodels.transfer` as shipped (``edgeplan primitives transfer --fraction``): two
+  rounds of single timings (three quarters shared evenly among the primitives, the rest on the close contenders a
+  transfer from the first round predicts), the pooled factor, fine-tuning cross-fitted and refitted, blended with
+  one boosted correction of the source shared by all primitives;
+- ``finetune`` and ``factor-finetune`` (the pooled factor, then fine-tuning), each as such (no refit, no blend) on
+  one round of the same number of single timings (:func:`~edgeplan.costmodels.draw_samples`), fitted by
+  :func:`~edgeplan.costmodels.transfer_learning.transfer_on` as ``primitives transfer`` without ``--fraction``
+  fits its candidates;
+
+plus ``direct`` (the Intel model as is, once) and, at 1 %, ``factor`` (per-primitive scale from the one-round
+draw). The variants the library no longer has (uniform, k-means and cells-uniform designs, training from scratch,
+bags, the hidden layers alone, unblended or unrefitted two-round transfers) are in the git history of this file
+(before the CLI consolidation; their figures: docs/figures.md). Scores:
 
 - the MdRAE on AMD's test part (median over primitives), and
 - the selection increase: each network's selection made with the transferred model, priced with the measured AMD
-  table, over the measured optimum (as ``edgeplan reproduce mulder2020`` does), mean over the six networks of
-  mulder2020; GoogLeNet's alone beside it (the paper's Figs. 8-10 use GoogLeNet).
+  table, over the measured optimum (as ``python -m experiments.reproduce mulder2020`` does), mean over the six
+  networks of mulder2020; GoogLeNet's alone beside it (the paper's Figs. 8-10 use GoogLeNet).
 
-Reported: median and quartiles over the repeats. At 1 % also ``direct`` (the Intel model as is, seed-free) and
-``factor`` (per-primitive scale from the drawn samples). With ``--native DIR`` (default the AMD model of
-``bench_costmodels.py`` when present) the AMD model trained on all of AMD's training part is scored beside (the
-paper's dotted lines). Targets of issue 5 (medians over repeats): at 1 %, fine-tuned MdRAE <= 7 % and increase
-<= 3 %; at 10 %, <= 4.5 % and <= 1.2 %.
+Reported: median and quartiles over the repeats, and each method paired by draw against ``default``. With ``--native
+DIR`` (default the AMD model of ``bench_costmodels.py`` when present) the AMD model trained on all of AMD's training
+part is scored beside (the paper's dotted lines). Targets of issue 5 (medians over repeats): at 1 %, fine-tuned
+MdRAE <= 7 % and increase <= 3 %; at 10 %, <= 4.5 % and <= 1.2 %.
 
 ``--ceiling``: what a per-primitive rescaling reaches however many target samples it is given (all of AMD's training
 part): Intel's measured times scaled per primitive by the median AMD / Intel ratio (no model error at all), and the
@@ -29,18 +35,6 @@ Intel NN2's factor correction with its selection increase. A transfer that moves
 better; the 1 % targets ask for more than that. Beside them, the ratio modelled per primitive as a gradient-boosted
 function of the layer (c, k, im, f, s), from all of the training part and from 1 % of it (median of 5 draws): how
 much of AMD's difference from Intel is layer-dependent, and whether 1 % of the layers can carry it.
-
-``--bag N``: every fine-tuning run N times (other folds and shuffles) and kept as one ensemble.
-
-``--design kmeans``: the target samples chosen by :func:`~edgeplan.costmodels.design_rows` (spread over the layer
-sizes, the filter shapes in proportion to the primitives that apply to them) instead of uniformly; the paper leaves
-choosing them to future work. ``--design cells``: the fraction of the training part's single primitive timings
-instead of rows, shared evenly among the primitives, each on layers at random (``cells-uniform``: uniformly over all
-timings); as many timings as the row draw, over far more layers (see :mod:`edgeplan.costmodels.transfer_learning`).
-``--design cells-adaptive``: three quarters of those timings as ``cells``, then the rest on the close contenders of
-training layers as a transfer by the same method from the first round predicts them (two timed primitives or three
-per layer; :func:`~edgeplan.costmodels.transfer_learning.contender_cells`); each run then fits twice.
-Each run's line then gives the timings drawn beside the rows they fall in.
 
 ``--first-seed S`` runs seeds ``S .. S + repeats - 1``, so that a long sweep can run in parts (on several cores);
 ``--merge A.json B.json ...`` prints the report of the parts' ``--json`` files as one sweep.
@@ -53,19 +47,21 @@ only (a diagnostic: neither is a saved model, so no selection increase). Pooling
 model some 2,600 cells from 1 % of the layers where a per-primitive one (``--ceiling``) has 37.
 
 ``--table5``: Table 5: the Intel model fine-tuned with only one family's columns of ``--table5-fraction`` of AMD's
-training part (default 10 %; the paper does not say how much), scored per family on AMD's test part (median MdRAE
-over the family's primitives), rows divided by their diagonal; median over ``--table5-repeats``. ``--table5-method
-factor-finetune`` (not the paper's) puts the pooled factor first: the trained family's cells also set the common scale
-that every other primitive then gets, so the matrix shows what fine-tuning adds beyond the platform's level.
+training part (default 10 %; the paper does not say how much; one round of single timings of that family's
+primitives, :func:`~edgeplan.costmodels.draw_samples`, where the paper drew rows), scored per family on AMD's test
+part (median MdRAE over the family's primitives), rows divided by their diagonal; median over
+``--table5-repeats``. ``--table5-method factor-finetune`` (not the paper's) puts the pooled factor first: the trained
+family's cells also set the common scale that every other primitive then gets, so the matrix shows what fine-tuning
+adds beyond the platform's level.
 ``--table5-level own`` (a diagnostic, not the paper's) then rescales each evaluated family by one factor, the median
 ratio of AMD's times to the model's over that family's cells in the same drawn rows, so that the matrix shows how
 well one family's data teaches the others their shape once each is at its own level. The matrix ends with its
 Spearman rank correlations with the paper's ratios (:func:`table5_agreement`). Until 2026-11-29 fine-tuning let
 Adam's weight decay pull the untrained families' output weights to zero, so their outputs sank to their means (off
 the diagonal 34-89 %; Spearman +0.24 over the entries, +0.11 over the rows, +0.86 over the columns). With those
-weights held (:func:`edgeplan.costmodels._mlp.train_masked`), the median of 3 repeats (``make
-bench-transfer-table5``, 2026-11-29): +0.84 / +0.68 / +0.93, im2's row 2.9-9.4x its diagonal (paper 3-8x),
-direct-sum's the worst (12-17x; paper 18-44x); from a source fitted by ``--recipe paper`` (``--source``)
+weights held (:func:`edgeplan.costmodels._mlp.train_masked`), the median of 3 repeats (then from drawn rows;
+``make bench-transfer-table5`` of that time, 2026-11-29): +0.84 / +0.68 / +0.93, im2's row 2.9-9.4x its diagonal
+(paper 3-8x), direct-sum's the worst (12-17x; paper 18-44x); from a source fitted by ``--recipe paper`` (``--source``)
 +0.38 / +0.14 / +0.64; with the pooled factor first -0.12 / -0.11 / -0.75 (one family's level misleads the
 others').
 
@@ -88,8 +84,6 @@ from typing import Any
 import numpy as np
 from _machine import machine
 
-from edgeplan.costmodels.transfer_learning import DESIGNS
-
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "mulder2021"
 PAPER_FRACTIONS = (0.001, 0.01, 0.025, 0.05, 0.1, 0.25)
 FAMILIES = ("direct", "im2", "kn2", "wino3", "wino5", "c1x1", "mec")
@@ -98,13 +92,12 @@ PAPER_TABLE5 = {  # mulder2020 Table 5: rows trained on, columns evaluated on, r
     "wino3": (5, 18, 11, 1, 3, 3, 4), "wino5": (6, 16, 10, 4, 1, 4, 5), "c1x1": (8, 32, 24, 11, 15, 1, 12),
     "mec": (5, 36, 24, 23, 21, 19, 1),
 }
-PAPER = {  # (fraction, method): (MdRAE %, selection increase %) from mulder2020 §5.3 (AMD); None: not given
-    (0.1, "finetune"): (5.0, 1.4), (0.1, "scratch"): (7.0, 4.0), (0.01, "finetune"): (None, 4.0),
-    (0.01, "scratch"): (None, 20.0),
+PAPER = {  # (fraction, method): (MdRAE %, increase %) from mulder2020 §5.3 (AMD, uniform rows); None: not given
+    (0.1, "finetune"): (5.0, 1.4), (0.01, "finetune"): (None, 4.0),
 }
-PAPER_NOTES = {
-    (0.01, "finetune"): "increase < 4 %", (0.01, "scratch"): "increase > 20 %",
-}
+PAPER_NOTES = {(0.01, "finetune"): "increase < 4 %"}
+METHODS = ("default", "factor-finetune", "finetune")
+"""The methods ``--methods`` offers (see the module docstring); ``direct`` and ``factor`` run besides."""
 TARGETS = {0.01: (7.0, 3.0), 0.1: (4.5, 1.2)}  # fine-tuned (MdRAE %, increase %), medians over repeats
 
 
@@ -178,35 +171,24 @@ def load_source(folder: Path) -> Any:
 
 def fitted_run(source: Any, target: Any, fraction: float, seed: int, method: str, args: argparse.Namespace,
                score: Any) -> tuple[Any, dict[str, Any]]:
-    """One transfer (``method``; ``-holdout``: one shared early-stopping hold-out; ``-refit``: cross-fitted, then
-    refitted on all drawn rows; ``-body``: the hidden layers fine-tuned, the output layer frozen; ``-blend``: blended
-    with the source's shared correction) and its scores:
-    (model, row)."""
-    from edgeplan.costmodels import transfer
+    """One transfer and its scores: (model, row). ``default``: :func:`~edgeplan.costmodels.transfer` as shipped;
+    ``direct``, ``factor``, ``finetune`` and ``factor-finetune``: that method alone (no refit, no blend) on one
+    round of single timings of the same number (:func:`~edgeplan.costmodels.draw_samples`)."""
+    from edgeplan.costmodels import draw_samples, transfer
+    from edgeplan.costmodels.transfer_learning import FitOptions, transfer_on
 
     started = time.monotonic()
-    base, suffixes = variant_of(method)
-    model = transfer(source, target, fraction=fraction, seed=seed, method=base, split_seed=args.split_seed,
-                     threads=args.threads, cross_fit="-holdout" not in suffixes, design=args.design,
-                     refit="-refit" in suffixes, bag=args.bag if "finetune" in method else 1,
-                     train="body" if "-body" in suffixes else "all", blend="-blend" in suffixes)
+    if method == "default":
+        model = transfer(source, target, fraction=fraction, seed=seed, split_seed=args.split_seed,
+                         threads=args.threads)
+    else:
+        sample = draw_samples(target, fraction, seed, args.split_seed)
+        options = FitOptions(seed, method=method, refit=False, blend=False, threads=args.threads)
+        model = transfer_on(source, target, sample, options, (fraction, args.split_seed))
     fit_s = time.monotonic() - started
     return model, {"fraction": fraction, "seed": seed, "method": method, "fit_s": fit_s,
                    "drawn_rows": model.info["transfer"]["drawn_rows"],
                    "drawn_cells": model.info["transfer"].get("drawn_cells"), **score(model)}
-
-
-VARIANTS = ("-refit", "-holdout", "-body", "-blend")
-"""Suffixes of ``--methods`` that name a variant of a fine-tuning method (see :func:`fitted_run`)."""
-
-
-def variant_of(method: str) -> tuple[str, tuple[str, ...]]:
-    """``method`` split into the transfer method and its variant suffixes, in their order (none for a plain one)."""
-    suffixes: list[str] = []
-    while found := [s for s in VARIANTS if method.endswith(s)]:
-        method = method.removesuffix(found[0])
-        suffixes.insert(0, found[0])
-    return method, tuple(suffixes)
 
 
 def print_run(row: dict[str, Any]) -> None:
@@ -227,7 +209,7 @@ def sweep(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> lis
         model, row = fitted_run(source, amd, fraction, seed, method, args, score)
         row.pop("primitive_mdrae")
         if args.shared_correction and method == "finetune":
-            rows = draw_samples(amd, fraction, seed, args.split_seed, design=args.design).rows
+            rows = draw_samples(amd, fraction, seed, args.split_seed).rows
             row["shared_correction_mdrae_pct"], row["with_finetune_mdrae_pct"] = shared_correction(source, amd, model,
                                                                                                    rows, args)
             print(f"  {'shared corr.':<21} {100 * fraction:6.2f} % seed {seed:>2}: MdRAE "
@@ -266,28 +248,25 @@ def paired(base: list[dict[str, Any]], variant: list[dict[str, Any]]) -> dict[st
 
 
 def print_paired(groups: dict[tuple[float, str], list[dict[str, Any]]]) -> None:
-    """Each ``-refit`` / ``-holdout`` / ``-body`` variant against its method on the same draws (paired by seed)."""
+    """Each method against ``default`` (the shipped transfer) on the same seeds (paired by seed)."""
     lines = []
     for (fraction, method), rs in groups.items():
-        name, suffixes = variant_of(method)
-        parent = method.removesuffix(suffixes[-1]) if suffixes else name  # the variant less its last suffix
-        against = parent if (fraction, parent) in groups else name
-        base = groups.get((fraction, against)) if suffixes else None
-        if base:
+        base = groups.get((fraction, "default"))
+        if base and method not in ("default", "direct"):
             p = paired(base, rs)
-            lines.append(f"{100 * fraction:>8g}% {method:<22} vs {against:<16}"
+            lines.append(f"{100 * fraction:>8g}% {method:<22} vs {'default':<16}"
                          + "".join(f"  {p[k][1]:>2} of {p[k][0]:>2} lower, {p[k][2]:+6.2f}"
                                    for k in ("mdrae_pct", "increase_pct", "googlenet_pct")))
     if lines:
-        print("\nPaired by draw: how often the variant is lower, and the median paired difference (points):")
+        print("\nPaired by draw: how often the method is lower than the default, and the median paired difference "
+              "(points):")
         print(f"{'':>9} {'':<42}  {'MdRAE %':<22}  {'increase % (6 nets)':<22}  GoogLeNet incr. %")
         print("\n".join(lines))
 
 
 def report(args: argparse.Namespace, runs: list[dict[str, Any]], native: dict[str, Any] | None) -> None:
     print(f"\nIntel -> AMD, AMD test part (split seed {args.split_seed}); {args.repeats} repeat(s) per fraction, "
-          f"samples {args.design}{f', bags of {args.bag} fine-tunings' if args.bag > 1 else ''}; median [q1, q3] over "
-          f"repeats")
+          f"default: two rounds of single timings, others: one round; median [q1, q3] over repeats")
     print(f"{'fraction':>9} {'method':<21} {'n':>3} {'MdRAE %':>24} {'increase % (6 nets)':>24} "
           f"{'GoogLeNet incr. %':>24}   paper (AMD)")
     groups = grouped(runs)
@@ -314,9 +293,9 @@ def report(args: argparse.Namespace, runs: list[dict[str, Any]], native: dict[st
                   f"{fmt(quartiles([r['with_finetune_mdrae_pct'] for r in rs]))}")
     print_paired(groups)
     print("\nTargets (issue 5; each fine-tuning method run, medians over repeats):")
-    bagged = f", bags of {args.bag}" if args.bag > 1 else ""
     for fraction, (t_mdrae, t_inc) in TARGETS.items():
-        tuned = [(method, rs) for (f, method), rs in groups.items() if f == fraction and "finetune" in method]
+        tuned = [(method, rs) for (f, method), rs in groups.items()
+                 if f == fraction and ("finetune" in method or method == "default")]
         if not tuned:
             print(f"  {100 * fraction:g} %: not run")
         for method, rs in tuned:
@@ -325,7 +304,7 @@ def report(args: argparse.Namespace, runs: list[dict[str, Any]], native: dict[st
             google = quartiles([r["googlenet_pct"] for r in rs])[0]
             verdict = "PASS" if m <= t_mdrae and inc <= t_inc else "FAIL"
             print(f"  {100 * fraction:g} % {method}: MdRAE {m:.2f} % (target <= {t_mdrae} %), increase {inc:.2f} % "
-                  f"(target <= {t_inc} %): {verdict} ({len(rs)} repeat(s), samples {args.design}{bagged}; "
+                  f"(target <= {t_inc} %): {verdict} ({len(rs)} repeat(s); "
                   f"GoogLeNet's increase alone, the paper's network: {google:.2f} %)")
 
 
@@ -387,7 +366,8 @@ def ceiling(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> d
     AMD's training part, scored on AMD's test part; (b) the factor correction of the Intel NN2 from all of AMD's
     training part (the ``factor`` method at 100 %), with its selection increase.
     """
-    from edgeplan.costmodels import load_primitive_csv, transfer
+    from edgeplan.costmodels import load_primitive_csv
+    from edgeplan.costmodels.transfer_learning import FitOptions, hold_out, transfer_on
     from edgeplan.measure.primitive_data import split_indices
 
     intel = load_primitive_csv(DATA / "intel.csv")
@@ -401,7 +381,9 @@ def ceiling(args: argparse.Namespace, source: Any, amd: Any, score: Scorer) -> d
         warnings.simplefilter("ignore", RuntimeWarning)  # a primitive never defined on both in the training part
         scale = np.nanmedian(a[split.train] / i[split.train], axis=0)
     measured = _median_mdrae_pct(a[split.test], i[split.test] * scale, names)
-    factor = score(transfer(source, amd, fraction=1.0, seed=0, method="factor", split_seed=args.split_seed))
+    every = hold_out(split.train, 0)  # all of the training part, as the factor at 100 %
+    factor = score(transfer_on(source, amd, every, FitOptions(0, method="factor", refit=False, blend=False),
+                               (1.0, args.split_seed)))
     print("\nCeiling of a per-primitive rescaling (all of AMD's training part):")
     print(f"  Intel's measured times x per-primitive median AMD/Intel ratio: MdRAE {measured:.2f} % on AMD's test part "
           f"({len(names)} primitives)")
@@ -448,11 +430,11 @@ def own_levels(model: Any, amd: Any, rows: Any) -> Any:
     over that family's cells in the drawn ``rows`` (all of AMD's columns there, not only the trained family's)."""
     import copy
 
-    from edgeplan.costmodels.transfer_learning import _aligned, _ratios, _scaled
+    from edgeplan.costmodels.transfer_steps import aligned_columns, factor_ratios, scaled
 
     names = model.primitive_names
-    ratio, defined = _ratios(model.primitives, amd.features[rows],
-                             _aligned(amd.primitive_ns[rows], amd.primitives, names))
+    ratio, defined = factor_ratios(model.primitives, amd.features[rows],
+                                   aligned_columns(amd.primitive_ns[rows], amd.primitives, names))
     log_ratio = np.log(np.where(defined, ratio, np.nan))
     scales = np.ones(len(names))
     for f in FAMILIES:
@@ -461,7 +443,7 @@ def own_levels(model: Any, amd: Any, rows: Any) -> Any:
         if cells.size:
             scales[cols] = math.exp(float(np.median(cells)))
     leveled = copy.copy(model)
-    leveled.primitives = _scaled(model.primitives, scales)
+    leveled.primitives = scaled(model.primitives, scales)
     return leveled
 
 
@@ -486,7 +468,7 @@ def table5_agreement(ratios: dict[str, dict[str, float]]) -> dict[str, float]:
 
 def table5(args: argparse.Namespace, source: Any, amd: Any) -> dict[str, Any]:
     """Fine-tune (``--table5-method``) on one family's columns, score per family; rows divided by their diagonal."""
-    from edgeplan.costmodels import PrimitiveDataset, draw_samples, evaluate_performance_model, transfer
+    from edgeplan.costmodels import PrimitiveDataset, draw_samples, evaluate_performance_model
 
     def per_family(model: Any) -> dict[str, float]:
         with warnings.catch_warnings():
@@ -506,8 +488,8 @@ def table5(args: argparse.Namespace, source: Any, amd: Any) -> dict[str, Any]:
         raw[trained] = {f: [] for f in FAMILIES}
         for seed in range(args.table5_repeats):
             started = time.monotonic()
-            model = transfer(source, subset, fraction=args.table5_fraction, seed=seed, method=args.table5_method,
-                             split_seed=args.split_seed, threads=args.threads)
+            model, _ = fitted_run(source, subset, args.table5_fraction, seed, args.table5_method, args,
+                                  lambda _model: {})
             if args.table5_level == "own":
                 drawn = draw_samples(subset, args.table5_fraction, seed, args.split_seed).rows
                 model = own_levels(model, amd, drawn)
@@ -548,28 +530,10 @@ def main() -> int:
     parser.add_argument("--first-seed", type=int, default=0,
                         help="Seeds first-seed .. first-seed + repeats - 1 (a long sweep in parts; every run is "
                              "deterministic per seed)")
-    parser.add_argument("--methods", nargs="+", default=["finetune", "scratch"],
-                        choices=["finetune", "scratch", "factor-finetune", "finetune-holdout", "finetune-refit",
-                                 "factor-finetune-refit", "finetune-body", "factor-finetune-body",
-                                 "factor-finetune-body-refit", "factor-finetune-blend", "factor-finetune-refit-blend",
-                                 "factor-finetune-body-refit-blend", "factor-finetune-body-blend", "finetune-blend"],
-                        help="finetune-holdout: fine-tuning with one early-stopping hold-out shared by the members "
-                             "(the default cross-fits them; see edgeplan.costmodels.transfer_learning.stopping_plan); "
-                             "-refit: cross-fitted, then every member trained on all drawn rows for the epoch count "
-                             "the folds chose together; -body: only the hidden layers fine-tuned (transfer(..., "
-                             "train='body')); -body-refit: both; -blend: blended with the source's shared "
-                             "correction (transfer(..., blend=True))")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS,
+                        help="default: the shipped transfer (edgeplan.costmodels.transfer); finetune, "
+                             "factor-finetune: that method alone on one round of single timings (no refit, no blend)")
     parser.add_argument("--split-seed", type=int, default=0)
-    parser.add_argument("--design", default="uniform", choices=list(DESIGNS),
-                        help="How the target samples are chosen: uniform (the paper's draw) or kmeans (spread over the "
-                             "layer sizes, the filter shapes in proportion to the primitives that apply to them; "
-                             "edgeplan.costmodels.design_rows) rows, or cells: the fraction of the training part's "
-                             "single primitive timings, as many per primitive, at random (cells-uniform: uniformly "
-                             "over all of them; cells-adaptive: three quarters so, the rest on close contenders as "
-                             "a transfer from the first round predicts them)")
-    parser.add_argument("--bag", type=int, default=1,
-                        help="Fine-tunings per transfer kept as one ensemble (transfer(..., bag=N); the fine-tuning "
-                             "methods only)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--table5", action="store_true", help="Also the family-to-family matrix (Table 5).")
     parser.add_argument("--table5-only", action="store_true", help="Only Table 5.")
@@ -577,8 +541,9 @@ def main() -> int:
     parser.add_argument("--table5-repeats", type=int, default=1)
     parser.add_argument("--table5-level", default="trained", choices=["trained", "own"],
                         help="own: each evaluated family then gets its own level from the drawn rows (a diagnostic)")
-    parser.add_argument("--table5-method", default="finetune", choices=["finetune", "factor-finetune"],
-                        help="factor-finetune: the pooled factor first (not the paper's method)")
+    parser.add_argument("--table5-method", default="finetune", choices=list(METHODS),
+                        help="factor-finetune: the pooled factor first (not the paper's method); default: the shipped "
+                             "transfer")
     parser.add_argument("--ceiling", action="store_true",
                         help="Also what a per-primitive rescaling reaches with all of AMD's training part.")
     parser.add_argument("--shared-correction", action="store_true",
@@ -587,11 +552,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None, help="Write every run's figures to this file.")
     parser.add_argument("--merge", type=Path, nargs="+", default=None, metavar="JSON",
                         help="Only print the report of the runs in these --json files (the parts of one sweep run "
-                             "with --first-seed; give the same --design and --bag for the header)")
+                             "with --first-seed)")
     args = parser.parse_args()
-    if args.shared_correction and args.design == "cells-adaptive":
-        parser.error("--shared-correction draws its rows with draw_samples, which cannot draw cells-adaptive (its "
-                     "second round needs a model); use another --design")
     if args.merge:
         merged: dict[tuple[float, int, str], dict[str, Any]] = {}
         for path in args.merge:
@@ -619,7 +581,7 @@ def main() -> int:
     amd = load_primitive_csv(DATA / "amd.csv")
     print(f"source {args.source} ({source.kind}, {source.info.get('data')}, split seed {source.info.get('split_seed')}"
           f", transformations {source.transform_kind}); target {DATA / 'amd.csv'}")
-    out: dict[str, Any] = {"source": str(args.source), "split_seed": args.split_seed, "design": args.design}
+    out: dict[str, Any] = {"source": str(args.source), "split_seed": args.split_seed}
     if not args.table5_only:
         score = Scorer(amd, load_formats(DATA / "formats.csv"), args.split_seed)
         native = score(load_performance_model(args.native)) if (args.native / "model.json").is_file() else None

@@ -2,29 +2,31 @@
 
 The source is the shipped NN2 (``edgeplan/data/primitives/nn2_cpu_1t``: the reference machine's CPU, one thread).
 The target is the same primitives measured on a GPU by ``benchmarks/gpu_primitives.sh``
-(``edgeplan primitives profile --device cuda``): by default the tables in the repository's ``data/primitives``
+(``edgeplan profile primitives --torch-device cuda``): by default the tables in the repository's ``data/primitives``
 (``reference_cuda.csv``: 2,703 configurations of the zoo space, 63 primitives, oneDNN's two CPU-only ones absent;
 ``networks_cuda.csv``: the 73 conv layers of the six mulder2020 networks, another campaign; an NVIDIA H200's, as
 their provenance says). No GPU is needed to run this benchmark: it fits and scores models from the measured tables.
 Other pairs name their files (``--source``, ``--target``, ``--again``, ``--table``).
 
 For every fraction of the target's training part (seed-0 80/10/10 split; default 1 % and 10 %) and every repeat
-(default 5; the repeat number seeds the draw), each method of :func:`~edgeplan.costmodels.transfer` is fitted on
-the same drawn rows and scored by
+(default 5; the repeat number seeds the draw), each method is fitted as ``bench_transfer.py`` fits it (``default``:
+the shipped :func:`~edgeplan.costmodels.transfer`; the others alone on one round of single timings of the same
+number) and scored by
 
 - the MdRAE on the target's test part (median over primitives), beside the target's noise floor (the same
   configurations measured again in an independent run, ``reference_cuda_remeasure100.csv``), and
 - the selection increase: each network's selection made with the transferred model, priced with the measured
   network table, over the measured optimum, mean over the six networks (GoogLeNet's beside it).
 
-Methods: ``direct`` (the CPU model as is, once), ``factor`` (per-primitive scale), ``factor-finetune`` (pooled
-factor, then fine-tuning), ``finetune`` (learning rate x0.1 from the CPU model) and ``scratch`` (a fresh NN2 on the
-same rows). ``--shared-correction``: as in ``bench_transfer.py``, the source corrected by one boosted model of
-log(target / source prediction) shared by all primitives, and its geometric mean with the fine-tuned model (MdRAE
-only). With ``--native DIR`` (fitted with ``edgeplan primitives fit --data TARGET --out DIR``; default
-``out/costmodels/GPU-nn2`` for a target ``reference_GPU.csv``) the model trained on all of the target's training
-part is scored beside. Pin it to one core and use ``--threads 1`` on a shared
-machine: it measures accuracy, not time.
+Methods: ``direct`` (the CPU model as is, once), ``default`` (the shipped transfer: two rounds of single timings,
+pooled factor, fine-tuning refitted, blended), ``factor`` (per-primitive scale), ``factor-finetune`` (pooled factor,
+then fine-tuning) and ``finetune`` (learning rate x0.1 from the CPU model); training from scratch left the library
+(this file's git history has it). ``--shared-correction``: as in ``bench_transfer.py``, the source corrected by one
+boosted model of log(target / source prediction) shared by all primitives, and its geometric mean with the
+fine-tuned model (MdRAE only). With ``--native DIR`` (fitted with ``edgeplan primitives fit --data TARGET --out
+DIR``; default ``out/costmodels/GPU-nn2`` for a target ``reference_GPU.csv``) the model trained on all of the
+target's training part is scored beside. Pin it to one core and use ``--threads 1`` on a shared machine: it measures
+accuracy, not time.
 """
 
 from __future__ import annotations
@@ -39,10 +41,10 @@ from typing import Any
 from _data import DATA, need
 from _machine import machine
 from bench_calibrate_primitives import score as table_score
-from bench_transfer import DESIGNS, fitted_run, fmt, grouped, print_run, quartiles, shared_correction
+from bench_transfer import fitted_run, fmt, grouped, print_run, quartiles, shared_correction
 
 ROOT = Path(__file__).resolve().parents[1]
-METHODS = ("factor", "factor-finetune", "finetune", "scratch")
+METHODS = ("default", "factor", "factor-finetune", "finetune")
 
 
 def score(model: Any, target: Any, split_seed: int, table: Any, nets: dict[str, Any],
@@ -81,9 +83,6 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--split-seed", type=int, default=0)
-    parser.add_argument("--design", default="uniform", choices=list(DESIGNS),
-                        help="How the target samples are chosen (as bench_transfer.py --design).")
-    parser.add_argument("--bag", type=int, default=1, help="Fine-tunings per transfer kept as one ensemble.")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--shared-correction", action="store_true",
                         help="Beside fine-tuning, the source corrected by one boosted model shared by all primitives "

@@ -1,5 +1,5 @@
-"""Paired comparisons by draw in benchmarks/bench_transfer.py (a variant against its method), its Table 5 levels and
-agreement, and its targets."""
+"""Paired comparisons by draw in benchmarks/bench_transfer.py (each method against the shipped default), its Table 5
+levels and agreement, and its targets."""
 
 from __future__ import annotations
 
@@ -24,59 +24,36 @@ def test_paired_counts_and_median_differences_by_seed() -> None:
     bench = _bench()
     base = [_run("finetune", s, m, i) for s, m, i in [(0, 10.0, 3.0), (1, 12.0, 4.0), (2, 9.0, 5.0)]]
     # seed 3 has no base run: it is left out; seed order differs from the base's
-    variant = [_run("finetune-refit", s, m, i) for s, m, i in [(2, 8.0, 6.0), (0, 9.5, 3.5), (1, 12.5, 2.0),
-                                                               (3, 1.0, 1.0)]]
+    variant = [_run("default", s, m, i) for s, m, i in [(2, 8.0, 6.0), (0, 9.5, 3.5), (1, 12.5, 2.0),
+                                                        (3, 1.0, 1.0)]]
     p = bench.paired(base, variant)
     assert p["mdrae_pct"] == (3, 2, pytest.approx(-0.5))  # diffs -0.5, +0.5, -1.0
     assert p["increase_pct"] == (3, 1, pytest.approx(0.5))  # diffs +0.5, -2.0, +1.0
     assert p["googlenet_pct"][:2] == (3, 1)
-    empty = bench.paired(base, [_run("finetune-refit", 9, 1.0, 1.0)])
+    empty = bench.paired(base, [_run("default", 9, 1.0, 1.0)])
     assert empty["mdrae_pct"][:2] == (0, 0) and math.isnan(empty["mdrae_pct"][2])
 
 
-def test_print_paired_only_for_variants_whose_method_ran(capsys: pytest.CaptureFixture[str]) -> None:
+def test_each_method_pairs_with_the_default_when_it_ran(capsys: pytest.CaptureFixture[str]) -> None:
     bench = _bench()
-    groups = {(0.01, "finetune"): [_run("finetune", 0, 10.0, 3.0)],
-              (0.01, "finetune-refit"): [_run("finetune-refit", 0, 9.0, 4.0)],
-              (0.01, "factor-finetune-refit"): [_run("factor-finetune-refit", 0, 8.0, 4.0)]}
+    groups = {(0.01, "default"): [_run("default", 0, 10.0, 3.0), _run("default", 1, 9.0, 4.0)],
+              (0.01, "finetune"): [_run("finetune", 0, 9.0, 4.0), _run("finetune", 1, 8.0, 5.0)],
+              (0.01, "factor-finetune"): [_run("factor-finetune", 0, 10.5, 2.0), _run("factor-finetune", 1, 9.5, 3.0)],
+              (0.1, "finetune"): [_run("finetune", 0, 8.0, 4.0)]}
     bench.print_paired(groups)
     out = capsys.readouterr().out
-    assert "finetune-refit" in out and " 1 of  1 lower,  -1.00" in out and " 0 of  1 lower,  +1.00" in out
-    assert "factor-finetune-refit" not in out  # its method, factor-finetune, did not run
+    assert "finetune               vs default" in out and " 2 of  2 lower,  -1.00" in out
+    assert "factor-finetune        vs default" in out and " 0 of  2 lower,  +0.50" in out
+    assert "      10% finetune" not in out  # the default did not run at 10 %
     bench.print_paired({(0.01, "finetune"): [_run("finetune", 0, 10.0, 3.0)]})
     assert capsys.readouterr().out == ""
 
 
-def test_variants_name_their_method_and_pair_with_it(capsys: pytest.CaptureFixture[str]) -> None:
-    bench = _bench()
-    assert bench.variant_of("factor-finetune-body") == ("factor-finetune", ("-body",))
-    assert bench.variant_of("finetune-holdout") == ("finetune", ("-holdout",))
-    assert bench.variant_of("factor-finetune-body-refit") == ("factor-finetune", ("-body", "-refit"))
-    assert bench.variant_of("factor-finetune") == ("factor-finetune", ())
-    groups = {(0.01, "factor-finetune"): [_run("factor-finetune", 0, 10.0, 3.0), _run("factor-finetune", 1, 9.0, 4.0)],
-              (0.01, "factor-finetune-body"): [_run("factor-finetune-body", 0, 10.5, 2.0),
-                                               _run("factor-finetune-body", 1, 9.5, 3.0)]}
-    bench.print_paired(groups)
-    out = capsys.readouterr().out
-    assert "factor-finetune-body   vs factor-finetune" in out and " 0 of  2 lower,  +0.50" in out
-    assert " 2 of  2 lower,  -1.00" in out
+def test_the_methods_are_the_default_and_those_the_library_keeps() -> None:
+    from edgeplan.costmodels.transfer_learning import METHODS
 
-
-def test_a_blend_pairs_with_its_method_less_the_blend(capsys: pytest.CaptureFixture[str]) -> None:
-    """``factor-finetune-refit-blend`` is compared with ``factor-finetune-refit`` when that ran, else with
-    ``factor-finetune``."""
     bench = _bench()
-    assert bench.variant_of("factor-finetune-refit-blend") == ("factor-finetune", ("-refit", "-blend"))
-    groups = {(0.01, "factor-finetune"): [_run("factor-finetune", 0, 20.0, 9.0)],
-              (0.01, "factor-finetune-refit"): [_run("factor-finetune-refit", 0, 7.0, 5.0)],
-              (0.01, "factor-finetune-refit-blend"): [_run("factor-finetune-refit-blend", 0, 6.5, 3.0)]}
-    bench.print_paired(groups)
-    out = capsys.readouterr().out
-    assert "factor-finetune-refit-blend vs factor-finetune-refit" in out and " 1 of  1 lower,  -0.50" in out
-    del groups[(0.01, "factor-finetune-refit")]
-    bench.print_paired(groups)
-    out = capsys.readouterr().out
-    assert "factor-finetune-refit-blend vs factor-finetune " in out and " 1 of  1 lower, -13.50" in out
+    assert bench.METHODS[0] == "default" and set(bench.METHODS[1:]) <= set(METHODS)
 
 
 def test_table5_own_levels_put_each_family_at_its_median_ratio_on_the_drawn_rows() -> None:
@@ -119,15 +96,15 @@ def test_table5_agreement_is_one_for_the_paper_itself_and_falls_for_a_reversed_t
 
 def test_the_targets_are_checked_for_every_fine_tuning_method(capsys: pytest.CaptureFixture[str]) -> None:
     bench = _bench()
-    args = argparse.Namespace(split_seed=0, repeats=3, design="kmeans", bag=5)
-    runs = [_run("factor-finetune-body", 0, 8.0, 2.0), _run("factor-finetune-body", 1, 6.0, 3.0),
-            _run("factor-finetune-body", 2, 7.0, 2.5), _run("finetune", 0, 6.5, 4.0), _run("finetune", 1, 7.5, 4.0),
+    args = argparse.Namespace(split_seed=0, repeats=3)
+    runs = [_run("default", 0, 8.0, 2.0), _run("default", 1, 6.0, 3.0),
+            _run("default", 2, 7.0, 2.5), _run("finetune", 0, 6.5, 4.0), _run("finetune", 1, 7.5, 4.0),
             _run("finetune", 2, 7.0, 4.5), _run("factor", 0, 16.0, 4.0)]
     bench.report(args, runs, None)
     out = capsys.readouterr().out
-    assert "1 % factor-finetune-body: MdRAE 7.00 % (target <= 7.0 %), increase 2.50 % (target <= 3.0 %): PASS" in out
+    assert "1 % default: MdRAE 7.00 % (target <= 7.0 %), increase 2.50 % (target <= 3.0 %): PASS" in out
     assert "1 % finetune: MdRAE 7.00 % (target <= 7.0 %), increase 4.00 % (target <= 3.0 %): FAIL" in out
-    assert "bags of 5" in out and "1 % factor:" not in out  # the factor alone fine-tunes nothing
+    assert "1 % factor:" not in out  # the factor alone fine-tunes nothing
     assert "10 %: not run" in out
 
 
@@ -138,17 +115,17 @@ def test_merge_reports_the_parts_of_a_sweep_as_one(tmp_path: Any, capsys: pytest
 
     bench = _bench()
     direct = {**_run("direct", 0, 65.0, 6.0)}
-    first = [direct, _run("factor-finetune-refit", 0, 7.0, 4.0), _run("factor-finetune-refit", 1, 6.0, 3.0)]
-    second = [direct, _run("factor-finetune-refit", 2, 8.0, 5.0), _run("factor-finetune-refit", 1, 6.0, 3.0)]
+    first = [direct, _run("default", 0, 7.0, 4.0), _run("default", 1, 6.0, 3.0)]
+    second = [direct, _run("default", 2, 8.0, 5.0), _run("default", 1, 6.0, 3.0)]
     paths = []
     for k, runs in enumerate((first, second)):
         paths.append(tmp_path / f"part{k}.json")
         paths[-1].write_text(json.dumps({"runs": runs}))
-    monkeypatch.setattr(sys, "argv", ["bench_transfer.py", "--merge", *map(str, paths), "--design", "cells"])
+    monkeypatch.setattr(sys, "argv", ["bench_transfer.py", "--merge", *map(str, paths)])
     assert bench.main() == 0
     out = capsys.readouterr().out
-    assert "3 repeat(s) per fraction, samples cells" in out  # seeds 0-2, the repeated seed 1 counted once
-    line = next(x for x in out.splitlines() if "factor-finetune-refit" in x and "[" in x)
+    assert "3 repeat(s) per fraction" in out  # seeds 0-2, the repeated seed 1 counted once
+    line = next(x for x in out.splitlines() if " default " in x and "[" in x)
     assert line.split()[3:5] == ["3", "7.00"]  # n, median MdRAE
     direct_line = next(x for x in out.splitlines() if " direct " in x)
     assert direct_line.split()[2] == "1"
