@@ -2,13 +2,14 @@
 
 The shipped profiles were measured on one machine (their datasets' provenance names its CPU); users run edgeplan on
 others. This benchmark measures a pool of models **here** in the source profile's scenario (``--source``, default
-``torch-fp32-1t``) with ``edgeplan ops profile`` beside the reference model ``synthetic:0`` (each model's time
+``torch-fp32-1t``) with ``edgeplan profile ops`` beside the reference model ``synthetic:0`` (each model's time
 kept relative to the reference's, measured alternately with it, so that the machine's drift cancels), and a
 subset of them again in an independent campaign (``--repeat-models``) for the noise floor. It then scores what
-``edgeplan calibrate`` does for a user (:func:`experiments.li2023.fewshot_measured`, also ``edgeplan
-reproduce li2023 --fewshot FILE``): the source calibrated from ``--samples`` (default 10) measured models, every
-other model predicted; ``--seeds`` random draws from the whole pool, from the synthetic networks only and from the
-real-world ones only; the calibration's own choice of correction beside the single factor and the source as is.
+``edgeplan calibrate`` does for a user (:func:`experiments.li2023.fewshot_measured`, also ``python -m
+experiments.reproduce li2023 --fewshot FILE``): the source calibrated from ``--samples`` (default 10) measured
+models, every other model predicted; ``--seeds`` random draws from the whole pool, from the synthetic networks only
+and from the real-world ones only; the calibration's own choice of correction beside the single factor and the
+source as is.
 The samples' operations were measured too, so the ``per-op`` correction
 (:mod:`edgeplan.costmodels.opwise.op_correction`) is a candidate, as for ``edgeplan calibrate --measure``, and is
 also scored on its own.
@@ -44,16 +45,17 @@ SHIPPED = DATA / "latency" / "fewshot" / "torch-fp32-1t"
 
 
 def campaign(home: Path, source: str, models: list[str], repeat: str, budget_s: float) -> None:
-    """``edgeplan ops profile`` of ``models`` beside ``synthetic:0`` (resumable), then its export."""
+    """``edgeplan profile ops`` of ``models`` beside ``synthetic:0`` (resumable), with its export."""
     edgeplan = [sys.executable, "-m", "edgeplan", "--home", str(home)]
     tag = ["--repeat", repeat] if repeat else []
-    done = subprocess.run([*edgeplan, "ops", "profile", *models, "--scenario", source, "--reference", "synthetic:0",
-                           "--runs", "8", "--plain-per-run", "3", "--budget", str(budget_s), *tag])
-    if done.returncode:  # the campaign named the models it could not measure; the rest are scored
+    out = home / f"{repeat or 'main'}.jsonl.xz"
+    done = subprocess.run([*edgeplan, "profile", "ops", *models, "--scenario", source, "--reference", "synthetic:0",
+                           "--runs", "8", "--budget-s", str(budget_s), *tag, "--export", str(out)])
+    if done.returncode:  # the campaign named the models it could not measure; the rest are exported and scored
         print(f"note: the {repeat or 'main'} campaign did not measure every model (above); scoring the others",
               file=sys.stderr)
-    subprocess.run([*edgeplan, "ops", "export", "--scenario", source, *tag,
-                    "--out", str(home / f"{repeat or 'main'}.jsonl.xz")], check=True)
+    if not out.is_file():
+        sys.exit(f"{out} was not written (above)")
 
 
 def main() -> int:

@@ -6,7 +6,7 @@ network and the best single primitive, interleaved (``--rounds`` runs each, medi
 speed-up over PyTorch and over the single primitive, and the geometric mean.
 
 The costs: ``--measure DIR`` measures the networks' conv layers here first, with every primitive that runs on
-``--torch-device`` (``edgeplan primitives profile --network ...`` into ``DIR/store.sqlite``, resumable; a few
+``--torch-device`` (``edgeplan --home DIR profile primitives --network ...`` into ``DIR/store.sqlite``, resumable; a few
 minutes), since costs measured on one machine do not carry the selections to another; or the tables given to
 ``--data`` (default the repository's ``data/primitives/networks_cpu_2t.csv``, measured on the reference machine);
 or a performance model (``--model``). ``--torch-device cuda`` selects among the primitives that run on the GPU and
@@ -35,18 +35,25 @@ NETWORKS = ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34")
 
 
 def measure_tables(folder: Path, networks: list[str], threads: int, torch_device: str) -> Path:
-    """The networks' conv layers measured here with every primitive that runs on ``torch_device`` (``edgeplan
-    primitives profile``, resumable from ``folder/store.sqlite``), exported with the cells it could not measure."""
+    """The networks' conv layers measured here with every primitive that runs on ``torch_device`` (``edgeplan --home
+    FOLDER profile primitives --network ...``, resumable from ``folder/store.sqlite``), exported with the cells it
+    could not measure (:func:`~edgeplan.measure.primitive_export.export_dataset` with ``include_incomplete``, which
+    ``profile primitives --export`` leaves out)."""
+    import json
+
+    from edgeplan.measure.primitive_export import export_dataset, find_campaign
+    from edgeplan.measure.store import Store
+
     folder.mkdir(parents=True, exist_ok=True)
-    store = folder / "store.sqlite"
     out = folder / f"networks_{torch_device.split(':')[0]}_{threads}t.csv"
-    edgeplan = [sys.executable, "-m", "edgeplan", "primitives"]
     nets = [arg for name in networks for arg in ("--network", f"torchvision:{name}")]
-    device = [] if torch_device == "cpu" else ["--device", torch_device, "--target-ms", "5"]
-    subprocess.run([*edgeplan, "profile", "--store", str(store), "--threads", str(threads), "--seed", "1", *nets,
-                    *device, "--budget-s", "3000"], check=True)
-    subprocess.run([*edgeplan, "export", "--store", str(store), "--include-incomplete", "--out", str(out)],
-                   check=True)
+    done = subprocess.run([sys.executable, "-m", "edgeplan", "--home", str(folder), "profile", "primitives",
+                           "--threads", str(threads), "--seed", "1", *nets, "--torch-device", torch_device,
+                           "--budget-s", "3000", "--json"], check=True, capture_output=True, text=True)
+    campaign = json.loads(done.stdout)["campaign"]
+    with Store.open(folder / "store.sqlite") as store:
+        export_dataset(store, find_campaign(store, campaign), out, command="bench_selection.py --measure",
+                       include_incomplete=True)
     return out
 
 
@@ -93,11 +100,11 @@ def main() -> int:
     for name in args.networks:
         spec = f"torchvision:{name}"
         sel = select_model(spec, costs=costs, model_dir=args.model if costs == "predicted" else None, tables=args.data,
-                           flow_threads=None if args.no_flow_costs else args.threads, device=args.torch_device)
+                           flow_threads=None if args.no_flow_costs else args.threads, torch_device=args.torch_device)
         single = single_primitive_choice(sel.structure, sel.costs)
         inputs = sel.structure.conv_inputs()
         run = run_selection(spec, sel.plan.choices(), inputs, single[0] if single else None,
-                            threads=args.threads, rounds=args.rounds, device=args.torch_device)
+                            threads=args.threads, rounds=args.rounds, torch_device=args.torch_device)
         lat = run.latency
         single_ms = lat["single"].median_ms if "single" in lat else math.nan
         err = max(run.output_error.values())
