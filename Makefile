@@ -25,7 +25,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check edgeplan tests benchmarks
+	$(BIN)/ruff check edgeplan tests experiments benchmarks
 	$(BIN)/mypy edgeplan
 
 clean:
@@ -50,7 +50,7 @@ bench-predict: $(STAMP)
 # primitive table (reference_cpu_1t.csv against its re-measurement in data/primitives)
 bench-noise: $(STAMP)
 	$(BIN)/python benchmarks/bench_noise.py
-	$(BIN)/edgeplan primitives noise edgeplan/data/primitives/reference_cpu_1t.csv \
+	$(BIN)/python benchmarks/bench_noise.py --tables edgeplan/data/primitives/reference_cpu_1t.csv \
 	  data/primitives/reference_cpu_1t_remeasure200.csv
 
 # the zoo and the model spaces: `inspect` coverage of torchvision and timm (one model per timm module; priced by the
@@ -68,15 +68,15 @@ bench-coverage: $(STAMP)
 # li2023 §5.1 / §5.3 latency prediction with the best measured settings: GBDT on medians, the network's largest output
 # as a feature from 900 training networks on (--network-context auto), noise floor from each file's repeat. Default:
 # the keep-memory datasets of data/latency (2 and 1 threads; ~55 and ~25 min on one core); this machine's own
-# `edgeplan ops export` instead: make bench-li2023 LI2023_DATA=out/mine.jsonl.xz (its repeat beside it, if any, as
-# out/mine.repeat.jsonl.xz). Then the shipped profiles fitted on the default files (zen5-torch-fp32-{2t,1t}) on the
+# `edgeplan profile ops --export` instead: make bench-li2023 LI2023_DATA=out/mine.jsonl.xz (its repeat beside it, if
+# any, as out/mine.repeat.jsonl.xz). Then the shipped profiles fitted on the default files (zen5-torch-fp32-{2t,1t}) on the
 # networks they were not trained on, fitting nothing.
 LI2023_DATA ?= data/latency/keep-memory/torch-fp32-2t.jsonl.xz data/latency/keep-memory/torch-fp32-1t.jsonl.xz
 KEEP := data/latency/keep-memory
 bench-li2023: $(STAMP)
 	@$(MACHINE)
 	for f in $(LI2023_DATA); do r=$${f%.jsonl.xz}.repeat.jsonl.xz; \
-	  $(BIN)/edgeplan reproduce li2023 --data $$f $$(test -f $$r && echo --repeat-data $$r) --method gbdt \
+	  $(BIN)/python -m experiments.reproduce li2023 --data $$f $$(test -f $$r && echo --repeat-data $$r) --method gbdt \
 	    --statistic median --network-context auto || exit 1; done
 	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --device zen5-torch-fp32-2t --data $(KEEP)/torch-fp32-2t.jsonl.xz \
 	  --repeat-data $(KEEP)/torch-fp32-2t.repeat.jsonl.xz --graph --worst 12 --method gbdt
@@ -117,13 +117,12 @@ bench-costmodels: $(STAMP)
 out/costmodels/intel-nn2/model.json:
 	$(BIN)/python benchmarks/bench_costmodels.py --platforms intel --kinds nn2 --threads 1
 
-# transfer of the performance model (issue 5): Intel -> AMD with the best design at 1 % (two rounds of single
-# timings, blended; ~40 min on one core) and at 10 % (k-means rows), then the shipped CPU NN2 moved to a GPU's tables
-# (data/primitives/*_cuda.csv; no GPU needed)
+# transfer of the performance model (issue 5): Intel -> AMD with the shipped transfer (two rounds of single timings,
+# refitted, blended; ~40 min on one core) at 1 % and 10 %, beside fine-tuning alone on one round at 10 %, then the
+# shipped CPU NN2 moved to a GPU's tables (data/primitives/*_cuda.csv; no GPU needed)
 bench-transfer: $(STAMP) out/costmodels/intel-nn2/model.json
-	$(BIN)/python benchmarks/bench_transfer.py --fractions 0.01 --repeats 25 --threads 1 \
-	  --methods factor-finetune-refit-blend --design cells-adaptive
-	$(BIN)/python benchmarks/bench_transfer.py --fractions 0.1 --repeats 25 --threads 1 --methods finetune --design kmeans
+	$(BIN)/python benchmarks/bench_transfer.py --fractions 0.01 --repeats 25 --threads 1 --methods default
+	$(BIN)/python benchmarks/bench_transfer.py --fractions 0.1 --repeats 25 --threads 1 --methods default finetune
 	$(BIN)/python benchmarks/bench_transfer_gpu.py --fractions 0.01 0.025 0.05 0.1 0.25 --repeats 5 --threads 1
 
 # few-shot calibration: each shipped latency profile calibrated from 10 models of a second CPU (data/latency/fewshot,

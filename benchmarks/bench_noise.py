@@ -4,11 +4,18 @@ Each campaign measures torchvision:resnet18 (PyTorch eager, 1 and 2 threads) wit
 in its own subprocess (fresh allocator and caches), into a throw-away Store. Prints, per thread count, the two
 medians, their relative difference and each campaign's spread (IQR / median). No predictor can be judged below
 this floor.
+
+``--tables REFERENCE AGAIN``: instead, the noise floor of a primitive timing table, two exported CSVs of the same
+configurations measured in independent runs (:func:`edgeplan.measure.primitive_export.noise_floor`; was ``edgeplan
+primitives noise``): per column the MdRAE between the runs, then its median over the primitives and over the
+non-identity transformations.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -32,7 +39,34 @@ print(json.dumps(out))
 """
 
 
+def tables(reference: Path, again: Path) -> int:
+    """Print the noise floor of ``reference`` against ``again`` (two timing tables of independent runs)."""
+    from edgeplan.measure.primitive_data import load_primitive_csv
+    from edgeplan.measure.primitive_export import noise_floor
+
+    result = noise_floor(load_primitive_csv(reference), load_primitive_csv(again))
+
+    def pct(value: float) -> str:
+        return "-" if math.isnan(value) else f"{100 * value:.2f} %"
+
+    print(f"noise floor: {result.again} against {result.reference}")
+    print(f"  {result.shared_configs} shared configurations (of {result.reference_configs} and "
+          f"{result.again_configs}); transformations on {result.transform_tensors} distinct (c, im)")
+    print(f"  {'column':<36} {'cells':>6} {'unpaired':>8} {'MdRAE':>9}")
+    for column in (*result.primitives, *result.transforms):
+        print(f"  {column.column:<36} {column.cells:>6} {column.unpaired:>8} {pct(column.mdrae):>9}")
+    print(f"  median over {len(result.primitives)} primitives: {pct(result.median_primitive_mdrae)}")
+    print(f"  median over the non-identity transformations: {pct(result.median_transform_mdrae)}")
+    return 0
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", nargs=2, type=Path, default=None, metavar=("REFERENCE", "AGAIN"),
+                        help="the noise floor of a primitive timing table against its re-measurement instead")
+    args = parser.parse_args()
+    if args.tables is not None:
+        return tables(*args.tables)
     with tempfile.TemporaryDirectory() as home:
         runs = []
         for _ in range(2):
