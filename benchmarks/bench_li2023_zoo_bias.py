@@ -3,7 +3,7 @@ for the sum of the ops alone and per op category, and the MAPE with each overhea
 (:data:`~edgeplan.costmodels.opwise.model.OVERHEAD_FORMS`) learnt on the training networks, on the same op predictions.
 
 By default the scenario's shipped models and its dataset in ``data/latency`` (no timing, no fitting). With ``--data
-FILE`` (an ``edgeplan ops export`` of your own campaign, e.g. another machine's) the methods are fitted on that file's
+FILE`` (``edgeplan profile ops --export`` of your own campaign, e.g. another machine's) the methods are fitted on its
 training networks first: li2023's synthetic:0-899, with ``--with-spaces`` also edgeplan's synthetic spaces the file
 holds (``--space FAMILY``, repeatable: only those, e.g. ``synthetic-heads``). The synthetic test networks
 (synthetic:900-999) are then reported beside the zoo, and for both groups the MAPE of the
@@ -52,7 +52,7 @@ def _group_rows(model: Any, records: Sequence[Mapping[str, Any]]) -> dict[str, A
     predicted and measured time of each op category summed over the models (ops with a prediction only).
 
     A record with folded work that it does not time op by op (a zoo CNN measured before ``folded_ops`` were kept:
-    NFNets' weight standardizations, MobileOne's identities) is predicted as ``reproduce li2023`` predicts it
+    NFNets' weight standardizations, MobileOne's identities) is predicted as experiments.reproduce li2023 predicts it
     (:func:`~experiments.li2023.predict_with_folded_work`: its graph's folded operators added); its
     measured folded work counts in its measured op sum, and the two in the category ``folded work``."""
     from edgeplan.costmodels.opwise.ops import record_latency, record_ops
