@@ -61,7 +61,7 @@ def main() -> int:
     _run("measure", "torchvision:resnet18", "--threads", "2", "--runtime", "onnxruntime")
     # offloading (eshratifar2018) on the shipped layer-range measurements: a plan, then a real split execution
     _run("offload", "paper:overfeat", "--network", "wifi", "--cloud-speedup", "11.25", "--costs", "shipped")
-    _run("offload", "paper:chair", "--network", "wifi", "--costs", "shipped", "--run", "--repeats", "3")
+    _run("offload", "paper:chair", "--network", "wifi", "--costs", "shipped", "--run")
     # edge-cluster pipelines (parthasarathy2022): ResNet-50 over 50 simulated 64 MB nodes, the paper's
     # transfer-only model (no compute measured), edgeplan's planner
     _run("partition", "torchvision:resnet50", "--nodes", "50", "--memory-mb", "64", "--simulate", "0", "--no-compute")
