@@ -289,3 +289,22 @@ bench-nf: $(STAMP)
 		--keep-extensions 2 --by-family --always-train synthetic-nf:0-19 --methods gbdt lasso
 	$(BIN)/python benchmarks/bench_transformers.py --data edgeplan/data/latency/torch-fp32-2t.nf.jsonl.xz \
 		--keep-extensions 2 --by-family --always-train synthetic-nf:0-19 --methods gbdt lasso
+
+# --- paper reproductions -----------------------------------------------------------------------------------------
+# `make reproduce` runs every paper's script in experiments/ at its default (the paper's) settings, each writing
+# out/results/NAME.json, then writes docs/results.md from those files. mulder2020 fits two NN2 models on its first
+# run (kept in out/mulder2020); the scripts that read ../shared/data skip when it is absent.
+.PHONY: reproduce
+
+RESULTS := out/results
+REPRODUCE = @mkdir -p $(RESULTS) && echo "reproduce $(1)" && \
+	$(BIN)/python -m experiments.$(2) --json > $(RESULTS)/$(1).json.part && mv $(RESULTS)/$(1).json.part $(RESULTS)/$(1).json
+
+reproduce: $(STAMP)
+	$(call REPRODUCE,eshratifar2018,eshratifar2018)
+	$(call REPRODUCE,eshratifar2018-paper-regime,eshratifar2018 --paper-regime)
+	$(call REPRODUCE,parthasarathy2022,parthasarathy2022)
+	$(call REPRODUCE,li2023,li2023)
+	$(call REPRODUCE,li2023-nb201,li2023 --nb201)
+	$(call REPRODUCE,mulder2020,mulder2020)
+	$(BIN)/python -m experiments.results --results $(RESULTS) --out docs/results.md

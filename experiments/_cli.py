@@ -21,7 +21,7 @@ import click
 
 from edgeplan.errors import EdgeplanError
 
-__all__ = ["command_line", "emit", "machine", "run_command", "skip"]
+__all__ = ["command_line", "describe", "emit", "machine", "run_command", "skip"]
 
 #: ISA extensions that change a CPU's latency figures, reported when the CPU has them.
 _FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "avx_vnni")
