@@ -1164,12 +1164,17 @@ def _floor_run(scenario: str, data_file: Path | None, repeat_file: Path | None, 
               help="--nb201, --fewshot: random draws of --samples models (per device).")
 @click.option("--samples", type=click.IntRange(min=1), default=10, show_default=True,
               help="--nb201, --fewshot: measured models a calibration is given.")
+@click.option("--network-context", type=click.Choice(["auto"]), default=None,
+              help="Also give the op predictors fitted on 900 networks or more log2 of their network's largest "
+                   "output: lower §5.1 errors on the synthetic networks, higher on the zoo CNNs (off: li2023's "
+                   "features).")
 @click.option("--home", type=click.Path(file_okay=False), default=None, envvar="EDGEPLAN_HOME",
               help="Folder of your device profiles (--source of a calibrated device).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def cli(scenario: str, methods: tuple[str, ...], data_file: Path | None, repeat_file: Path | None, statistic: str,
         nb201: bool, insight: str | None, fewshot_file: Path | None, floor_only: bool, versus_file: Path | None,
-        help_data: Path, source: str, seeds: int, samples: int, home: str | None, as_json: bool) -> None:
+        help_data: Path, source: str, seeds: int, samples: int, network_context: str | None, home: str | None,
+        as_json: bool) -> None:
     """Latency prediction (li2023 §5.1, §5.3, §5.5, §5.6) on the shipped per-op datasets; or --nb201 few-shot,
     --fewshot on your own measurements, --floor, or an --insight of §3.1.
 
@@ -1214,7 +1219,8 @@ def cli(scenario: str, methods: tuple[str, ...], data_file: Path | None, repeat_
                             progress=not as_json)
         emit({"experiment": "li2023-nb201", **few}, format_nb201(few), as_json)
         return
-    result = reproduce(scenario, methods, data_file, repeat_file, progress=not as_json, statistic=statistic)
+    result = reproduce(scenario, methods, data_file, repeat_file, progress=not as_json, statistic=statistic,
+                       **({"network": network_context} if network_context else {}))
     emit({"experiment": "li2023", **result}, format_report(result), as_json)
 
 
