@@ -253,6 +253,12 @@ def _ordered(results: Sequence[tuple[str, Mapping[str, Any]]]) -> list[tuple[str
     return sorted(results, key=lambda r: (order.get(r[0], order.get(r[1].get("experiment", ""), 99)), r[0]))
 
 
+def _script(name: str) -> str:
+    """``li2023-nb201`` -> ``li2023 --nb201``: the script and option of a result file's name."""
+    script, _, option = name.partition("-")
+    return f"{script} --{option}" if option else script
+
+
 def render(results: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     """The page for ``(file stem, JSON object)`` pairs, in :data:`SECTIONS`' order."""
     lines = ["# Results", "",
@@ -260,6 +266,12 @@ def render(results: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
              "`python -m experiments.results` writes this page from those files. Do not edit it by hand.", ""]
     for stem, data in _ordered(results):
         lines += _section(stem, data)
+    have = {stem for stem, _ in results} | {d.get("experiment") for _, d in results}
+    missing = [name for name in SECTIONS if name not in have]
+    if missing:
+        lines += ["## Not in this run", "", "Run `make reproduce` (or the script) for:", ""]
+        lines += [f"- {SECTIONS[name][0]}: `python -m experiments.{_script(name)}`" for name in missing]
+        lines.append("")
     return "\n".join(lines)
 
 
