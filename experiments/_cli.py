@@ -57,7 +57,8 @@ def _caches() -> dict[str, str]:
 
 
 def machine() -> dict[str, Any]:
-    """What makes this machine's figures differ from another's: CPU model, family, ISA, caches, cores, versions."""
+    """What makes this machine's figures differ from another's: CPU model, family, ISA, caches, cores, versions,
+    and how busy it was (the 1-minute load average)."""
     info = _cpuinfo()
     flags = set(info.get("flags", "").split())
     try:
@@ -77,6 +78,7 @@ def machine() -> dict[str, Any]:
         "torch": torch_version,
         "python": platform.python_version(),
         "os": platform.system(),
+        "load_average": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
     }
 
 
@@ -92,6 +94,8 @@ def describe(m: dict[str, Any]) -> str:
     parts.append(f"{m.get('logical_cores', '?')} logical cores")
     if m.get("torch"):
         parts.append(f"torch {m['torch']}")
+    if m.get("load_average") is not None:  # other work on the machine slows every timing in the run
+        parts.append(f"load average {m['load_average']:g} when the run ended")
     return "; ".join(parts)
 
 
