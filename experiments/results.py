@@ -175,14 +175,8 @@ def _headlines(stem: str, d: Mapping[str, Any]) -> list[Row]:
     if name == "li2023-nb201":
         return [("HELP few-shot, NAS-Bench-201 devices: Spearman", "0.93", f"{d['mean_help']['spearman']:.3f}")]
     if name == "mulder2020":
-        rows = [(f"mulder2020 Fig. 7 ({p}): mean increase with NN2", _pct(d["paper"]["fig7_mean_increase_pct"], 2),
+        return [(f"mulder2020 Fig. 7 ({p}): mean increase with NN2", _pct(d["paper"]["fig7_mean_increase_pct"], 2),
                  _pct(s["mean_increase_pct"], 3)) for p, s in d["summary"].items()]
-        vgg = [r for r in d["results"] if r["network"] == "vgg19"]
-        if vgg:
-            paper_ms = d["paper"]["table4_model_ms"]["vgg19"]
-            rows.append(("mulder2020 Table 4: VGG-19 optimisation time", f"{paper_ms:.0f} ms",
-                         f"{max(r['model_ms_median'] for r in vgg):.1f} ms"))
-        return rows
     if name == "eshratifar2018":
         regime = " (paper's regime)" if "paper-regime" in d.get("command", "") else ""
         return [(f"eshratifar2018 Fig. 4: mean speed-up{regime}", _x(d["paper"]["speedup_mean"]),
@@ -200,11 +194,17 @@ README_END = "<!-- /results -->"
 
 
 def readme_table(results: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
-    """The README's headline table: figure, paper, edgeplan and the command that reproduces it."""
-    lines = ["| figure | paper | edgeplan | command |", "|---|---|---|---|"]
+    """The README's headline table (figure, paper, edgeplan, and the number of the command that reproduced it),
+    then the commands, numbered."""
+    lines, commands = ["| figure | paper | edgeplan | command |", "|---|---|---|---|"], []
     for stem, data in results:
-        command = data.get("command", "?").replace(" --json", "")
-        lines += [f"| {_cell(f)} | {_cell(p)} | {_cell(e)} | `{command}` |" for f, p, e in _headlines(stem, data)]
+        rows = _headlines(stem, data)
+        if not rows:
+            continue
+        commands.append(data.get("command", "?").replace(" --json", ""))
+        lines += [f"| {_cell(f)} | {_cell(p)} | {_cell(e)} | ({len(commands)}) |" for f, p, e in rows]
+    lines.append("")
+    lines += [f"({i}) `{c}`  " for i, c in enumerate(commands, 1)]
     return lines
 
 

@@ -42,7 +42,8 @@ def test_page_and_readme_table_are_written_from_the_json_files(tmp_path: Path) -
     assert all(len(line) <= 120 for line in text.splitlines())
     table = readme.read_text()
     assert "old" not in table and table.endswith("\n\nend\n")
-    assert "| eshratifar2018 Fig. 4: mean speed-up | 1.42x | 1.25x | `python -m experiments.eshratifar2018` |" in table
+    assert "| eshratifar2018 Fig. 4: mean speed-up | 1.42x | 1.25x | (1) |" in table
+    assert "(1) `python -m experiments.eshratifar2018`" in table
 
 
 def test_no_json_files_is_an_error(tmp_path: Path) -> None:
