@@ -6,7 +6,7 @@ others. This benchmark measures a pool of models **here** in the source profile'
 kept relative to the reference's, measured alternately with it, so that the machine's drift cancels), and a
 subset of them again in an independent campaign (``--repeat-models``) for the noise floor. It then scores what
 ``edgeplan calibrate`` does for a user (:func:`experiments.li2023.fewshot_measured`, also ``python -m
-experiments.reproduce li2023 --fewshot FILE``): the source calibrated from ``--samples`` (default 10) measured
+experiments.li2023 --fewshot FILE``): the source calibrated from ``--samples`` (default 10) measured
 models, every other model predicted; ``--seeds`` random draws from the whole pool, from the synthetic networks only
 and from the real-world ones only; the calibration's own choice of correction beside the single factor and the
 source as is.

@@ -52,7 +52,7 @@ def _group_rows(model: Any, records: Sequence[Mapping[str, Any]]) -> dict[str, A
     predicted and measured time of each op category summed over the models (ops with a prediction only).
 
     A record with folded work that it does not time op by op (a zoo CNN measured before ``folded_ops`` were kept:
-    NFNets' weight standardizations, MobileOne's identities) is predicted as experiments.reproduce li2023 predicts it
+    NFNets' weight standardizations, MobileOne's identities) is predicted as experiments.li2023 predicts it
     (:func:`~experiments.li2023.predict_with_folded_work`: its graph's folded operators added); its
     measured folded work counts in its measured op sum, and the two in the category ``folded work``."""
     from edgeplan.costmodels.opwise.ops import record_latency, record_ops

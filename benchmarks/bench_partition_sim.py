@@ -32,7 +32,6 @@ from edgeplan.frontends.zoo import load_graph
 from edgeplan.ir.cut_points import cut_points
 from edgeplan.planners.partition import PlacementProblem, place_exact
 from edgeplan.planners.partition.simulate import random_cluster
-from edgeplan.reports.partition_report import plot_partition_figures
 from edgeplan.runtimes.compression import measure_compression
 from experiments.parthasarathy2022 import (
     TARGETS,
@@ -42,6 +41,7 @@ from experiments.parthasarathy2022 import (
     own_ratio,
     run_simulation,
 )
+from experiments.parthasarathy2022_plots import plot_partition_figures
 
 FIGURES = Path(__file__).resolve().parent.parent / "campaigns" / "partition_figs"
 

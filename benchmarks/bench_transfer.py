@@ -21,7 +21,7 @@ bags, the hidden layers alone, unblended or unrefitted two-round transfers) are 
 
 - the MdRAE on AMD's test part (median over primitives), and
 - the selection increase: each network's selection made with the transferred model, priced with the measured AMD
-  table, over the measured optimum (as ``python -m experiments.reproduce mulder2020`` does), mean over the six
+  table, over the measured optimum (as ``python -m experiments.mulder2020`` does), mean over the six
   networks of mulder2020; GoogLeNet's alone beside it (the paper's Figs. 8-10 use GoogLeNet).
 
 Reported: median and quartiles over the repeats, and each method paired by draw against ``default``. With ``--native

@@ -75,7 +75,7 @@ def main() -> int:
     # latency prediction (li2023): a held-out synthetic network predicted from its graph, then measured here
     _run("predict", "synthetic:950", "--device", "torch-fp32-1t", "--method", "gbdt", "--breakdown", "--measure", "5")
     # offloading for the mobile's battery instead of its latency: AlexNet's plan and both baselines' energy (the
-    # paper's full table: `python -m experiments.reproduce eshratifar2018`, outside the wheel)
+    # paper's full table: `python -m experiments.eshratifar2018`, outside the wheel)
     _run("offload", "paper:alexnet", "--network", "wifi", "--costs", "shipped", "--objective", "energy")
     return 0
 

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import click
 import numpy as np
 
 from edgeplan.costmodels.opwise.calibrate import (
@@ -75,6 +77,7 @@ __all__ = [
     "measured_records",
     "group_floor",
     "format_insight",
+    "main",
     "format_report",
     "noise_floor",
     "reproduce",
@@ -1110,3 +1113,133 @@ def format_insight(kind: str, result: Mapping[str, Any]) -> list[str]:
     lines.append(f"  (share1, share2: of {result['base']}'s and of {result['other']}'s op time; speed-up = "
                  f"{result['base']} time / {result['other']} time, summed over the models)")
     return lines
+
+
+# ---------------------------------------------------------------------------------------------------- command line
+
+
+def _source_model(source: str, home: str | None) -> LatencyModel:
+    """The latency model of device ``source`` (its default method); a calibrated device's own source scenario's."""
+    from edgeplan.costmodels.opwise.profiles import load_device_model, source_method
+
+    model = load_device_model(source, source_method(source, None, home), home)
+    return model if isinstance(model, LatencyModel) else model.source
+
+
+def _floor_run(scenario: str, data_file: Path | None, repeat_file: Path | None, as_json: bool) -> None:
+    """``--floor``: the noise floor of a dataset against its repeat, for both statistics."""
+    from experiments._cli import emit
+
+    data = load_dataset(data_file or dataset_path(scenario))
+    rpath = repeat_file or dataset_path(data.scenario, repeat=True)
+    if not rpath.is_file():
+        raise InvalidInputError(f"no repeat {rpath}: measure one with `edgeplan ops profile ... --repeat TAG`, "
+                                "export it and give it with --repeat-data")
+    again = load_dataset(rpath)
+    floors = {st: noise_floor(data, again, st) for st in ("min", "median")}
+    lines = [f"noise floor of {data.scenario} (end-to-end MAPE between two independent measurements)"]
+    lines += [f"  {st:<7} {format_floor(f)}" for st, f in floors.items()]
+    emit({"experiment": "li2023-floor", "scenario": data.scenario, "noise_floor": floors}, lines, as_json)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--scenario", default="torch-fp32-1t", show_default=True, help="Whose shipped per-op dataset to use.")
+@click.option("--method", "methods", type=click.Choice(list(METHODS)), multiple=True,
+              default=tuple(METHODS), show_default=True, help="Predictor methods to compare; repeat for several.")
+@click.option("--data", "data_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Your own per-op dataset instead of the scenario's (an `ops export` file).")
+@click.option("--repeat-data", "repeat_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Its independent re-measurement, for the noise floor (with --fewshot: the same models measured "
+                   "again, a CSV or a dataset).")
+@click.option("--statistic", type=click.Choice(["min", "median"]), default="median", show_default=True,
+              help="Learn and evaluate the medians over runs or the fastest runs.")
+@click.option("--nb201", is_flag=True,
+              help="Instead: few-shot calibration of every HELP NAS-Bench-201 device from 10 architectures "
+                   "(skipped when --help-data's default file is absent).")
+@click.option("--insight", type=click.Choice(["threads", "int8"]), default=None,
+              help="Instead: li2023 §3.1.1 (threads: torch-fp32-1t vs -2t) or §3.1.2 (int8: ort-fp32-1t vs "
+                   "ort-int8-1t) speed-up per op category (or --data and --versus-data).")
+@click.option("--fewshot", "fewshot_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Instead: how well --samples of your measured models calibrate --source, the others predicted, "
+                   "over --seeds draws; a CSV model,latency_ms or an `ops export` dataset.")
+@click.option("--floor", "floor_only", is_flag=True,
+              help="Instead: only the noise floor of the dataset against its repeat, for both statistics.")
+@click.option("--versus-data", "versus_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="--insight: the second scenario's dataset file.")
+@click.option("--help-data", type=click.Path(dir_okay=False, path_type=Path), default=HELP_DATA, show_default=True,
+              help="--nb201: HELP's latency table.")
+@click.option("--source", default="torch-fp32-1t", show_default=True,
+              help="--nb201, --fewshot: the device profile calibrated.")
+@click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True,
+              help="--nb201, --fewshot: random draws of --samples models (per device).")
+@click.option("--samples", type=click.IntRange(min=1), default=10, show_default=True,
+              help="--nb201, --fewshot: measured models a calibration is given.")
+@click.option("--network-context", type=click.Choice(["auto"]), default=None,
+              help="Also give the op predictors fitted on 900 networks or more log2 of their network's largest "
+                   "output: lower §5.1 errors on the synthetic networks, higher on the zoo CNNs (off: li2023's "
+                   "features).")
+@click.option("--home", type=click.Path(file_okay=False), default=None, envvar="EDGEPLAN_HOME",
+              help="Folder of your device profiles (--source of a calibrated device).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def cli(scenario: str, methods: tuple[str, ...], data_file: Path | None, repeat_file: Path | None, statistic: str,
+        nb201: bool, insight: str | None, fewshot_file: Path | None, floor_only: bool, versus_file: Path | None,
+        help_data: Path, source: str, seeds: int, samples: int, network_context: str | None, home: str | None,
+        as_json: bool) -> None:
+    """Latency prediction (li2023 §5.1, §5.3, §5.5, §5.6) on the shipped per-op datasets; or --nb201 few-shot,
+    --fewshot on your own measurements, --floor, or an --insight of §3.1.
+
+    Example: python -m experiments.li2023 --method gbdt --json
+    """
+    from experiments._cli import emit, skip
+
+    ctx = click.get_current_context()
+    if versus_file is not None and not insight:
+        raise InvalidInputError("--versus-data goes with --insight threads|int8")
+    if sum(map(bool, (floor_only, insight, nb201, fewshot_file))) > 1:
+        raise InvalidInputError("--floor, --insight, --nb201 and --fewshot are separate runs: give one of them")
+    if ctx.get_parameter_source("scenario") == click.core.ParameterSource.COMMANDLINE and (
+            insight or nb201 or fewshot_file):
+        raise InvalidInputError(
+            "--scenario picks the dataset of §5; --insight compares a fixed pair of scenarios (give other datasets "
+            "with --data and --versus-data) and --nb201 and --fewshot start from --source"
+        )
+    if floor_only:
+        _floor_run(scenario, data_file, repeat_file, as_json)
+        return
+    if insight:
+        a, b = INSIGHT_SCENARIOS[insight]
+        result = speedup_insight(load_dataset(data_file or dataset_path(a)),
+                                 load_dataset(versus_file or dataset_path(b)), statistic)
+        emit({"experiment": f"li2023-{insight}", **result}, format_insight(insight, result), as_json)
+        return
+    if fewshot_file:
+        rows, records = measured_records(fewshot_file, statistic)  # records: an ops export's (the per-op form)
+        repeat_rows = measured_latencies(repeat_file, statistic) if repeat_file else None
+        result = fewshot_measured(_source_model(source, home), source, rows, repeat_rows, samples=samples,
+                                  seeds=seeds, progress=not as_json, records=records, statistic=statistic)
+        emit({"experiment": "li2023-fewshot", **result}, format_fewshot_measured(result), as_json)
+        return
+    if nb201:
+        if not help_data.is_file():
+            if ctx.get_parameter_source("help_data") is not click.core.ParameterSource.DEFAULT:
+                raise click.BadParameter(f"no file {help_data}", param_hint="--help-data")
+            skip(f"{help_data} is absent (HELP's NAS-Bench-201 latencies; see ../shared/data)", as_json)
+            return
+        few = nb201_fewshot(_source_model(source, home), source, help_data, seeds=seeds, samples=samples,
+                            progress=not as_json)
+        emit({"experiment": "li2023-nb201", **few}, format_nb201(few), as_json)
+        return
+    result = reproduce(scenario, methods, data_file, repeat_file, progress=not as_json, statistic=statistic,
+                       **({"network": network_context} if network_context else {}))
+    emit({"experiment": "li2023", **result}, format_report(result), as_json)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; errors on one line and a non-zero exit code."""
+    from experiments._cli import run_command
+
+    return run_command(cli, "experiments.li2023", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

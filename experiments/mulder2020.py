@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import click
 import numpy as np
 
 from edgeplan.decisions.select import TimedSelection, load_formats, select_network, table_costs
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from edgeplan.costmodels import PerformanceModel
     from edgeplan.measure.primitive_data import PrimitiveDataset
 
-__all__ = ["NETWORKS", "PAPER_FIG7", "PAPER_TABLE4", "NetworkResult", "format_report", "measured_choice",
+__all__ = ["NETWORKS", "PAPER_FIG7", "PAPER_TABLE4", "NetworkResult", "format_report", "main", "measured_choice",
            "network_result", "structures"]
 
 NETWORKS = ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34")
@@ -315,3 +317,93 @@ def format_own(results: Sequence[OwnResult]) -> list[str]:
     lines.append("  * one run of every applicable primitive on every conv layer and of every transformation on every "
                  "edge, summed from the table (repeated layers counted each time)")
     return lines
+
+
+# ---------------------------------------------------------------------------------------------------- command line
+
+DATA_DIR = "../shared/data/mulder2021"
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--data-dir", type=click.Path(file_okay=False), default=DATA_DIR, show_default=True,
+              help="Folder with intel.csv, amd.csv and formats.csv (mulder2021's tables); skipped when the default "
+                   "folder is absent.")
+@click.option("--platforms", default="intel,amd", show_default=True, help="Comma-separated tables to use.")
+@click.option("--models-dir", type=click.Path(file_okay=False), default="out/mulder2020", show_default=True,
+              help="NN2 models PLATFORM-nn2 are read from here, or fitted (train part of split seed 0; minutes) and "
+                   "saved here.")
+@click.option("--own", is_flag=True,
+              help="This machine instead: edgeplan's primitives, its measured tables and NN2, both selections run "
+                   "for real beside PyTorch.")
+@click.option("--own-data", type=click.Path(dir_okay=False, exists=True), multiple=True,
+              help="With --own: measured tables (default: the shipped ones).")
+@click.option("--own-model", type=click.Path(file_okay=False, exists=True), default=None,
+              help="With --own: the NN2 model of this machine (default: the shipped one).")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --own: threads of the real executions (the tables' thread count).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def cli(data_dir: str, platforms: str, models_dir: str, own: bool, own_data: tuple[str, ...], own_model: str | None,
+        threads: int, as_json: bool) -> None:
+    """Primitive selection with NN2 vs profiling (mulder2020 Table 4 and Fig. 7) on the paper's six networks.
+
+    Example: python -m experiments.mulder2020 --platforms intel --json
+    """
+    from edgeplan.costmodels import fit_performance_model, load_performance_model, save_performance_model
+    from edgeplan.measure.primitive_data import load_primitive_csv
+    from experiments._cli import emit, skip
+
+    if own:
+        from edgeplan.decisions.select import SHIPPED, SHIPPED_MODEL, SHIPPED_TABLES, merged_tables
+
+        data = merged_tables(list(own_data) or [SHIPPED / t for t in SHIPPED_TABLES])
+        folder = Path(own_model) if own_model else SHIPPED / SHIPPED_MODEL
+        if not (folder / "model.json").exists():
+            raise click.UsageError(f"no performance model in {folder}; fit one on this machine's tables "
+                                   "(`edgeplan primitives fit --data TABLE.csv --out DIR`) and pass --own-model DIR")
+        model = load_performance_model(folder)
+        own_results = [own_result(n, data, model, threads=threads) for n in NETWORKS]
+        emit({"experiment": "mulder2020-own", "own": [r.to_dict() for r in own_results]}, format_own(own_results),
+             as_json)
+        return
+
+    folder_given = click.get_current_context().get_parameter_source("data_dir") is not \
+        click.core.ParameterSource.DEFAULT
+    if not Path(data_dir).is_dir():
+        if folder_given:
+            raise click.BadParameter(f"no folder {data_dir}", param_hint="--data-dir")
+        skip(f"{data_dir} is absent (mulder2021's tables; see ../shared/data)", as_json)
+        return
+    chosen = [p.strip() for p in platforms.split(",") if p.strip()]
+    if not chosen:
+        raise click.BadParameter("name at least one table, e.g. intel,amd", param_hint="--platforms")
+    tables = {}
+    for platform in chosen:
+        data = load_primitive_csv(Path(data_dir) / f"{platform}.csv")
+        folder = Path(models_dir) / f"{platform}-nn2"
+        if (folder / "model.json").exists():
+            model = load_performance_model(folder)
+        else:
+            click.echo(f"fitting NN2 on {platform}.csv (train part of split seed 0; minutes) -> {folder}", err=True)
+            model = fit_performance_model(data, "nn2")
+            save_performance_model(model, folder)
+        tables[platform] = (data, model)
+    results = run(tables, Path(data_dir) / "formats.csv")
+    summary = {p: {"mean_increase_pct": statistics.fmean(r.increase_pct for r in results if r.platform == p),
+                   "worst_increase_pct": max(r.increase_pct for r in results if r.platform == p),
+                   "worst_network": max((r for r in results if r.platform == p), key=lambda r: r.increase_pct).network}
+               for p in tables}
+    emit({"experiment": "mulder2020", "paper": {"fig7": PAPER_FIG7, "fig7_mean_increase_pct": 0.39,
+                                                "fig7_worst_increase_pct": 1.1,
+                                                "table4_model_ms": {n: v[0] for n, v in PAPER_TABLE4.items()}},
+          "summary": summary, "results": [r.to_dict() for r in results]}, format_report(results), as_json)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; errors on one line and a non-zero exit code."""
+    from experiments._cli import run_command
+
+    return run_command(cli, "experiments.mulder2020", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

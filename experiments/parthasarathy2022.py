@@ -26,10 +26,13 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import click
 
 from edgeplan.errors import EdgeplanError, InfeasibleError
 from edgeplan.measure.progress import counting_bar
@@ -51,7 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_MODELS", "PAPER", "TARGETS", "CellResult", "ClaimCheck", "Fig10Row", "KPathStats",
            "SimulationConfig", "SimulationResult", "Timings", "check_claims", "fig8_rows", "fig9_rows",
-           "format_report", "own_ratio", "run_simulation"]
+           "format_report", "main", "own_ratio", "run_simulation"]
 
 #: The paper's model set, as far as our zoo has it (Keras names: ResNet50, InceptionV3, InceptionResNetV2, ...).
 DEFAULT_MODELS = ("torchvision:resnet50", "torchvision:inception_v3", "timm:inception_resnet_v2",
@@ -724,3 +727,77 @@ def format_report(result: SimulationResult) -> str:
     lines += ["", "Claims:"]
     lines += [c.line() for c in check_claims(result)]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------- command line
+
+
+def _ints(text: str, name: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a comma-separated list of integers", param_hint=name) from None
+    if not values or min(values) < 1:
+        raise click.BadParameter(f"{text!r}: give one or more positive integers, e.g. 5,10,50", param_hint=name)
+    return values
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--models", default=None, help="Comma-separated zoo names (default: the paper's 8 models).")
+@click.option("--memories", default="64,128,256,512", show_default=True, help="Node memories (MB).")
+@click.option("--nodes", default="5,10,15,20,50", show_default=True, help="Cluster sizes.")
+@click.option("--classes", default="2,5,8,11,14,17,20", show_default=True, help="Numbers of bandwidth classes.")
+@click.option("--runs", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Random clusters per configuration.")
+@click.option("--fig10-trials", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Random clusters of Fig. 10 (the most nodes, the least memory, the most classes).")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
+              help="Write Figs. 7-10 as PNG files into this folder (created, and checked, before simulating).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def cli(models: str | None, memories: str, nodes: str, classes: str, runs: int, fig10_trials: int,
+        plots_dir: str | None, as_json: bool) -> None:
+    """Edge-cluster pipelines (parthasarathy2022 Figs. 7-10): k-path vs exact, greedy, random and edgeplan's planner.
+
+    The paper's grid takes minutes; shrink it with --models, --nodes, --runs and --fig10-trials.
+
+    Example: python -m experiments.parthasarathy2022 --models torchvision:resnet50 --runs 10 --json
+    """
+    from edgeplan.errors import InvalidInputError
+    from experiments._cli import emit
+
+    names = tuple(m.strip() for m in models.split(",") if m.strip()) if models is not None else DEFAULT_MODELS
+    if not names:
+        raise click.BadParameter("give at least one model", param_hint="--models")
+    sizes, mbs, ks = _ints(nodes, "--nodes"), _ints(memories, "--memories"), _ints(classes, "--classes")
+    config = SimulationConfig(models=names, memories_mb=mbs, nodes=sizes, classes=ks, runs=runs,
+                              fig10_trials=fig10_trials, fig10_nodes=max(sizes), fig10_memory_mb=min(mbs),
+                              fig10_classes=max(ks))
+    if plots_dir is not None:  # a folder that cannot be written is named now, not after the simulation
+        from experiments.parthasarathy2022_plots import figure_folder
+
+        figure_folder(plots_dir)
+    result = run_simulation(config, progress=not as_json)
+    written = []
+    if plots_dir is not None:
+        from experiments.parthasarathy2022_plots import plot_partition_figures
+
+        written = plot_partition_figures(result, plots_dir)
+    lines = [format_report(result)] + (["", "figures: " + ", ".join(str(p) for p in written)] if written else [])
+    data = {"experiment": "parthasarathy2022", **result.to_dict(), "own_ratio": own_ratio(result),
+            "claims": [dataclasses.asdict(c) for c in check_claims(result)]}
+    emit(data, lines, as_json)
+    failed = sorted({f"{c.model} ({c.reason})" for c in result.cells if c.status == UNAVAILABLE})
+    if failed:
+        raise InvalidInputError(f"{len(failed)} model(s) could not be loaded and are missing from the results: "
+                                f"{'; '.join(failed)}; fix or drop them in --models")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; errors on one line and a non-zero exit code."""
+    from experiments._cli import run_command
+
+    return run_command(cli, "experiments.parthasarathy2022", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

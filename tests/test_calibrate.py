@@ -19,7 +19,7 @@ from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.direct import nb201_graph
 from edgeplan.ir.kernels import deduce_kernels
 from edgeplan.ir.serialize import node_to_dict
-from experiments.reproduce import main as reproduce_main
+from experiments.li2023 import main as li2023_main
 
 CELLS = [f"|{a}~0|+|{b}~0|{c}~1|+|skip_connect~0|{a}~1|{b}~2|"
          for a in ("nor_conv_3x3", "nor_conv_1x1", "avg_pool_3x3")
@@ -162,11 +162,11 @@ def test_fewshot_on_measured_models_recovers_a_scaled_device_and_names_what_it_l
     source.save(home / "devices" / "src")
     first = _csv(tmp_path / "first.csv", [["model", "latency_ms"], *map(list, rows)])
     second = _csv(tmp_path / "second.csv", [["model", "latency_ms"], *map(list, again)])
-    assert reproduce_main(["--home", str(home), "li2023", "--fewshot", str(first), "--repeat-data", str(second),
+    assert li2023_main(["--home", str(home), "--fewshot", str(first), "--repeat-data", str(second),
                  "--source", "src", "--seeds", "2", "--samples", "6", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["samples"] == 6 and out["seeds"] == 2 and out["pools"]["zoo"]["scale"]["all"]["mape"] < 1.0
-    assert reproduce_main(["--home", str(home), "li2023", "--fewshot", str(first), "--nb201"]) != 0
+    assert li2023_main(["--home", str(home), "--fewshot", str(first), "--nb201"]) != 0
     assert "separate runs" in capsys.readouterr().err
 
 

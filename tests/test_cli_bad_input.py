@@ -16,13 +16,17 @@ from edgeplan.costmodels.opwise.calibrate import read_measurements
 from edgeplan.costmodels.opwise.profiles import shipped_devices
 from edgeplan.errors import InvalidInputError, UnsupportedOperatorError
 from edgeplan.measure.model_sets import MAX_RANGE, expand_models
-from experiments.reproduce import main as reproduce_main
+from experiments import eshratifar2018, mulder2020, parthasarathy2022
+
+PAPERS = {"eshratifar2018": eshratifar2018.main, "mulder2020": mulder2020.main,
+          "parthasarathy2022": parthasarathy2022.main}
 
 NB201 = "nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|skip_connect~1|+|avg_pool_3x3~0|none~1|nor_conv_1x1~2|"
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = reproduce_main([a for a in args if a != "reproduce"]) if "reproduce" in args else main(list(args))
+    paper = next((a for a in args if a in PAPERS), None)  # "reproduce PAPER ...": python -m experiments.PAPER ...
+    code = PAPERS[paper](list(args[args.index(paper) + 1:])) if paper else main(list(args))
     out = capsys.readouterr()
     return code, out.out, out.err
 

@@ -34,7 +34,7 @@ from edgeplan.costmodels.opwise.predictors import METHODS, OpPredictor, fit_pred
 from edgeplan.errors import InvalidInputError
 from edgeplan.measure.allocator import KEEP_MEMORY, allocator_settings
 from edgeplan.measure.metrics import mape
-from experiments.reproduce import main as reproduce_main
+from experiments.li2023 import main as li2023_main
 
 
 def conv(c: int, k: int, size: int, groups: int = 1, kernel: int = 3, stride: int = 1) -> dict[str, Any]:
@@ -835,16 +835,16 @@ def test_noise_floor_compares_paired_and_raw_times(tmp_path: Path, capsys: pytes
     again = [{**r, "latency_ms": 1.1 * r["latency_ms"], "raw_latency_ms": 1.5 * r["raw_latency_ms"]} for r in records]
     a = _write_dataset(tmp_path / "a.jsonl.gz", records)
     b = _write_dataset(tmp_path / "b.jsonl.gz", again)
-    assert reproduce_main(["li2023", "--floor", "--data", str(a), "--repeat-data", str(b), "--json"]) == 0
+    assert li2023_main(["--floor", "--data", str(a), "--repeat-data", str(b), "--json"]) == 0
     floors = json.loads(capsys.readouterr().out)["noise_floor"]
     assert floors["median"]["mape"] == pytest.approx(100 * 0.1 / 1.0) and floors["median"]["models"] == 4
     assert floors["median"]["raw_mape"] == pytest.approx(100 * 0.5)
     assert floors["min"]["mape"] == pytest.approx(0.0) and floors["min"]["raw_mape"] == pytest.approx(0.0)
-    assert reproduce_main(["li2023", "--floor", "--data", str(a), "--repeat-data", str(b)]) == 0
+    assert li2023_main(["--floor", "--data", str(a), "--repeat-data", str(b)]) == 0
     assert "before the reference pairing: 50.00%" in capsys.readouterr().out
-    assert reproduce_main(["li2023", "--floor", "--data", str(a), "--repeat-data", str(tmp_path / "no")]) != 0
+    assert li2023_main(["--floor", "--data", str(a), "--repeat-data", str(tmp_path / "no")]) != 0
     assert "no repeat" in capsys.readouterr().err
-    assert reproduce_main(["li2023", "--floor", "--insight", "threads"]) != 0
+    assert li2023_main(["--floor", "--insight", "threads"]) != 0
     assert "separate runs" in capsys.readouterr().err
 
 
@@ -1009,13 +1009,13 @@ def test_speedup_insight_per_category(tmp_path: Path, capsys: pytest.CaptureFixt
     assert sum(c["share"] for c in cats.values()) == pytest.approx(1.0)
     text = "\n".join(format_insight("threads", result))
     assert "Insight 1" in text and "2.00x" in text and "only in torch-fp32-2t" in text
-    assert reproduce_main(["li2023", "--insight", "threads", "--data", str(a), "--versus-data", str(b),
+    assert li2023_main(["--insight", "threads", "--data", str(a), "--versus-data", str(b),
                  "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["categories"]["conv"]["speedup"] == pytest.approx(2.0)
     alone = _write_dataset(tmp_path / "c.jsonl.gz", [{**base[0], "model": "synthetic:99"}], "torch-fp32-2t")
-    assert reproduce_main(["li2023", "--insight", "threads", "--data", str(a), "--versus-data", str(alone)]) != 0
+    assert li2023_main(["--insight", "threads", "--data", str(a), "--versus-data", str(alone)]) != 0
     assert "share no model" in capsys.readouterr().err
-    assert reproduce_main(["li2023", "--insight", "int8", "--scenario", "ort-int8-1t"]) != 0
+    assert li2023_main(["--insight", "int8", "--scenario", "ort-int8-1t"]) != 0
     assert "fixed pair of scenarios" in capsys.readouterr().err
 
 

@@ -71,6 +71,18 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
     assert upward == []
 
 
+def test_the_library_never_imports_the_experiments() -> None:
+    """``experiments/`` is outside the wheel: nothing installed may need it."""
+    mods = _modules()
+    found = []
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{name} -> {t}" for t in targets if t.split(".")[0] in ("experiments", "benchmarks", "tests")]
+    assert found == []
+
+
 def test_no_import_cycle_between_modules() -> None:
     mods = _modules()
     graph = {m: _imports(m, p, mods) for m, p in mods.items()}

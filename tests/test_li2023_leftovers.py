@@ -24,7 +24,7 @@ from edgeplan.measure import DeviceDescriptor, MeasurementResult, Store, Task, T
 from edgeplan.measure.op_campaign import ReferenceScaleWarning, campaign_name, export_dataset
 from edgeplan.measure.op_dataset import DATASET_FORMAT, load_dataset
 from edgeplan.measure.scenarios import get_scenario
-from experiments.reproduce import main as reproduce_main
+from experiments.li2023 import main as li2023_main
 
 #: A reference scale as ``ops export`` writes it in a dataset's header.
 REF = {"model": "synthetic:0", "ms": 16.0, "min_ms": 12.0, "from_campaign": "ops/torch-fp32-1t", "models": 10}
@@ -95,10 +95,10 @@ def test_noise_floor_refuses_datasets_at_different_reference_scales(tmp_path: Pa
     assert "16 ms" in msg and "20 ms" in msg and "not comparable" in msg and "edgeplan ops export" in msg
     with pytest.raises(InvalidInputError, match="no reference"):  # paired times against times as measured
         noise_floor(load_dataset(a), load_dataset(raw))
-    assert reproduce_main(["li2023", "--floor", "--data", str(a), "--repeat-data", str(own)]) != 0
+    assert li2023_main(["--floor", "--data", str(a), "--repeat-data", str(own)]) != 0
     err = capsys.readouterr().err
     assert "not comparable" in err and str(own) in err
-    assert reproduce_main(["li2023", "--floor", "--data", str(a), "--repeat-data", str(same), "--json"]) == 0
+    assert li2023_main(["--floor", "--data", str(a), "--repeat-data", str(same), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["noise_floor"]["median"]["models"] == 4
 
 
@@ -310,10 +310,10 @@ def test_reproduce_li2023_defaults_to_the_median(tmp_path: Path, capsys: pytest.
     base = [_record(i, rng, f"synthetic:{i}") for i in range(4)]
     a = _dataset(tmp_path / "a.jsonl.gz", base, scenario="torch-fp32-1t")
     b = _dataset(tmp_path / "b.jsonl.gz", base, scenario="torch-fp32-2t")
-    assert reproduce_main(["li2023", "--insight", "threads", "--data", str(a), "--versus-data", str(b),
+    assert li2023_main(["--insight", "threads", "--data", str(a), "--versus-data", str(b),
                  "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["statistic"] == "median"
-    assert reproduce_main(["li2023", "--help"]) == 0
+    assert li2023_main(["--help"]) == 0
     help_text = " ".join(capsys.readouterr().out.split())
     assert "[default: median]" in help_text and "[default: min]" not in help_text
 

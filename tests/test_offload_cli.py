@@ -12,11 +12,14 @@ from edgeplan.cli.main import main
 from edgeplan.decisions.offload import OffloadSetup, offload_costs, plan_offload, run_offload
 from edgeplan.errors import InvalidInputError
 from edgeplan.planners.offload import check_plan, evaluate_schedule
-from experiments.reproduce import main as reproduce_main
+from experiments import eshratifar2018
+
+PAPERS = {"eshratifar2018": eshratifar2018.main}
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = reproduce_main([a for a in args if a != "reproduce"]) if "reproduce" in args else main(list(args))
+    paper = next((a for a in args if a in PAPERS), None)  # "reproduce PAPER ...": python -m experiments.PAPER ...
+    code = PAPERS[paper](list(args[args.index(paper) + 1:])) if paper else main(list(args))
     out = capsys.readouterr()
     return code, out.out, out.err
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from edgeplan.errors import InfeasibleError, InvalidInputError
-from edgeplan.reports.partition_report import figure_folder, plot_partition_figures
 from experiments.parthasarathy2022 import (
     PAPER,
     SimulationConfig,
@@ -20,7 +19,8 @@ from experiments.parthasarathy2022 import (
     format_report,
     run_simulation,
 )
-from experiments.reproduce import main as reproduce_main
+from experiments.parthasarathy2022 import main as parthasarathy_main
+from experiments.parthasarathy2022_plots import figure_folder, plot_partition_figures
 
 # synthetic:0 loads in well under a second; at 4 MB a segment fits no node, at 8 MB Alg. 1 cuts 6 stages (more
 # than 5 nodes, fewer than 10), at 48 MB the model fits one node.
@@ -220,7 +220,7 @@ def test_reproduce_names_a_bad_plots_folder_before_simulating(capsys: pytest.Cap
     monkeypatch.setattr(experiment, "run_simulation", no_simulation)
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    code = reproduce_main(["parthasarathy2022", "--models", "synthetic:0", "--plots", str(blocker / "figs")])
+    code = parthasarathy_main(["--models", "synthetic:0", "--plots", str(blocker / "figs")])
     out, err = capsys.readouterr()
     assert code != 0 and "Traceback" not in out + err
     assert err.startswith(f"error: cannot write figures into the folder {blocker / 'figs'}: ")
@@ -230,9 +230,9 @@ def test_reproduce_names_a_bad_plots_folder_before_simulating(capsys: pytest.Cap
 def test_reproduce_cli_text_json_and_plots(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from experiments.reproduce import reproduce as cli
+    from experiments.parthasarathy2022 import cli
 
-    args = ["parthasarathy2022", "--models", "synthetic:0", "--memories", "8,48", "--nodes", "10",
+    args = ["--models", "synthetic:0", "--memories", "8,48", "--nodes", "10",
             "--classes", "2,5", "--runs", "2", "--fig10-trials", "2"]
     text = CliRunner().invoke(cli, [*args, "--plots", str(tmp_path / "figs")])
     assert text.exit_code == 0, text.output
@@ -242,5 +242,5 @@ def test_reproduce_cli_text_json_and_plots(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["config"]["runs"] == 2 and {c["status"] for c in data["cells"]} == {"ok", "single_device"}
-    bad = CliRunner().invoke(cli, [*args[:4], "--nodes", "ten"])
+    bad = CliRunner().invoke(cli, [*args[:2], "--nodes", "ten"])
     assert bad.exit_code != 0 and "comma-separated list of integers" in bad.output
