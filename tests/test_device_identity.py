@@ -202,7 +202,7 @@ def test_select_trusts_tables_measured_here_and_warns_of_others(
     assert mine.costs_from.source == "table"
     (tmp_path / "mine.provenance.json").write_text(json.dumps({"devices": [{"key": "x", "descriptor": OLD}]}))
     assert not select("torchvision:squeezenet1_0", tables=[table]).costs_match_this_device
-    code = main(["--home", str(tmp_path), "select", "torchvision:squeezenet1_0", "--no-flow-costs", "--json"])
+    code = main(["--home", str(tmp_path), "select", "torchvision:squeezenet1_0", "--json"])
     captured = capsys.readouterr()
     assert code == 0 and "warning: the costs are another device's (the shipped tables" in captured.err
     assert json.loads(captured.out)["costs_match_this_device"] is False
