@@ -22,7 +22,7 @@ demo: $(STAMP)
 	$(BIN)/python -m edgeplan.demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n 2 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check edgeplan tests experiments benchmarks
