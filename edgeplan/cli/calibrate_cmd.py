@@ -140,7 +140,7 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
         click.echo(f"note: {source} is a calibrated device; calibrating against its source {model.source_device}",
                    err=True)
         source, model = model.source_device, model.source
-    if measurements is not None:  # records (the operations timed too) when it is an ops export
+    if measurements is not None:  # records (the operations timed too) when it is a `profile ops --export` dataset
         rows, records = measured_records(measurements)
         if records is not None:
             _note_other_scenario(measurements, source, model)
@@ -186,9 +186,9 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
 
 
 def _note_other_scenario(dataset: Path, source: str, model: Any) -> None:
-    """Say so when an ``ops export`` was measured in another scenario than the source's: its end-to-end latencies
-    are calibrated as given, but its operations are another runtime's kernels, which the source predicts by their
-    category at best."""
+    """Say so when a ``profile ops --export`` dataset was measured in another scenario than the source's: its
+    end-to-end latencies are calibrated as given, but its operations are another runtime's kernels, which the source
+    predicts by their category at best."""
     import json
 
     from edgeplan.measure.op_dataset import open_dataset_file

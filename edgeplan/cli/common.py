@@ -12,34 +12,14 @@ from typing import Any
 
 import click
 
-__all__ = ["KEEP_MEMORY_HELP", "NETWORK_CONTEXT_OPTION", "OVERHEAD_OPTION", "Context", "check_positive", "emit_json",
-           "keep_memory", "model_specs", "refuse_failures"]
+__all__ = ["KEEP_MEMORY_HELP", "Context", "check_positive", "emit_json", "keep_memory", "model_specs",
+           "refuse_failures"]
 
 #: Help of the ``--keep-memory`` option of the commands that measure.
 KEEP_MEMORY_HELP = ("Measure under glibc malloc tunables that keep freed memory in the process (as a caching "
                     "allocator does), so that no operation pays page faults for buffers over 32 MiB that the "
                     "allocator handed back: re-runs the command with them set. Recorded with the measurements; a "
                     "campaign is measured all with it or all without.")
-
-#: The ``--overhead`` option of the commands that fit latency models (its choices are
-#: :data:`edgeplan.costmodels.opwise.model.OVERHEAD_FORMS`, not imported here to keep the CLI's start light).
-OVERHEAD_OPTION = click.option(
-    "--overhead", type=click.Choice(["linear", "stacked", "mean"]), default="linear", show_default=True,
-    help="How the end-to-end overhead over the ops' sum is learnt: a constant plus a cost per op plus a share of the "
-         "ops' sum, by least relative error, over the training networks' measured op sums (linear) or over the sums "
-         "the fitted predictors give them (stacked: also corrects the predictors' bias there); or li2023's mean "
-         "difference (mean).")
-
-#: ``--network-context [distinct|total|peak|auto]`` of ``ops fit`` and ``reproduce li2023`` (the keys of
-#: :data:`edgeplan.costmodels.opwise.features.NETWORK_CHOICES`, and ``auto``; given bare, ``distinct``).
-NETWORK_CONTEXT_OPTION = click.option(
-    "--network-context", type=click.Choice(["distinct", "total", "peak", "auto"]), is_flag=False,
-    flag_value="distinct", default=None,
-    help="Also give every op predictor its network's footprint: log2 of the summed MiB of the distinct output sizes "
-         "of its kernels (distinct, the value when none is given), of those and the kernels' parameters (total), or "
-         "of its largest output (peak): ops of networks with a large one run slower. auto: peak when fitted on at "
-         "least 900 networks, else none (with few, the trees use it to tell the networks apart).")
-
 
 @dataclass
 class Context:

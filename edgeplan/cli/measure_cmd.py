@@ -12,7 +12,8 @@ __all__ = ["measure"]
 @click.command()
 @click.argument("model")
 @click.option("--threads", type=int, default=1, show_default=True, help="Intra-op threads (set and recorded).")
-@click.option("--runtime", type=click.Choice(["torch", "onnxruntime"]), default="torch", show_default=True)
+@click.option("--runtime", type=click.Choice(["torch", "onnxruntime"]), default="torch", show_default=True,
+              help="torch: eager PyTorch; onnxruntime: the model exported to ONNX (cached), on the CPU provider.")
 @click.option("--repeats", type=int, default=None,
               help="Exactly this many timed runs (default: adaptive, until the median's 95% CI is within +-2%).")
 @click.option("--max-time", "max_time_s", type=float, default=10.0, show_default=True, help="Time cap in seconds.")
@@ -32,9 +33,9 @@ def measure(ctx: Context, model: str, threads: int, runtime: str, repeats: int |
         keep_memory(ctx)
     import os
 
+    from edgeplan.decisions.measure import measure_latency
     from edgeplan.frontends.zoo import parse_shape
-    from edgeplan.measure import TimingConfig, check_thread_count
-    from edgeplan.measure.model_latency import measure_model
+    from edgeplan.measure import check_thread_count
 
     check_thread_count(threads)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -44,14 +45,12 @@ def measure(ctx: Context, model: str, threads: int, runtime: str, repeats: int |
     check_positive("--max-time", max_time_s, "a positive number of seconds")
     if repeats is not None and repeats < 1:
         raise click.BadParameter(f"must be a positive integer, got {repeats}", param_hint="--repeats")
-    config = (TimingConfig(min_repeats=repeats, max_repeats=repeats, max_time_s=max_time_s) if repeats
-              else TimingConfig(max_time_s=max_time_s))
     shape = parse_shape(input_shape) if input_shape else None
     from rich.console import Console
 
     with Console(stderr=True).status(f"measuring {model} ({runtime}, {threads} thread(s))", spinner="dots"):
-        result = measure_model(model, runtime=runtime, threads=threads, config=config, input_shape=shape,
-                               home=ctx.home, command=ctx.command)
+        result = measure_latency(model, runtime=runtime, threads=threads, repeats=repeats, max_time_s=max_time_s,
+                                 input_shape=shape, home=ctx.home, command=ctx.command)
     t = result.timing
     if as_json:
         emit_json({

@@ -14,7 +14,8 @@ __all__ = ["offload"]
 @click.option("--network", default="wifi", show_default=True, help="Network preset: 3g, 4g or wifi (paper Tables 2-3).")
 @click.option("--up-mbps", type=float, default=None, help="Custom upload speed (keeps the preset's power model).")
 @click.option("--down-mbps", type=float, default=None, help="Custom download speed.")
-@click.option("--objective", type=click.Choice(["latency", "energy"]), default="latency", show_default=True)
+@click.option("--objective", type=click.Choice(["latency", "energy"]), default="latency", show_default=True,
+              help="Minimise the end-to-end latency, or the phone's energy (compute plus radio).")
 @click.option("--battery-mj", type=float, default=None, help="Battery budget of the mobile (eq. 13), mJ.")
 @click.option("--cloud-ms", type=float, default=None, help="Cloud-time limit (eq. 14), ms.")
 @click.option("--mobile-threads", type=int, default=1, show_default=True, help="Threads of the mobile (measured).")

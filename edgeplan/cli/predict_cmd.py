@@ -166,7 +166,7 @@ def _measure_as_trained(ctx: Context, device: str, model: LatencyModel | Calibra
     if not isinstance(model, LatencyModel):  # a calibrated device: refused by _measure, nothing to run again for
         return
     if model.info.get("device", {}).get("allocator") == allocator_settings(KEEP_MEMORY) and not keeps_memory():
-        click.echo(f"note: {device}'s data were measured keeping freed memory (ops profile --keep-memory); "
+        click.echo(f"note: {device}'s data were measured keeping freed memory (profile ops --keep-memory); "
                    "measuring under the same allocator settings", err=True)
         keep_memory(ctx)
 

@@ -162,7 +162,7 @@ def fixed_summary(reasons: tuple[str, ...], model: str) -> list[str]:
     lines = ["left to PyTorch: " + ", ".join(f"{n} {why}" for why, n in counts.most_common())]
     if NOT_IN_TABLES in counts:
         lines.append(f"  to select the {counts[NOT_IN_TABLES]} not in the measured tables: price them with the "
-                     f"performance model (--costs predicted), or measure them (`edgeplan primitives profile "
+                     f"performance model (--costs predicted), or measure them (`edgeplan profile primitives "
                      f"--network {model}`) and pass the exported table with --data")
     return lines
 

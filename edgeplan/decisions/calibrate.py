@@ -107,8 +107,8 @@ def model_terms(models: Sequence[str], source: LatencyModel, deductions: Sequenc
 
 def measurement_rows(measurements: str | Path | Sequence[tuple[str, float]],
                      ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]] | None]:
-    """The checked ``(model, latency_ms)`` rows of a ``model,latency_ms`` CSV, an ``ops export`` dataset (median
-    end-to-end times) or pairs, and for a dataset its records by model (the operations measured too), else None.
+    """The checked ``(model, latency_ms)`` rows of a ``model,latency_ms`` CSV, a ``profile ops --export`` dataset
+    (median end-to-end times) or pairs, and for a dataset its records by model (the operations measured too), else None.
 
     Raises
     ------
@@ -149,7 +149,7 @@ def calibrate(measurements: str | Path | Sequence[tuple[str, float]], name: str,
     Parameters
     ----------
     measurements
-        A CSV with columns ``model,latency_ms`` (zoo strings measured on the device), an ``ops export`` dataset
+        A CSV with columns ``model,latency_ms`` (zoo strings measured on the device), a ``profile ops --export`` dataset
         (``.jsonl.gz`` or ``.xz``: its operations' times add the per-op correction to the candidates), or
         ``(model, latency_ms)`` pairs.
     name

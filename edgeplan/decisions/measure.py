@@ -11,8 +11,8 @@ __all__ = ["ModelMeasurement", "measure_latency"]
 
 
 def measure_latency(model: str, *, runtime: str = "torch", threads: int = 1, repeats: int | None = None,
-            max_time_s: float = 10.0, input_shape: tuple[int, ...] | None = None,
-            home: str | Path | None = None) -> ModelMeasurement:
+                    max_time_s: float = 10.0, input_shape: tuple[int, ...] | None = None,
+                    home: str | Path | None = None, command: str | None = None) -> ModelMeasurement:
     """Measure the end-to-end latency of a model on this machine (median of repeated runs) and store it.
 
     Parameters
@@ -31,6 +31,8 @@ def measure_latency(model: str, *, runtime: str = "torch", threads: int = 1, rep
         Overrides the default input shape.
     home
         The edgeplan home (Store location).
+    command
+        The command line recorded as provenance (default: this process's argv).
 
     Returns
     -------
@@ -45,4 +47,5 @@ def measure_latency(model: str, *, runtime: str = "torch", threads: int = 1, rep
         raise InvalidInputError(f"max_time_s must be a positive number of seconds, got {max_time_s!r}")
     config = (TimingConfig(min_repeats=repeats, max_repeats=repeats, max_time_s=max_time_s) if repeats
               else TimingConfig(max_time_s=max_time_s))
-    return measure_model(model, runtime=runtime, threads=threads, config=config, input_shape=input_shape, home=home)
+    return measure_model(model, runtime=runtime, threads=threads, config=config, input_shape=input_shape, home=home,
+                         command=command)

@@ -414,12 +414,14 @@ class ModelSelection:
         }
 
 
-_REMEDY = ("Measure this machine's primitives (`edgeplan calibrate --primitives --name NAME`, then select with its "
-           "model) or give tables measured here.")
+_REMEDY = ("Measure this machine's primitives (`edgeplan profile primitives --export TABLE.csv`, then `edgeplan "
+           "primitives transfer --data TABLE.csv --name NAME` and select with --device NAME) or give tables measured "
+           "here.")
 
 
 def _provenance_device(csv_path: Path) -> DeviceDescriptor | None:
-    """The device recorded beside a table (``NAME.provenance.json``, as ``primitives export`` writes it), or None."""
+    """The device recorded beside a table (``NAME.provenance.json``, as ``profile primitives --export`` writes it), or
+    None."""
     import json
 
     from edgeplan.measure.device import DeviceDescriptor

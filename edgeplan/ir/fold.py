@@ -22,7 +22,7 @@ input, and the other 20 devices of the dataset time none of those below 1 ms
 (``tests/test_fold.py`` checks both); a cell that reduces to its input costs Pixel 3 little more than the
 skeleton, while a convolution of a zero node costs it as much as one of a live node. Whether a device simplifies
 is therefore not assumed: :func:`edgeplan.costmodels.opwise.calibrate.calibrate` tries both deductions on the measured
-samples and keeps this one only where it predicts them clearly better (``edgeplan reproduce li2023 --nb201``
+samples and keeps this one only where it predicts them clearly better (``python -m experiments.li2023 --nb201``
 shows where it is chosen).
 """
 

@@ -164,7 +164,7 @@ def run_op_campaign(
                     f"{allocator}") + (
             f" --reference {earlier['reference']}" if earlier.get("reference") else " and no --reference")
         if earlier.get("reference") and not earlier.get("reference_warm"):
-            settings += (" by an edgeplan that timed the reference right after each call (before 2026-11-27; its "
+            settings += (" by an edgeplan that timed the reference right after each call (an older version; its "
                          "ratios are not comparable with this one's)")
         raise InvalidInputError(
             f"the Store at {store.path} already holds campaign {name!r}, measured with {settings}; run with those "
@@ -337,7 +337,7 @@ def _reference_warm(store: Store, scenario: Scenario, name: str) -> bool:
 
 def _pairing(warm: bool) -> str:
     """How a campaign timed its reference model (:func:`edgeplan.measure.op_timing.timed_reference_ms`)."""
-    return "after an untimed call of it" if warm else "straight after each call (as edgeplan did before 2026-11-27)"
+    return "after an untimed call of it" if warm else "straight after each call (as older versions of edgeplan did)"
 
 
 def _mergeable(path: str | Path, scenario: Scenario, repeat: str, scale: Mapping[str, Any] | None) -> OpDataset:

@@ -161,14 +161,9 @@ def timed_ms(call: Callable[[], object]) -> float:
 def timed_reference_ms(reference: Callable[[], object]) -> float:
     """Time the reference model after one untimed call of it.
 
-    Timed straight after a call of the measured model, the reference runs with that model's weights and
-    activations in the caches and its own evicted: on the Intel Xeon of the README, ``synthetic:0`` at two threads
-    took 8.00 ms beside synthetic networks but 9.06 ms beside the zoo CNNs, 10.07 beside those over 200 ms, so large
-    models' ratios came out low (the zoo's convolutions at 0.92x synthetic ones of the same features, 0.98x with the
-    reference warmed). One untimed call first removes part of that, not all: over the whole re-measured Xeon dataset
-    the reference still took 11.15 ms beside the CNNs against 9.98 ms beside the synthetic networks (the first line of
-    ``benchmarks/bench_li2023_zoo_bias.py --data out/history/xeon/torch-fp32-2t.warm-all.jsonl.xz``, the file
-    written out of git by ``make`` of that path).
+    Timed straight after a call of the measured model, the reference would run with that model's weights and
+    activations in the caches and its own evicted, and more so the larger the model, so large models' ratios to it
+    would come out low. One untimed call of the reference first removes most of that bias.
     """
     reference()
     return timed_ms(reference)

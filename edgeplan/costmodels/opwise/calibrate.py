@@ -21,7 +21,7 @@ that ``per-op``, when offered, is kept unless another form beats it by more than
 standard errors of the paired leave-one-out differences: its score rests on hundreds of op timings, the others' on
 ten end-to-end numbers (``info["per_op_test"]`` holds the test). Devices differ in what separates them from the
 source (per-kernel costs on GPUs at batch 1, per-category speed ratios on CPUs), so the chosen form differs from
-device to device (on NAS-Bench-201: ``edgeplan reproduce li2023 --nb201``, the ``forms`` column).
+device to device (on NAS-Bench-201: ``python -m experiments.li2023 --nb201``, the ``forms`` column).
 
 The kernels the new device runs are chosen the same way, from :data:`DEDUCTIONS`: ``as-source`` (the source
 runtime's kernels) or ``fold-zeros`` (a graph runtime that simplifies multiplications by zero and removes dead
