@@ -19,8 +19,6 @@ from typing import Any
 
 import click
 
-from edgeplan.errors import EdgeplanError
-
 __all__ = ["command_line", "describe", "emit", "machine", "run_command", "skip"]
 
 #: ISA extensions that change a CPU's latency figures, reported when the CPU has them.
@@ -137,26 +135,10 @@ def skip(reason: str, as_json: bool) -> None:
 
 
 def run_command(command: click.Command, prog: str, argv: Sequence[str] | None) -> int:
-    """Run a script's click command: errors on one line and a non-zero exit code (``--debug``: the traceback)."""
+    """Run a script's click command as the ``edgeplan`` CLI runs its own: errors on one line and a non-zero exit
+    code (``--debug``: the traceback)."""
+    from edgeplan.cli.main import run_group
+
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args
-    args = [a for a in args if a != "--debug"]
-    try:
-        command.main(args=args, prog_name=prog, standalone_mode=False, obj={"argv": args})
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        return 130
-    except click.ClickException as e:
-        e.show()
-        return e.exit_code
-    except click.exceptions.Exit as e:
-        return int(e.exit_code)
-    except (EdgeplanError, OSError) as e:
-        if debug:
-            raise
-        click.echo(f"error: {e}", err=True)
-        return getattr(e, "exit_code", 1)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        return 130
-    return 0
+    kept = [a for a in args if a != "--debug"]
+    return run_group(command, prog, kept, obj={"argv": kept}, debug="--debug" in args)

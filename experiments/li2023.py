@@ -58,6 +58,7 @@ from edgeplan.costmodels.opwise.ops import (
     with_context,
 )
 from edgeplan.costmodels.opwise.predictors import METHODS
+from edgeplan.decisions.calibrate import model_terms
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.synthetic import SPACES, family_of
 from edgeplan.measure.metrics import mape
@@ -745,52 +746,6 @@ def _fewshot_group(model: str, transformers: frozenset[str]) -> str:
     return "transformers" if model in transformers else "zoo"
 
 
-def measured_terms(models: Sequence[str], source: LatencyModel, deductions: Sequence[str] = ("as-source",),
-                   progress: bool = False, home: str | Path | None = None,
-                   ) -> tuple[dict[str, list[dict[str, float]]], list[str], dict[str, str]]:
-    """:func:`~edgeplan.costmodels.opwise.calibrate.source_terms` of zoo models (or ONNX files) under each deduction:
-    what ``edgeplan calibrate`` corrects. An ONNX Runtime source runs what ORT's optimizer keeps (``as-source`` only);
-    ``home`` caches its exports.
-
-    Returns
-    -------
-    tuple
-        The terms by deduction (one per kept model), the kept models, and ``{model: reason}`` for the models left
-        out (an operator the frontend refuses, an op the source has no predictor for): named, never scored.
-    """
-    from edgeplan.costmodels.opwise.graph_ops import ORT_OBSERVED, graph_ops, spec_ops
-    from edgeplan.costmodels.opwise.profiles import kernel_profile_of
-    from edgeplan.errors import EdgeplanError
-    from edgeplan.frontends.zoo import load_graph
-    from edgeplan.measure.progress import counting_bar
-
-    profile = kernel_profile_of(source)
-    if profile in ORT_OBSERVED:
-        deductions = [d for d in deductions if d == "as-source"]  # ORT runs what its optimizer keeps
-    out: dict[str, list[dict[str, float]]] = {d: [] for d in deductions}
-    kept: list[str] = []
-    left: dict[str, str] = {}
-    with counting_bar(progress, "source predictions", total=len(models)) as advance:
-        for spec in models:
-            try:
-                graph = None if profile in ORT_OBSERVED else load_graph(spec)
-                row = {}
-                for deduction in deductions:
-                    ops, skipped = spec_ops(spec, profile, home) if graph is None else \
-                        graph_ops(graph, profile, deduction)
-                    if skipped:
-                        raise InvalidInputError(f"kernels {', '.join(skipped)} have no IR nodes to predict from")
-                    row[deduction] = source_terms(source.predict_ops(ops), ops)
-            except EdgeplanError as e:
-                left[spec] = str(e)
-            else:
-                kept.append(spec)
-                for deduction, t in row.items():
-                    out[deduction].append(t)
-            advance(1)
-    return out, kept, left
-
-
 def measured_latencies(path: str | Path, statistic: str = "median") -> list[tuple[str, float]]:
     """``(model, latency_ms)`` of a measurements CSV (``model,latency_ms``, checked as ``calibrate`` checks it) or of
     a dataset exported by ``edgeplan ops export`` (``.jsonl.gz`` or ``.jsonl.xz``: each model's end-to-end
@@ -837,7 +792,7 @@ def fewshot_measured(source: LatencyModel, source_device: str, rows: Sequence[tu
     if samples < 1:
         raise InvalidInputError(f"samples must be at least 1, got {samples}")
     measured = dict(rows)
-    by_deduction, models, left = measured_terms(list(measured), source, DEDUCTIONS, progress)
+    by_deduction, models, left = model_terms(list(measured), source, DEDUCTIONS, progress=progress)
     if "fold-zeros" in by_deduction:
         by_deduction["fold-constants"] = fold_constant_terms(by_deduction["as-source"], by_deduction["fold-zeros"])
     if len(models) <= samples:

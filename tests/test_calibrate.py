@@ -137,7 +137,8 @@ def _csv(path: Path, rows: list[list[Any]]) -> Path:
 def test_fewshot_on_measured_models_recovers_a_scaled_device_and_names_what_it_leaves_out(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, source: LatencyModel) -> None:
     """``reproduce li2023 --fewshot``: calibrated from 10 rows of a CSV, the others predicted; a repeat's floor."""
-    from experiments.li2023 import fewshot_measured, format_fewshot_measured, measured_terms
+    from edgeplan.decisions.calibrate import model_terms as measured_terms
+    from experiments.li2023 import fewshot_measured, format_fewshot_measured
 
     models = [f"nb201:{c}" for c in CELLS]
     terms, kept, left = measured_terms(models, source)

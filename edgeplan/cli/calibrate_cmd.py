@@ -126,7 +126,7 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
     from edgeplan.costmodels.opwise.op_correction import measured_ops
     from edgeplan.costmodels.opwise.profiles import home_root, load_device_model, source_method
     from edgeplan.decisions.calibrate import measurement_rows as measured_records
-    from edgeplan.decisions.calibrate import model_terms as measured_terms
+    from edgeplan.decisions.calibrate import model_terms
     from edgeplan.errors import EdgeplanError, InvalidInputError
 
     method = source_method(source, method, ctx.home)
@@ -146,7 +146,7 @@ def _calibrate_latency(ctx: Context, measurements: Path | None, measure: tuple[s
             _note_other_scenario(measurements, source, model)
     else:
         rows, records = _measure_here(ctx, measure, model.source_scenario, name, as_json)
-    terms, _, left = measured_terms([m for m, _ in rows], model, DEDUCTIONS, home=ctx.home)
+    terms, _, left = model_terms([m for m, _ in rows], model, DEDUCTIONS, home=ctx.home)
     if left:  # the first row refused, by its line
         line, spec = next((i, m) for i, (m, _) in enumerate(rows, start=2) if m in left)
         where = f"{measurements}, line {line}" if measurements is not None else "measured here"

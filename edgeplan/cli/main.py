@@ -75,11 +75,17 @@ def main(argv: list[str] | None = None) -> int:
     return run_group(cli, "edgeplan", sys.argv[1:] if argv is None else argv)
 
 
-def run_group(group: click.Group, prog_name: str, args: list[str]) -> int:
-    """Run a click group as ``main`` does: errors on one line and a non-zero exit code, tracebacks with --debug."""
-    debug = "--debug" in args
+def run_group(group: click.Command, prog_name: str, args: list[str], obj: object = None,
+              debug: bool | None = None) -> int:
+    """Run a click command as ``main`` does: errors on one line and a non-zero exit code, tracebacks with --debug.
+
+    ``obj`` is the context object the command receives (default: a :class:`Context` of ``args``); ``debug``
+    overrides the ``--debug`` found in ``args``.
+    """
+    debug = "--debug" in args if debug is None else debug
     try:
-        group.main(args=args, prog_name=prog_name, standalone_mode=False, obj=Context(argv=tuple(args)))
+        group.main(args=args, prog_name=prog_name, standalone_mode=False,
+                   obj=Context(argv=tuple(args)) if obj is None else obj)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130

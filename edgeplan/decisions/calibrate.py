@@ -65,7 +65,8 @@ class Calibration:
 
 
 def model_terms(models: Sequence[str], source: LatencyModel, deductions: Sequence[str] = ("as-source",),
-                home: str | Path | None = None) -> tuple[dict[str, list[dict[str, float]]], list[str], dict[str, str]]:
+                home: str | Path | None = None, progress: bool = False,
+                ) -> tuple[dict[str, list[dict[str, float]]], list[str], dict[str, str]]:
     """:func:`~edgeplan.costmodels.opwise.calibrate.source_terms` of zoo models (or ONNX files) under each kernel
     deduction: what a calibration corrects. An ONNX Runtime source runs what ORT's optimizer keeps (``as-source``
     only); ``home`` caches its exports.
@@ -80,6 +81,7 @@ def model_terms(models: Sequence[str], source: LatencyModel, deductions: Sequenc
     from edgeplan.costmodels.opwise.graph_ops import ORT_OBSERVED, graph_ops, spec_ops
     from edgeplan.costmodels.opwise.profiles import kernel_profile_of
     from edgeplan.frontends.zoo import load_graph
+    from edgeplan.measure.progress import counting_bar
 
     profile = kernel_profile_of(source)
     if profile in ORT_OBSERVED:
@@ -87,21 +89,24 @@ def model_terms(models: Sequence[str], source: LatencyModel, deductions: Sequenc
     out: dict[str, list[dict[str, float]]] = {d: [] for d in deductions}
     kept: list[str] = []
     left: dict[str, str] = {}
-    for spec in models:
-        try:
-            graph = None if profile in ORT_OBSERVED else load_graph(spec)
-            row = {}
-            for deduction in deductions:
-                ops, skipped = spec_ops(spec, profile, home) if graph is None else graph_ops(graph, profile, deduction)
-                if skipped:
-                    raise InvalidInputError(f"kernels {', '.join(skipped)} have no IR nodes to predict from")
-                row[deduction] = source_terms(source.predict_ops(ops), ops)
-        except EdgeplanError as e:
-            left[spec] = str(e)
-        else:
-            kept.append(spec)
-            for deduction, t in row.items():
-                out[deduction].append(t)
+    with counting_bar(progress, "source predictions", total=len(models)) as advance:
+        for spec in models:
+            try:
+                graph = None if profile in ORT_OBSERVED else load_graph(spec)
+                row = {}
+                for deduction in deductions:
+                    ops, skipped = (spec_ops(spec, profile, home) if graph is None
+                                    else graph_ops(graph, profile, deduction))
+                    if skipped:
+                        raise InvalidInputError(f"kernels {', '.join(skipped)} have no IR nodes to predict from")
+                    row[deduction] = source_terms(source.predict_ops(ops), ops)
+            except EdgeplanError as e:
+                left[spec] = str(e)
+            else:
+                kept.append(spec)
+                for deduction, t in row.items():
+                    out[deduction].append(t)
+            advance(1)
     return out, kept, left
 
 

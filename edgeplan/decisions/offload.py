@@ -19,7 +19,7 @@ from typing import Any
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.layer_chain import LayerChain, layer_chain
-from edgeplan.measure.cost_origin import CostsOrigin
+from edgeplan.measure.cost_origin import CostsOrigin, WithCostsOrigin
 from edgeplan.planners.offload import (
     MobilePowerModel,
     NetworkModel,
@@ -127,7 +127,7 @@ class OffloadOptions:
 
 
 @dataclass(frozen=True)
-class OffloadResult:
+class OffloadResult(WithCostsOrigin):
     """A plan with everything it was computed from.
 
     ``costs_from`` says where the range latencies were measured; :attr:`costs_match_this_device` is False when
@@ -140,16 +140,6 @@ class OffloadResult:
     chain: LayerChain = field(repr=False)
     costs_from: CostsOrigin | None = None
 
-    @property
-    def costs_match_this_device(self) -> bool:
-        """Whether the range latencies were measured on this machine."""
-        return self.costs_from is not None and self.costs_from.matches_here
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """What a user must read before trusting the plan: costs of another device."""
-        warning = None if self.costs_from is None else self.costs_from.warning()
-        return () if warning is None else (warning,)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: the plan and every cost input, so that anyone can re-check it; ``costs_from``,

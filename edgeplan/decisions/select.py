@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgeplan.errors import InvalidInputError
-from edgeplan.measure.cost_origin import CostsOrigin
+from edgeplan.measure.cost_origin import CostsOrigin, WithCostsOrigin
 from edgeplan.measure.device import same_device
 from edgeplan.planners.pbqp.costgraph import (
     LAYOUTS,
@@ -366,7 +366,7 @@ def check_selection_costs(costs: str, torch_device: str = "cpu", *, tables: Sequ
 
 
 @dataclass(frozen=True)
-class ModelSelection:
+class ModelSelection(WithCostsOrigin):
     """A zoo model's structure, costs and plan (``edgeplan select``), and where the costs were measured.
 
     :attr:`costs_match_this_device` is False when the costs are another device's (the shipped tables and model are
@@ -380,16 +380,6 @@ class ModelSelection:
     estimate_s: float
     costs_from: CostsOrigin | None = None
 
-    @property
-    def costs_match_this_device(self) -> bool:
-        """Whether the primitives' costs were measured on the machine the network is selected for."""
-        return self.costs_from is not None and self.costs_from.matches_here
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """What a user must read before trusting the plan: costs of another device."""
-        warning = None if self.costs_from is None else self.costs_from.warning()
-        return () if warning is None else (warning,)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able, as ``edgeplan select --json`` prints it (without ``run``): ``model``, ``costs``, ``solver``,

@@ -12,7 +12,7 @@ from typing import Any
 
 from edgeplan.measure.device import DeviceDescriptor, device_differences, same_device
 
-__all__ = ["CostsOrigin"]
+__all__ = ["CostsOrigin", "WithCostsOrigin"]
 
 
 @dataclass(frozen=True)
@@ -64,3 +64,21 @@ class CostsOrigin:
                                                              "fingerprint": self.device.fingerprint},
                 "this_device": None if self.here is None else self.here.fingerprint,
                 "match": self.matches_here}
+
+
+class WithCostsOrigin:
+    """What a decision's result says of where its costs come from (mixed into the frozen result dataclasses, which
+    define the ``costs_from`` field)."""
+
+    costs_from: CostsOrigin | None
+
+    @property
+    def costs_match_this_device(self) -> bool:
+        """Whether the costs were measured on the machine the plan is made for."""
+        return self.costs_from is not None and self.costs_from.matches_here
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What a user must read before trusting the plan: costs of another device."""
+        warning = None if self.costs_from is None else self.costs_from.warning()
+        return () if warning is None else (warning,)
