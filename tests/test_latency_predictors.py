@@ -161,7 +161,8 @@ def _linear_data(n: int = 120, seed: int = 0) -> tuple[np.ndarray[Any, Any], np.
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_every_method_learns_and_round_trips_through_json(method: str) -> None:
+def test_every_method_learns_and_round_trips_through_json(method: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("edgeplan.costmodels.opwise.predictors._MLP_SETTINGS", 1)  # one drawn setting is enough
     x, y = _linear_data()
     p = fit_predictor(x[:100], y[:100], method, seed=1)
     err = mape(p.predict(x[100:]), y[100:])
@@ -188,10 +189,11 @@ def test_forests_extrapolate_through_their_linear_baseline(method: str) -> None:
     assert OpPredictor.from_dict(old).predict(big)[0] < truth / 2
 
 
-def test_the_mlp_extrapolates_through_its_linear_baseline_and_never_overflows() -> None:
+def test_the_mlp_extrapolates_through_its_linear_baseline_and_never_overflows(monkeypatch: pytest.MonkeyPatch) -> None:
     """A log-target MLP's output is linear in the features far from them, so alone it priced an op many times larger
     than any in training exponentially (an infinite latency for some zoo networks trained on li2023's space). It
     learns the ratio to the forests' linear baseline, clipped to the training range."""
+    monkeypatch.setattr("edgeplan.costmodels.opwise.predictors._MLP_SETTINGS", 1)
     x, y = _linear_data()
     p = fit_predictor(x, y, "mlp", seed=1)
     big = np.array([[1000.0, 500.0, 50.0]])  # ten times the largest training op

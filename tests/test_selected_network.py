@@ -99,7 +99,7 @@ def test_select_cli_measured_and_predicted_with_run(capsys: pytest.CaptureFixtur
     missing = sum(why != "depthwise" for why in reasons.values())
     flat = " ".join(text.split())  # rich wraps long lines at the terminal's width
     assert code == 0 and f"left to PyTorch: {missing} not in the measured tables, 17 depthwise" in flat
-    assert "--costs predicted" in flat and "primitives profile --network torchvision:mobilenet_v2" in flat
+    assert "--costs predicted" in flat and "profile primitives --network torchvision:mobilenet_v2" in flat
     code, text = run("select", "torchvision:squeezenet1_0", "--costs", "predicted", "--model", str(tmp_path))
     assert code != 0 and "no performance model" in text
     code, text = run("select", "torchvision:squeezenet1_0", "--model", str(tmp_path))
