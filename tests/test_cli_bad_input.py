@@ -108,7 +108,7 @@ def test_calibrate_refuses_a_shipped_name_and_stores_nothing(capsys: pytest.Capt
     home = tmp_path / "home"
     code, _, err = run(capsys, "--home", str(home), "calibrate", "--measurements", str(csv), "--name",
                        "torch-fp32-1t")
-    assert code != 0 and "name of a measurement scenario" in err
+    assert code != 0 and "is a shipped profile's" in err
     assert not (home / "devices").exists()
 
 

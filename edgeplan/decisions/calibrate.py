@@ -21,10 +21,34 @@ if TYPE_CHECKING:
     from edgeplan.costmodels.opwise.calibrate import CalibratedDevice
     from edgeplan.costmodels.opwise.model import LatencyModel
 
-__all__ = ["Calibration", "calibrate", "measurement_rows", "model_terms"]
+__all__ = ["Calibration", "MeasureHere", "calibrate", "measure_here", "measurement_rows", "model_terms"]
 
 #: The source profile a calibration corrects when none is named.
 DEFAULT_SOURCE = "torch-fp32-1t"
+
+
+@dataclass(frozen=True)
+class MeasureHere:
+    """Models to time on this machine for a calibration (this machine becomes the device): each is profiled in the
+    source's scenario beside the reference model ``synthetic:0``, end to end and per op, in a resumable campaign of
+    the edgeplan home's Store (``calibrate-{name}``).
+
+    Attributes
+    ----------
+    models
+        Zoo strings (ranges and ``set:NAME`` too) or ONNX paths.
+    runs
+        Profiled runs per model.
+    plain_per_run
+        Unprofiled end-to-end runs per profiled run.
+    command
+        The command line recorded with the measurements (provenance).
+    """
+
+    models: tuple[str, ...]
+    runs: int = 3
+    plain_per_run: int = 3
+    command: str = ""
 
 
 @dataclass(frozen=True)
@@ -45,6 +69,9 @@ class Calibration:
         Measured models it was fitted on.
     calibrated
         The :class:`~edgeplan.costmodels.opwise.calibrate.CalibratedDevice` itself.
+    notes
+        What a user should know about how it was fitted: a calibrated source replaced by its own source, a dataset
+        measured in another scenario than the source's, a per-op correction that could not be offered.
     """
 
     device: str
@@ -53,6 +80,7 @@ class Calibration:
     method: str
     samples: int
     calibrated: CalibratedDevice = field(repr=False)
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able, as ``edgeplan calibrate --json`` prints it: ``device``, ``path``, ``source``, ``method``,
@@ -145,9 +173,98 @@ def measurement_rows(measurements: str | Path | Sequence[tuple[str, float]],
     return rows, None
 
 
-def calibrate(measurements: str | Path | Sequence[tuple[str, float]], name: str, *, source: str = DEFAULT_SOURCE,
-              method: str | None = None, home: str | Path | None = None, replace: bool = False,
-              save: bool = True) -> Calibration:
+def measure_here(what: MeasureHere, name: str, scenario_name: str, home: str | Path | None = None,
+                 progress: bool = False) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]:
+    """Time ``what.models`` on this machine in the scenario ``scenario_name`` beside the reference model
+    ``synthetic:0`` (resumable: the campaign ``calibrate-{name}`` of the home's Store).
+
+    Returns
+    -------
+    tuple
+        The ``(model, latency_ms)`` rows in order, at the campaign's typical reference speed, and the models'
+        dataset records by model (their operations' times on the same scale).
+
+    Raises
+    ------
+    InvalidInputError
+        ``scenario_name`` is no measurement scenario of this machine, or a model could not be measured here (the
+        others stay in the Store for the next run).
+    """
+    import tempfile
+    import warnings
+
+    from edgeplan.measure import Store, default_store_path
+    from edgeplan.measure.model_sets import expand_models
+    from edgeplan.measure.op_campaign import ReferenceScaleWarning, export_dataset, run_op_campaign
+    from edgeplan.measure.scenarios import SCENARIOS
+
+    scenario = SCENARIOS.get(scenario_name)
+    if scenario is None:
+        raise InvalidInputError(f"measuring here times the models in the measurement scenario of the source's model, "
+                                f"and its scenario {scenario_name!r} is none; calibrate from a profile of one of "
+                                f"{', '.join(SCENARIOS)}, or measure the models yourself and give their latencies")
+    names = expand_models(what.models)
+    tag = f"calibrate-{name}"
+    home_arg = None if home is None else str(home)
+    with Store.open(default_store_path(home_arg)) as store:
+        report = run_op_campaign(store, scenario, names, runs=what.runs, progress=progress, command=what.command,
+                                 home=home_arg, plain_per_run=what.plain_per_run, repeat=tag, reference="synthetic:0")
+        if report.failed:
+            first = report.failed[0]
+            raise InvalidInputError(f"{len(report.failed)} model(s) could not be measured here, e.g. {first.key}: "
+                                    f"{first.reason}; drop them (nothing was calibrated; the others are kept in the "
+                                    "Store for the next run)")
+        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+            # its own scale: the reference's typical time in this campaign, not a main campaign's
+            warnings.simplefilter("ignore", ReferenceScaleWarning)
+            out = Path(tmp) / "measured.jsonl.gz"
+            export_dataset(store, scenario, out, command=what.command, repeat=tag)
+            rows, records = measurement_rows(out)
+    measured = dict(rows)
+    return [(m, measured[m]) for m in names], records or {}
+
+
+def _other_scenario(dataset: str | Path, source: str, model: LatencyModel) -> str | None:
+    """A note when a ``profile ops --export`` dataset was measured in another scenario than the source's: its
+    end-to-end latencies are calibrated as given, but its operations are another runtime's kernels, which the source
+    predicts by their category at best."""
+    import json
+
+    from edgeplan.measure.op_dataset import open_dataset_file
+    from edgeplan.measure.scenarios import SCENARIOS
+
+    with open_dataset_file(Path(dataset)) as f:
+        measured = json.loads(f.readline()).get("scenario")
+    expected = source if source in SCENARIOS else model.info.get("source_scenario")
+    if not (measured and expected and measured != expected):
+        return None
+    of = source if source == expected else f"{source} ({expected})"
+    return (f"{dataset} was measured in {measured}, not in the scenario of the source {of}: its latencies are "
+            f"calibrated as given, its operations predicted by category at best; to predict {measured}'s own "
+            f"kernels, calibrate from {measured}")
+
+
+def check_name(name: object) -> str:
+    """``name`` if it can name a new device profile (a short plain name, not a shipped scenario's).
+
+    Raises
+    ------
+    InvalidInputError
+        A path, a hidden name, an over-long one, or a shipped profile's.
+    """
+    from edgeplan.costmodels.opwise.profiles import shipped_devices
+
+    if not isinstance(name, str) or not name or "/" in name or name.startswith(".") or len(name.encode()) > 100:
+        raise InvalidInputError(f"name {name!r}: use a short plain name such as my-phone")
+    if name in shipped_devices():  # a calibrated device is looked up first: it would hide the shipped profile
+        raise InvalidInputError(f"name {name!r} is a shipped profile's, which `predict --device {name}` uses; "
+                                f"choose another such as {name}-calibrated")
+    return name
+
+
+def calibrate(measurements: str | Path | Sequence[tuple[str, float]] | MeasureHere, name: str, *,
+              source: str = DEFAULT_SOURCE, method: str | None = None, home: str | Path | None = None,
+              replace: bool = False, save: bool = True, progress: bool = False) -> Calibration:
     """Create device profile ``name`` from latencies measured on the device: a learnt correction of ``source``'s
     predictions.
 
@@ -155,12 +272,13 @@ def calibrate(measurements: str | Path | Sequence[tuple[str, float]], name: str,
     ----------
     measurements
         A CSV with columns ``model,latency_ms`` (zoo strings measured on the device), a ``profile ops --export`` dataset
-        (``.jsonl.gz`` or ``.xz``: its operations' times add the per-op correction to the candidates), or
-        ``(model, latency_ms)`` pairs.
+        (``.jsonl.gz`` or ``.xz``: its operations' times add the per-op correction to the candidates),
+        ``(model, latency_ms)`` pairs, or :class:`MeasureHere` models to time on this machine (their operations too;
+        the latencies are saved beside the profile as ``measurements.csv``).
     name
         The new profile's name (not a shipped scenario's).
     source
-        The device profile whose per-op predictions are corrected.
+        The device profile whose per-op predictions are corrected (a calibrated device: its own source).
     method
         The source's predictor method; None: Lasso where the source has it, else its default.
     home
@@ -169,6 +287,8 @@ def calibrate(measurements: str | Path | Sequence[tuple[str, float]], name: str,
         Overwrite an existing profile of that name.
     save
         Save the profile (False: only fit it).
+    progress
+        Show progress bars while measuring.
 
     Returns
     -------
@@ -184,33 +304,44 @@ def calibrate(measurements: str | Path | Sequence[tuple[str, float]], name: str,
     from edgeplan.costmodels.opwise.calibrate import calibrate as fit
     from edgeplan.costmodels.opwise.model import LatencyModel
     from edgeplan.costmodels.opwise.op_correction import measured_ops
-    from edgeplan.costmodels.opwise.profiles import home_root, load_device_model, shipped_devices, source_method
+    from edgeplan.costmodels.opwise.profiles import home_root, load_device_model, source_method
 
-    if not isinstance(name, str) or not name or "/" in name or name.startswith(".") or len(name.encode()) > 100:
-        raise InvalidInputError(f"name {name!r}: use a short plain name such as my-phone")
-    if name in shipped_devices():
-        raise InvalidInputError(f"name {name!r} is a measurement scenario's; choose another such as {name}-calibrated")
+    check_name(name)
     method = source_method(source, method, home)
     target = home_root(home) / name / f"{method}.json"
     if save and target.exists() and not replace:
         raise InvalidInputError(f"device {name!r} already has {method} predictors ({target}); choose another name "
-                                "or pass replace=True")
+                                "or replace it (--replace, replace=True)")
     model = load_device_model(source, method, home)
+    notes: list[str] = []
     if not isinstance(model, LatencyModel):  # a calibrated device: correct its source, not the correction
+        notes.append(f"{source} is a calibrated device; calibrating against its source {model.source_device}")
         source, model = model.source_device, model.source
-    rows, records = measurement_rows(measurements)
+    if isinstance(measurements, MeasureHere):
+        rows, records_by = measure_here(measurements, name, model.source_scenario, home, progress)
+        records: dict[str, dict[str, Any]] | None = records_by
+    else:
+        rows, records = measurement_rows(measurements)
+        if records is not None and isinstance(measurements, str | Path):
+            notes.extend(n for n in [_other_scenario(measurements, source, model)] if n)
     terms, _, left = model_terms([m for m, _ in rows], model, DEDUCTIONS, home=home)
-    if left:
+    if left:  # the first row refused, by its line
         line, spec = next((i, m) for i, (m, _) in enumerate(rows, start=2) if m in left)
-        where = f"{measurements}, line {line}" if isinstance(measurements, str | Path) else f"measurement {line - 2}"
+        where = (f"{measurements}, line {line}" if isinstance(measurements, str | Path)
+                 else "measured here" if isinstance(measurements, MeasureHere) else f"measurement {line - 2}")
         raise InvalidInputError(f"{where}: model {spec}: {left[spec]}")
     per_op = None
-    if records is not None:
+    if records is not None:  # the operations were timed too: the per-op correction is a candidate
         try:
             per_op = [measured_ops(records[m], model) for m, _ in rows]
-        except EdgeplanError:
-            per_op = None  # the source cannot predict the measured kernels: the end-to-end forms only
+        except EdgeplanError as e:
+            notes.append(f"the per-op correction is not offered: {e}")
     device = fit(name, terms["as-source"], [v for _, v in rows], model, source, [m for m, _ in rows],
                  alternatives={d: t for d, t in terms.items() if d != "as-source"}, measured_ops=per_op)
     path = device.save(home_root(home)) if save else None
-    return Calibration(name, path, source, method, len(rows), device)
+    if path is not None and isinstance(measurements, MeasureHere):  # what was measured, as a CSV reads it back
+        import csv
+
+        with (path.parent / "measurements.csv").open("w", newline="") as f:
+            csv.writer(f).writerows([("model", "latency_ms"), *rows])
+    return Calibration(name, path, source, method, len(rows), device, tuple(notes))
