@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
 from edgeplan.cli.common import Context, emit_json, keep_memory, model_specs
-
-if TYPE_CHECKING:
-    from edgeplan.costmodels.opwise.calibrate import CalibratedDevice
-    from edgeplan.costmodels.opwise.model import LatencyModel
 
 __all__ = ["predict"]
 
@@ -53,17 +48,20 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
       edgeplan predict torchvision:resnet18 --device torch-fp32-1t
       edgeplan predict --models-file models.txt --device my-phone --json --allow-opaque
     """
-    from edgeplan.costmodels.opwise.profiles import load_device_model, resolve_method
-    from edgeplan.decisions.predict import predict_models
+    from edgeplan.costmodels.opwise.profiles import resolve_method
+    from edgeplan.decisions.predict import measure_beside, measured_keeping_memory, predict_models
+    from edgeplan.measure.allocator import keeps_memory
 
     names = model_specs(models, models_file)
     method = resolve_method(device, method, ctx.home)
-    device_model = load_device_model(device, method, ctx.home) if measure_runs else None
-    if device_model is not None:
-        _measure_as_trained(ctx, device, device_model)
+    if measure_runs and not keeps_memory() and measured_keeping_memory(device, method, ctx.home):
+        # glibc reads its tunables when a process starts: run this command again under them
+        click.echo(f"note: {device}'s data were measured keeping freed memory (profile ops --keep-memory); "
+                   "measuring under the same allocator settings", err=True)
+        keep_memory(ctx)
     results = predict_models(names, device=device, method=method, home=ctx.home, progress=not as_json,
                              opaque=allow_opaque)
-    measured = _measure(names, device, device_model, measure_runs, ctx.home) if device_model is not None else {}
+    measured = measure_beside(names, device, measure_runs, method, ctx.home) if measure_runs else {}
     if as_json:
         rows = []
         for r in results:
@@ -143,72 +141,4 @@ def _grouped(unpredicted: list[str]) -> list[str]:
         entry = u if counts[w] == 1 else f"{counts[w]} x {w}"
         if entry not in out:
             out.append(entry)
-    return out
-
-
-class _Measured(NamedTuple):
-    """A ``--measure`` measurement: end to end (``ms``), per op by name, and the reference model the runs were
-    paired with (None when they were not: the model's data had no reference, or its timing failed)."""
-
-    ms: float
-    per_op: dict[str, float]
-    reference: str | None
-
-
-def _measure_as_trained(ctx: Context, device: str, model: LatencyModel | CalibratedDevice) -> None:
-    """Before ``--measure``: when the device's model learnt times measured with glibc's allocator keeping freed
-    memory (its data's device records the :data:`~edgeplan.measure.allocator.KEEP_MEMORY` tunables, as the Zen 5
-    profiles' do), run this command again under them, so that the measurement is taken as its training data were
-    (under glibc's defaults, buffers over 32 MiB pay page faults at every call); a note on stderr says so."""
-    from edgeplan.costmodels.opwise.model import LatencyModel
-    from edgeplan.measure.allocator import KEEP_MEMORY, allocator_settings, keeps_memory
-
-    if not isinstance(model, LatencyModel):  # a calibrated device: refused by _measure, nothing to run again for
-        return
-    if model.info.get("device", {}).get("allocator") == allocator_settings(KEEP_MEMORY) and not keeps_memory():
-        click.echo(f"note: {device}'s data were measured keeping freed memory (profile ops --keep-memory); "
-                   "measuring under the same allocator settings", err=True)
-        keep_memory(ctx)
-
-
-def _measure(names: list[str], device: str, model: LatencyModel | CalibratedDevice, runs: int,
-             home: str | None) -> dict[str, _Measured]:
-    """Measure each model in the device's scenario: end to end and per op, in the statistic the model learnt.
-
-    When the model learnt times measured beside a reference model (its ``info["reference"]``), the reference is
-    timed beside these runs too and the times are converted the same way, so that both columns are at the
-    scenario's typical speed; :attr:`_Measured.reference` names it then."""
-    from edgeplan.costmodels.opwise.model import LatencyModel
-    from edgeplan.errors import InvalidInputError
-    from edgeplan.measure.op_profile import profile_model, reference_runner
-    from edgeplan.measure.scenarios import SCENARIOS
-
-    # a fitted profile (a scenario's, or another machine's such as zen5-torch-fp32-2t) is timed in its model's
-    # scenario; a calibrated device is another machine, which this one cannot time
-    name = model.source_scenario if isinstance(model, LatencyModel) else None
-    if name not in SCENARIOS:
-        raise InvalidInputError(f"--measure runs the model here, so --device must be a profile fitted in a scenario of "
-                                f"this machine ({', '.join(SCENARIOS)}), not {device!r}")
-    statistic = model.statistic if isinstance(model, LatencyModel) else "min"
-    latency = model if isinstance(model, LatencyModel) else model.source
-    scale = latency.info.get("reference")
-    scenario = SCENARIOS[name]
-    reference = (scale["model"], reference_runner(scale["model"], scenario, home)) if scale else None
-    use_min = statistic == "min"
-
-    def ms(measured: float, ratio: float | None, unit: float | None) -> float:
-        """Paired: the ratio at the scenario's reference latency ``unit``; else the time as measured."""
-        return measured if unit is None or ratio is None else unit * ratio
-
-    out = {}
-    for spec in names:
-        prof = profile_model(spec, scenario, runs=runs, home=home, reference=reference)
-        unit = (scale["min_ms"] if use_min else scale["ms"]) if scale and prof.reference else None
-        ref = prof.reference or {}
-        e2e = (ms(prof.end_to_end.min_ms, ref.get("min_ratio"), unit) if use_min
-               else ms(prof.end_to_end.median_ms, ref.get("ratio"), unit))
-        per_op = {f"{o.kernel}@{o.nodes[0]}": ms(o.min_ms, o.min_ratio, unit) if use_min
-                  else ms(o.median_ms, o.ratio, unit) for o in prof.ops if o.nodes}
-        paired = unit is not None and (ref.get("min_ratio") if use_min else ref.get("ratio")) is not None
-        out[spec] = _Measured(e2e, per_op, str(ref["model"]) if paired else None)
     return out

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 from edgeplan.costmodels.opwise.graph_ops import spec_ops, with_skipped
 from edgeplan.costmodels.opwise.ops import OpInput, Prediction
@@ -30,7 +30,10 @@ from edgeplan.costmodels.opwise.profiles import (
 from edgeplan.errors import InvalidInputError
 
 __all__ = [
+    "MeasuredLatency",
     "ModelPrediction",
+    "measure_beside",
+    "measured_keeping_memory",
     "predict",
     "predict_latency",
     "predict_models",
@@ -177,3 +180,92 @@ def predict_latency(models: str | list[str], device: str = DEFAULT_DEVICE, metho
                     home: str | Path | None = None, opaque: bool = False) -> Any:
     """:func:`predict` with positional ``method`` and ``home`` (the form earlier scripts call)."""
     return predict(models, device, method=method, opaque=opaque, home=home)
+
+
+class MeasuredLatency(NamedTuple):
+    """A model measured here beside its prediction: end to end (``ms``), per op by name, and the reference model
+    the runs were paired with (None when they were not: the profile's data had no reference, or its timing
+    failed)."""
+
+    ms: float
+    per_op: dict[str, float]
+    reference: str | None
+
+
+def measured_keeping_memory(device: str, method: str | None = None, home: str | Path | None = None) -> bool:
+    """Whether ``device``'s profile learnt times measured with glibc's allocator keeping freed memory (its data's
+    device records the :data:`~edgeplan.measure.allocator.KEEP_MEMORY` tunables): a measurement to compare with its
+    predictions must be taken under the same settings, which glibc reads when a process starts."""
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.measure.allocator import KEEP_MEMORY, allocator_settings
+
+    model = load_device_model(device, resolve_method(device, method, home), home)
+    return (isinstance(model, LatencyModel)
+            and model.info.get("device", {}).get("allocator") == allocator_settings(KEEP_MEMORY))
+
+
+def measure_beside(specs: Sequence[str], device: str, runs: int, method: str | None = None,
+                   home: str | Path | None = None) -> dict[str, MeasuredLatency]:
+    """Measure each model here in the scenario of ``device``'s profile, end to end and per op, in the statistic
+    the profile learnt, to set beside its predictions.
+
+    When the profile learnt times measured beside a reference model (its ``info["reference"]``), the reference is
+    timed beside these runs too and the times are converted the same way, so that measurement and prediction are at
+    the scenario's typical speed; :attr:`MeasuredLatency.reference` names it then.
+
+    Parameters
+    ----------
+    specs
+        Zoo strings or ONNX paths.
+    device
+        A profile fitted in a measurement scenario of this machine (not a calibrated device: another machine).
+    runs
+        Profiled runs per model.
+    method
+        The profile's predictor method (None: its default).
+    home
+        The edgeplan home.
+
+    Returns
+    -------
+    dict
+        :class:`MeasuredLatency` by model.
+
+    Raises
+    ------
+    InvalidInputError
+        ``device`` is not a profile of a scenario this machine can run.
+    """
+    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.measure.op_profile import profile_model, reference_runner
+    from edgeplan.measure.scenarios import SCENARIOS
+
+    model = load_device_model(device, resolve_method(device, method, home), home)
+    # a fitted profile (a scenario's, or one fitted on another machine's data) is timed in its model's scenario; a
+    # calibrated device is another machine, which this one cannot time
+    name = model.source_scenario if isinstance(model, LatencyModel) else None
+    if not isinstance(model, LatencyModel) or name not in SCENARIOS:
+        raise InvalidInputError(f"--measure runs the model here, so --device must be a profile fitted in a scenario of "
+                                f"this machine ({', '.join(SCENARIOS)}), not {device!r}")
+    use_min = model.statistic == "min"
+    scale = model.info.get("reference")
+    scenario = SCENARIOS[name]
+    home_arg = None if home is None else str(home)
+    reference = (scale["model"], reference_runner(scale["model"], scenario, home_arg)) if scale else None
+
+    def ms(measured: float, ratio: float | None, unit: float | None) -> float:
+        """Paired: the ratio at the scenario's reference latency ``unit``; else the time as measured."""
+        return measured if unit is None or ratio is None else unit * ratio
+
+    out = {}
+    for spec in specs:
+        prof = profile_model(spec, scenario, runs=runs, home=home_arg, reference=reference)
+        unit = (scale["min_ms"] if use_min else scale["ms"]) if scale and prof.reference else None
+        ref = prof.reference or {}
+        e2e = (ms(prof.end_to_end.min_ms, ref.get("min_ratio"), unit) if use_min
+               else ms(prof.end_to_end.median_ms, ref.get("ratio"), unit))
+        per_op = {f"{o.kernel}@{o.nodes[0]}": ms(o.min_ms, o.min_ratio, unit) if use_min
+                  else ms(o.median_ms, o.ratio, unit) for o in prof.ops if o.nodes}
+        paired = unit is not None and (ref.get("min_ratio") if use_min else ref.get("ratio")) is not None
+        out[spec] = MeasuredLatency(e2e, per_op, str(ref["model"]) if paired else None)
+    return out
