@@ -69,8 +69,8 @@ bench-coverage: $(STAMP)
 # as a feature from 900 training networks on (--network-context auto), noise floor from each file's repeat. Default:
 # the keep-memory datasets of data/latency (2 and 1 threads; ~55 and ~25 min on one core); this machine's own
 # `edgeplan profile ops --export` instead: make bench-li2023 LI2023_DATA=out/mine.jsonl.xz (its repeat beside it, if
-# any, as out/mine.repeat.jsonl.xz). Then the shipped profiles fitted on the default files (zen5-torch-fp32-{2t,1t}) on the
-# networks they were not trained on, fitting nothing.
+# any, as out/mine.repeat.jsonl.xz). Then the shipped profiles fitted on the default files
+# (torch-fp32-{2t,1t}-keep-memory) on the networks they were not trained on, fitting nothing.
 LI2023_DATA ?= data/latency/keep-memory/torch-fp32-2t.jsonl.xz data/latency/keep-memory/torch-fp32-1t.jsonl.xz
 KEEP := data/latency/keep-memory
 bench-li2023: $(STAMP)
@@ -78,9 +78,9 @@ bench-li2023: $(STAMP)
 	for f in $(LI2023_DATA); do r=$${f%.jsonl.xz}.repeat.jsonl.xz; \
 	  $(BIN)/python -m experiments.li2023 --data $$f $$(test -f $$r && echo --repeat-data $$r) --method gbdt \
 	    --statistic median --network-context auto || exit 1; done
-	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --device zen5-torch-fp32-2t --data $(KEEP)/torch-fp32-2t.jsonl.xz \
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --device torch-fp32-2t-keep-memory --data $(KEEP)/torch-fp32-2t.jsonl.xz \
 	  --repeat-data $(KEEP)/torch-fp32-2t.repeat.jsonl.xz --graph --worst 12 --method gbdt
-	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --device zen5-torch-fp32-1t --data $(KEEP)/torch-fp32-1t.jsonl.xz \
+	$(BIN)/python benchmarks/bench_li2023_zoo_bias.py --device torch-fp32-1t-keep-memory --data $(KEEP)/torch-fp32-1t.jsonl.xz \
 	  --repeat-data $(KEEP)/torch-fp32-1t.repeat.jsonl.xz --graph --worst 2 --method gbdt
 
 # the shipped profiles' extensions, each held out: vision transformers (5-fold), nearest upsampling (HRNet,
@@ -93,7 +93,7 @@ bench-transformers: $(STAMP)
 	    --methods gbdt lasso && \
 	  $(BIN)/python benchmarks/bench_transformers.py --data $$d.nf.jsonl.xz --keep-extensions 2 --by-family \
 	    --always-train synthetic-nf:0-19 --methods gbdt lasso || exit 1; done
-	for t in 1 2; do $(BIN)/python benchmarks/bench_transformers.py --device zen5-torch-fp32-$${t}t --methods gbdt \
+	for t in 1 2; do $(BIN)/python benchmarks/bench_transformers.py --device torch-fp32-$${t}t-keep-memory --methods gbdt \
 	  --threads $$t --data $(KEEP)/torch-fp32-$${t}t.transformers.jsonl.xz \
 	  --cnn-data $(KEEP)/torch-fp32-$${t}t.jsonl.xz || exit 1; done
 

@@ -13,7 +13,7 @@ whose features occur exactly in the training networks: the median ratio of the z
 median time for the same features, which no predictor stands between. For a file measured beside a reference model,
 the reference's typical time beside the synthetic networks and beside the zoo CNNs (each model's raw latency over
 its converted one, times the file's reference latency): a reference slowed by the model timed before it shows here.
-``--device NAME`` evaluates a fitted device profile (shipped, e.g. ``zen5-torch-fp32-2t``, or calibrated) on
+``--device NAME`` evaluates a fitted device profile (shipped, e.g. ``torch-fp32-2t-keep-memory``, or calibrated) on
 ``--data`` instead, fitting nothing: the networks it was trained on are left out, and the synthetic networks it was
 not are reported beside the zoo; ``--graph`` adds the zoo CNNs predicted as ``edgeplan predict`` predicts them, from
 their graphs (the runtime's kernels deduced from the IR) rather than from the operations the profiler recorded;

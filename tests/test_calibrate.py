@@ -322,7 +322,7 @@ def test_cli_calibrate_measures_models_here(capsys: pytest.CaptureFixture[str], 
                  "--measure", "synthetic:1"]) != 0
     assert "its scenario 'src' is none" in capsys.readouterr().err
     assert not (home / "devices" / "again").exists()
-    # a profile named otherwise (zen5-torch-fp32-1t, say) times them in its model's scenario; its only method,
+    # a profile named otherwise (torch-fp32-1t-keep-memory, say) times them in its model's scenario; its only method,
     # gbdt here, is the default
     dataclasses.replace(source, scenario="torch-fp32-1t", method="gbdt").save(home / "devices" / "other-1t")
     cells = [f"--measure=nb201:{c}" for c in CELLS[:4]]  # the networks the made-up source knows

@@ -873,9 +873,9 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
 
 @pytest.mark.parametrize(("threads", "trained_on", "held_out"), [
     (2, 2700, {"synthetic", "torchvision", "timm"}), (1, 1200, {"synthetic", "timm"})])
-def test_the_shipped_zen5_profiles_are_of_their_files_and_price_nfnets_weight_standardizations(
+def test_the_shipped_keep_memory_profiles_are_of_their_files_and_price_nfnets_weight_standardizations(
         threads: int, trained_on: int, held_out: set[str]) -> None:
-    """``zen5-torch-fp32-{2t,1t}`` (``make bench-li2023``): fitted on the Zen 5 keep-memory file's synthetic
+    """``torch-fp32-{2t,1t}-keep-memory`` (``make bench-li2023``): fitted on the Zen 5 keep-memory file's synthetic
     networks but synthetic:900-999, keyed by implementation for their thread count; each predicts the held-out ones
     and the zoo CNNs it never saw, and an NFNet's folded weight standardizations get the ``weight_norm`` predictor,
     not a listing."""
@@ -886,8 +886,8 @@ def test_the_shipped_zen5_profiles_are_of_their_files_and_price_nfnets_weight_st
     from experiments.li2023 import predict_with_folded_work
 
     name = f"torch-fp32-{threads}t"
-    assert available_devices()[f"zen5-{name}"] == ["gbdt"]
-    model = load_device_model(f"zen5-{name}", "gbdt")
+    assert available_devices()[f"{name}-keep-memory"] == ["gbdt"]
+    model = load_device_model(f"{name}-keep-memory", "gbdt")
     assert isinstance(model, LatencyModel) and model.threads == threads and model.scenario == name
     assert model.info["dataset"] == f"{name}.jsonl.xz" and "--implementations" in model.info["command"]
     assert "aten::batch_norm|weight_norm" in model.predictors
@@ -899,7 +899,7 @@ def test_the_shipped_zen5_profiles_are_of_their_files_and_price_nfnets_weight_st
     err = mape([predict_with_folded_work(model, r).latency_ms for r in test],
                [record_latency(r, "median") for r in test])
     assert err < 15.0  # a broken model is off by far more; the measured figures are in the README
-    (nf,) = predict_models(["timm:nf_resnet50"], device=f"zen5-{name}")
+    (nf,) = predict_models(["timm:nf_resnet50"], device=f"{name}-keep-memory")
     assert nf.prediction.unpredicted == []
     norms = [o for o in nf.prediction.ops if o.key == "aten::batch_norm|weight_norm"]
     convs = [o for o in nf.prediction.ops if o.kind == "aten::conv2d"]
@@ -908,7 +908,7 @@ def test_the_shipped_zen5_profiles_are_of_their_files_and_price_nfnets_weight_st
     (ext,) = model.info["extensions"]
     assert ext["dataset"] == f"{name}.transformers.jsonl.xz" and len(ext["models"]) == 32
     assert {"aten::scaled_dot_product_attention|attention", "aten::pad|pad"} <= set(ext["added_ops_per_key"])
-    (vit,) = predict_models(["timm:vit_tiny_patch16_224"], device=f"zen5-{name}")
+    (vit,) = predict_models(["timm:vit_tiny_patch16_224"], device=f"{name}-keep-memory")
     assert vit.prediction.unpredicted == [] and vit.prediction.latency_ms > 0
 
 
@@ -926,7 +926,7 @@ def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
     twice as fast. The ``-keep`` files were measured, repeat included, with glibc's allocator keeping freed memory
     (``--keep-memory``), and their device says so. The Zen 5's 1-thread file
     holds li2023's 1000 networks (§5.1 in the second fp32 scenario), the nf space's 300 and the zoo's two NFNets (what
-    the shipped ``zen5-torch-fp32-1t`` profile learns and is checked on), its repeat 20 of the test networks."""
+    the shipped ``torch-fp32-1t-keep-memory`` profile learns and is checked on), its repeat 20 of the test networks."""
     from edgeplan.costmodels.opwise.ops import record_latency
     from edgeplan.measure.op_dataset import load_dataset
     from experiments.li2023 import _same_scale, _spaces, _split, noise_floor
@@ -955,7 +955,7 @@ def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
 
 
 @pytest.mark.parametrize("name", ["torch-fp32-2t", "torch-fp32-1t"])
-def test_the_nf_networks_of_the_zen5_file_time_each_weight_standardization(name: str) -> None:
+def test_the_nf_networks_of_the_keep_memory_file_time_each_weight_standardization(name: str) -> None:
     """The Zen 5 keep-memory files' ``synthetic-nf`` networks carry each of their weight standardizations' times
     (``folded_ops``): one per standardized convolution of the graph, together their folded work (less the views'),
     and learnt as the ``weight_norm`` ops of :func:`~edgeplan.costmodels.opwise.ops.record_ops`."""
@@ -1148,20 +1148,20 @@ def test_the_shipped_torch_profiles_price_weight_standardization(scenario: str) 
         assert 0.5 < sum(o.ms or 0.0 for o in own) / measured < 2.0
 
 
-def test_predict_measures_a_zen5_profile_under_the_allocator_its_data_were_measured_with(tmp_path: Path) -> None:
-    """``predict --device zen5-torch-fp32-1t --measure N``: the profile is named after no scenario but is timed in its
+def test_predict_measures_a_keep_memory_profile_under_the_allocator_its_data_were_measured_with(tmp_path: Path) -> None:
+    """``predict --device torch-fp32-1t-keep-memory --measure N``: the profile is named after no scenario but is timed in its
     model's (torch-fp32-1t), and since its data were measured keeping freed memory, the command runs again under
     those tunables first (a new process: run here as one)."""
     import subprocess
     import sys
 
     done = subprocess.run([sys.executable, "-m", "edgeplan", "--home", str(tmp_path), "predict", "synthetic:1",
-                           "--device", "zen5-torch-fp32-1t", "--measure", "1", "--json"],
+                           "--device", "torch-fp32-1t-keep-memory", "--measure", "1", "--json"],
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr
     assert "measuring under the same allocator settings" in done.stderr
     (row,) = json.loads(done.stdout)
-    assert row["device"] == "zen5-torch-fp32-1t" and row["measured_ms"] > 0
+    assert row["device"] == "torch-fp32-1t-keep-memory" and row["measured_ms"] > 0
     assert row["measured_reference"] == "synthetic:0"
 
 
