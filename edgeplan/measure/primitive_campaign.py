@@ -59,7 +59,7 @@ from edgeplan.measure.primitive_space import (
 )
 from edgeplan.measure.progress import PlainLines
 from edgeplan.measure.runners import torch_device
-from edgeplan.measure.store import Campaign, MeasurementRecord, Store
+from edgeplan.measure.store import Campaign, MeasurementRecord, Provenance, Store
 from edgeplan.primitives.spec import LAYOUTS, ConvSpec
 
 if TYPE_CHECKING:
@@ -379,11 +379,9 @@ class _Run:
     """Mutable state of one :func:`profile_primitives` call."""
 
     store: Store
-    campaign: Campaign
     plan: CampaignPlan
     device: DeviceDescriptor
-    command: str
-    versions: dict[str, str]
+    provenance: Provenance
     done: set[str]
     over_keys: set[str] = field(default_factory=set)
     rows: int = 0
@@ -421,8 +419,8 @@ def profile_primitives(store: Store, plan: CampaignPlan, device: DeviceDescripto
         raise InvalidInputError(f"the time budget must be positive, got {budget_s}")
     started = time.monotonic()
     campaign = store.campaign(plan.name, command=command, params=plan.params)
-    run = _Run(store, campaign, plan, device, command, collect_versions(), set(store.completed_task_keys(campaign)),
-               _over_cap_keys(store, campaign))
+    run = _Run(store, plan, device, Provenance(campaign, command, collect_versions()),
+               set(store.completed_task_keys(campaign)), _over_cap_keys(store, campaign))
     pending = [spec for spec in plan.configs if _todo(run, spec)]
     done_before = len(plan.configs) - len(pending)
     waiting = set(pending)
@@ -513,8 +511,8 @@ def _measure_config(run: _Run, spec: ConvSpec) -> None:
         model = ("conv2d:" if kind == PRIMITIVE_KIND else "activation:") + ",".join(
             f"{k}={v}" for k, v in subject_shape.items())
         extra = {"config": subject_shape, "status": "over_cap" if over else "measured", "warmup_runs": warmup_runs}
-        run.store.add_measurement(timing, run.device, model=model, task_key=key, kind=kind, subject=name,
-                                  campaign=run.campaign, command=run.command, versions=run.versions, extra=extra)
+        run.store.add_measurement(timing, run.device, model=model, task_key=key, kind=kind, subject=name, extra=extra,
+                                  provenance=run.provenance)
         run.done.add(key)
         run.rows += 1
         if over:
