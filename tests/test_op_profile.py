@@ -18,6 +18,7 @@ from edgeplan.ir.kernels import Kernel, KernelDeduction
 from edgeplan.measure import Store, TimingConfig
 from edgeplan.measure.model_sets import expand_models, model_set
 from edgeplan.measure.op_dataset import SIGNIFICANT_DIGITS
+from edgeplan.measure.op_timing import ProfileCalls
 from edgeplan.measure.scenarios import SCENARIOS, get_scenario
 
 CELL = "nb201:|nor_conv_3x3~0|+|avg_pool_3x3~0|nor_conv_1x1~1|+|skip_connect~0|none~1|nor_conv_3x3~2|"
@@ -210,7 +211,8 @@ def test_identities_the_ir_drops_are_timed_as_folded_work() -> None:
     graph = graph_from_torch(m, (x,))
     assert graph.folded_ops == ("mul", "add") and [n.kind.value for n in graph.nodes] == ["input", "conv2d",
                                                                                           "activation"]
-    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1, runs=2)
+    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1,
+                             calls=ProfileCalls(runs=2))
     assert [o.kind for o in runs.ops] == ["aten::conv2d", "aten::relu"]
     assert len(runs.folded_ms) == 2 and all(ms > 0 for ms in runs.folded_ms)
 
@@ -227,7 +229,8 @@ def test_identities_the_ir_drops_are_timed_as_folded_work() -> None:
     graph = graph_from_torch(m, (x,))
     assert set(graph.folded_ops) <= {"type_as", "permute", "to"} and "permute" in graph.folded_ops
     assert [n.kind.value for n in graph.nodes] == ["input", "conv2d", "activation"]
-    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1, runs=2)
+    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1,
+                             calls=ProfileCalls(runs=2))
     assert [o.kind for o in runs.ops] == ["aten::conv2d", "aten::relu"]
     assert len(runs.folded_ms) == 2 and all(ms >= 0 for ms in runs.folded_ms)  # their time, of no op's
 
@@ -258,7 +261,8 @@ def test_operators_the_ir_writes_as_several_nodes_are_one_eager_kernel_each() ->
     m, x = Mixed().eval(), torch.randn(1, 4, 8, 8)
     graph = graph_from_torch(m, (x,))
     assert set(graph.folded_ops) == {"add_", "repeat_interleave"}
-    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1, runs=2)
+    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1,
+                             calls=ProfileCalls(runs=2))
     kinds = [o.kind for o in runs.ops]
     for kind in ("aten::conv1d", "aten::avg_pool1d", "aten::repeat_interleave", "aten::repeat"):
         assert kinds.count(kind) == 1
@@ -291,7 +295,7 @@ def test_multi_head_attention_on_its_fast_path_is_one_eager_kernel() -> None:
         m, x = Block(batch_first).eval(), torch.randn(*shape)
         graph = graph_from_torch(m, (x,))
         deduction = deduce_kernels(graph, "torch-eager")
-        runs = profile_torch_ops(m, (x,), deduction, graph, threads=1, runs=2)
+        runs = profile_torch_ops(m, (x,), deduction, graph, threads=1, calls=ProfileCalls(runs=2))
         kinds = [o.kind for o in runs.ops]
         if batch_first:  # the fast path: every node of the call in one kernel, led by its attention
             assert [c for c, _ in graph.fused_calls] == ["MultiheadAttention"]
@@ -309,7 +313,8 @@ def test_multi_head_attention_on_its_fast_path_is_one_eager_kernel() -> None:
     torch.backends.mha.set_fastpath_enabled(False)
     try:
         graph = graph_from_torch(m, (x,))
-        runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1, runs=1)
+        runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1,
+                                 calls=ProfileCalls(runs=1))
     finally:
         torch.backends.mha.set_fastpath_enabled(True)
     assert graph.fused_calls == () and [o.kind for o in runs.ops].count("aten::linear") == 2
@@ -385,7 +390,8 @@ def test_torch_ops_profile_every_deduced_kernel() -> None:
     module, x = Branchy().eval(), torch.randn(1, 8, 16, 16)
     graph = graph_from_torch(module, (x,))
     deduction = deduce_kernels(graph, "torch-eager")
-    measured = profile_torch_ops(module, (x,), deduction, graph, threads=1, runs=4, warmup=1, plain_per_run=2)
+    measured = profile_torch_ops(module, (x,), deduction, graph, threads=1,
+                                 calls=ProfileCalls(runs=4, warmup=1, plain_per_run=2))
     ops, plain = measured.ops, measured.plain_ms
     assert [o.kind for o in ops] == [k.kind for k in deduction.kernels]
     assert len(plain) == 8 and all(t > 0 for t in plain)
@@ -395,7 +401,8 @@ def test_torch_ops_profile_every_deduced_kernel() -> None:
     ref_module = torch.nn.ReLU()
     hook = module.register_forward_hook(lambda *_: calls.append("model"))
     try:
-        paired = profile_torch_ops(module, (x,), deduction, graph, threads=1, runs=3, warmup=1, plain_per_run=2,
+        paired = profile_torch_ops(module, (x,), deduction, graph, threads=1,
+                                   calls=ProfileCalls(runs=3, warmup=1, plain_per_run=2),
                                    reference=lambda: calls.append("ref") or ref_module(x))
     finally:
         hook.remove()
@@ -408,7 +415,7 @@ def test_torch_ops_profile_every_deduced_kernel() -> None:
     assert conv.nodes and all(n in {nd.name for nd in graph.nodes} for n in conv.nodes)
     other = deduce_kernels(graph_from_torch(torch.nn.Sequential(torch.nn.ReLU()), (x,)), "torch-eager")
     with pytest.raises(MeasurementError, match="do not match"):
-        profile_torch_ops(module, (x,), other, graph, threads=1, runs=1, warmup=0)
+        profile_torch_ops(module, (x,), other, graph, threads=1, calls=ProfileCalls(runs=1, warmup=0))
 
 
 def test_kernels_of_nodes_ort_saved_without_a_name_are_matched_in_order() -> None:
@@ -856,7 +863,8 @@ def test_a_model_with_its_weights_in_an_external_file_profiles_in_onnx_runtime(t
                     location="cell.onnx.data")  # weights over 1 kB, as a large export writes them
     assert (external.parent / "cell.onnx.data").stat().st_size > 0
     feed = random_feed(onnx_input_names(external), [tuple(x.shape) for x in zoo.example_inputs()])
-    runs = {p.name: profile_onnxruntime_ops(p, feed, threads=1, runs=1, warmup=0) for p in (inline, external)}
+    once = ProfileCalls(runs=1, warmup=0)
+    runs = {p.name: profile_onnxruntime_ops(p, feed, threads=1, calls=once) for p in (inline, external)}
     kernels = {name: sorted((o.kind, o.nodes) for o in r.ops) for name, r in runs.items()}
     assert kernels["cell.onnx"] and kernels["cell.onnx"] == kernels["inline.onnx"]  # traced as the inline copy
 
