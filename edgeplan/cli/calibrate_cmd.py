@@ -88,7 +88,7 @@ def _measure_here(ctx: Context, models: tuple[str, ...], scenario_name: str, nam
     from edgeplan.errors import InvalidInputError
     from edgeplan.measure import Store, default_store_path
     from edgeplan.measure.model_sets import expand_models
-    from edgeplan.measure.op_campaign import ReferenceScaleWarning, export_dataset, run_op_campaign
+    from edgeplan.measure.op_campaign import OpCampaignOptions, ReferenceScaleWarning, export_dataset, run_op_campaign
     from edgeplan.measure.scenarios import SCENARIOS
 
     scenario = SCENARIOS.get(scenario_name)
@@ -99,9 +99,10 @@ def _measure_here(ctx: Context, models: tuple[str, ...], scenario_name: str, nam
     names = expand_models(models)
     tag = f"calibrate-{name}"
     with Store.open(default_store_path(ctx.home)) as store:
-        report = run_op_campaign(store, scenario, names, runs=MEASURE_RUNS, progress=not as_json,
-                                 command=ctx.command, home=ctx.home, plain_per_run=MEASURE_PLAIN_PER_RUN,
-                                 repeat=tag, reference="synthetic:0")
+        options = OpCampaignOptions(runs=MEASURE_RUNS, plain_per_run=MEASURE_PLAIN_PER_RUN, repeat=tag,
+                                    reference="synthetic:0")
+        report = run_op_campaign(store, scenario, names, options=options, progress=not as_json, command=ctx.command,
+                                 home=ctx.home)
         if report.failed:
             first = report.failed[0]
             raise InvalidInputError(f"--measure: {len(report.failed)} model(s) could not be measured here, e.g. "
