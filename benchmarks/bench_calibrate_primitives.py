@@ -60,12 +60,13 @@ def measure_layers(home: Path, samples: int, threads: int, seed: int, budget_s: 
     resumable): (the completely measured layers as a table, or None when the budget stopped it; the report)."""
     from edgeplan.measure.device import describe_device
     from edgeplan.measure.paths import default_store_path
-    from edgeplan.measure.primitive_campaign import primitive_campaign, profile_primitives
+    from edgeplan.measure.primitive_campaign import ConfigSelection, primitive_campaign, profile_primitives
     from edgeplan.measure.primitive_export import campaign_dataset, find_campaign
     from edgeplan.measure.store import Store
 
     device = describe_device("torch", threads, torch_device="cpu")
-    plan = primitive_campaign(device.key, seed=seed, max_configs=samples, threads=threads, device="cpu")
+    plan = primitive_campaign(device.key, threads=threads, device="cpu",
+                              selection=ConfigSelection(seed=seed, max_configs=samples))
     with Store.open(default_store_path(str(home))) as store:
         report = profile_primitives(store, plan, device, budget_s=budget_s, progress=True,
                                     command="bench_calibrate_primitives.py")

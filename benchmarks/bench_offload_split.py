@@ -21,7 +21,7 @@ from _machine import machine
 from edgeplan.decisions.offload import OffloadResult, OffloadSetup, plan_offload
 from edgeplan.measure.graph_exec import GraphExecutor
 from edgeplan.planners.offload import Segment, evaluate_schedule
-from edgeplan.runtimes.split import run_split
+from edgeplan.runtimes.split import SplitRunOptions, run_split
 
 MODELS = ("paper:alexnet", "paper:overfeat", "paper:nin", "paper:chair")
 NETWORKS = ("4g", "wifi")
@@ -52,7 +52,7 @@ def main() -> int:
                     predicted = evaluate_schedule(result.problem, segments)
                     run = run_split(executor, result.chain, [(s.first, s.last, s.side) for s in segments],
                                     model=model, up_mbps=result.problem.network.up_mbps,
-                                    down_mbps=result.problem.network.down_mbps, repeats=7)
+                                    down_mbps=result.problem.network.down_mbps, options=SplitRunOptions(repeats=7))
                     err = run.latency_ms / predicted.latency_ms - 1
                     transfers = predicted.transfer_ms > 0
                     ok &= abs(err) <= 0.10 or not transfers

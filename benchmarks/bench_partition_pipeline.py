@@ -32,7 +32,7 @@ from edgeplan.ir.cut_points import cut_points
 from edgeplan.planners.partition import PlacementProblem, place_greedy, shortest_partition_path
 from edgeplan.planners.partition.from_graph import partition_problem
 from edgeplan.planners.partition.simulate import random_cluster
-from edgeplan.runtimes.pipeline import PipelineResult, run_pipeline, transfer_ms
+from edgeplan.runtimes.pipeline import PipelineOptions, PipelineResult, run_pipeline, transfer_ms
 
 MODELS = ("torchvision:resnet18", "torchvision:mobilenet_v2", "torchvision:resnet50", "torchvision:squeezenet1_0")
 MEMORY_FRACTION = 0.3
@@ -55,8 +55,8 @@ def run_model(spec: str, fast_links: bool = False) -> PipelineResult:
     k = max(transfer_ms(t, m) for t, m in zip(plan.transfers_bytes, mbps, strict=True)) / TARGET_LINK_MS
     if fast_links:
         mbps, k = [10_000.0] * len(mbps), 1.0
-    result = run_pipeline(graph, problem.points, plan.runs, [m * k for m in mbps], inputs=INPUTS, warmup=WARMUP,
-                          threads=THREADS, nodes=chain)
+    result = run_pipeline(graph, problem.points, plan.runs, [m * k for m in mbps], nodes=chain,
+                          options=PipelineOptions(inputs=INPUTS, warmup=WARMUP, threads=THREADS))
     label = f"{spec} (10 Gbit/s links)" if fast_links else spec
     print(f"{label}: node memory {memory_bytes / 2**20:.1f} MiB, {result.stages} stages on nodes {list(chain)}, "
           f"links {', '.join(f'{m:.2f}' for m in mbps)} Mbit/s x k = {k:.1f}")

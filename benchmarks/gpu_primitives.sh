@@ -27,7 +27,8 @@ from pathlib import Path
 
 from edgeplan.cli.primitives_cmd import _network_configs
 from edgeplan.measure.device import describe_device
-from edgeplan.measure.primitive_campaign import primitive_campaign, profile_primitives, remeasure_campaign
+from edgeplan.measure.primitive_campaign import (ConfigSelection, primitive_campaign, profile_primitives,
+                                                 remeasure_campaign)
 from edgeplan.measure.primitive_export import export_dataset, find_campaign
 from edgeplan.measure.primitive_space import TimingPlan
 from edgeplan.measure.store import Store
@@ -38,8 +39,8 @@ device = describe_device("torch", 1, torch_device="cuda")
 timing = TimingPlan(target_ms=target_ms)
 with Store.open(out / "gpu.sqlite") as store:
     main = primitive_campaign(device.key, timing=timing, device="cuda")
-    networks = primitive_campaign(device.key, configs=_network_configs(tuple(nets)), seed=1, timing=timing,
-                                  device="cuda")
+    networks = primitive_campaign(device.key, selection=ConfigSelection(configs=_network_configs(tuple(nets)), seed=1),
+                                  timing=timing, device="cuda")
     for plan, budget, name in ((main, main_s, "main"), (networks, net_s, "networks")):
         report = profile_primitives(store, plan, device, budget_s=budget, command="gpu_primitives.sh")
         (out / f"{name}.json").write_text(json.dumps(report.to_dict(), indent=1))

@@ -17,6 +17,7 @@ from edgeplan.costmodels.opwise.profiles import load_device_model
 from edgeplan.errors import InvalidGraphError
 from edgeplan.frontends.torch_frontend import graph_from_torch
 from edgeplan.ir.serialize import graph_to_dict
+from edgeplan.measure.op_timing import ProfileCalls
 
 
 class StandardizedConv(nn.Module):
@@ -160,7 +161,7 @@ def test_eager_profiling_times_each_folded_operator_that_moves_data(graph: objec
 
     m = StandardizedConv().eval()
     runs = profile_torch_ops(m, (torch.randn(1, 4, 6, 6),), deduce_kernels(graph, "torch-eager"), graph, threads=1,
-                             runs=3)
+                             calls=ProfileCalls(runs=3))
     # the reshapes and the view are views; the rest, in the graph's order, each timed in every run
     assert [(j, t.kind, t.kernel) for j, t in runs.folded_ops] == [
         (1, "aten::mul", "aten::mul@folded#1"), (3, "aten::batch_norm", "aten::batch_norm@folded#3"),

@@ -1149,9 +1149,9 @@ def test_the_shipped_torch_profiles_price_weight_standardization(scenario: str) 
 
 
 def test_predict_measures_a_keep_memory_profile_under_the_allocator_its_data_were_measured_with(tmp_path: Path) -> None:
-    """``predict --device torch-fp32-1t-keep-memory --measure N``: the profile is named after no scenario but is timed in its
-    model's (torch-fp32-1t), and since its data were measured keeping freed memory, the command runs again under
-    those tunables first (a new process: run here as one)."""
+    """``predict --device torch-fp32-1t-keep-memory --measure N``: the profile is named after no scenario but is
+    timed in its model's (torch-fp32-1t), and since its data were measured keeping freed memory, the command runs
+    again under those tunables first (a new process: run here as one)."""
     import subprocess
     import sys
 

@@ -21,7 +21,7 @@ from edgeplan.costmodels.opwise.ops import OpInput, record_ops
 from edgeplan.decisions.predict import ModelPrediction
 from edgeplan.errors import InvalidInputError
 from edgeplan.measure import DeviceDescriptor, MeasurementResult, Store, Task, Timing, default_store_path, run_campaign
-from edgeplan.measure.op_campaign import ReferenceScaleWarning, campaign_name, export_dataset
+from edgeplan.measure.op_campaign import OpExportOptions, ReferenceScaleWarning, campaign_name, export_dataset
 from edgeplan.measure.op_dataset import DATASET_FORMAT, load_dataset
 from edgeplan.measure.scenarios import get_scenario
 from experiments.li2023 import main as li2023_main
@@ -167,7 +167,8 @@ def test_export_warns_when_a_repeat_falls_back_to_its_own_scale(tmp_path: Path,
         _campaign(store, "again", ref_ms=20.0)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            export_dataset(store, scenario, tmp_path / "r.jsonl.gz", repeat="again", merge=tmp_path / "r.jsonl.gz")
+            export_dataset(store, scenario, tmp_path / "r.jsonl.gz", repeat="again",
+                           options=OpExportOptions(merge=tmp_path / "r.jsonl.gz"))
     merged = load_dataset(tmp_path / "r.jsonl.gz")
     assert merged.provenance["reference"] == data.provenance["reference"]
     assert noise_floor(data, merged, "median") == {"models": 2, "mape": pytest.approx(0.0),

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from edgeplan.errors import InfeasibleError, InvalidInputError
 from edgeplan.planners.offload import (
+    LookupOptions,
     MobilePowerModel,
     NetworkModel,
     OffloadCosts,
@@ -471,7 +472,8 @@ def test_lookup_table_matches_solve_at_every_grid_point() -> None:
         assert entry.latency_ms == pytest.approx(direct.latency_ms)
         assert entry.pattern == direct.pattern and entry.segments == direct.segments
     assert json.loads(json.dumps([e.to_dict() for e in entries]))[0]["infeasible"] == ""
-    starved = lookup_table(problem.costs, problem.power, "latency", [1.0], [1.0], battery_mj=1e-9)
+    starved = lookup_table(problem.costs, problem.power, "latency", [1.0], [1.0],
+                           options=LookupOptions(battery_mj=1e-9))
     assert starved[0].pattern == "" and starved[0].latency_ms is None and "battery budget" in starved[0].infeasible
     with pytest.raises(InvalidInputError, match="empty"):
         lookup_table(problem.costs, problem.power, "latency", [], [1.0])

@@ -17,7 +17,9 @@ from edgeplan.errors import InvalidInputError, MeasurementError
 from edgeplan.ir.kernels import Kernel, KernelDeduction
 from edgeplan.measure import Store, TimingConfig
 from edgeplan.measure.model_sets import expand_models, model_set
+from edgeplan.measure.op_campaign import OpCampaignOptions, OpExportOptions
 from edgeplan.measure.op_dataset import SIGNIFICANT_DIGITS
+from edgeplan.measure.op_timing import ProfileCalls
 from edgeplan.measure.scenarios import SCENARIOS, get_scenario
 
 CELL = "nb201:|nor_conv_3x3~0|+|avg_pool_3x3~0|nor_conv_1x1~1|+|skip_connect~0|none~1|nor_conv_3x3~2|"
@@ -210,7 +212,8 @@ def test_identities_the_ir_drops_are_timed_as_folded_work() -> None:
     graph = graph_from_torch(m, (x,))
     assert graph.folded_ops == ("mul", "add") and [n.kind.value for n in graph.nodes] == ["input", "conv2d",
                                                                                           "activation"]
-    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1, runs=2)
+    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1,
+                             calls=ProfileCalls(runs=2))
     assert [o.kind for o in runs.ops] == ["aten::conv2d", "aten::relu"]
     assert len(runs.folded_ms) == 2 and all(ms > 0 for ms in runs.folded_ms)
 
@@ -227,7 +230,8 @@ def test_identities_the_ir_drops_are_timed_as_folded_work() -> None:
     graph = graph_from_torch(m, (x,))
     assert set(graph.folded_ops) <= {"type_as", "permute", "to"} and "permute" in graph.folded_ops
     assert [n.kind.value for n in graph.nodes] == ["input", "conv2d", "activation"]
-    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1, runs=2)
+    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1,
+                             calls=ProfileCalls(runs=2))
     assert [o.kind for o in runs.ops] == ["aten::conv2d", "aten::relu"]
     assert len(runs.folded_ms) == 2 and all(ms >= 0 for ms in runs.folded_ms)  # their time, of no op's
 
@@ -258,7 +262,8 @@ def test_operators_the_ir_writes_as_several_nodes_are_one_eager_kernel_each() ->
     m, x = Mixed().eval(), torch.randn(1, 4, 8, 8)
     graph = graph_from_torch(m, (x,))
     assert set(graph.folded_ops) == {"add_", "repeat_interleave"}
-    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1, runs=2)
+    runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1,
+                             calls=ProfileCalls(runs=2))
     kinds = [o.kind for o in runs.ops]
     for kind in ("aten::conv1d", "aten::avg_pool1d", "aten::repeat_interleave", "aten::repeat"):
         assert kinds.count(kind) == 1
@@ -291,7 +296,7 @@ def test_multi_head_attention_on_its_fast_path_is_one_eager_kernel() -> None:
         m, x = Block(batch_first).eval(), torch.randn(*shape)
         graph = graph_from_torch(m, (x,))
         deduction = deduce_kernels(graph, "torch-eager")
-        runs = profile_torch_ops(m, (x,), deduction, graph, threads=1, runs=2)
+        runs = profile_torch_ops(m, (x,), deduction, graph, threads=1, calls=ProfileCalls(runs=2))
         kinds = [o.kind for o in runs.ops]
         if batch_first:  # the fast path: every node of the call in one kernel, led by its attention
             assert [c for c, _ in graph.fused_calls] == ["MultiheadAttention"]
@@ -309,7 +314,8 @@ def test_multi_head_attention_on_its_fast_path_is_one_eager_kernel() -> None:
     torch.backends.mha.set_fastpath_enabled(False)
     try:
         graph = graph_from_torch(m, (x,))
-        runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1, runs=1)
+        runs = profile_torch_ops(m, (x,), deduce_kernels(graph, "torch-eager"), graph, threads=1,
+                                 calls=ProfileCalls(runs=1))
     finally:
         torch.backends.mha.set_fastpath_enabled(True)
     assert graph.fused_calls == () and [o.kind for o in runs.ops].count("aten::linear") == 2
@@ -385,7 +391,8 @@ def test_torch_ops_profile_every_deduced_kernel() -> None:
     module, x = Branchy().eval(), torch.randn(1, 8, 16, 16)
     graph = graph_from_torch(module, (x,))
     deduction = deduce_kernels(graph, "torch-eager")
-    measured = profile_torch_ops(module, (x,), deduction, graph, threads=1, runs=4, warmup=1, plain_per_run=2)
+    measured = profile_torch_ops(module, (x,), deduction, graph, threads=1,
+                                 calls=ProfileCalls(runs=4, warmup=1, plain_per_run=2))
     ops, plain = measured.ops, measured.plain_ms
     assert [o.kind for o in ops] == [k.kind for k in deduction.kernels]
     assert len(plain) == 8 and all(t > 0 for t in plain)
@@ -395,7 +402,8 @@ def test_torch_ops_profile_every_deduced_kernel() -> None:
     ref_module = torch.nn.ReLU()
     hook = module.register_forward_hook(lambda *_: calls.append("model"))
     try:
-        paired = profile_torch_ops(module, (x,), deduction, graph, threads=1, runs=3, warmup=1, plain_per_run=2,
+        paired = profile_torch_ops(module, (x,), deduction, graph, threads=1,
+                                   calls=ProfileCalls(runs=3, warmup=1, plain_per_run=2),
                                    reference=lambda: calls.append("ref") or ref_module(x))
     finally:
         hook.remove()
@@ -408,7 +416,7 @@ def test_torch_ops_profile_every_deduced_kernel() -> None:
     assert conv.nodes and all(n in {nd.name for nd in graph.nodes} for n in conv.nodes)
     other = deduce_kernels(graph_from_torch(torch.nn.Sequential(torch.nn.ReLU()), (x,)), "torch-eager")
     with pytest.raises(MeasurementError, match="do not match"):
-        profile_torch_ops(module, (x,), other, graph, threads=1, runs=1, warmup=0)
+        profile_torch_ops(module, (x,), other, graph, threads=1, calls=ProfileCalls(runs=1, warmup=0))
 
 
 def test_kernels_of_nodes_ort_saved_without_a_name_are_matched_in_order() -> None:
@@ -516,19 +524,22 @@ def test_campaign_resumes_and_exports_a_dataset(tmp_path: Path) -> None:
     with Store.open(tmp_path / "store.sqlite") as store:
         with pytest.raises(InvalidInputError, match="no measurements in campaign"):
             export_dataset(store, scenario, tmp_path / "d.jsonl.gz")
-        first = run_op_campaign(store, scenario, [CELL], runs=2, config=FAST, home=tmp_path)
+        first = run_op_campaign(store, scenario, [CELL], home=tmp_path, options=OpCampaignOptions(runs=2, config=FAST))
         assert (first.done_now, first.remaining) == (1, 0)
-        again = run_op_campaign(store, scenario, [CELL, other, "synthetic:x"], runs=2, config=FAST, home=tmp_path)
+        again = run_op_campaign(store, scenario, [CELL, other, "synthetic:x"], home=tmp_path,
+                                options=OpCampaignOptions(runs=2, config=FAST))
         assert (again.done_before, again.done_now) == (1, 1)
         assert [f.key for f in again.failed] == ["synthetic:x"] and "seed" in again.failed[0].reason
         with pytest.raises(InvalidInputError):
-            run_op_campaign(store, scenario, [CELL], runs=3, config=FAST, home=tmp_path)  # other parameters
+            run_op_campaign(store, scenario, [CELL], home=tmp_path,  # other parameters
+                            options=OpCampaignOptions(runs=3, config=FAST))
         n = export_dataset(store, scenario, tmp_path / "d.jsonl.gz", command="test")
-        rep = run_op_campaign(store, scenario, [CELL], runs=2, config=FAST, home=tmp_path, repeat="noise")
+        rep = run_op_campaign(store, scenario, [CELL], home=tmp_path,
+                              options=OpCampaignOptions(runs=2, config=FAST, repeat="noise"))
         assert rep.campaign == "ops/torch-fp32-1t/noise" and rep.done_now == 1
         assert export_dataset(store, scenario, tmp_path / "r.jsonl.gz", repeat="noise") == 1
         with pytest.raises(InvalidInputError, match="repeat tag"):
-            run_op_campaign(store, scenario, [CELL], repeat="a/b")
+            run_op_campaign(store, scenario, [CELL], options=OpCampaignOptions(repeat="a/b"))
     data = load_dataset(tmp_path / "d.jsonl.gz")
     assert n == 2 and data.models() == [CELL, other] and data.scenario == "torch-fp32-1t"
     assert data.provenance["device"]["threads"] == 1 and data.provenance["versions"]["torch"]
@@ -550,12 +561,12 @@ def test_export_merges_an_earlier_dataset_file(tmp_path: Path) -> None:
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
     shipped = tmp_path / "shipped.jsonl.gz"
     with Store.open(tmp_path / "a.sqlite") as store:  # an earlier session's Store, gone after its export
-        run_op_campaign(store, scenario, [CELL, other], runs=2, config=FAST, home=tmp_path)
+        run_op_campaign(store, scenario, [CELL, other], home=tmp_path, options=OpCampaignOptions(runs=2, config=FAST))
         export_dataset(store, scenario, shipped, command="first")
     earlier = load_dataset(shipped)
     third = "nb201:|nor_conv_1x1~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
     with Store.open(tmp_path / "b.sqlite") as store:
-        run_op_campaign(store, scenario, [third, other], runs=2, config=FAST, home=tmp_path)
+        run_op_campaign(store, scenario, [third, other], home=tmp_path, options=OpCampaignOptions(runs=2, config=FAST))
         # Refused: a file of another scenario, or one measured beside a reference model; the file is left alone.
         other_scenario = tmp_path / "other.jsonl.gz"
         with gzip.open(other_scenario, "wt") as f:
@@ -565,13 +576,15 @@ def test_export_merges_an_earlier_dataset_file(tmp_path: Path) -> None:
             f.write(json.dumps({**earlier.provenance, "reference": {"model": CELL, "ms": 1.0, "min_ms": 1.0}}) + "\n")
         before = shipped.read_bytes()
         with pytest.raises(InvalidInputError, match="holds scenario 'ort-fp32-1t'"):
-            export_dataset(store, scenario, shipped, merge=other_scenario)
+            export_dataset(store, scenario, shipped, options=OpExportOptions(merge=other_scenario))
         with pytest.raises(InvalidInputError, match="beside the reference model"):
-            export_dataset(store, scenario, shipped, merge=with_reference)
+            export_dataset(store, scenario, shipped, options=OpExportOptions(merge=with_reference))
         with pytest.raises(InvalidInputError, match="does not exist"):
-            export_dataset(store, scenario, shipped, merge=tmp_path / "missing.jsonl.gz")
+            export_dataset(store, scenario, shipped,
+                           options=OpExportOptions(merge=tmp_path / "missing.jsonl.gz"))
         assert shipped.read_bytes() == before
-        n = export_dataset(store, scenario, shipped, command="second", merge=shipped)  # merged in place
+        n = export_dataset(store, scenario, shipped, command="second",
+                           options=OpExportOptions(merge=shipped))  # merged in place
         newer = {r.model: r.latency_ms for r in store.measurements(campaign="ops/torch-fp32-1t")}
     merged = load_dataset(shipped)
     assert n == 3 and merged.models() == [CELL, third, other]  # the earlier file's own model first
@@ -596,20 +609,20 @@ def test_a_paired_campaign_merges_into_an_unpaired_file_at_a_matched_scale(tmp_p
     third = "nb201:|nor_conv_1x1~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
     shipped = tmp_path / "unpaired.jsonl.gz"
     with Store.open(tmp_path / "a.sqlite") as store:
-        run_op_campaign(store, scenario, [CELL, other], runs=2, config=FAST, home=tmp_path)
+        run_op_campaign(store, scenario, [CELL, other], home=tmp_path, options=OpCampaignOptions(runs=2, config=FAST))
         export_dataset(store, scenario, shipped, command="unpaired")
     earlier = {r["model"]: r for r in load_dataset(shipped).records}
     with Store.open(tmp_path / "b.sqlite") as store:
-        run_op_campaign(store, scenario, [CELL, other, third], runs=2, home=tmp_path, plain_per_run=1,
-                        reference=CELL)
+        run_op_campaign(store, scenario, [CELL, other, third], home=tmp_path,
+                        options=OpCampaignOptions(runs=2, plain_per_run=1, reference=CELL))
         paired = {r.model: r.extra["reference"] for r in store.measurements(campaign="ops/torch-fp32-1t")}
         before = shipped.read_bytes()
         monkeypatch.setattr(campaign, "MIN_MATCHED", 3)
         with pytest.raises(InvalidInputError, match="shares 2 models .* at least 3"):
-            export_dataset(store, scenario, shipped, merge=shipped)
+            export_dataset(store, scenario, shipped, options=OpExportOptions(merge=shipped))
         assert shipped.read_bytes() == before  # refused: the file is left alone
         monkeypatch.setattr(campaign, "MIN_MATCHED", 2)
-        assert export_dataset(store, scenario, shipped, merge=shipped) == 3
+        assert export_dataset(store, scenario, shipped, options=OpExportOptions(merge=shipped)) == 3
     merged = load_dataset(shipped)
     scale = merged.provenance["reference"]
     factors = [earlier[m]["latency_ms"] / paired[m]["ratio"] for m in (CELL, other)]
@@ -632,20 +645,22 @@ def test_match_on_restricts_the_models_a_matched_scale_comes_from(tmp_path: Path
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
     shipped = tmp_path / "unpaired.jsonl.gz"
     with Store.open(tmp_path / "a.sqlite") as store:
-        run_op_campaign(store, scenario, [CELL, other], runs=2, config=FAST, home=tmp_path)
+        run_op_campaign(store, scenario, [CELL, other], home=tmp_path, options=OpCampaignOptions(runs=2, config=FAST))
         export_dataset(store, scenario, shipped, command="unpaired")
         with pytest.raises(InvalidInputError, match="--match-on .* drop --match-on"):
-            export_dataset(store, scenario, tmp_path / "x.jsonl.gz", merge=shipped, match_on=[CELL])
+            export_dataset(store, scenario, tmp_path / "x.jsonl.gz",
+                           options=OpExportOptions(merge=shipped, match_on=[CELL]))
     earlier = {r["model"]: r for r in load_dataset(shipped).records}
     monkeypatch.setattr(campaign, "MIN_MATCHED", 1)
     with Store.open(tmp_path / "b.sqlite") as store:
-        run_op_campaign(store, scenario, [CELL, other], runs=2, home=tmp_path, plain_per_run=1, reference=CELL)
+        run_op_campaign(store, scenario, [CELL, other], home=tmp_path,
+                        options=OpCampaignOptions(runs=2, plain_per_run=1, reference=CELL))
         paired = {r.model: r.extra["reference"] for r in store.measurements(campaign="ops/torch-fp32-1t")}
         before = shipped.read_bytes()
         with pytest.raises(InvalidInputError, match="shares 0 models .* among the 1 --match-on models"):
-            export_dataset(store, scenario, shipped, merge=shipped, match_on=["synthetic:5"])
+            export_dataset(store, scenario, shipped, options=OpExportOptions(merge=shipped, match_on=["synthetic:5"]))
         assert shipped.read_bytes() == before
-        assert export_dataset(store, scenario, shipped, merge=shipped, match_on=[other]) == 2
+        assert export_dataset(store, scenario, shipped, options=OpExportOptions(merge=shipped, match_on=[other])) == 2
     merged = load_dataset(shipped)
     scale = merged.provenance["reference"]
     # from `other` alone
@@ -667,25 +682,30 @@ def test_campaign_with_a_reference_exports_normalised_times(scenario: str, tmp_p
     other = "nb201:|skip_connect~0|+|nor_conv_1x1~0|none~1|+|none~0|none~1|avg_pool_3x3~2|"
     with Store.open(tmp_path / "store.sqlite") as store:
         with pytest.raises(InvalidInputError, match="plain_per_run >= 1"):
-            run_op_campaign(store, s, [CELL], runs=2, home=tmp_path, plain_per_run=0, reference=CELL)
+            run_op_campaign(store, s, [CELL], home=tmp_path,
+                            options=OpCampaignOptions(runs=2, plain_per_run=0, reference=CELL))
         with pytest.raises(InvalidInputError, match="reference model 'resnet9000'"):
-            run_op_campaign(store, s, [CELL], runs=2, home=tmp_path, plain_per_run=1, reference="resnet9000")
-        rep = run_op_campaign(store, s, [CELL, other], runs=2, home=tmp_path, plain_per_run=2, reference=CELL)
+            run_op_campaign(store, s, [CELL], home=tmp_path,
+                            options=OpCampaignOptions(runs=2, plain_per_run=1, reference="resnet9000"))
+        rep = run_op_campaign(store, s, [CELL, other], home=tmp_path,
+                              options=OpCampaignOptions(runs=2, plain_per_run=2, reference=CELL))
         assert rep.done_now == 2 and not rep.failed
         with pytest.raises(InvalidInputError):  # a resumed campaign keeps its reference
-            run_op_campaign(store, s, [CELL], runs=2, home=tmp_path, plain_per_run=2)
+            run_op_campaign(store, s, [CELL], home=tmp_path, options=OpCampaignOptions(runs=2, plain_per_run=2))
         # A campaign an earlier edgeplan measured, timing the reference straight after each call, is not resumed.
         with sqlite3.connect(tmp_path / "store.sqlite") as db:
             db.execute("UPDATE campaigns SET params = ? WHERE name = ?", (json.dumps(
                 {"scenario": scenario, "runs": 2, "plain_per_run": 2, "reference": CELL}), f"ops/{scenario}"))
         with pytest.raises(InvalidInputError, match="timed the reference right after each call"):
-            run_op_campaign(store, s, [other], runs=2, home=tmp_path, plain_per_run=2, reference=CELL)
+            run_op_campaign(store, s, [other], home=tmp_path,
+                            options=OpCampaignOptions(runs=2, plain_per_run=2, reference=CELL))
         with sqlite3.connect(tmp_path / "store.sqlite") as db:
             db.execute("UPDATE campaigns SET params = ? WHERE name = ?", (json.dumps(
                 {"scenario": scenario, "runs": 2, "plain_per_run": 2, "reference": CELL, "reference_warm": True}),
                 f"ops/{scenario}"))
         raw = {r.model: r for r in store.measurements(campaign=f"ops/{scenario}")}
-        run_op_campaign(store, s, [other], runs=2, home=tmp_path, plain_per_run=2, reference=CELL, repeat="again")
+        run_op_campaign(store, s, [other], home=tmp_path,
+                        options=OpCampaignOptions(runs=2, plain_per_run=2, reference=CELL, repeat="again"))
         export_dataset(store, s, tmp_path / "d.jsonl.gz")
         export_dataset(store, s, tmp_path / "r.jsonl.gz", repeat="again")
         # A repeat whose reference was timed another way than its main campaign's is not exported at its scale.
@@ -709,20 +729,21 @@ def test_campaign_with_a_reference_exports_normalised_times(scenario: str, tmp_p
                 f"ops/{scenario}"))
         for kwargs in ({"merge": tmp_path / "old.jsonl.gz"}, {"scale_from": tmp_path / "old.jsonl.gz"}):
             with pytest.raises(InvalidInputError, match="straight after each call .*not comparable"):
-                export_dataset(store, s, tmp_path / "refused.jsonl.gz", **kwargs)
+                export_dataset(store, s, tmp_path / "refused.jsonl.gz", options=OpExportOptions(**kwargs))
         # ... unless the scales are matched on models measured in both (at least MIN_MATCHED of them)
         with pytest.raises(InvalidInputError, match="give them with --match-on"):
-            export_dataset(store, s, tmp_path / "refused.jsonl.gz", scale_from=tmp_path / "old.jsonl.gz")
+            export_dataset(store, s, tmp_path / "refused.jsonl.gz",
+                           options=OpExportOptions(scale_from=tmp_path / "old.jsonl.gz"))
         with pytest.raises(InvalidInputError, match="timed otherwise, and it shares 2 models"):
-            export_dataset(store, s, tmp_path / "refused.jsonl.gz", scale_from=tmp_path / "old.jsonl.gz",
-                           match_on=[CELL, other])
+            export_dataset(store, s, tmp_path / "refused.jsonl.gz",
+                           options=OpExportOptions(scale_from=tmp_path / "old.jsonl.gz", match_on=[CELL, other]))
         assert not (tmp_path / "refused.jsonl.gz").exists()
         from edgeplan.measure import op_campaign as campaign_module
 
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(campaign_module, "MIN_MATCHED", 2)
-            export_dataset(store, s, tmp_path / "matched.jsonl.gz", scale_from=tmp_path / "old.jsonl.gz",
-                           match_on=[CELL, other])
+            export_dataset(store, s, tmp_path / "matched.jsonl.gz",
+                           options=OpExportOptions(scale_from=tmp_path / "old.jsonl.gz", match_on=[CELL, other]))
         matched = load_dataset(tmp_path / "matched.jsonl.gz").provenance["reference"]
         # the old file holds the same measurements, so the matched latency is its own reference latency
         assert matched["ms"] == pytest.approx(old["reference"]["ms"], rel=FILE) and matched["warm"] is True
@@ -766,11 +787,13 @@ def test_cli_profile_ops_and_export(capsys: pytest.CaptureFixture[str], tmp_path
     assert "add --export FILE" in capsys.readouterr().err
     with Store.open(tmp_path / "store.sqlite") as store:
         with pytest.raises(InvalidInputError, match="no measurements"):  # nothing in the Store for that scenario
-            export_dataset(store, get_scenario("ort-int8-1t"), data, merge=data)
-        assert export_dataset(store, get_scenario("torch-fp32-1t"), data, merge=data) == 1  # replaced, not doubled
+            export_dataset(store, get_scenario("ort-int8-1t"), data, options=OpExportOptions(merge=data))
+        merged_in_place = OpExportOptions(merge=data)
+        assert export_dataset(store, get_scenario("torch-fp32-1t"), data, options=merged_in_place) == 1  # not doubled
         before = data.read_bytes()
         with pytest.raises(InvalidInputError, match="drop --match-on"):  # no scale to match
-            export_dataset(store, get_scenario("torch-fp32-1t"), data, merge=data, match_on=["synthetic:0"])
+            export_dataset(store, get_scenario("torch-fp32-1t"), data,
+                           options=OpExportOptions(merge=data, match_on=["synthetic:0"]))
     assert data.read_bytes() == before
 
 
@@ -856,7 +879,8 @@ def test_a_model_with_its_weights_in_an_external_file_profiles_in_onnx_runtime(t
                     location="cell.onnx.data")  # weights over 1 kB, as a large export writes them
     assert (external.parent / "cell.onnx.data").stat().st_size > 0
     feed = random_feed(onnx_input_names(external), [tuple(x.shape) for x in zoo.example_inputs()])
-    runs = {p.name: profile_onnxruntime_ops(p, feed, threads=1, runs=1, warmup=0) for p in (inline, external)}
+    once = ProfileCalls(runs=1, warmup=0)
+    runs = {p.name: profile_onnxruntime_ops(p, feed, threads=1, calls=once) for p in (inline, external)}
     kernels = {name: sorted((o.kind, o.nodes) for o in r.ops) for name, r in runs.items()}
     assert kernels["cell.onnx"] and kernels["cell.onnx"] == kernels["inline.onnx"]  # traced as the inline copy
 
@@ -1118,17 +1142,20 @@ def test_a_profile_fitted_on_cnns_is_extended_with_other_models_on_its_scale(cap
     with Store.open(Path(b) / "store.sqlite") as store:  # the library's export: --only, --merge
         scenario = get_scenario("torch-fp32-1t")
         with pytest.warns(UserWarning, match="are not measured in campaign 'ops/torch-fp32-1t' and are left out"):
-            export_dataset(store, scenario, tmp_path / "some.jsonl.gz", only=["synthetic:3", "synthetic:4"])
+            export_dataset(store, scenario, tmp_path / "some.jsonl.gz",
+                           options=OpExportOptions(only=["synthetic:3", "synthetic:4"]))
         for kwargs, message in [({"scale_from": base, "merge": base}, "drop --scale-from"),
                                 ({"only": [third]}, "none of the 1 models to export")]:
             with pytest.raises(InvalidInputError, match=message):
-                export_dataset(store, scenario, tmp_path / "x.jsonl.gz", **kwargs)  # type: ignore[arg-type]
+                export_dataset(store, scenario, tmp_path / "x.jsonl.gz",
+                               options=OpExportOptions(**kwargs))  # type: ignore[arg-type]
     # only the named models join a merged file; it keeps its own rows of the others the Store holds
     assert main(["--home", a, "profile", "ops", "synthetic:3", *paired]) == 0  # A holds synthetic:3 now
     capsys.readouterr()
     merged = tmp_path / "merged.jsonl.gz"
     with Store.open(Path(a) / "store.sqlite") as store:
-        export_dataset(store, get_scenario("torch-fp32-1t"), merged, merge=one, only=["synthetic:3"])
+        export_dataset(store, get_scenario("torch-fp32-1t"), merged,
+                       options=OpExportOptions(merge=one, only=["synthetic:3"]))
     rows = {r["model"]: r for r in load_dataset(merged).records}
     assert list(rows) == [third, "synthetic:3"]
     assert rows[third] == load_dataset(one).records[0]  # the file's row, though the Store holds the model too

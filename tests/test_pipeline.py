@@ -16,7 +16,7 @@ from edgeplan.ir.cut_points import cut_points
 from edgeplan.measure.graph_exec import GraphExecutor
 from edgeplan.planners.partition.from_graph import partition_problem
 from edgeplan.planners.partition.partitions import PartitionProblem
-from edgeplan.runtimes.pipeline import Stage, pipeline_stages, run_pipeline, transfer_ms
+from edgeplan.runtimes.pipeline import PipelineOptions, Stage, pipeline_stages, run_pipeline, transfer_ms
 
 RUNS = ((0, 8), (9, 16), (17, 22))  # resnet18 in three stages, cut after layer2.0 and layer4.0
 
@@ -90,14 +90,14 @@ def test_bad_options_are_refused_before_ray_starts(graph: Graph, problem: Partit
     with pytest.raises(InvalidInputError, match="positive"):
         run_pipeline(graph, problem.points, RUNS, [10.0, 0.0])
     with pytest.raises(InvalidInputError, match="inputs >= 2"):
-        run_pipeline(graph, problem.points, RUNS, [10.0, 10.0], inputs=1)
+        run_pipeline(graph, problem.points, RUNS, [10.0, 10.0], options=PipelineOptions(inputs=1))
 
 
 @pytest.mark.usefixtures("ray_local")
 def test_three_stage_pipeline_matches_a_local_run(graph: Graph, problem: PartitionProblem) -> None:
     # 401,408 B at 80 Mbit/s, and 100,352 B compressed 2x at 10 Mbit/s: 40 ms per link
-    result = run_pipeline(graph, problem.points, RUNS, [80.0, 10.0], inputs=8, warmup=2,
-                          compression=[1.0, 2.0], nodes=[4, 1, 7])
+    result = run_pipeline(graph, problem.points, RUNS, [80.0, 10.0], compression=[1.0, 2.0], nodes=[4, 1, 7],
+                          options=PipelineOptions(inputs=8, warmup=2))
     assert result.outputs_match and result.max_abs_error <= 1e-4
     assert result.stages == 3 and result.stage_nodes == tuple(len(s.nodes) for s in
                                                                pipeline_stages(graph, problem.points, RUNS))

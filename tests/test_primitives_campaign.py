@@ -87,10 +87,10 @@ def test_a_designed_selection_spreads_the_sample_and_names_its_campaign() -> Non
     assert len({(s.c, s.k, s.im) for s in chosen}) == 40  # forty different layer sizes
     stride1 = sum(s.s == 1 for s in chosen)  # stride-1 shapes have more primitives (Winograd, 1x1 GEMMs)
     assert stride1 > sum(s.s == 1 for s in ps.select_configs(space, work_cap=3e8, seed=0, max_configs=40))
-    plan = pc.primitive_campaign("dev", max_configs=40, design="kmeans")
+    plan = pc.primitive_campaign("dev", selection=pc.ConfigSelection(max_configs=40, design="kmeans"))
     assert plan.name == "primitives|zoo-cap3e+08-n40-kmeans-seed0|torch|1t|dev"
     assert plan.params["space"]["design"] == "kmeans" and set(plan.configs) == set(chosen)
-    assert "design" not in pc.primitive_campaign("dev", max_configs=40).params["space"]
+    assert "design" not in pc.primitive_campaign("dev", selection=pc.ConfigSelection(max_configs=40)).params["space"]
     with pytest.raises(InvalidInputError, match="unknown sample design"):
         ps.select_configs(space, work_cap=3e8, seed=0, max_configs=40, design="latin")
 
@@ -106,16 +106,17 @@ def test_main_campaign_identity_is_frozen() -> None:
 
 
 def test_cuda_campaign_leaves_out_cpu_only_primitives_and_keeps_cpu_identity() -> None:
-    cpu = pc.primitive_campaign("dev", configs=CONFIGS)
-    gpu = pc.primitive_campaign("gpu", configs=CONFIGS, device="cuda")
+    cpu = pc.primitive_campaign("dev", selection=pc.ConfigSelection(configs=CONFIGS))
+    gpu = pc.primitive_campaign("gpu", device="cuda", selection=pc.ConfigSelection(configs=CONFIGS))
     assert "device" not in cpu.params and gpu.params["device"] == "cuda"
     assert {"torch-onednn-chw", "torch-onednn-hwc"} <= set(cpu.primitives)
     assert set(cpu.primitives) - set(gpu.primitives) == {"torch-onednn-chw", "torch-onednn-hwc"}
     assert "torch-native-chw" in gpu.primitives and "winograd-2x2-3x3" in gpu.primitives
     with pytest.raises(InvalidInputError, match="torch-onednn-chw do not run on device 'cuda:0'"):
-        pc.primitive_campaign("gpu", configs=CONFIGS, device="cuda:0", primitives=["torch-onednn-chw", "mec-col"])
+        pc.primitive_campaign("gpu", device="cuda:0", primitives=["torch-onednn-chw", "mec-col"],
+                              selection=pc.ConfigSelection(configs=CONFIGS))
     with pytest.raises(InvalidInputError, match="unknown device 'tpu'"):
-        pc.primitive_campaign("gpu", configs=CONFIGS, device="tpu")
+        pc.primitive_campaign("gpu", device="tpu", selection=pc.ConfigSelection(configs=CONFIGS))
     from edgeplan.measure.device import is_cuda_device
 
     assert [is_cuda_device(d) for d in ("cuda", "cuda:1", "cpu", "cuda:", "cuda:x", "cudax")] == [
@@ -135,7 +136,7 @@ def test_profile_on_cuda_without_cuda_is_refused_and_stores_nothing(tmp_path: Pa
 @pytest.mark.skipif("not __import__('torch').cuda.is_available()")
 def test_tiny_campaign_on_cuda(tmp_path: Path) -> None:
     device = describe_device("torch", 1, torch_device="cuda")
-    plan = pc.primitive_campaign(device.key, configs=CONFIGS, timing=FAST, device="cuda")
+    plan = pc.primitive_campaign(device.key, timing=FAST, device="cuda", selection=pc.ConfigSelection(configs=CONFIGS))
     with Store.open(tmp_path / "s.sqlite") as store:
         report = pc.profile_primitives(store, plan, device)
         assert not report.failed and report.remaining == 0
@@ -174,7 +175,7 @@ def test_timing_plan_repeats_are_clamped() -> None:
 
 def test_tiny_campaign_measures_everything_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     device = describe_device("torch", 1)
-    plan = pc.primitive_campaign(device.key, configs=CONFIGS, timing=FAST)
+    plan = pc.primitive_campaign(device.key, timing=FAST, selection=pc.ConfigSelection(configs=CONFIGS))
     total = _expected_tasks(CONFIGS, primitive_names())
     with Store.open(tmp_path / "s.sqlite") as store:
         nothing = pc.profile_primitives(store, plan, device, budget_s=1e-9)
@@ -210,7 +211,8 @@ def test_tiny_campaign_measures_everything_and_resumes(tmp_path: Path, monkeypat
 def test_export_is_the_mulder_csv_in_ns(tmp_path: Path) -> None:
     device = describe_device("torch", 1)
     names = ("direct-sum2d", "winograd-2x2-3x3", "conv-1x1-gemm-ab-ik", "im2col-scan-ab-ki")
-    plan = pc.primitive_campaign(device.key, configs=CONFIGS, primitives=list(reversed(names)), timing=FAST)
+    plan = pc.primitive_campaign(device.key, primitives=list(reversed(names)), timing=FAST,
+                                 selection=pc.ConfigSelection(configs=CONFIGS))
     with Store.open(tmp_path / "s.sqlite") as store:
         pc.profile_primitives(store, plan, device)
         campaign = pe.find_campaign(store)
@@ -251,7 +253,8 @@ def _faked_time(monkeypatch: pytest.MonkeyPatch, over: set[str], failing: set[st
 def test_over_cap_is_distinct_from_not_applicable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     device = describe_device("torch", 1)
     names = ["direct-sum2d", "im2col-scan-ab-ki", "conv-1x1-gemm-ab-ik"]  # conv-1x1 does not apply to f = 3
-    plan = pc.primitive_campaign(device.key, configs=CONFIGS[:1], primitives=names, timing=FAST)
+    plan = pc.primitive_campaign(device.key, primitives=names, timing=FAST,
+                                 selection=pc.ConfigSelection(configs=CONFIGS[:1]))
     _faked_time(monkeypatch, over={"direct-sum2d", "chw-to-hwc"}, failing={"im2col-scan-ab-ki"})
     with Store.open(tmp_path / "s.sqlite") as store:
         report = pc.profile_primitives(store, plan, device)
@@ -299,7 +302,8 @@ def test_measured_but_not_exportable_is_reported(tmp_path: Path, monkeypatch: py
 
 def test_remeasure_subset_is_a_separate_campaign(tmp_path: Path) -> None:
     device = describe_device("torch", 1)
-    plan = pc.primitive_campaign(device.key, configs=CONFIGS, primitives=["im2col-scan-ab-ki"], timing=FAST)
+    plan = pc.primitive_campaign(device.key, primitives=["im2col-scan-ab-ki"], timing=FAST,
+                                 selection=pc.ConfigSelection(configs=CONFIGS))
     with Store.open(tmp_path / "s.sqlite") as store:
         with pytest.raises(InvalidInputError, match="not in the Store"):
             pc.remeasure_campaign(store, plan, 1, seed=0)

@@ -9,7 +9,7 @@ import torch
 from edgeplan.frontends.zoo import load_graph
 from edgeplan.ir.layer_chain import layer_chain
 from edgeplan.measure.graph_exec import GraphExecutor
-from edgeplan.runtimes.split import recv_message, run_split, send_message
+from edgeplan.runtimes.split import SplitRunOptions, recv_message, run_split, send_message
 
 
 def test_mobile_cloud_mobile_split_matches_local_run() -> None:
@@ -18,7 +18,7 @@ def test_mobile_cloud_mobile_split_matches_local_run() -> None:
     executor = GraphExecutor(graph, seed=5)
     segments = [(0, 6, "mobile"), (7, 20, "cloud"), (21, len(chain) - 1, "mobile")]
     run = run_split(executor, chain, segments, model="paper:nin", up_mbps=1000.0, down_mbps=1000.0,
-                    repeats=1, warmup=0, seed=5)
+                    options=SplitRunOptions(repeats=1, warmup=0, seed=5))
     assert run.max_abs_error < 1e-5  # the cloud uses 2 threads: same math, another summation order
     assert run.uploaded_bytes == chain.boundary_bytes[7]
     assert run.downloaded_bytes == chain.boundary_bytes[21]

@@ -19,6 +19,7 @@ from edgeplan.measure import (
     SCHEMA_VERSION,
     DeviceDescriptor,
     MeasurementRecord,
+    Provenance,
     Store,
     Timing,
     default_store_path,
@@ -100,10 +101,8 @@ def test_measurement_round_trip(store: Store) -> None:
         task_key="resnet18|1",
         kind="op",
         subject="conv1",
-        campaign=campaign,
-        command="edgeplan measure",
-        versions={"python": "3.11.0", "torch": "0.0-test"},
         extra={"shape": [1, 3, 224, 224]},
+        provenance=Provenance(campaign, "edgeplan measure", {"python": "3.11.0", "torch": "0.0-test"}),
     )
     (record,) = store.measurements()
     assert record.id == row_id
@@ -165,9 +164,9 @@ def test_versions_are_read_once_and_handed_out_as_copies(store: Store, monkeypat
 def test_filters(store: Store) -> None:
     c1, c2 = store.campaign("c1"), store.campaign("c2")
     d1, d2 = _device(1), _device(2)
-    store.add_measurement(_timing(), d1, model="a", task_key="1", campaign=c1)
-    store.add_measurement(_timing(), d2, model="a", task_key="2", campaign=c1, kind="op", subject="x")
-    store.add_measurement(_timing(), d1, model="b", task_key="1", campaign=c2)
+    store.add_measurement(_timing(), d1, model="a", task_key="1", provenance=Provenance(c1))
+    store.add_measurement(_timing(), d2, model="a", task_key="2", kind="op", subject="x", provenance=Provenance(c1))
+    store.add_measurement(_timing(), d1, model="b", task_key="1", provenance=Provenance(c2))
     assert d1.key != d2.key
     assert [r.task_key for r in store.measurements(model="a")] == ["1", "2"]
     assert [r.model for r in store.measurements(device_key=d1.key)] == ["a", "b"]
@@ -220,12 +219,13 @@ def test_campaign_get_or_create(store: Store) -> None:
 
 def test_a_campaign_never_measures_a_task_twice(store: Store) -> None:
     campaign = store.campaign("c")
-    store.add_measurement(_timing(), _device(), model="m", task_key="k", campaign=campaign)
+    store.add_measurement(_timing(), _device(), model="m", task_key="k", provenance=Provenance(campaign))
     with pytest.raises(StoreError, match="'k'"):
-        store.add_measurement(_timing(3.0), _device(), model="m", task_key="k", campaign=campaign)
+        store.add_measurement(_timing(3.0), _device(), model="m", task_key="k", provenance=Provenance(campaign))
     assert len(store.measurements()) == 1
     # The same key in another campaign, or outside campaigns, is fine.
-    store.add_measurement(_timing(), _device(), model="m", task_key="k", campaign=store.campaign("other"))
+    other = Provenance(store.campaign("other"))
+    store.add_measurement(_timing(), _device(), model="m", task_key="k", provenance=other)
     store.add_measurement(_timing(), _device(), model="m", task_key="k")
     store.add_measurement(_timing(), _device(), model="m", task_key="k")
     assert len(store.measurements()) == 4
@@ -246,7 +246,8 @@ def test_bad_measurement_values_are_refused(store: Store) -> None:
 def _fill(store: Store) -> list[MeasurementRecord]:
     campaign = store.campaign("c")
     for i in range(3):
-        store.add_measurement(_timing(i + 1.0), _device(), model=f"m{i}", task_key=f"t{i}", campaign=campaign)
+        store.add_measurement(_timing(i + 1.0), _device(), model=f"m{i}", task_key=f"t{i}",
+                              provenance=Provenance(campaign))
     store.add_measurement(Timing.from_samples([1.0], "time_cap"), _device(), model="solo", task_key="s")
     return store.measurements()
 

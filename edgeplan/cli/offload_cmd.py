@@ -82,7 +82,7 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
     run = run_offload(result, repeats=5) if do_run else None
     lookup = None
     if lookup_grid:
-        from edgeplan.planners.offload import lookup_table
+        from edgeplan.planners.offload import LookupOptions, lookup_table
 
         try:
             grid = [float(v) for v in lookup_grid.split(",") if v.strip()]
@@ -90,8 +90,8 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
             raise click.BadParameter(f"expected comma-separated numbers, got {lookup_grid!r}",
                                      param_hint="--lookup-grid") from None
         p = result.problem
-        lookup = lookup_table(p.costs, p.power, objective, grid, grid, like=network, battery_mj=battery_mj,
-                              cloud_ms=cloud_ms, solver="dp")
+        lookup = lookup_table(p.costs, p.power, objective, grid, grid, like=network,
+                              options=LookupOptions(battery_mj=battery_mj, cloud_ms=cloud_ms, solver="dp"))
     if plot_path:
         from edgeplan.errors import InvalidInputError
         from edgeplan.reports.offload_report import plot_schedule

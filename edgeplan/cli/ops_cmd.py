@@ -81,7 +81,7 @@ def profile_ops(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
         keep_memory(ctx)
     from edgeplan.errors import InvalidInputError
     from edgeplan.measure import Store, TimingConfig, default_store_path
-    from edgeplan.measure.op_campaign import run_op_campaign
+    from edgeplan.measure.op_campaign import OpCampaignOptions, run_op_campaign
     from edgeplan.measure.scenarios import get_scenario
 
     names = model_specs(models, models_file)
@@ -93,9 +93,10 @@ def profile_ops(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
     reports = []
     with Store.open(default_store_path(ctx.home)) as store:
         for s in scenario_names:
-            report = run_op_campaign(store, get_scenario(s), names, runs=runs, config=TimingConfig(),
-                                     budget_s=budget_s, progress=not as_json, command=ctx.command, home=ctx.home,
-                                     plain_per_run=3, repeat=repeat, reference=reference)
+            options = OpCampaignOptions(runs=runs, config=TimingConfig(), plain_per_run=3, repeat=repeat,
+                                        reference=reference)
+            report = run_op_campaign(store, get_scenario(s), names, options=options, budget_s=budget_s,
+                                     progress=not as_json, command=ctx.command, home=ctx.home)
             reports.append(report)
         exported = (_export(store, scenario_names[0], export_path, (repeat, scale_from, names), ctx.command)
                     if export_path else None)
@@ -119,14 +120,14 @@ def _export(store: Any, scenario_name: str, out: Path, what: tuple[str, Path | N
     all) to a dataset file; its warnings (a repeat on its own scale, models not measured) on stderr."""
     import warnings
 
-    from edgeplan.measure.op_campaign import export_dataset
+    from edgeplan.measure.op_campaign import OpExportOptions, export_dataset
     from edgeplan.measure.scenarios import get_scenario
 
     repeat, scale_from, only = what
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         n = export_dataset(store, get_scenario(scenario_name), out, command=command, repeat=repeat,
-                           scale_from=scale_from, only=only)
+                           options=OpExportOptions(scale_from=scale_from, only=only))
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
     return {"scenario": scenario_name, "path": str(out), "models": n}

@@ -69,7 +69,7 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
     run = None
     if do_run:
         from edgeplan.frontends.zoo import load_graph
-        from edgeplan.runtimes.pipeline import run_pipeline
+        from edgeplan.runtimes.pipeline import PipelineOptions, run_pipeline
 
         if len(result.runs) < 2:
             click.echo("the plan has one stage: nothing to pipeline; --run skipped", err=True)
@@ -77,9 +77,9 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
             ratios = None
             if result.compression is not None:
                 ratios = [result.compression[b] for _, b in result.runs[:-1]]
-            run = run_pipeline(load_graph(model), result.points, result.runs, result.link_mbps,
-                               inputs=10, threads=threads, address=ray_address, compression=ratios,
-                               nodes=result.nodes, seed=0)
+            run = run_pipeline(load_graph(model), result.points, result.runs, result.link_mbps, compression=ratios,
+                               nodes=result.nodes,
+                               options=PipelineOptions(inputs=10, threads=threads, address=ray_address, seed=0))
     if plot_path:
         plot_placement(result, Path(plot_path))
     if as_json:

@@ -123,7 +123,7 @@ def profile_primitives(ctx: click.Context, budget_s: float | None, seed: int, ma
     from edgeplan.errors import InvalidInputError
     from edgeplan.measure.device import describe_device
     from edgeplan.measure.paths import default_store_path
-    from edgeplan.measure.primitive_campaign import primitive_campaign
+    from edgeplan.measure.primitive_campaign import ConfigSelection, primitive_campaign
     from edgeplan.measure.primitive_campaign import profile_primitives as run_campaign
     from edgeplan.measure.store import Store
 
@@ -138,8 +138,8 @@ def profile_primitives(ctx: click.Context, budget_s: float | None, seed: int, ma
         raise InvalidInputError("--dry-run measures nothing and --export writes what was measured: give one")
     command = _context(ctx).command
     device = describe_device("torch", threads, torch_device=device_name)
-    plan = primitive_campaign(device.key, configs=configs or None, seed=seed, max_configs=max_configs,
-                              primitives=names or None, threads=threads, device=device_name)
+    plan = primitive_campaign(device.key, primitives=names or None, threads=threads, device=device_name,
+                              selection=ConfigSelection(configs=configs or None, seed=seed, max_configs=max_configs))
     real_store = default_store_path(_context(ctx).home)
     with contextlib.ExitStack() as stack:
         opened = real_store

@@ -195,7 +195,7 @@ def measure_here(what: MeasureHere, name: str, scenario_name: str, home: str | P
 
     from edgeplan.measure import Store, default_store_path
     from edgeplan.measure.model_sets import expand_models
-    from edgeplan.measure.op_campaign import ReferenceScaleWarning, export_dataset, run_op_campaign
+    from edgeplan.measure.op_campaign import OpCampaignOptions, ReferenceScaleWarning, export_dataset, run_op_campaign
     from edgeplan.measure.scenarios import SCENARIOS
 
     scenario = SCENARIOS.get(scenario_name)
@@ -207,8 +207,10 @@ def measure_here(what: MeasureHere, name: str, scenario_name: str, home: str | P
     tag = f"calibrate-{name}"
     home_arg = None if home is None else str(home)
     with Store.open(default_store_path(home_arg)) as store:
-        report = run_op_campaign(store, scenario, names, runs=what.runs, progress=progress, command=what.command,
-                                 home=home_arg, plain_per_run=what.plain_per_run, repeat=tag, reference="synthetic:0")
+        options = OpCampaignOptions(runs=what.runs, plain_per_run=what.plain_per_run, repeat=tag,
+                                    reference="synthetic:0")
+        report = run_op_campaign(store, scenario, names, options=options, progress=progress, command=what.command,
+                                 home=home_arg)
         if report.failed:
             first = report.failed[0]
             raise InvalidInputError(f"{len(report.failed)} model(s) could not be measured here, e.g. {first.key}: "

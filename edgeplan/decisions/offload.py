@@ -325,12 +325,12 @@ def run_offload(result: OffloadResult, repeats: int = 5, warmup: int = 1) -> Any
         raise InvalidInputError("this plan has a derived device (a speed ratio, not a device that can run); plan "
                                 "with measured devices (--mobile-threads, --cloud-threads) to use --run")
     from edgeplan.measure.graph_exec import GraphExecutor
-    from edgeplan.runtimes.split import run_split
+    from edgeplan.runtimes.split import SplitRunOptions, run_split
 
     setup, net = result.setup, result.problem.network
     executor = GraphExecutor(result.chain.graph)
     segments = [(s.first, s.last, s.side) for s in result.plan.segments]
+    options = SplitRunOptions(mobile_threads=setup.mobile_threads, cloud_threads=setup.cloud_threads,
+                              repeats=repeats, warmup=warmup, input_shape=setup.input_shape)
     return run_split(executor, result.chain, segments, model=setup.model, up_mbps=net.up_mbps,
-                     down_mbps=net.down_mbps, mobile_threads=setup.mobile_threads,
-                     cloud_threads=setup.cloud_threads, repeats=repeats, warmup=warmup,
-                     input_shape=setup.input_shape)
+                     down_mbps=net.down_mbps, options=options)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from edgeplan.frontends.nb201 import _CELLS_PER_STAGE, _INPUT_SHAPE, _NUM_NODES, _STEM_CHANNELS, parse_cell
@@ -43,6 +43,29 @@ __all__ = ["nb201_graph", "synthetic_graph"]
 Shape = tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class _ConvShape:
+    """A square convolution's output channels, kernel, stride, groups and padding.
+
+    Attributes
+    ----------
+    c_out
+        Output channels.
+    kernel, stride
+        Kernel size and stride, the same along both axes.
+    groups
+        Channel groups (the input channels for a depthwise convolution).
+    padding
+        Padding on every side; ``None``: ``kernel // 2``.
+    """
+
+    c_out: int
+    kernel: int
+    stride: int = 1
+    groups: int = 1
+    padding: int | None = None
+
+
 class _Builder:
     """Appends nodes with the torch frontend's naming: module paths, and ``scope/op_N`` for functions."""
 
@@ -65,19 +88,19 @@ class _Builder:
         self._counts[op] += 1
         return f"{scope}/{op}" + (f"_{n}" if n else "")
 
-    def conv(self, name: str, x: str, c_out: int, kernel: int, stride: int, groups: int = 1,
-             bias: bool = False, padding: int | None = None, functional: bool = False) -> str:
+    def conv(self, name: str, x: str, shape: _ConvShape, bias: bool = False, functional: bool = False) -> str:
         """A convolution named ``name`` (a module's), or called as a function in module ``name`` (``functional``).
         The tracer numbers every ``conv2d`` call, a module's too, so each one counts."""
         name = self.function(name, "conv2d") if functional else name
         if not functional:
             self._counts["conv2d"] += 1
         n, c, h, w = self.shapes[x]
-        pad = kernel // 2 if padding is None else padding
+        kernel, stride = shape.kernel, shape.stride
+        pad = kernel // 2 if shape.padding is None else shape.padding
         oh, ow = (h + 2 * pad - kernel) // stride + 1, (w + 2 * pad - kernel) // stride + 1
-        attrs = ConvAttrs(c, c_out, (kernel, kernel), (stride, stride), (pad, pad, pad, pad), groups=groups,
-                          bias=bias)
-        return self.add(name, OpKind.CONV2D, attrs, [x], (n, c_out, oh, ow), "aten.conv2d.default")
+        attrs = ConvAttrs(c, shape.c_out, (kernel, kernel), (stride, stride), (pad, pad, pad, pad),
+                          groups=shape.groups, bias=bias)
+        return self.add(name, OpKind.CONV2D, attrs, [x], (n, shape.c_out, oh, ow), "aten.conv2d.default")
 
     def activation(self, name: str, x: str, fn: Activation, source: str, low: float | None = None,
                    high: float | None = None) -> str:
@@ -118,7 +141,7 @@ class _Builder:
 
     def relu_conv_bn(self, prefix: str, x: str, c_out: int, kernel: int, stride: int) -> str:
         r = self.relu(f"{prefix}.0", x)
-        c = self.conv(f"{prefix}.1", r, c_out, kernel, stride)
+        c = self.conv(f"{prefix}.1", r, _ConvShape(c_out, kernel, stride))
         return self.bn(f"{prefix}.2", c)
 
     def avg_pool(self, name: str, x: str, kernel: int, stride: int, pad: int, include_pad: bool) -> str:
@@ -169,13 +192,13 @@ def nb201_graph(cell: str, num_classes: int = 10, official: bool = False) -> Gra
     b.shapes["input"] = _INPUT_SHAPE
     b.nodes.append(Node("input", OpKind.INPUT, InputAttrs(0), (), (), (_INPUT_SHAPE,), source="placeholder"))
     c = _STEM_CHANNELS
-    x = b.conv("stem_conv", "input", c, 3, 1)
+    x = b.conv("stem_conv", "input", _ConvShape(c, 3, 1))
     x = b.bn("stem_bn", x)
     for stage in range(1, 4):
         if stage > 1:
             scope = f"reduction{stage}"
             down = b.avg_pool(f"{scope}.downsample.0", x, 2, 2, 0, include_pad=True)
-            down = b.conv(f"{scope}.downsample.1", down, 2 * c, 1, 1)
+            down = b.conv(f"{scope}.downsample.1", down, _ConvShape(2 * c, 1, 1))
             a = b.relu_conv_bn(f"{scope}.conv_a", x, 2 * c, 3, 2)
             a = b.relu_conv_bn(f"{scope}.conv_b", a, 2 * c, 3, 1)
             x = b.add_tensors(scope, down, a)
@@ -223,20 +246,20 @@ _ACTIVATIONS: dict[str, tuple[Activation, str, float | None, float | None]] = {
 }
 
 
-def _conv_bn(b: _Builder, prefix: str, x: str, c_out: int, kernel: int, stride: int, groups: int = 1,
-             act: str | None = "relu6", padding: int | None = None, std: bool = False) -> str:
+def _conv_bn(b: _Builder, prefix: str, x: str, shape: _ConvShape, act: str | None = "relu6",
+             std: bool = False) -> str:
     """The synthetic space's ``conv_bn``: conv (no bias), batch norm, the activation (ReLU6, ``hardtanh_``, but in
     the modern space); with ``std``, the nf space's weight-standardized conv and the activation, the weight's
     reshape, batch norm and reshape back folded (computations on a constant)."""
     if not std:
-        x = b.conv(f"{prefix}.0", x, c_out, kernel, stride, groups, padding=padding)
+        x = b.conv(f"{prefix}.0", x, shape)
         x = b.bn(f"{prefix}.1", x)
         return _act(b, f"{prefix}.2", x, act) if act else x
-    weight = (c_out, b.shapes[x][1] // groups, kernel, kernel)
-    rows = (1, c_out, math.prod(weight[1:]))
+    weight = (shape.c_out, b.shapes[x][1] // shape.groups, shape.kernel, shape.kernel)
+    rows = (1, shape.c_out, math.prod(weight[1:]))
     b.folded_ops += ["reshape", "batch_norm", "reshape_as"]
     b.folded_shapes += [((weight,), (rows,)), ((rows,), (rows,)), ((rows, weight), (weight,))]
-    x = b.conv(f"{prefix}.0", x, c_out, kernel, stride, groups, padding=padding, functional=True)
+    x = b.conv(f"{prefix}.0", x, shape, functional=True)
     return _act(b, f"{prefix}.1", x, act) if act else x
 
 
@@ -250,8 +273,9 @@ def _convnext_block(b: _Builder, name: str, block: SyntheticBlock, x: str) -> st
     """torchvision's ConvNeXt block as the modern space builds it (a downsampling conv first where needed)."""
     c, hidden = block.out_channels, block.out_channels * (block.expansion or 4)
     if block.stride != 1 or block.in_channels != c:
-        x = _conv_bn(b, f"{name}.down", x, c, block.stride, block.stride, act=None, padding=0, std=block.std)
-    y = b.conv(f"{name}.block.0", x, c, block.kernel or 7, 1, c, bias=True)
+        x = _conv_bn(b, f"{name}.down", x, _ConvShape(c, block.stride, block.stride, padding=0), act=None,
+                     std=block.std)
+    y = b.conv(f"{name}.block.0", x, _ConvShape(c, block.kernel or 7, 1, c), bias=True)
     y = _permute(b, f"{name}.block.1", y, (0, 2, 3, 1))
     n, h, w, _ = b.shapes[y]
     y = b.add(f"{name}.block.2", OpKind.LAYER_NORM, NormAttrs(c, eps=1e-6, axis=-1), [y], (n, h, w, c),
@@ -271,9 +295,9 @@ def _squeeze_excite(b: _Builder, scope: str, y: str) -> str:
     1x1 conv back, sigmoid, product."""
     channels = b.shapes[y][1]
     g = b.global_pool(f"{scope}.gate.0", y)
-    g = b.conv(f"{scope}.gate.1", g, max(8, channels // 4), 1, 1, bias=True)
+    g = b.conv(f"{scope}.gate.1", g, _ConvShape(max(8, channels // 4), 1, 1), bias=True)
     g = b.activation(f"{scope}.gate.2", g, Activation.RELU, "aten.relu_.default")
-    g = b.conv(f"{scope}.gate.3", g, channels, 1, 1, bias=True)
+    g = b.conv(f"{scope}.gate.3", g, _ConvShape(channels, 1, 1), bias=True)
     g = b.activation(f"{scope}.gate.4", g, Activation.SIGMOID, "aten.sigmoid.default")
     return b.binary(scope, EltwiseOp.MUL, y, g)
 
@@ -286,16 +310,17 @@ def _act(b: _Builder, name: str, x: str, act: str) -> str:
 def _resnet_block(b: _Builder, name: str, block: SyntheticBlock, x: str, act: str) -> str:
     """The mixed space's ResNet / ResNeXt / RegNet bottleneck (``ResNetBlock`` of the synthetic module)."""
     w = block.width or block.out_channels
-    y = _conv_bn(b, f"{name}.body.0", x, w, 1, 1, act=act, std=block.std)
-    y = _conv_bn(b, f"{name}.body.1", y, w, 3, block.stride, block.groups or 1, act, std=block.std)
+    y = _conv_bn(b, f"{name}.body.0", x, _ConvShape(w, 1, 1), act=act, std=block.std)
+    y = _conv_bn(b, f"{name}.body.1", y, _ConvShape(w, 3, block.stride, block.groups or 1), act, std=block.std)
     i = 2
     if block.se:
         y = _squeeze_excite(b, f"{name}.body.{i}", y)
         i += 1
-    y = _conv_bn(b, f"{name}.body.{i}", y, block.out_channels, 1, 1, act=None, std=block.std)
+    y = _conv_bn(b, f"{name}.body.{i}", y, _ConvShape(block.out_channels, 1, 1), act=None, std=block.std)
     shortcut = x
     if block.stride != 1 or block.in_channels != block.out_channels:
-        shortcut = _conv_bn(b, f"{name}.shortcut", x, block.out_channels, 1, block.stride, act=None, std=block.std)
+        shortcut = _conv_bn(b, f"{name}.shortcut", x, _ConvShape(block.out_channels, 1, block.stride), act=None,
+                            std=block.std)
     y = b.add(b.function(name, "add_"), OpKind.ELTWISE, EltwiseAttrs(EltwiseOp.ADD), [y, shortcut], b.shapes[y],
               "aten.add_.Tensor")
     return _act(b, f"{name}.act", y, act)
@@ -316,13 +341,13 @@ def _dense_block(b: _Builder, name: str, block: SyntheticBlock, x: str, act: str
         y = features[0] if len(features) == 1 else _concat(b, scope, features)
         y = b.bn(f"{scope}.body.0", y)
         y = _act(b, f"{scope}.body.1", y, act)
-        y = b.conv(f"{scope}.body.2", y, DENSE_BOTTLENECK * growth, 1, 1)
+        y = b.conv(f"{scope}.body.2", y, _ConvShape(DENSE_BOTTLENECK * growth, 1, 1))
         y = b.bn(f"{scope}.body.3", y)
         y = _act(b, f"{scope}.body.4", y, act)
-        features.append(b.conv(f"{scope}.body.5", y, growth, 3, 1))
+        features.append(b.conv(f"{scope}.body.5", y, _ConvShape(growth, 3, 1)))
     y = b.bn(f"{name}.transition.0", _concat(b, name, features))
     y = _act(b, f"{name}.transition.1", y, act)
-    y = b.conv(f"{name}.transition.2", y, block.out_channels, 1, 1)
+    y = b.conv(f"{name}.transition.2", y, _ConvShape(block.out_channels, 1, 1))
     if block.stride == 2:
         y = b.avg_pool(f"{name}.transition.3", y, 2, 2, 0, include_pad=True)
     return y
@@ -333,26 +358,27 @@ def _synthetic_block(b: _Builder, name: str, block: SyntheticBlock, x: str, act:
         y = _synthetic_block(b, f"{name}.body", replace(block, residual=False), x, act)
         return b.binary(name, EltwiseOp.ADD, x, y)
     if block.kind == "conv":
-        return _conv_bn(b, name, x, block.out_channels, block.kernel or 3, block.stride, block.groups or 1, act,
-                        std=block.std)
+        return _conv_bn(b, name, x, _ConvShape(block.out_channels, block.kernel or 3, block.stride, block.groups or 1),
+                        act, std=block.std)
     if block.kind == "dwsep":
-        x = _conv_bn(b, f"{name}.0", x, block.in_channels, block.kernel or 3, block.stride, block.in_channels, act,
-                     std=block.std)
-        return _conv_bn(b, f"{name}.1", x, block.out_channels, 1, 1, act=act, std=block.std)
+        depthwise = _ConvShape(block.in_channels, block.kernel or 3, block.stride, block.in_channels)
+        x = _conv_bn(b, f"{name}.0", x, depthwise, act, std=block.std)
+        return _conv_bn(b, f"{name}.1", x, _ConvShape(block.out_channels, 1, 1), act=act, std=block.std)
     if block.kind == "convnext":
         return _convnext_block(b, name, block, x)
     if block.kind == "bottleneck":
         hidden = block.in_channels * (block.expansion or 1)
         y, i = x, 0
         if block.expansion != 1:
-            y = _conv_bn(b, f"{name}.body.{i}", y, hidden, 1, 1, act=act, std=block.std)
+            y = _conv_bn(b, f"{name}.body.{i}", y, _ConvShape(hidden, 1, 1), act=act, std=block.std)
             i += 1
-        y = _conv_bn(b, f"{name}.body.{i}", y, hidden, block.kernel or 3, block.stride, hidden, act, std=block.std)
+        y = _conv_bn(b, f"{name}.body.{i}", y, _ConvShape(hidden, block.kernel or 3, block.stride, hidden), act,
+                     std=block.std)
         i += 1
         if block.se:
             y = _squeeze_excite(b, f"{name}.body.{i}", y)
             i += 1
-        y = _conv_bn(b, f"{name}.body.{i}", y, block.out_channels, 1, 1, act=None, std=block.std)
+        y = _conv_bn(b, f"{name}.body.{i}", y, _ConvShape(block.out_channels, 1, 1), act=None, std=block.std)
         if block.stride == 1 and block.in_channels == block.out_channels:
             return b.binary(name, EltwiseOp.ADD, x, y)
         return y
@@ -429,10 +455,10 @@ def _synthetic_graph(seed: int, space: str) -> Graph:
     shape = (1, 3, SYN_INPUT, SYN_INPUT)
     b.shapes["input"] = shape
     b.nodes.append(Node("input", OpKind.INPUT, InputAttrs(0), (), (), (shape,), source="placeholder"))
-    x = _conv_bn(b, "stem", "input", arch.stem_channels, 3, 2, act=arch.activation)
+    x = _conv_bn(b, "stem", "input", _ConvShape(arch.stem_channels, 3, 2), act=arch.activation)
     for index, block in enumerate(arch.blocks, start=1):
         x = _synthetic_block(b, f"block{index}_{block.kind}", block, x, arch.activation)
-    x = _conv_bn(b, "head_conv", x, arch.head_channels, 1, 1, act=arch.activation)
+    x = _conv_bn(b, "head_conv", x, _ConvShape(arch.head_channels, 1, 1), act=arch.activation)
     x = _synthetic_classifier(b, arch, x)
     return Graph(name=arch.name, nodes=tuple(b.nodes), outputs=(Ref(x),), folded_ops=tuple(b.folded_ops),
                  folded_shapes=tuple(b.folded_shapes)).validate()

@@ -19,7 +19,7 @@ from edgeplan.measure.harness import (
 )
 from edgeplan.measure.paths import default_store_path, edgeplan_home
 from edgeplan.measure.runners import measure_onnxruntime, measure_torch
-from edgeplan.measure.store import SCHEMA_VERSION, Campaign, MeasurementRecord, Store
+from edgeplan.measure.store import SCHEMA_VERSION, Campaign, MeasurementRecord, Provenance, Store
 
 __all__ = [
     "DTYPES",
@@ -31,6 +31,7 @@ __all__ = [
     "FailedTask",
     "MeasurementRecord",
     "MeasurementResult",
+    "Provenance",
     "Store",
     "Task",
     "Timing",

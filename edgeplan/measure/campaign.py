@@ -17,7 +17,7 @@ from edgeplan.errors import InvalidInputError, MeasurementError
 from edgeplan.measure.device import DeviceDescriptor
 from edgeplan.measure.harness import Timing
 from edgeplan.measure.progress import counting_bar
-from edgeplan.measure.store import Campaign, Store
+from edgeplan.measure.store import Campaign, Provenance, Store
 
 __all__ = [
     "CampaignReport",
@@ -243,8 +243,7 @@ def _measure_and_commit(
         task_key=task.key,
         kind=task.kind,
         subject=task.subject,
-        campaign=campaign,
-        command=command,
         extra={**result.extra, "task_params": dict(task.params)},
+        provenance=Provenance(campaign, command),
     )
     return True

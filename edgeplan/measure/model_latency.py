@@ -19,6 +19,7 @@ from edgeplan.frontends.onnx_export import cache_export, onnx_cache_path
 from edgeplan.frontends.zoo import Shape, is_onnx_path, load_graph
 from edgeplan.measure import (
     DeviceDescriptor,
+    Provenance,
     Store,
     Timing,
     TimingConfig,
@@ -115,8 +116,8 @@ def measure_model(
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
         record = store.add_measurement(
             timing, device, model=spec, task_key=f"adhoc|{spec}|{runtime}|{threads}|{stamp}",
-            command=command if command is not None else " ".join(sys.argv),
             extra={"input_shape": list(input_shape) if input_shape else None},
+            provenance=Provenance(command=command if command is not None else " ".join(sys.argv)),
         )
         return ModelMeasurement(spec, timing, device, store.path, record)
     finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ __all__ = [
     "OpDataset",
     "compact_dataset",
     "open_dataset_file",
+    "OpCampaignOptions",
+    "OpExportOptions",
     "ReferenceScaleWarning",
     "RetraceReport",
     "campaign_name",
@@ -63,19 +66,48 @@ def campaign_name(scenario: Scenario, repeat: str = "") -> str:
     return f"ops/{scenario.name}" + (f"/{repeat}" if repeat else "")
 
 
+@dataclass(frozen=True)
+class OpCampaignOptions:
+    """How :func:`run_op_campaign` measures, and which campaign the rows go to.
+
+    ``runs``, ``plain_per_run`` and ``reference`` are part of the campaign's parameters: a resumed campaign must use
+    the same values.
+
+    Attributes
+    ----------
+    runs
+        Profiled runs per model (the per-op median is over them).
+    config
+        End-to-end harness settings (default: adaptive to +-2% CI, at most 10 s per model).
+    plain_per_run
+        Unprofiled timed runs before each profiled one (the end-to-end latency is their median); 0 measures end
+        to end separately with ``config``.
+    repeat
+        Tag of an independent re-measurement (its own campaign), e.g. to measure the noise floor.
+    reference
+        A zoo model timed just before every call of every measured model
+        (:func:`edgeplan.measure.op_profile.reference_runner`): the rows keep each model's times over the
+        reference's, which :func:`export_dataset` turns into milliseconds at the scenario's typical speed. Use the
+        same reference for a scenario's main campaign and its repeats.
+    """
+
+    runs: int = 10
+    config: TimingConfig | None = None
+    plain_per_run: int = 3
+    repeat: str = ""
+    reference: str | None = None
+
+
 def run_op_campaign(
     store: Store,
     scenario: Scenario,
     models: Sequence[str],
-    runs: int = 10,
-    config: TimingConfig | None = None,
+    *,
+    options: OpCampaignOptions | None = None,
     budget_s: float | None = None,
     progress: bool = False,
     command: str = "",
     home: str | Path | None = None,
-    plain_per_run: int = 3,
-    repeat: str = "",
-    reference: str | None = None,
 ) -> CampaignReport:
     """Measure ``models`` per op and end to end in ``scenario``; resume where an earlier call stopped.
 
@@ -87,11 +119,8 @@ def run_op_campaign(
         The scenario (runtime, threads, dtype).
     models
         Zoo strings.
-    runs
-        Profiled runs per model (the per-op median is over them); part of the campaign's parameters, so a
-        resumed campaign must use the same value.
-    config
-        End-to-end harness settings (default: adaptive to +-2% CI, at most 10 s per model).
+    options
+        Runs, harness settings, repeat tag and reference model; default :class:`OpCampaignOptions`.
     budget_s
         Time budget of this call; the campaign stops between models once it is spent.
     progress
@@ -100,16 +129,6 @@ def run_op_campaign(
         Command line stored as provenance.
     home
         The edgeplan home (ONNX exports and int8 models are cached there).
-    plain_per_run
-        Unprofiled timed runs before each profiled one (the end-to-end latency is their median); 0 measures end
-        to end separately with ``config``. Part of the campaign's parameters.
-    repeat
-        Tag of an independent re-measurement (its own campaign), e.g. to measure the noise floor.
-    reference
-        A zoo model timed just before every call of every measured model
-        (:func:`edgeplan.measure.op_profile.reference_runner`): the rows keep each model's times over the
-        reference's, which :func:`export_dataset` turns into milliseconds at the scenario's typical speed. Part of
-        the campaign's parameters; use the same reference for a scenario's main campaign and its repeats.
 
     Returns
     -------
@@ -119,11 +138,13 @@ def run_op_campaign(
     from edgeplan.measure.op_profile import profile_model, reference_runner
     from edgeplan.measure.ort_op_profile import onnx_file_digest
 
+    options = options or OpCampaignOptions()
+    runs, plain_per_run, reference = options.runs, options.plain_per_run, options.reference
     if runs < 1:
         raise InvalidInputError(f"runs must be a positive integer, got {runs}")
     if reference is not None and plain_per_run < 1:
         raise InvalidInputError("a reference model is timed beside the unprofiled runs: give plain_per_run >= 1")
-    config = config or TimingConfig()
+    config = options.config or TimingConfig()
     device = describe_device(scenario.runtime, scenario.threads, scenario.dtype)
     try:
         ref = (reference, reference_runner(reference, scenario, home)) if reference else None
@@ -149,7 +170,7 @@ def run_op_campaign(
     if reference:
         params["reference"] = reference
         params["reference_warm"] = True  # timed after an untimed call of it (op_timing.timed_reference_ms)
-    name = campaign_name(scenario, repeat)
+    name = campaign_name(scenario, options.repeat)
     found = store.find_campaign(name)
     earlier = found.params if found is not None else None
     if earlier is not None and dict(earlier) != params:
@@ -169,24 +190,16 @@ def run_op_campaign(
         raise InvalidInputError(
             f"the Store at {store.path} already holds campaign {name!r}, measured with {settings}; run with those "
             "to add models to it, or measure these settings as an independent campaign (--repeat TAG; Python: "
-            "repeat=) or in another --home")
+            "OpCampaignOptions(repeat=TAG)) or in another --home")
     return run_campaign(store, name, tasks, measure, budget_s, progress, command=command, params=params)
 
 
-def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: str = "", repeat: str = "",
-                   merge: str | Path | None = None, match_on: Collection[str] | None = None,
-                   scale_from: str | Path | None = None, only: Collection[str] | None = None) -> int:
-    """Write every measured model of ``scenario``'s campaign (or of its ``repeat``) to ``out`` (gzip'd JSON lines).
+@dataclass(frozen=True)
+class OpExportOptions:
+    """Which of a campaign's models :func:`export_dataset` writes, into which file, at which scale.
 
-    A campaign measured beside a reference model is written at the scenario's reference latency (see
-    :func:`_reference_scale`); a repeat whose main campaign is not in the Store is written at its own and warns
-    (:class:`ReferenceScaleWarning`): its times are then not comparable with the main campaign's export. Merged
-    into a paired file (``merge``), it is written at that file's latency instead, silently.
-
-    Parameters
+    Attributes
     ----------
-    store, scenario, out, command, repeat
-        The Store, the scenario and repeat tag of the campaign, the file to write and the command that exports.
     merge
         An earlier dataset file of the same scenario and repeat (possibly ``out`` itself) whose models the Store
         does not hold are kept: its records first, in its order, then the Store's. A model in both is the
@@ -211,6 +224,30 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         Write only these models of the Store's (at least one; the others stay in the Store, and those not measured
         are named in a warning). With ``merge``, only these join the file: it keeps its own rows of the others the
         Store holds too (models measured again only to check the two measurements agree).
+    """
+
+    merge: str | Path | None = None
+    match_on: Collection[str] | None = None
+    scale_from: str | Path | None = None
+    only: Collection[str] | None = None
+
+
+def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: str = "", repeat: str = "",
+                   options: OpExportOptions | None = None) -> int:
+    """Write every measured model of ``scenario``'s campaign (or of its ``repeat``) to ``out`` (gzip'd JSON lines).
+
+    A campaign measured beside a reference model is written at the scenario's reference latency (see
+    :func:`_reference_scale`); a repeat whose main campaign is not in the Store is written at its own and warns
+    (:class:`ReferenceScaleWarning`): its times are then not comparable with the main campaign's export. Merged
+    into a paired file (``options.merge``), it is written at that file's latency instead, silently.
+
+    Parameters
+    ----------
+    store, scenario, out, command, repeat
+        The Store, the scenario and repeat tag of the campaign, the file to write and the command that exports.
+    options
+        Merge, scale and model choice; default :class:`OpExportOptions` (the Store's models only, at the
+        campaign's own scale).
 
     Returns
     -------
@@ -226,6 +263,8 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
         Store's models. Nothing is written then (``out`` is replaced only once the new
         file is complete).
     """
+    options = options or OpExportOptions()
+    merge, match_on, scale_from, only = options.merge, options.match_on, options.scale_from, options.only
     name = campaign_name(scenario, repeat)
     # The latest measurement of each model (an ONNX file edited since is measured again under a new key).
     records = list({r.model: r for r in store.measurements(campaign=name)}.values())

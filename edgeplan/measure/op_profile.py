@@ -40,6 +40,7 @@ from edgeplan.measure.harness import Timing, TimingConfig
 from edgeplan.measure.op_timing import (
     OpRuns,
     OpTiming,
+    ProfileCalls,
     paired_ratios,
 )
 from edgeplan.measure.ort_op_profile import (
@@ -230,16 +231,17 @@ def profile_model(
     ref_call = reference[1] if reference else None
     config = config or TimingConfig()
     model = zoo_model(spec, scenario.runtime)
+    calls = ProfileCalls(runs=runs, plain_per_run=plain_per_run)
     if scenario.runtime == "torch":
         inputs = model.example_inputs()
         graph = graph_from_torch(model.module, inputs, name=spec)
         deduction = deduce_kernels(graph, scenario.kernel_profile)
-        measured = profile_torch_ops(model.module, inputs, deduction, graph, scenario.threads, runs=runs,
-                                     plain_per_run=plain_per_run, reference=ref_call)
+        measured = profile_torch_ops(model.module, inputs, deduction, graph, scenario.threads, calls=calls,
+                                     reference=ref_call)
     else:
         path, float_path, graph, input_shapes = ort_files(spec, model, scenario.dtype, home)
         feed = random_feed(onnx_input_names(path), input_shapes)
-        measured = profile_onnxruntime_ops(path, feed, scenario.threads, runs=runs, plain_per_run=plain_per_run,
+        measured = profile_onnxruntime_ops(path, feed, scenario.threads, calls=calls,
                                            origin=(float_path, {n.name for n in graph.nodes}), reference=ref_call)
         untraced = [o.kernel for o in measured.ops if not o.nodes]
         if untraced:

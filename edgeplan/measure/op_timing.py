@@ -20,6 +20,7 @@ __all__ = [
     "FoldedEvent",
     "OpRuns",
     "OpTiming",
+    "ProfileCalls",
     "RUN_MARK",
     "median_iqr",
     "paired_ratios",
@@ -30,6 +31,25 @@ __all__ = [
 
 
 RUN_MARK = "edgeplan::run"
+
+
+@dataclass(frozen=True)
+class ProfileCalls:
+    """How many calls of each sort a per-op profiler makes of the model.
+
+    Attributes
+    ----------
+    runs
+        Profiled calls (the per-op median is over them).
+    warmup
+        Calls before the first profiled one, whose events are dropped.
+    plain_per_run
+        Unprofiled calls timed end to end before each profiled one.
+    """
+
+    runs: int = 10
+    warmup: int = 3
+    plain_per_run: int = 0
 
 
 @dataclass(frozen=True)

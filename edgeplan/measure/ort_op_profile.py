@@ -24,6 +24,7 @@ from edgeplan.measure.harness import check_thread_count
 from edgeplan.measure.op_timing import (
     OpRuns,
     OpTiming,
+    ProfileCalls,
     median_iqr,
     timed_ms,
     with_ratios,
@@ -47,16 +48,15 @@ def profile_onnxruntime_ops(
     onnx_path: str | Path,
     feed: Mapping[str, Any],
     threads: int,
-    runs: int = 10,
-    warmup: int = 3,
-    plain_per_run: int = 0,
+    *,
+    calls: ProfileCalls | None = None,
     origin: tuple[str | Path, Collection[str]] | None = None,
     reference: Callable[[], object] | None = None,
 ) -> OpRuns:
     """Per-kernel latencies of ONNX Runtime's CPU provider from its own profiler.
 
     The session is the one :func:`edgeplan.measure.measure_onnxruntime` times (default optimizations, sequential,
-    ``threads`` intra-op threads), with profiling on. A second, unprofiled session runs ``plain_per_run`` timed
+    ``threads`` intra-op threads), with profiling on. A second, unprofiled session runs ``calls.plain_per_run`` timed
     calls before each profiled call (see :func:`profile_torch_ops` for why they are interleaved, and for the
     ``reference`` calls before every call).
 
@@ -68,10 +68,9 @@ def profile_onnxruntime_ops(
         Input arrays by name.
     threads
         Intra-op threads.
-    runs, warmup
-        Profiled runs kept, and runs before them whose events are dropped.
-    plain_per_run
-        Unprofiled, timed calls before each profiled one.
+    calls
+        Profiled runs kept, runs before them whose events are dropped, and unprofiled, timed calls before each
+        profiled one; default :class:`~edgeplan.measure.op_timing.ProfileCalls` (10, 3, 0).
     origin
         The float model ``onnx_path`` was made from (itself, or the model before int8 quantization) and the names of
         its IR nodes: each kernel's ``nodes`` are then those IR nodes
@@ -102,6 +101,8 @@ def profile_onnxruntime_ops(
     )
 
     check_thread_count(threads)
+    calls = calls or ProfileCalls()
+    runs, warmup, plain_per_run = calls.runs, calls.warmup, calls.plain_per_run
     if runs < 1 or warmup < 0 or plain_per_run < 0:
         raise InvalidInputError(f"profile_onnxruntime_ops: runs must be >= 1, warmup and plain_per_run >= 0, got "
                                 f"{runs}, {warmup}, {plain_per_run}")

@@ -59,7 +59,7 @@ from edgeplan.measure.primitive_space import (
 )
 from edgeplan.measure.progress import PlainLines
 from edgeplan.measure.runners import torch_device
-from edgeplan.measure.store import Campaign, MeasurementRecord, Store
+from edgeplan.measure.store import Campaign, MeasurementRecord, Provenance, Store
 from edgeplan.primitives.spec import LAYOUTS, ConvSpec
 
 if TYPE_CHECKING:
@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CampaignPlan",
+    "ConfigSelection",
     "ProfileReport",
     "above_cap_campaign",
     "estimate_duration_s",
@@ -94,23 +95,43 @@ class CampaignPlan:
     space_size: int
 
 
-def primitive_campaign(device_key: str, *, configs: Sequence[ConvSpec] | None = None,
-                       triplets: Sequence[Triplet] | None = None, work_cap: float = DEFAULT_WORK_CAP,
-                       seed: int = 0, max_configs: int | None = None, primitives: Sequence[str] | None = None,
-                       timing: TimingPlan | None = None, threads: int = 1, device: str = "cpu",
-                       design: str = "uniform") -> CampaignPlan:
-    """The main campaign: the zoo space (or explicit ``configs``), sampled, on one device.
+@dataclass(frozen=True)
+class ConfigSelection:
+    """Which configurations a :func:`primitive_campaign` measures, and in which order.
+
+    Attributes
+    ----------
+    configs
+        Explicit configurations, measured in the seeded order instead of the zoo space.
+    triplets
+        The triplets of the zoo space; default the shipped zoo triplets.
+    work_cap, seed, max_configs
+        The sampling rule (:func:`select_configs`); the cap does not apply to explicit configurations. The seed
+        also orders explicit configurations.
+    design
+        How ``max_configs`` configurations are chosen from the zoo space: ``uniform`` (default) or ``kmeans``
+        (:func:`select_configs`; part of the campaign's name and parameters).
+    """
+
+    configs: Sequence[ConvSpec] | None = None
+    triplets: Sequence[Triplet] | None = None
+    work_cap: float = DEFAULT_WORK_CAP
+    seed: int = 0
+    max_configs: int | None = None
+    design: str = "uniform"
+
+
+def primitive_campaign(device_key: str, *, selection: ConfigSelection | None = None,
+                       primitives: Sequence[str] | None = None, timing: TimingPlan | None = None, threads: int = 1,
+                       device: str = "cpu") -> CampaignPlan:
+    """The main campaign: the zoo space (or explicit configurations), sampled, on one device.
 
     Parameters
     ----------
     device_key
         Key of the device (part of the campaign name).
-    configs
-        Explicit configurations, measured in the seeded order instead of the zoo space.
-    triplets
-        The triplets; default the shipped zoo triplets.
-    work_cap, seed, max_configs
-        The sampling rule (:func:`select_configs`); the cap does not apply to explicit configurations.
+    selection
+        The configurations: explicit ones or the sampling rule of the zoo space; default :class:`ConfigSelection`.
     primitives
         Names of the primitives to measure; default all.
     timing
@@ -120,9 +141,6 @@ def primitive_campaign(device_key: str, *, configs: Sequence[ConvSpec] | None = 
     device
         Torch device the primitives run on: ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` (then the primitives that run
         on the CPU only, oneDNN's, are left out, and every timed run ends with a device synchronisation).
-    design
-        How ``max_configs`` configurations are chosen from the zoo space: ``uniform`` (default) or ``kmeans``
-        (:func:`select_configs`; part of the campaign's name and parameters).
 
     Returns
     -------
@@ -134,6 +152,9 @@ def primitive_campaign(device_key: str, *, configs: Sequence[ConvSpec] | None = 
         On an unknown primitive name, one named that does not run on ``device``, an explicit padding or an empty
         selection.
     """
+    selection = selection or ConfigSelection()
+    configs, work_cap, seed = selection.configs, selection.work_cap, selection.seed
+    max_configs, design = selection.max_configs, selection.design
     timing = timing or TimingPlan()
     names = _primitive_names(primitives, device)
     params: dict[str, Any] = {"threads": threads, "seed": seed, "timing": asdict(timing), "primitives": list(names)}
@@ -153,7 +174,7 @@ def primitive_campaign(device_key: str, *, configs: Sequence[ConvSpec] | None = 
         params["configs"] = [shape_list(s) for s in space]
         tag = f"custom-{digest(params['configs'])}"
     else:
-        triplets = tuple(triplets) if triplets is not None else load_triplets()
+        triplets = tuple(selection.triplets) if selection.triplets is not None else load_triplets()
         space = config_space(triplets)
         chosen = select_configs(space, work_cap=work_cap, seed=seed, max_configs=max_configs,
                                 with_fft="fft" in names, design=design, primitives=names)
@@ -379,11 +400,9 @@ class _Run:
     """Mutable state of one :func:`profile_primitives` call."""
 
     store: Store
-    campaign: Campaign
     plan: CampaignPlan
     device: DeviceDescriptor
-    command: str
-    versions: dict[str, str]
+    provenance: Provenance
     done: set[str]
     over_keys: set[str] = field(default_factory=set)
     rows: int = 0
@@ -421,8 +440,8 @@ def profile_primitives(store: Store, plan: CampaignPlan, device: DeviceDescripto
         raise InvalidInputError(f"the time budget must be positive, got {budget_s}")
     started = time.monotonic()
     campaign = store.campaign(plan.name, command=command, params=plan.params)
-    run = _Run(store, campaign, plan, device, command, collect_versions(), set(store.completed_task_keys(campaign)),
-               _over_cap_keys(store, campaign))
+    run = _Run(store, plan, device, Provenance(campaign, command, collect_versions()),
+               set(store.completed_task_keys(campaign)), _over_cap_keys(store, campaign))
     pending = [spec for spec in plan.configs if _todo(run, spec)]
     done_before = len(plan.configs) - len(pending)
     waiting = set(pending)
@@ -513,8 +532,8 @@ def _measure_config(run: _Run, spec: ConvSpec) -> None:
         model = ("conv2d:" if kind == PRIMITIVE_KIND else "activation:") + ",".join(
             f"{k}={v}" for k, v in subject_shape.items())
         extra = {"config": subject_shape, "status": "over_cap" if over else "measured", "warmup_runs": warmup_runs}
-        run.store.add_measurement(timing, run.device, model=model, task_key=key, kind=kind, subject=name,
-                                  campaign=run.campaign, command=run.command, versions=run.versions, extra=extra)
+        run.store.add_measurement(timing, run.device, model=model, task_key=key, kind=kind, subject=name, extra=extra,
+                                  provenance=run.provenance)
         run.done.add(key)
         run.rows += 1
         if over:

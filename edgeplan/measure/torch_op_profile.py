@@ -1,13 +1,13 @@
 """Per-operation latencies of eager PyTorch from ``torch.profiler``, matched to the kernels deduced from the IR.
 
-:func:`profile_torch_ops` runs the module ``runs`` times under the profiler, each call inside a ``record_function``
-marker. The operators directly under a marker are the top-level aten operators the model dispatched; their inclusive
-CPU time is the op's latency in that run. They are matched one to one to the kernels of the ``torch-eager`` deduction
-(:func:`edgeplan.ir.kernels.deduce_kernels`) in execution order; when the orders differ (branches run in another
-order than the IR lists them), by aten kind and first input shape. Operators the IR writes as aliases of their input
-(``contiguous`` after a transpose, ``cat`` of one tensor, listed under ``elided_by_ir`` in the torch rules) add their
-time to the operator before them. A model whose operators still do not match is refused with the differences named,
-never half-matched.
+:func:`profile_torch_ops` runs the module under the profiler (``calls.runs`` times), each call inside a
+``record_function`` marker. The operators directly under a marker are the top-level aten operators the model
+dispatched; their inclusive CPU time is the op's latency in that run. They are matched one to one to the kernels of
+the ``torch-eager`` deduction (:func:`edgeplan.ir.kernels.deduce_kernels`) in execution order; when the orders
+differ (branches run in another order than the IR lists them), by aten kind and first input shape. Operators the IR
+writes as aliases of their input (``contiguous`` after a transpose, ``cat`` of one tensor, listed under
+``elided_by_ir`` in the torch rules) add their time to the operator before them. A model whose operators still do
+not match is refused with the differences named, never half-matched.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from edgeplan.measure.op_timing import (
     FoldedEvent,
     OpRuns,
     OpTiming,
+    ProfileCalls,
     median_iqr,
     timed_ms,
     timed_reference_ms,
@@ -63,14 +64,13 @@ def profile_torch_ops(
     deduction: KernelDeduction,
     graph: Graph,
     threads: int,
-    runs: int = 10,
-    warmup: int = 3,
-    plain_per_run: int = 0,
+    *,
+    calls: ProfileCalls | None = None,
     reference: Callable[[], object] | None = None,
 ) -> OpRuns:
     """Per-kernel latencies of eager PyTorch from ``torch.profiler``, matched to ``deduction``'s kernels.
 
-    Each profiled run is preceded by ``plain_per_run`` unprofiled runs timed end to end, so that the end-to-end
+    Each profiled run is preceded by ``calls.plain_per_run`` unprofiled runs timed end to end, so that the end-to-end
     samples and the per-op samples are taken under the same machine conditions (on a shared machine, latencies
     drift by tens of percent between minutes; interleaving keeps the two views of a model coherent). With a
     ``reference``, every call, profiled or not, is preceded by a timed call of the reference: a time over the
@@ -88,10 +88,8 @@ def profile_torch_ops(
         The IR of ``module`` on these inputs.
     threads
         Intra-op threads.
-    runs, warmup
-        Profiled calls, and unprofiled warm-up calls before the first.
-    plain_per_run
-        Unprofiled, timed calls before each profiled one.
+    calls
+        Profiled, warm-up and plain calls; default :class:`~edgeplan.measure.op_timing.ProfileCalls` (10, 3, 0).
     reference
         A call of the reference model, run in the same threads and inference mode.
 
@@ -110,6 +108,8 @@ def profile_torch_ops(
     import torch
 
     check_thread_count(threads)
+    calls = calls or ProfileCalls()
+    runs, warmup, plain_per_run = calls.runs, calls.warmup, calls.plain_per_run
     if runs < 1 or warmup < 0 or plain_per_run < 0:
         raise InvalidInputError(f"profile_torch_ops: runs must be >= 1, warmup and plain_per_run >= 0, got {runs}, "
                                 f"{warmup}, {plain_per_run}")

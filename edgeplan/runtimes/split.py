@@ -30,7 +30,7 @@ from edgeplan.ir.layer_chain import LayerChain
 from edgeplan.measure.graph_exec import Env, GraphExecutor
 from edgeplan.measure.harness import use_threads
 
-__all__ = ["SplitRun", "run_split", "recv_message", "send_message"]
+__all__ = ["SplitRun", "SplitRunOptions", "run_split", "recv_message", "send_message"]
 
 _HEADER = struct.Struct("!II")  # header length, payload length
 _CHUNK_BYTES = 16 * 1024
@@ -161,33 +161,53 @@ def _stop(proc: subprocess.Popen[str]) -> None:
     proc.wait()
 
 
-def run_split(executor: GraphExecutor, chain: LayerChain, segments: Sequence[tuple[int, int, str]], *,
-              model: str, up_mbps: float, down_mbps: float, mobile_threads: int = 1, cloud_threads: int = 2,
-              repeats: int = 5, warmup: int = 1, seed: int = 0,
-              input_shape: tuple[int, ...] | None = None) -> SplitRun:
-    """Execute ``segments`` split between this process (mobile) and a cloud subprocess; time it end to end.
+@dataclass(frozen=True)
+class SplitRunOptions:
+    """How :func:`run_split` runs each side and how often it times.
 
-    Parameters
+    Attributes
     ----------
-    executor, chain
-        The mobile side's executor (built with ``seed``) and the graph's layer chain.
-    segments
-        ``(first, last, side)`` covering all layers in order; side ``"mobile"`` or ``"cloud"``.
-    model, input_shape
-        The zoo spec (and input override) the cloud process builds the same graph from.
-    up_mbps, down_mbps
-        Emulated link speeds.
     mobile_threads, cloud_threads
         Intra-op threads of each side.
     repeats, warmup
         Timed and untimed inferences.
     seed
-        Weight seed (must be the one ``executor`` was built with).
+        Weight seed (must be the one the mobile side's executor was built with).
+    input_shape
+        The input override the cloud process builds the graph with (``None``: the zoo model's own).
+    """
+
+    mobile_threads: int = 1
+    cloud_threads: int = 2
+    repeats: int = 5
+    warmup: int = 1
+    seed: int = 0
+    input_shape: tuple[int, ...] | None = None
+
+
+def run_split(executor: GraphExecutor, chain: LayerChain, segments: Sequence[tuple[int, int, str]], *,
+              model: str, up_mbps: float, down_mbps: float, options: SplitRunOptions | None = None) -> SplitRun:
+    """Execute ``segments`` split between this process (mobile) and a cloud subprocess; time it end to end.
+
+    Parameters
+    ----------
+    executor, chain
+        The mobile side's executor (built with ``options.seed``) and the graph's layer chain.
+    segments
+        ``(first, last, side)`` covering all layers in order; side ``"mobile"`` or ``"cloud"``.
+    model
+        The zoo spec the cloud process builds the same graph from.
+    up_mbps, down_mbps
+        Emulated link speeds.
+    options
+        Threads, repeats, seed and input shape; default :class:`SplitRunOptions`.
 
     Returns
     -------
     SplitRun
     """
+    options = options or SplitRunOptions()
+    repeats, warmup = options.repeats, options.warmup
     if repeats < 1 or warmup < 0:
         raise InvalidInputError(f"a split run needs repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
     covered = [i for first, last, _ in segments for i in range(first, last + 1)]
@@ -196,7 +216,10 @@ def run_split(executor: GraphExecutor, chain: LayerChain, segments: Sequence[tup
     inputs = executor.example_inputs()
     groups = _groups(segments)
     uses_cloud = any(side == "cloud" for side, _ in groups)
-    proc, port = _start_server(model, cloud_threads, seed, down_mbps, input_shape) if uses_cloud else (None, 0)
+    proc: subprocess.Popen[str] | None = None
+    port = 0
+    if uses_cloud:
+        proc, port = _start_server(model, options.cloud_threads, options.seed, down_mbps, options.input_shape)
     sock: socket.socket | None = None
     try:
         if proc is not None:
@@ -206,7 +229,7 @@ def run_split(executor: GraphExecutor, chain: LayerChain, segments: Sequence[tup
         samples: list[float] = []
         up = down = 0
         outputs: tuple[torch.Tensor, ...] = ()
-        with use_threads(mobile_threads), torch.inference_mode():
+        with use_threads(options.mobile_threads), torch.inference_mode():
             for k in range(warmup + repeats):
                 t0 = time.perf_counter()
                 env: Env = {r: inputs[r] for r in chain.live[0]}
@@ -234,7 +257,7 @@ def run_split(executor: GraphExecutor, chain: LayerChain, segments: Sequence[tup
             except subprocess.TimeoutExpired:
                 pass
             _stop(proc)
-    with use_threads(mobile_threads):
+    with use_threads(options.mobile_threads):
         reference = executor.run(inputs)
     error = max(float((a - b).abs().max()) for a, b in zip(outputs, reference, strict=True))
     return SplitRun(statistics.median(samples), tuple(samples), up, down, error)

@@ -471,7 +471,8 @@ class LatencyModel:
     @property
     def source_scenario(self) -> str:
         """The measurement scenario of its training data (``info["source_scenario"]``, else :attr:`scenario`): where
-        ``--measure`` times models for it, whatever the profile is named (``torch-fp32-2t-keep-memory``: torch-fp32-2t)."""
+        ``--measure`` times models for it, whatever the profile is named (``torch-fp32-2t-keep-memory``:
+        torch-fp32-2t)."""
         return str(self.info.get("source_scenario", self.scenario))
 
     @property

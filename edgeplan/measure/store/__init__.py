@@ -19,6 +19,7 @@ from edgeplan.measure.store.schema import (
     SCHEMA_VERSION,
     Campaign,
     MeasurementRecord,
+    Provenance,
 )
 
 __all__ = [
@@ -27,5 +28,6 @@ __all__ = [
     "SCHEMA_VERSION",
     "Campaign",
     "MeasurementRecord",
+    "Provenance",
     "Store",
 ]

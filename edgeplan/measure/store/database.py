@@ -28,6 +28,7 @@ from edgeplan.measure.store.schema import (
     SCHEMA_VERSION,
     Campaign,
     MeasurementRecord,
+    Provenance,
     _check_name,
     _differences,
     _to_json,
@@ -273,10 +274,8 @@ class Store:
         task_key: str,
         kind: str = "end_to_end",
         subject: str = "",
-        campaign: Campaign | None = None,
-        command: str = "",
-        versions: Mapping[str, str] | None = None,
         extra: Mapping[str, Any] | None = None,
+        provenance: Provenance | None = None,
     ) -> int:
         """Commit one measurement (and its device, if new) in its own transaction.
 
@@ -289,19 +288,16 @@ class Store:
         model
             The model as a user types it.
         task_key
-            Unique key of the task inside ``campaign``.
+            Unique key of the task inside its campaign.
         kind
             ``"end_to_end"``, ``"op"``, ...
         subject
             The operation or node measured; ``""`` for a whole model.
-        campaign
-            The campaign it belongs to, or ``None``.
-        command
-            The command line that made it.
-        versions
-            Package versions; default :func:`~edgeplan.measure.device.collect_versions`.
         extra
             Anything else, JSON-serialisable.
+        provenance
+            Its campaign, command line and package versions; default :class:`Provenance` (a one-off measurement,
+            no command, the versions of this process).
 
         Returns
         -------
@@ -311,10 +307,12 @@ class Store:
         Raises
         ------
         StoreError
-            If ``campaign`` already has a measurement for ``task_key``, or the write fails.
+            If the campaign already has a measurement for ``task_key``, or the write fails.
         InvalidInputError
             On empty names or values that are not JSON-serialisable.
         """
+        provenance = provenance or Provenance()
+        campaign, versions = provenance.campaign, provenance.versions
         row = {
             "campaign_id": campaign.id if campaign is not None else None,
             "task_key": _check_name("task key", task_key),
@@ -336,7 +334,7 @@ class Store:
             "runtime_version": device.runtime_version,
             "dtype": device.dtype,
             "versions": _to_json("versions", versions if versions is not None else collect_versions()),
-            "command": command,
+            "command": provenance.command,
             "created_at": _utc_now(),
             "extra": _to_json(f"extra of task {task_key!r}", extra or {}),
         }

@@ -42,7 +42,7 @@ from typing import Any
 
 from edgeplan.errors import InvalidInputError
 
-__all__ = ["CAMPAIGN_STATUSES", "Campaign", "MeasurementRecord", "SCHEMA_STATEMENTS", "SCHEMA_VERSION"]
+__all__ = ["CAMPAIGN_STATUSES", "Campaign", "MeasurementRecord", "Provenance", "SCHEMA_STATEMENTS", "SCHEMA_VERSION"]
 
 #: Version of the schema this module writes (stored in ``meta``).
 SCHEMA_VERSION = 1
@@ -112,6 +112,25 @@ class Campaign:
     command: str
     params: Mapping[str, Any]
     status: str
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a measurement comes from, as :meth:`~edgeplan.measure.store.Store.add_measurement` records it.
+
+    Attributes
+    ----------
+    campaign
+        The campaign it belongs to, or ``None`` for a one-off measurement.
+    command
+        The command line that made it.
+    versions
+        Package versions; ``None``: :func:`~edgeplan.measure.device.collect_versions` at the time of the commit.
+    """
+
+    campaign: Campaign | None = None
+    command: str = ""
+    versions: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)

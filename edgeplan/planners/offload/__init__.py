@@ -10,7 +10,7 @@ Every plan is recomputed by the independent :func:`check_plan`. Loads without to
 from __future__ import annotations
 
 from edgeplan.planners.offload.costs import OBJECTIVES, MobilePowerModel, NetworkModel, OffloadCosts, OffloadProblem
-from edgeplan.planners.offload.lookup import LookupEntry, lookup_table
+from edgeplan.planners.offload.lookup import LookupEntry, LookupOptions, lookup_table
 from edgeplan.planners.offload.plan import (
     SIDES,
     OffloadPlan,
@@ -30,6 +30,7 @@ __all__ = [
     "SIDES",
     "SOLVERS",
     "LookupEntry",
+    "LookupOptions",
     "MobilePowerModel",
     "NetworkModel",
     "OffloadCosts",

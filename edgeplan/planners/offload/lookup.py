@@ -13,7 +13,7 @@ from edgeplan.planners.offload.plan import Segment
 from edgeplan.planners.offload.presets import custom_network
 from edgeplan.planners.offload.solve import solve
 
-__all__ = ["LookupEntry", "lookup_table"]
+__all__ = ["LookupEntry", "LookupOptions", "lookup_table"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,26 @@ def _grid(name: str, values: Sequence[float]) -> list[float]:
     return out
 
 
+@dataclass(frozen=True)
+class LookupOptions:
+    """The limits and the solver of every plan in a :func:`lookup_table`.
+
+    Attributes
+    ----------
+    battery_mj, cloud_ms
+        The optional limits (eqs. 13 and 14).
+    solver
+        ``"dp"``, ``"ilp"`` or ``"brute"``.
+    same_side_splits
+        As in :class:`~edgeplan.planners.offload.costs.OffloadProblem`.
+    """
+
+    battery_mj: float | None = None
+    cloud_ms: float | None = None
+    solver: str = "dp"
+    same_side_splits: bool = True
+
+
 def lookup_table(
     costs: OffloadCosts,
     power: MobilePowerModel,
@@ -75,10 +95,7 @@ def lookup_table(
     down_mbps_grid: Sequence[float],
     *,
     like: str = "wifi",
-    battery_mj: float | None = None,
-    cloud_ms: float | None = None,
-    solver: str = "dp",
-    same_side_splits: bool = True,
+    options: LookupOptions | None = None,
 ) -> list[LookupEntry]:
     """Solve the offloading problem at every (uplink, downlink) speed pair of a grid.
 
@@ -90,12 +107,8 @@ def lookup_table(
         The speeds, in Mbit/s; every pair is solved.
     like
         The network preset whose radio power model is used at every grid point.
-    battery_mj, cloud_ms
-        The optional limits (eqs. 13 and 14).
-    solver
-        ``"dp"``, ``"ilp"`` or ``"brute"``.
-    same_side_splits
-        As in :class:`~edgeplan.planners.offload.costs.OffloadProblem`.
+    options
+        The limits and the solver; default :class:`LookupOptions`.
 
     Returns
     -------
@@ -108,13 +121,14 @@ def lookup_table(
     InvalidInputError
         Empty or non-positive grid, unknown preset, objective or solver.
     """
+    options = options or LookupOptions()
     entries = []
     for up in _grid("up_mbps_grid", up_mbps_grid):
         for down in _grid("down_mbps_grid", down_mbps_grid):
-            problem = OffloadProblem(costs, custom_network(up, down, like=like), power, objective, battery_mj, cloud_ms,
-                                     same_side_splits)
+            problem = OffloadProblem(costs, custom_network(up, down, like=like), power, objective, options.battery_mj,
+                                     options.cloud_ms, options.same_side_splits)
             try:
-                plan = solve(problem, solver=solver)
+                plan = solve(problem, solver=options.solver)
             except InfeasibleError as e:
                 entries.append(LookupEntry(up, down, "", (), None, None, None, infeasible=str(e)))
                 continue

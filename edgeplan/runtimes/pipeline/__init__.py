@@ -20,14 +20,14 @@ that every output equals a local run of the whole graph.
 output crosses each cut. It and the actor classes import neither torch nor Ray at module level.
 
 Modules: :mod:`.stages` (plan -> stages, message sizes), :mod:`.actors` (the Ray actors) and :mod:`.runner`
-(:func:`run_pipeline`, :class:`PipelineResult`).
+(:func:`run_pipeline`, :class:`PipelineOptions`, :class:`PipelineResult`).
 """
 
 from __future__ import annotations
 
 from edgeplan.runtimes.pipeline.actors import Link, Stage
-from edgeplan.runtimes.pipeline.runner import PipelineResult, run_pipeline
+from edgeplan.runtimes.pipeline.runner import PipelineOptions, PipelineResult, run_pipeline
 from edgeplan.runtimes.pipeline.stages import Message, PipelineStage, message_bytes, pipeline_stages, transfer_ms
 
-__all__ = ["Link", "Message", "PipelineResult", "PipelineStage", "Stage", "message_bytes", "pipeline_stages",
-           "run_pipeline", "transfer_ms"]
+__all__ = ["Link", "Message", "PipelineOptions", "PipelineResult", "PipelineStage", "Stage", "message_bytes",
+           "pipeline_stages", "run_pipeline", "transfer_ms"]

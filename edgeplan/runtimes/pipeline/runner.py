@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from edgeplan.measure.graph_exec import GraphExecutor
 
 
-__all__ = ["PipelineResult", "run_pipeline"]
+__all__ = ["PipelineOptions", "PipelineResult", "run_pipeline"]
 
 _PROFILE_REPEATS = 5
 _POOL = 4  # distinct inputs cycled through the pipeline (each output is checked against its own reference)
@@ -193,18 +193,12 @@ def _chain(stages: Sequence[Any], links: Sequence[Any], ref: Any) -> Any:
     return ref
 
 
-def run_pipeline(graph: Graph, points: Sequence[str], runs: Sequence[tuple[int, int]],
-                 bandwidth_mbps: Sequence[float], *, inputs: int = 20, warmup: int = 3, threads: int = 1,
-                 address: str | None = None, compression: float | Sequence[float] | None = None,
-                 nodes: Sequence[int] | None = None, seed: int = 0) -> PipelineResult:
-    """Run a partition plan as a pipeline of Ray actors and measure its throughput against the prediction.
+@dataclass(frozen=True)
+class PipelineOptions:
+    """How :func:`run_pipeline` streams, where it runs and with which weights.
 
-    Parameters
+    Attributes
     ----------
-    graph, points, runs
-        The model and its plan (see :func:`pipeline_stages`).
-    bandwidth_mbps
-        Bandwidth of each link in order (link ``i`` joins stage ``i`` to stage ``i + 1``), in Mbit/s.
     inputs
         Timed inputs (at least 2).
     warmup
@@ -216,12 +210,34 @@ def run_pipeline(graph: Graph, points: Sequence[str], runs: Sequence[tuple[int, 
         one CPU per core. A Ray already initialised in this process is used as it is (and ``address`` ignored);
         only a Ray started here is shut down. Actors reserve no CPU, so any number of stages fit; token
         authentication follows Ray's own settings (``RAY_AUTH_MODE``).
+    seed
+        Weight and input seed.
+    """
+
+    inputs: int = 20
+    warmup: int = 3
+    threads: int = 1
+    address: str | None = None
+    seed: int = 0
+
+
+def run_pipeline(graph: Graph, points: Sequence[str], runs: Sequence[tuple[int, int]],
+                 bandwidth_mbps: Sequence[float], *, compression: float | Sequence[float] | None = None,
+                 nodes: Sequence[int] | None = None, options: PipelineOptions | None = None) -> PipelineResult:
+    """Run a partition plan as a pipeline of Ray actors and measure its throughput against the prediction.
+
+    Parameters
+    ----------
+    graph, points, runs
+        The model and its plan (see :func:`pipeline_stages`).
+    bandwidth_mbps
+        Bandwidth of each link in order (link ``i`` joins stage ``i`` to stage ``i + 1``), in Mbit/s.
     compression
         Compression ratio of every link, or one per link (``None``: 1).
     nodes
         Cluster node of each stage from a placement; recorded in the result only.
-    seed
-        Weight and input seed.
+    options
+        Inputs, warm-up, threads, Ray address and seed; default :class:`PipelineOptions`.
 
     Returns
     -------
@@ -243,6 +259,8 @@ def run_pipeline(graph: Graph, points: Sequence[str], runs: Sequence[tuple[int, 
     """
     from edgeplan.measure.harness import check_thread_count
 
+    options = options or PipelineOptions()
+    inputs, warmup, threads, seed = options.inputs, options.warmup, options.threads, options.seed
     check_thread_count(threads)
     if inputs < 2 or warmup < 0:
         raise InvalidInputError(f"a pipeline run needs inputs >= 2 and warmup >= 0, got {inputs} and {warmup}")
@@ -256,7 +274,7 @@ def run_pipeline(graph: Graph, points: Sequence[str], runs: Sequence[tuple[int, 
     local = GraphExecutor(graph, seed=seed)  # raises UnsupportedOperatorError here, not in an actor
     envs = [local.example_inputs(seed=seed + i) for i in range(min(_POOL, warmup + inputs))]
     messages = [tuple(np.ascontiguousarray(env[r].numpy()) for r in stages[0].receives) for env in envs]
-    with _ray_session(address) as ray:
+    with _ray_session(options.address) as ray:
         actors, links = _start_actors(ray, graph, stages, mbps, ratios, threads, seed)
         try:
             timeout_s = 120.0
