@@ -39,6 +39,7 @@ from edgeplan.costmodels.opwise.calibrate import (
     DEDUCTIONS,
     PER_OP,
     CalibratedDevice,
+    CalibrationSamples,
     calibrate,
     fold_constant_terms,
     read_measurements,
@@ -691,8 +692,8 @@ def nb201_fewshot(source: LatencyModel, source_device: str, help_data: Path = HE
             for idx in picks:
                 alternatives = {d: [t[i] for i in idx] for d, t in by_deduction.items() if d in deductions
                                 and d != "as-source"}
-                dev = calibrate(name, [terms[i] for i in idx], [float(lat[i]) for i in idx], source, source_device,
-                                alternatives=alternatives)
+                dev = calibrate(name, CalibrationSamples([terms[i] for i in idx], [float(lat[i]) for i in idx],
+                                                         alternatives=alternatives), source, source_device)
                 pred = np.array([dev.predict_terms(t) for t in by_deduction[dev.deduction]])
                 tests = dev.info.get("deduction_test", {})
                 runs.append({**_scores(pred, lat), "form": dev.form, "deduction": dev.deduction,
@@ -841,17 +842,18 @@ def fewshot_measured(source: LatencyModel, source_device: str, rows: Sequence[tu
                 alternatives = {d: [t[i] for i in idx] for d, t in by_deduction.items()
                                 if d in DEDUCTIONS and d != "as-source"}
                 sampled_ops = None if per_op is None else [per_op[i] for i in idx]
-                dev = calibrate("fewshot", [terms[i] for i in idx], lat[idx].tolist(), source, source_device,
-                                [models[i] for i in idx], alternatives=alternatives, measured_ops=sampled_ops)
+                drawn = CalibrationSamples([terms[i] for i in idx], lat[idx].tolist(), models=[models[i] for i in idx],
+                                           alternatives=alternatives, measured_ops=sampled_ops)
+                dev = calibrate("fewshot", drawn, source, source_device)
                 runs["calibrated"].append(scored(_fewshot_predictions(dev, by_deduction[dev.deduction], per_op), test))
                 if per_op is not None:
                     own = dev if dev.form == PER_OP else calibrate(  # the same fit when chosen
-                        "fewshot", [terms[i] for i in idx], lat[idx].tolist(), source, source_device, forms=(PER_OP,),
-                        measured_ops=sampled_ops)
+                        "fewshot", CalibrationSamples([terms[i] for i in idx], lat[idx].tolist(),
+                                                      measured_ops=sampled_ops), source, source_device, forms=(PER_OP,))
                     runs[PER_OP].append(scored(_fewshot_predictions(own, terms, per_op), test))
                 forms[dev.form if dev.deduction == "as-source" else f"{dev.form} {dev.deduction}"] += 1
-                one = calibrate("fewshot", [terms[i] for i in idx], lat[idx].tolist(), source, source_device,
-                                forms=("scale",))
+                one = calibrate("fewshot", CalibrationSamples([terms[i] for i in idx], lat[idx].tolist()), source,
+                                source_device, forms=("scale",))
                 runs["scale"].append(scored(np.array([one.predict_terms(t) for t in terms]), test))
                 advance(1)
             summary: dict[str, Any] = {}

@@ -13,7 +13,7 @@ import pytest
 from repo_data import data_file
 
 from edgeplan.cli.main import main
-from edgeplan.costmodels.opwise.calibrate import calibrate, read_measurements
+from edgeplan.costmodels.opwise.calibrate import CalibrationSamples, calibrate, read_measurements
 from edgeplan.costmodels.opwise.model import LatencyModel
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.direct import nb201_graph
@@ -52,21 +52,23 @@ def test_calibration_recovers_a_scaled_device(source: LatencyModel) -> None:
 
     terms = nb201_terms(CELLS, source)
     truth = np.array([3.0 * t["total"] + 0.5 for t in terms])  # a device 3x slower with 0.5 ms of overhead
-    dev = calibrate("x", terms[:10], truth[:10], source, "src", models=CELLS[:10])
+    dev = calibrate("x", CalibrationSamples(terms[:10], truth[:10], models=CELLS[:10]), source, "src")
     assert dev.form in ("scale+overhead", "scale+kernels", "per-category")
     pred = np.array([dev.predict_terms(t) for t in terms])
     assert np.max(np.abs(pred - truth) / truth) < 0.02
     with pytest.raises(InvalidInputError, match="positive"):
-        calibrate("x", terms[:3], [1.0, 0.0, 2.0], source, "src")
+        calibrate("x", CalibrationSamples(terms[:3], [1.0, 0.0, 2.0]), source, "src")
     # A category the samples never contain is scaled like the rest, never counted as zero.
     def made_up(conv: float, pool: float) -> dict[str, float]:
         return {"conv": conv, "pool": pool, "total": conv + pool, "kernels": 10.0, "overhead": 0.0}
 
     no_pool = [made_up(1.0 + i, 0.0) for i in range(8)]
-    dev = calibrate("y", no_pool, [3.0 * t["total"] for t in no_pool], source, "src", forms=("per-category",))
+    dev = calibrate("y", CalibrationSamples(no_pool, [3.0 * t["total"] for t in no_pool]), source, "src",
+                    forms=("per-category",))
     assert dev.predict_terms(made_up(2.0, 1.0)) == pytest.approx(9.0, rel=0.01)
     # too few samples for the forms asked for: the single factor, as with the default forms (was a ValueError)
-    few = calibrate("z", no_pool[:3], [3.0 * t["total"] for t in no_pool[:3]], source, "src", forms=("per-category",))
+    few = calibrate("z", CalibrationSamples(no_pool[:3], [3.0 * t["total"] for t in no_pool[:3]]), source, "src",
+                    forms=("per-category",))
     assert few.form == "scale" and few.coef["total"] == pytest.approx(3.0)
 
 
@@ -80,14 +82,15 @@ def test_only_strong_evidence_keeps_the_source_kernels_on_constant_networks(sour
     eager = [{"conv": c, "total": c, "kernels": 20.0, "overhead": 0.0} for c in conv]
     folded = [{"conv": c * k, "total": c * k, "kernels": 10.0, "overhead": 0.0}
               for c, k in zip(conv, kept, strict=True)]
-    runs_all = calibrate("a", eager, [3.0 * c for c in conv], source, "src", forms=("scale",),
-                         alternatives={"fold-zeros": folded})
+    runs_all = calibrate("a", CalibrationSamples(eager, [3.0 * c for c in conv], alternatives={"fold-zeros": folded}),
+                         source, "src", forms=("scale",))
     lead = runs_all.info["constant_networks"]["as_source_lead_se"]
     assert lead > CONSTANT_EVIDENCE_SE and runs_all.deduction == "as-source"
     assert not runs_all.info["constant_networks"]["folded"]
     # the same samples with a little noise on the truth: the lead shrinks below the bar
     noisy = [3.0 * c * f for c, f in zip(conv, rng.uniform(0.7, 1.3, 10), strict=True)]
-    hedged = calibrate("b", eager, noisy, source, "src", forms=("scale",), alternatives={"fold-zeros": folded})
+    hedged = calibrate("b", CalibrationSamples(eager, noisy, alternatives={"fold-zeros": folded}), source, "src",
+                       forms=("scale",))
     assert hedged.deduction == "fold-constants" and hedged.info["constant_networks"]["folded"]
     assert 1.0 < hedged.info["constant_networks"]["as_source_lead_se"] <= CONSTANT_EVIDENCE_SE  # past 1 SE, not 3
     assert hedged.predict_terms(eager[0]) == pytest.approx(hedged.coef["total"] * eager[0]["total"])
@@ -96,7 +99,7 @@ def test_only_strong_evidence_keeps_the_source_kernels_on_constant_networks(sour
     back = CalibratedDevice.from_dict(json.loads(json.dumps(hedged.to_dict())))
     assert back.deduction == "fold-constants"
     # without a fold-zeros alternative (an ONNX Runtime device) nothing changes
-    ort = calibrate("c", eager, [3.0 * c for c in conv], source, "src", forms=("scale",))
+    ort = calibrate("c", CalibrationSamples(eager, [3.0 * c for c in conv]), source, "src", forms=("scale",))
     assert ort.deduction == "as-source" and "constant_networks" not in ort.info
 
 
@@ -236,8 +239,8 @@ def test_calibration_chooses_the_fold_zeros_deduction_when_the_samples_say_so(
     assert all(f["kernels"] <= e["kernels"] for f, e in zip(folded, eager, strict=True))
     truth = [2.0 * t["total"] for t in folded]  # a graph runtime 2x slower that simplifies x * 0
     idx = [0, 3, 5, 8, 11, 14, 17, 20, len(cells) - 2, len(cells) - 1]
-    dev = calibrate("g", [eager[i] for i in idx], [truth[i] for i in idx], source, "src",
-                    alternatives={"fold-zeros": [folded[i] for i in idx]})
+    dev = calibrate("g", CalibrationSamples([eager[i] for i in idx], [truth[i] for i in idx],
+                                            alternatives={"fold-zeros": [folded[i] for i in idx]}), source, "src")
     assert dev.deduction == "fold-zeros"
     assert set(dev.info["loo_mape_by_deduction"]) == {"as-source", "fold-zeros"}
     assert min(dev.info["loo_mape_by_deduction"]["fold-zeros"].values()) < \
@@ -248,25 +251,27 @@ def test_calibration_chooses_the_fold_zeros_deduction_when_the_samples_say_so(
     assert back.deduction == "fold-zeros"
     # A device that runs everything keeps the source's kernels (ties go to as-source), but two samples with dead
     # branches are not 3 standard errors of evidence: a network that folds into a constant is predicted 0 ms.
-    plain = calibrate("p", [eager[i] for i in idx], [2.0 * eager[i]["total"] for i in idx], source, "src",
-                      alternatives={"fold-zeros": [folded[i] for i in idx]})
+    plain = calibrate("p", CalibrationSamples([eager[i] for i in idx], [2.0 * eager[i]["total"] for i in idx],
+                                              alternatives={"fold-zeros": [folded[i] for i in idx]}), source, "src")
     assert plain.deduction == "fold-constants" and plain.info["constant_networks"]["folded"]
     assert plain.loo_mape == plain.info["loo_mape_by_deduction"]["as-source"]
     for i in (1, len(cells) - 1):  # a live network runs the source's kernels, dead branches included
         assert plain.predict_terms(eager[i]) == pytest.approx(2.0 * eager[i]["total"], rel=0.02)
     for bad in ("fold-all", "as-source"):
         with pytest.raises(InvalidInputError, match="unknown alternative kernel deduction"):
-            calibrate("p", eager[:5], [1.0] * 5, source, "src", alternatives={bad: eager[:5]})
+            calibrate("p", CalibrationSamples(eager[:5], [1.0] * 5, alternatives={bad: eager[:5]}), source, "src")
     # A sample that folds into a constant fits nothing and is predicted 0 ms (a 100% error where it is not).
     dead = "|none~0|+|nor_conv_3x3~0|none~1|+|none~0|none~1|none~2|"
     (dead_eager,), (dead_folded,) = nb201_terms([dead], source), nb201_terms([dead], source, deduction="fold-zeros")
     assert dead_folded["kernels"] == 0 and dead_eager["kernels"] > 0
-    with_dead = calibrate("g2", [eager[i] for i in idx] + [dead_eager], [truth[i] for i in idx] + [0.01], source,
-                          "src", alternatives={"fold-zeros": [folded[i] for i in idx] + [dead_folded]})
+    samples = CalibrationSamples([eager[i] for i in idx] + [dead_eager], [truth[i] for i in idx] + [0.01],
+                                 alternatives={"fold-zeros": [folded[i] for i in idx] + [dead_folded]})
+    with_dead = calibrate("g2", samples, source, "src")
     assert with_dead.deduction == "fold-zeros" and with_dead.predict_terms(dead_folded) == 0.0
     assert with_dead.predict_terms(folded[1]) == pytest.approx(truth[1], rel=0.02)
     # Fewer than 4 samples: no leave-one-out, the source's kernels (no evidence on constants: folded) and one scale.
-    few = calibrate("f", eager[:3], truth[:3], source, "src", alternatives={"fold-zeros": folded[:3]})
+    few = calibrate("f", CalibrationSamples(eager[:3], truth[:3], alternatives={"fold-zeros": folded[:3]}), source,
+                    "src")
     assert few.deduction == "fold-constants" and few.form == "scale"
     saved = json.loads(json.dumps(few.to_dict()))
     assert saved["loo_mape"] == {"scale": None}  # no NaN in the file
@@ -358,13 +363,14 @@ def test_per_op_correction_learns_each_operation_from_the_measured_ops(source: L
     ops = [measured_ops(r, source) for r in records]
     assert all(len(m.ops) == len(m.source_ms) == len(r["ops"]) for m, r in zip(ops, records, strict=True))
     terms = nb201_terms(CELLS, source)
-    dev = calibrate("d", terms[:10], truth[:10], source, "src", models=CELLS[:10], measured_ops=ops[:10])
+    dev = calibrate("d", CalibrationSamples(terms[:10], truth[:10], models=CELLS[:10], measured_ops=ops[:10]), source,
+                    "src")
     assert dev.form == PER_OP and dev.op_correction is not None and "conv" in dev.op_correction.residuals
     assert dev.loo_mape[PER_OP] < min(v for k, v in dev.loo_mape.items() if k != PER_OP)
     held = [record_ops(r) for r in records[10:]]
     pred = np.array([p.latency_ms for p in dev.predict_batch(held)])
     err = np.abs(pred - truth[10:]) / truth[10:]
-    end_to_end = calibrate("e", terms[:10], truth[:10], source, "src", forms=FORMS_WITHOUT_PER_OP)
+    end_to_end = calibrate("e", CalibrationSamples(terms[:10], truth[:10]), source, "src", forms=FORMS_WITHOUT_PER_OP)
     other = np.array([end_to_end.predict_terms(t) for t in terms[10:]])
     assert err.mean() < 0.05 and err.mean() < 0.5 * np.mean(np.abs(other - truth[10:]) / truth[10:])
     one = dev.predict_ops(held[0])  # the breakdown adds up to the total
@@ -374,9 +380,9 @@ def test_per_op_correction_learns_each_operation_from_the_measured_ops(source: L
     with pytest.raises(InvalidInputError, match="per-op"):
         dev.predict_terms(terms[0])
     with pytest.raises(InvalidInputError, match="operations timed on the device"):
-        calibrate("f", terms[:10], truth[:10], source, "src", forms=(PER_OP,))
+        calibrate("f", CalibrationSamples(terms[:10], truth[:10]), source, "src", forms=(PER_OP,))
     with pytest.raises(InvalidInputError, match="measured operations of 9 models"):
-        calibrate("g", terms[:10], truth[:10], source, "src", measured_ops=ops[:9])
+        calibrate("g", CalibrationSamples(terms[:10], truth[:10], measured_ops=ops[:9]), source, "src")
     broken = {k: v for k, v in dev.to_dict().items() if k != "op_correction"}
     with pytest.raises(InvalidInputError, match="no op_correction"):
         CalibratedDevice.from_dict(broken)
@@ -412,8 +418,9 @@ def test_per_op_is_kept_unless_another_form_beats_it_by_a_standard_error(source:
             op["ms"] = op["min_ms"] = op["ms"] * 3.0 * float(np.exp(rng.normal(0.0, 0.5)))
         records.append({**rec, "latency_ms": 3.0 * rec["latency_ms"]})
     truth = [r["latency_ms"] for r in records]
-    dev = calibrate("s", nb201_terms(CELLS[:10], source), truth, source, "src",
-                    measured_ops=[measured_ops(r, source) for r in records])
+    samples = CalibrationSamples(nb201_terms(CELLS[:10], source), truth,
+                                 measured_ops=[measured_ops(r, source) for r in records])
+    dev = calibrate("s", samples, source, "src")
     test = dev.info["per_op_test"]
     assert dev.form != PER_OP and test["kept"] == dev.form == test["rival"]
     assert dev.loo_mape[dev.form] < 0.01 < dev.loo_mape[PER_OP] and test["loo_gain"] > 2 * test["standard_error"]

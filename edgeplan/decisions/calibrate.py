@@ -302,7 +302,7 @@ def calibrate(measurements: str | Path | Sequence[tuple[str, float]] | MeasureHe
         A bad name, an existing profile without ``replace``, a bad row (named by its line), or a model the
         source cannot predict (named).
     """
-    from edgeplan.costmodels.opwise.calibrate import DEDUCTIONS
+    from edgeplan.costmodels.opwise.calibrate import DEDUCTIONS, CalibrationSamples
     from edgeplan.costmodels.opwise.calibrate import calibrate as fit
     from edgeplan.costmodels.opwise.model import LatencyModel
     from edgeplan.costmodels.opwise.op_correction import measured_ops
@@ -338,8 +338,9 @@ def calibrate(measurements: str | Path | Sequence[tuple[str, float]] | MeasureHe
             per_op = [measured_ops(records[m], model) for m, _ in rows]
         except EdgeplanError as e:
             notes.append(f"the per-op correction is not offered: {e}")
-    device = fit(name, terms["as-source"], [v for _, v in rows], model, source, [m for m, _ in rows],
-                 alternatives={d: t for d, t in terms.items() if d != "as-source"}, measured_ops=per_op)
+    samples = CalibrationSamples(terms["as-source"], [v for _, v in rows], models=[m for m, _ in rows],
+                                 alternatives={d: t for d, t in terms.items() if d != "as-source"}, measured_ops=per_op)
+    device = fit(name, samples, model, source)
     path = device.save(home_root(home)) if save else None
     if path is not None and isinstance(measurements, MeasureHere):  # what was measured, as a CSV reads it back
         import csv

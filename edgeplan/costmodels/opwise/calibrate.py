@@ -65,8 +65,8 @@ from edgeplan.costmodels.opwise.ops import OpInput, Prediction
 from edgeplan.errors import InvalidInputError
 
 __all__ = ["CALIBRATED_FORMAT", "CONSTANT_EVIDENCE_SE", "DEDUCTIONS", "FORMS", "KNOWN_DEDUCTIONS", "PER_OP",
-           "PER_OP_EVIDENCE_SE", "CalibratedDevice", "calibrate", "fold_constant_terms", "read_measurements",
-           "source_terms"]
+           "PER_OP_EVIDENCE_SE", "CalibratedDevice", "CalibrationSamples", "calibrate", "fold_constant_terms",
+           "read_measurements", "source_terms"]
 
 #: Format tag of a saved calibrated device.
 CALIBRATED_FORMAT = "edgeplan-calibrated-device/1"
@@ -385,38 +385,60 @@ class CalibratedDevice:
                    OpCorrection.from_dict(correction) if form == PER_OP and correction is not None else None)
 
 
-def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequence[float], source: LatencyModel,
-              source_device: str, models: Sequence[str] = (), forms: Sequence[str] = FORMS,
-              alternatives: Mapping[str, Sequence[Mapping[str, float]]] | None = None,
-              measured_ops: Sequence[MeasuredOps] | None = None) -> CalibratedDevice:
+@dataclass(frozen=True)
+class CalibrationSamples:
+    """What a calibration learns from: the measured models, reduced to the source's terms, and their latencies.
+
+    Attributes
+    ----------
+    terms
+        :func:`source_terms` of each measured model.
+    latencies
+        Their measured latencies on the new device (ms).
+    models
+        The measured models' names (provenance).
+    alternatives
+        The samples' terms under other kernel deductions (``{"fold-zeros": [...]}``); ``terms`` are the
+        ``as-source`` ones.
+    measured_ops
+        Each sample's operations as timed on the new device, with the source's predictions (the kernels the source
+        runs): makes :data:`PER_OP` a candidate form.
+    """
+
+    terms: Sequence[Mapping[str, float]]
+    latencies: Sequence[float]
+    models: Sequence[str] = ()
+    alternatives: Mapping[str, Sequence[Mapping[str, float]]] | None = None
+    measured_ops: Sequence[MeasuredOps] | None = None
+
+
+def calibrate(name: str, samples: CalibrationSamples, source: LatencyModel, source_device: str,
+              forms: Sequence[str] = FORMS) -> CalibratedDevice:
     """Fit the correction of ``source``'s predictions to a new device's measured latencies.
 
     Parameters
     ----------
     name
         The new device's name.
-    terms
-        :func:`source_terms` of each measured model.
-    latencies
-        Their measured latencies on the new device (ms).
+    samples
+        The measured models: their terms, latencies and names, their terms under other kernel deductions and,
+        optionally, their operations as timed on the device (see below).
     source
         The source device's latency model.
     source_device
         Its name.
-    models
-        The measured models' names (provenance).
     forms
         Candidate correction forms; the one with the lowest leave-one-out MAPE wins (with fewer than 4 samples,
         ``scale``), except that :data:`PER_OP` loses only to a form that beats it by more than
         :data:`PER_OP_EVIDENCE_SE` standard errors of the paired leave-one-out differences (``info["per_op_test"]``).
-    alternatives
+    samples.alternatives
         The samples' terms under other kernel deductions (``{"fold-zeros": [...]}``); ``terms`` are the
         ``as-source`` ones. A deduction whose terms equal ``as-source``'s is not tried; otherwise each deduction's
         best form is found as above, and another deduction replaces ``as-source`` only when its leave-one-out
         errors are lower by more than one standard error of the paired differences (``info["deduction_test"]``).
         A device left with ``as-source`` while ``fold-zeros`` was offered becomes ``fold-constants`` unless
         ``as-source`` leads by more than :data:`CONSTANT_EVIDENCE_SE` standard errors (``info["constant_networks"]``).
-    measured_ops
+    samples.measured_ops
         Each sample's operations as timed on the new device, with the source's predictions (the kernels the source
         runs): makes :data:`PER_OP` a candidate form (under ``as-source``), its leave-one-out errors those of
         models whose operations it has not seen.
@@ -431,6 +453,8 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
         For fewer than 1 sample, mismatched lengths, non-positive latencies, an unknown deduction, or only the
         :data:`PER_OP` form without ``measured_ops``.
     """
+    terms, latencies, models = samples.terms, samples.latencies, samples.models
+    alternatives, measured_ops = samples.alternatives, samples.measured_ops
     y = np.asarray(latencies, dtype=float)
     if len(y) == 0 or len(y) != len(terms):
         raise InvalidInputError(f"calibrate needs one latency per model, got {len(y)} latencies for {len(terms)}")
@@ -504,7 +528,7 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
         correction, coef = _fit_per_op(measured_ops, y)
     else:
         coef = _fit_running(best, fitted_on, y)
-    samples = [{"model": m, "latency_ms": float(v)} for m, v in zip(models or [""] * len(y), y, strict=True)]
+    rows = [{"model": m, "latency_ms": float(v)} for m, v in zip(models or [""] * len(y), y, strict=True)]
     info: dict[str, Any] = {"calibrated_utc": datetime.now(UTC).isoformat(timespec="seconds"), "n_samples": len(y)}
     if len(scores) > 1:
         info["loo_mape_by_deduction"] = scores
@@ -513,7 +537,7 @@ def calibrate(name: str, terms: Sequence[Mapping[str, float]], latencies: Sequen
         info["constant_networks"] = {**info_constants, "folded": deduction == "fold-constants"}
     if per_op_test is not None:
         info["per_op_test"] = per_op_test
-    return CalibratedDevice(name, source, source_device, best, coef, loo, samples, info, deduction, correction)
+    return CalibratedDevice(name, source, source_device, best, coef, loo, rows, info, deduction, correction)
 
 
 def _keep_per_op(lowest: str, errors: Mapping[str, np.ndarray[Any, Any] | None]) -> tuple[str, dict[str, Any]]:
