@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from edgeplan._version import __version__
 
 if TYPE_CHECKING:
-    from edgeplan.decisions.calibrate import Calibration, calibrate
+    from edgeplan.decisions.calibrate import Calibration, MeasureHere, calibrate
     from edgeplan.decisions.measure import measure_latency
     from edgeplan.decisions.offload import OffloadOptions, OffloadResult, OffloadSetup, plan_offload
     from edgeplan.decisions.partition import Cluster, PartitionOptions, PartitionResult, plan_partition
@@ -35,6 +35,7 @@ __all__ = [
     "Calibration",
     "Cluster",
     "Graph",
+    "MeasureHere",
     "ModelMeasurement",
     "ModelPrediction",
     "ModelSelection",
@@ -63,6 +64,7 @@ _LAZY = {
     "ModelPrediction": "edgeplan.decisions.predict",
     "calibrate": "edgeplan.decisions.calibrate",
     "Calibration": "edgeplan.decisions.calibrate",
+    "MeasureHere": "edgeplan.decisions.calibrate",
     "select": "edgeplan.decisions.select",
     "ModelSelection": "edgeplan.decisions.select",
     "plan_offload": "edgeplan.decisions.offload",

@@ -61,6 +61,18 @@ def test_calibrate_then_predict_on_the_new_device(tmp_path: Path) -> None:
         edgeplan.calibrate(rows, "twice", home=tmp_path)
 
 
+def test_calibrate_measures_models_here_and_keeps_what_it_measured(tmp_path: Path) -> None:
+    here = edgeplan.MeasureHere(("synthetic:1-3",), runs=1, plain_per_run=1)
+    c = edgeplan.calibrate(here, "here", source="torch-fp32-1t", method="lasso", home=tmp_path)
+    assert c.samples == 3 and c.path is not None and isinstance(c.notes, tuple)
+    rows = (c.path.parent / "measurements.csv").read_text().splitlines()
+    assert rows[0] == "model,latency_ms" and [r.split(",")[0] for r in rows[1:]] == ["synthetic:1", "synthetic:2",
+                                                                                     "synthetic:3"]
+    assert all(float(r.split(",")[1]) > 0 for r in rows[1:])
+    with pytest.raises(edgeplan.errors.InvalidInputError, match="is a shipped profile's"):
+        edgeplan.calibrate(here, "torch-fp32-1t", home=tmp_path)
+
+
 def test_select_reports_whose_costs_it_used() -> None:
     s = edgeplan.select("torchvision:squeezenet1_0")
     data = _json_ready(s)
