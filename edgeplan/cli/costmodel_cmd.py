@@ -203,7 +203,9 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
 @click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Folder to write the transferred model to (JSON + .npz, no pickle).")
 @click.option("--name", default=None,
-              help="Save it as this device instead (in --home), for `edgeplan select --costs predicted --device NAME`.")
+              help="Save it instead as the primitive performance model of this device of the edgeplan home "
+                   "($EDGEPLAN_HOME/devices/NAME/), read by `select --costs predicted --device NAME` (its latency "
+                   "profile, for `predict --device NAME`, comes from `edgeplan calibrate --name NAME`).")
 @click.option("--replace", is_flag=True, help="With --name: overwrite an existing device of that name.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj

@@ -22,8 +22,9 @@ OUTPUT_TOLERANCE = 1e-3
 @click.option("--model", "model_dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Performance model folder of --costs predicted (e.g. from `edgeplan primitives fit`).")
 @click.option("--device", "device", default=None,
-              help="Performance model of a device made by `edgeplan primitives transfer --name NAME` "
-                   "(with --costs predicted).")
+              help="A device of the edgeplan home ($EDGEPLAN_HOME/devices/NAME/): select with its primitive "
+                   "performance model, made by `edgeplan primitives transfer --name NAME` (with --costs predicted; "
+                   "its latency profile, from `edgeplan calibrate --name NAME`, is what `predict --device` reads).")
 @click.option("--data", "tables", type=click.Path(dir_okay=False, exists=True), multiple=True,
               help="Measured tables in the mulder2021 format (repeatable; default: the shipped ones).")
 @click.option("--run", "do_run", is_flag=True,
