@@ -33,20 +33,47 @@ __all__ = ["evaluate", "fit", "transfer"]
 
 
 @contextmanager
+def _lazy_progress(*columns: Any) -> Iterator[Callable[[], Any]]:
+    """A rich progress bar on stderr that appears at its first use (an input refused before any work prints its
+    one-line error alone); the callable returns it, started."""
+    import threading
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    bar = Progress(*columns, console=Console(stderr=True))
+    lock = threading.Lock()
+    started: list[bool] = []
+
+    def get() -> Progress:
+        with lock:
+            if not started:
+                bar.start()
+                started.append(True)
+        return bar
+
+    try:
+        yield get
+    finally:
+        if started:
+            bar.stop()
+
+
+@contextmanager
 def _epoch_bar(enabled: bool) -> Iterator[Callable[[str, Any], None]]:
     """A rich progress bar over training epochs (one task per stage), or a no-op."""
     if not enabled:
         yield lambda stage, info: None
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
                TextColumn("val {task.fields[val]}"), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True)) as bar:
+    with _lazy_progress(*columns) as progress:
         tasks: dict[str, Any] = {}
 
         def update(stage: str, info: Any) -> None:
+            bar = progress()
             if stage not in tasks:  # stages may run side by side (ensemble members): each keeps its own bar,
                 # and one that stopped early shows as done only when the whole fit ends
                 tasks[stage] = bar.add_task(stage, total=info.max_epochs, val="-")
@@ -54,7 +81,7 @@ def _epoch_bar(enabled: bool) -> Iterator[Callable[[str, Any], None]]:
 
         yield update
         for tid in tasks.values():  # a stage that stopped early: show it as done
-            bar.update(tid, total=bar.tasks[tid].completed)
+            progress().update(tid, total=progress().tasks[tid].completed)
 
 
 @click.command("fit")
@@ -289,13 +316,19 @@ def _fit_bar(enabled: bool) -> Iterator[Callable[[int, int], None]]:
     if not enabled:
         yield lambda done, total: None
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("calibrating"), BarColumn(), MofNCompleteColumn(), TextColumn("fits"), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True)) as bar:
-        task = bar.add_task("calibrating", total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
+    with _lazy_progress(*columns) as progress:
+        tasks: list[Any] = []
+
+        def update(done: int, total: int) -> None:
+            bar = progress()
+            if not tasks:
+                tasks.append(bar.add_task("calibrating", total=total))
+            bar.update(tasks[0], completed=done, total=total)
+
+        yield update
 
 
 def _stopping(info: Mapping[str, Any]) -> str:
