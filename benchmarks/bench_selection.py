@@ -28,7 +28,7 @@ from _data import DATA, need
 from _machine import machine
 
 from edgeplan.cli.select_cmd import OUTPUT_TOLERANCE
-from edgeplan.decisions.select import select_model, single_primitive_choice
+from edgeplan.decisions.select import SelectOptions, select_model, single_primitive_choice
 from edgeplan.runtimes.selected import run_selection
 
 NETWORKS = ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34")
@@ -99,8 +99,9 @@ def main() -> int:
     ok = True
     for name in args.networks:
         spec = f"torchvision:{name}"
+        flow_threads = None if args.no_flow_costs else args.threads
         sel = select_model(spec, costs=costs, model_dir=args.model if costs == "predicted" else None, tables=args.data,
-                           flow_threads=None if args.no_flow_costs else args.threads, torch_device=args.torch_device)
+                           torch_device=args.torch_device, options=SelectOptions(flow_threads=flow_threads))
         single = single_primitive_choice(sel.structure, sel.costs)
         inputs = sel.structure.conv_inputs()
         run = run_selection(spec, sel.plan.choices(), inputs, single[0] if single else None,

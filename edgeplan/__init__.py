@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from edgeplan.decisions.offload import OffloadOptions, OffloadResult, OffloadSetup, plan_offload
     from edgeplan.decisions.partition import Cluster, PartitionOptions, PartitionResult, plan_partition
     from edgeplan.decisions.predict import ModelPrediction, predict
-    from edgeplan.decisions.select import ModelSelection, select
+    from edgeplan.decisions.select import ModelSelection, SelectOptions, select
     from edgeplan.frontends.zoo import load_graph
     from edgeplan.ir.graph import Graph
     from edgeplan.measure.model_latency import ModelMeasurement
@@ -44,6 +44,7 @@ __all__ = [
     "OffloadSetup",
     "PartitionOptions",
     "PartitionResult",
+    "SelectOptions",
     "__version__",
     "calibrate",
     "load_graph",
@@ -67,6 +68,7 @@ _LAZY = {
     "MeasureHere": "edgeplan.decisions.calibrate",
     "select": "edgeplan.decisions.select",
     "ModelSelection": "edgeplan.decisions.select",
+    "SelectOptions": "edgeplan.decisions.select",
     "plan_offload": "edgeplan.decisions.offload",
     "OffloadSetup": "edgeplan.decisions.offload",
     "OffloadOptions": "edgeplan.decisions.offload",

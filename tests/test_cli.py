@@ -36,6 +36,29 @@ def test_inspect_table_and_zoo(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and families >= {"torchvision", "timm", "paper", "nb201", "synthetic"}
 
 
+def test_zoo_family_offers_only_the_families_it_lists(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every family `zoo --family` offers lists models that load; a family of seeds, cells or paths is not offered."""
+    import click
+
+    from edgeplan.cli.zoo_cmd import zoo
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.frontends.zoo import FAMILIES, LISTED_FAMILIES, family_models, load_graph
+
+    offered = next(o for o in zoo.params if o.name == "family").type
+    assert isinstance(offered, click.Choice) and tuple(offered.choices) == LISTED_FAMILIES
+    assert set(LISTED_FAMILIES) == {"torchvision", "timm", "paper"}
+    for family in LISTED_FAMILIES:
+        code, out, _ = run(capsys, "zoo", "--family", family, "--json")
+        models = json.loads(out)["models"]
+        assert code == 0 and models and all(m.startswith(f"{family}:") for m in models)
+    assert load_graph(family_models("paper")[0]).nodes
+    code, _, err = run(capsys, "zoo", "--family", "nb201")
+    assert code != 0 and "'nb201' is not one of" in err
+    for family in (f.prefix for f in FAMILIES if not f.listed):
+        with pytest.raises(InvalidInputError, match="has no list of models"):
+            family_models(family)
+
+
 def test_measure_json_is_stored(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     spec = "nb201:|skip_connect~0|+|none~0|none~1|+|none~0|none~1|none~2|"
     code, out, _ = run(capsys, "--home", str(tmp_path), "measure", spec, "--threads", "1", "--repeats", "5", "--json")

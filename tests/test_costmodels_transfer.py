@@ -594,6 +594,27 @@ def test_cli_transfer(tmp_path: Path, nn2_source: PerformanceModel) -> None:
     assert "target test MdRAE (median over 3 primitives" in result.output
 
 
+def test_transfer_with_a_fraction_saves_a_device(tmp_path: Path, nn2_source: PerformanceModel) -> None:
+    """The library call behind ``primitives transfer --fraction F --name NAME``: scored, saved as a device with its
+    calibration recorded, its ``to_dict`` what ``--json`` prints."""
+    from edgeplan.costmodels.primitive_devices import device_calibration, primitive_model_folder
+    from edgeplan.decisions.transfer import ScoredTransfer, TransferOptions, TransferTarget, transfer_primitives
+
+    src = save_performance_model(nn2_source, tmp_path / "src")
+    csv = write_table(tmp_path / "target.csv", shifted_target())
+    home = tmp_path / "home"
+    moved = transfer_primitives(csv, TransferTarget(name="far"), TransferOptions(fraction=0.1, seed=1), source=src,
+                                home=home)
+    assert isinstance(moved, ScoredTransfer) and moved.path == primitive_model_folder(home, "far")
+    data = moved.to_dict()
+    assert set(data) == {"model", "source", "data", "method", "fraction", "seed", "split_seed", "drawn_rows",
+                         "drawn_cells", "adaptive_rounds", "stop_rows", "cross_fit_folds", "refit_epochs", "blend",
+                         "target_train_rows", "ignored_columns", "seconds", "test"}
+    assert data["fraction"] == 0.1 and data["seed"] == 1 and data["test"]["median_primitive_mdrae"] is not None
+    calibration = device_calibration(moved.path)
+    assert calibration is not None and calibration.device == "far" and calibration.data == str(csv)
+
+
 @pytest.mark.parametrize(("fraction", "names", "message"), [
     ("0", NAMES, "--fraction 0 is outside (0, 1]"),
     ("1.01", NAMES, "outside (0, 1]"),

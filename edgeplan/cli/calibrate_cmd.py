@@ -22,7 +22,10 @@ __all__ = ["calibrate"]
                    "--from's scenario beside the reference model synthetic:0, and calibrate to this machine (their "
                    "operations are timed too, which adds the per-op correction to the candidates); the "
                    "latencies are saved beside the profile as measurements.csv.")
-@click.option("--name", required=True, help="Name of the new device profile (use it as `predict --device NAME`).")
+@click.option("--name", required=True,
+              help="The device of the edgeplan home ($EDGEPLAN_HOME/devices/NAME/) to give this latency profile, "
+                   "read by `predict --device NAME` (its primitive performance model, for `select --device NAME`, "
+                   "comes from `edgeplan primitives transfer --name NAME`).")
 @click.option("--from", "source", default=None,
               help="Device profile whose per-op predictions are corrected [default: torch-fp32-1t].")
 @click.option("--method", type=click.Choice(["gbdt", "lasso", "rf", "mlp"]), default=None,

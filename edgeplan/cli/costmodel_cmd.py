@@ -10,14 +10,15 @@ under the paper's protocol, over the test layer rows of the row split, whose ten
 ``transfer`` moves a fitted model to another platform: from a fraction of that platform's table, scored on its test
 part (:mod:`~edgeplan.costmodels.transfer_learning`), or from every layer measured on a user's machine, saved as a
 device for ``select --device`` (:mod:`~edgeplan.costmodels.primitive_calibration`).
+
+Each command calls one function of the library (:mod:`edgeplan.decisions.primitive_models`,
+:mod:`edgeplan.decisions.transfer`) and prints its result.
 """
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -26,8 +27,36 @@ from edgeplan.cli.common import Context, emit_json
 
 if TYPE_CHECKING:
     from edgeplan.costmodels.evaluation import Evaluation
+    from edgeplan.decisions.transfer import CalibratedTransfer, ScoredTransfer
 
 __all__ = ["evaluate", "fit", "transfer"]
+
+
+@contextmanager
+def _lazy_progress(*columns: Any) -> Iterator[Callable[[], Any]]:
+    """A rich progress bar on stderr that appears at its first use (an input refused before any work prints its
+    one-line error alone); the callable returns it, started."""
+    import threading
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    bar = Progress(*columns, console=Console(stderr=True))
+    lock = threading.Lock()
+    started: list[bool] = []
+
+    def get() -> Progress:
+        with lock:
+            if not started:
+                bar.start()
+                started.append(True)
+        return bar
+
+    try:
+        yield get
+    finally:
+        if started:
+            bar.stop()
 
 
 @contextmanager
@@ -36,15 +65,15 @@ def _epoch_bar(enabled: bool) -> Iterator[Callable[[str, Any], None]]:
     if not enabled:
         yield lambda stage, info: None
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
                TextColumn("val {task.fields[val]}"), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True)) as bar:
+    with _lazy_progress(*columns) as progress:
         tasks: dict[str, Any] = {}
 
         def update(stage: str, info: Any) -> None:
+            bar = progress()
             if stage not in tasks:  # stages may run side by side (ensemble members): each keeps its own bar,
                 # and one that stopped early shows as done only when the whole fit ends
                 tasks[stage] = bar.add_task(stage, total=info.max_epochs, val="-")
@@ -52,7 +81,7 @@ def _epoch_bar(enabled: bool) -> Iterator[Callable[[str, Any], None]]:
 
         yield update
         for tid in tasks.values():  # a stage that stopped early: show it as done
-            bar.update(tid, total=bar.tasks[tid].completed)
+            progress().update(tid, total=progress().tasks[tid].completed)
 
 
 @click.command("fit")
@@ -86,43 +115,26 @@ def fit(ctx: Context, data_paths: tuple[str, ...], out_dir: str, kind: str, spli
       edgeplan primitives fit --data here.csv --out here-nn2
       edgeplan select torchvision:resnet18 --costs predicted --model here-nn2
     """
-    from edgeplan.costmodels import fit_performance_model, save_performance_model
-    from edgeplan.measure import check_thread_count
+    from edgeplan.decisions.primitive_models import fit_primitive_model
 
-    check_thread_count(threads)
-    data = load_tables(data_paths)
-    data_path = " ".join(data_paths)
-    params: dict[str, Any] = {} if kind == "lin" else {"threads": threads, "max_epochs": max_epochs}
     with _epoch_bar(not as_json) as progress:
-        model = fit_performance_model(data, kind, split_seed=split_seed, params=params, callback=progress)
-    folder = save_performance_model(model, out_dir)
-    summary = {"model": str(folder), "kind": kind, "primitives": len(model.primitive_names),
-               "transforms": len(model.transform_names), "dropped_columns": list(data.dropped), **model.info}
+        fitted = fit_primitive_model(data_paths, out_dir, kind, split_seed=split_seed, threads=threads,
+                                     max_epochs=max_epochs, progress=progress)
     if as_json:
-        emit_json(summary)
+        emit_json(fitted.to_dict())
         return
+    model, folder, dropped = fitted.model, fitted.path, fitted.dropped_columns
     fit_s = model.info["fit_primitives_s"] + model.info["fit_transforms_s"] + model.info["fit_transforms_paper_s"]
-    click.echo(f"fitted {kind} on {model.info['train_rows']} of {model.info['rows']} layers of {data_path} "
+    click.echo(f"fitted {kind} on {model.info['train_rows']} of {model.info['rows']} layers of {' '.join(data_paths)} "
                f"(validation {model.info['val_rows']}, test {model.info['test_rows']}, split seed {split_seed}, "
                f"recipe {model.info.get('recipe')}): "
                f"{len(model.primitive_names)} primitives, {len(model.transform_names)} transformations "
                f"({model.transform_kind or 'none'}, fitted under both protocols), "
                f"{fit_s:.1f} s")
-    if data.dropped:
-        click.echo(f"left out {len(data.dropped)} column(s) empty in every row: {', '.join(data.dropped)}")
+    if dropped:
+        click.echo(f"left out {len(dropped)} column(s) empty in every row: {', '.join(dropped)}")
     data_args = " ".join(f"--data {p}" for p in data_paths)
     click.echo(f"saved to {folder}; score it with: edgeplan primitives evaluate --model {folder} {data_args}")
-
-
-def load_tables(paths: tuple[str, ...]) -> Any:
-    """One timing table, or several of one platform merged (:func:`edgeplan.decisions.select.merged_tables`)."""
-    from edgeplan.costmodels import load_primitive_csv
-
-    if len(paths) == 1:
-        return load_primitive_csv(paths[0])
-    from edgeplan.decisions.select import merged_tables
-
-    return merged_tables(paths)
 
 
 def _pct(v: float) -> str:
@@ -181,22 +193,17 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
       edgeplan primitives evaluate --model here-nn2 --data here.csv
       edgeplan primitives evaluate --model here-nn2 --data other-machine.csv --split all
     """
-    from edgeplan.costmodels import evaluate_performance_model, load_performance_model
+    from edgeplan.decisions.primitive_models import evaluate_primitive_model
 
-    model = load_performance_model(model_dir)
-    data = load_tables(data_paths)
-    data_path = " ".join(data_paths)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = evaluate_performance_model(model, data, part, split_seed)
-    for w in caught:
-        click.echo(f"warning: {w.message}", err=True)
+    scored = evaluate_primitive_model(model_dir, data_paths, part, split_seed)
+    for warning in scored.warnings:
+        click.echo(f"warning: {warning}", err=True)
     if as_json:
-        emit_json({"model": model_dir, "kind": model.kind, "data": data_path,
-                   "fitted_split_seed": model.info.get("split_seed"), **result.to_dict()})
+        emit_json(scored.to_dict())
         return
-    _print_table(result, f"{model.kind} model {model_dir} on {data_path} ({part} part: {result.rows} layers, "
-                         f"{result.transform_tensors} tensors; split seed {result.split_seed})")
+    result = scored.evaluation
+    _print_table(result, f"{scored.model.kind} model {model_dir} on {' '.join(data_paths)} ({part} part: "
+                         f"{result.rows} layers, {result.transform_tensors} tensors; split seed {result.split_seed})")
     if result.only_in_model or result.only_in_data:
         click.echo(f"not scored: {len(result.only_in_model)} column(s) only in the model "
                    f"{list(result.only_in_model)[:6]}, {len(result.only_in_data)} only in the data "
@@ -223,7 +230,9 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
 @click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Folder to write the transferred model to (JSON + .npz, no pickle).")
 @click.option("--name", default=None,
-              help="Save it as this device instead (in --home), for `edgeplan select --costs predicted --device NAME`.")
+              help="Save it instead as the primitive performance model of this device of the edgeplan home "
+                   "($EDGEPLAN_HOME/devices/NAME/), read by `select --costs predicted --device NAME` (its latency "
+                   "profile, for `predict --device NAME`, comes from `edgeplan calibrate --name NAME`).")
 @click.option("--replace", is_flag=True, help="With --name: overwrite an existing device of that name.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
@@ -244,72 +253,85 @@ def transfer(ctx: Context, model_dir: str | None, data_path: str, fraction: floa
       edgeplan profile primitives --max-configs 40 --export here.csv
       edgeplan primitives transfer --data here.csv --name my-machine
     """
-    from edgeplan.costmodels import (
-        evaluate_performance_model,
-        load_performance_model,
-        load_primitive_csv,
-        save_performance_model,
-    )
-    from edgeplan.costmodels.transfer_learning import transfer as transfer_model
-    from edgeplan.errors import InvalidInputError
-    from edgeplan.measure import check_thread_count
+    from edgeplan.decisions.transfer import CalibratedTransfer, TransferOptions, TransferTarget, transfer_primitives
 
-    if fraction is not None and not 0.0 < fraction <= 1.0:  # checked before reading anything
-        raise InvalidInputError(f"--fraction {fraction:g} is outside (0, 1]; give the share of the target's training "
-                                f"part to use, e.g. 0.01 for 1 %")
-    if (out_dir is None) == (name is None):
-        raise InvalidInputError("give one of --out DIR (a model folder) and --name NAME (a device for `select`)")
-    if replace and name is None:
-        raise InvalidInputError("--replace overwrites a device; it goes with --name")
-    if threads is not None:
-        check_thread_count(threads)
-    if fraction is None:
-        from edgeplan.cli.primitive_device import calibrate_primitives_cmd
-
-        calibrate_primitives_cmd(ctx, Path(data_path), model_dir, (name, out_dir, replace), seed, threads, as_json)
-        return
-    from edgeplan.cli.primitive_device import resolve_primitive_model
-
-    source_dir = resolve_primitive_model(ctx.home, model_dir)
-    source = load_performance_model(source_dir)
-    data = load_primitive_csv(data_path)
-    model = transfer_model(source, data, fraction=fraction, seed=seed, split_seed=split_seed, threads=threads)
-    if name is not None:
-        from edgeplan.cli.primitive_device import save_device
-
-        folder = save_device(ctx, model, name, source_dir, replace, data_path)
-    else:
-        folder = save_performance_model(model, str(out_dir))
-    result = evaluate_performance_model(model, data, "test", split_seed)
-    info = model.info["transfer"]
+    target = TransferTarget(out=out_dir, name=name, replace=replace)
+    options = TransferOptions(fraction=fraction, seed=seed, split_seed=split_seed, threads=threads)
+    with _fit_bar(not as_json and fraction is None) as progress:
+        result = transfer_primitives(data_path, target, options, source=model_dir, home=ctx.home, progress=progress)
     if as_json:
-        emit_json({"model": str(folder), "source": str(source_dir), "data": data_path, "method": info["method"],
-                   "fraction": fraction, "seed": seed, "split_seed": split_seed,
-                   "drawn_rows": info["drawn_rows"], "drawn_cells": info.get("drawn_cells"),
-                   "adaptive_rounds": info.get("adaptive_rounds"), "stop_rows": info["stop_rows"],
-                   "cross_fit_folds": info.get("cross_fit_folds"), "refit_epochs": info.get("refit_epochs"),
-                   "blend": info.get("blend"), "target_train_rows": info["target_train_rows"],
-                   "ignored_columns": info["ignored_columns"], "seconds": info["seconds"],
-                   "test": result.to_dict()})
-        return
+        emit_json(result.to_dict())
+    elif isinstance(result, CalibratedTransfer):
+        _print_calibration(result)
+    else:
+        _print_transfer(result)
+
+
+def _print_transfer(result: ScoredTransfer) -> None:
+    """What ``transfer --fraction`` prints: the samples drawn, the stopping, the target's test scores."""
+    info, o, test = result.transfer, result.options, result.test
     first, contenders = info["adaptive_rounds"]
-    click.echo(f"{source.kind} model {source_dir} -> {data_path}: {info['drawn_cells']} single timings ({first} "
-               f"spread over the primitives, {contenders} on close contenders) on {info['drawn_rows']} of "
-               f"{info['target_train_rows']} training layers (fraction {fraction:g}, seed {seed}, split seed "
-               f"{split_seed}; {_stopping(info)}"
+    click.echo(f"{result.source_kind} model {result.source} -> {result.data}: {info['drawn_cells']} single timings "
+               f"({first} spread over the primitives, {contenders} on close contenders) on {info['drawn_rows']} of "
+               f"{info['target_train_rows']} training layers (fraction {o.fraction:g}, seed {o.seed}, split seed "
+               f"{o.split_seed}; {_stopping(info)}"
                f"{'; blended with a shared correction of the source' if info.get('blend') else ''}), "
                f"{info['seconds']:.1f} s")
     if info["ignored_columns"]:
         click.echo(f"ignored {len(info['ignored_columns'])} target column(s) the source does not predict: "
                    f"{', '.join(info['ignored_columns'][:6])}")
-    click.echo(f"target test MdRAE (median over {len(result.primitive_mdrae)} primitives, {result.rows} layers): "
-               f"{_pct(result.median_primitive_mdrae)}; transformations (held-out tensors): "
-               f"{_pct(result.median_transform_mdrae)}")
-    click.echo(f"saved to {folder}; per-primitive scores: edgeplan primitives evaluate --model {folder} "
-               f"--data {data_path}")
+    click.echo(f"target test MdRAE (median over {len(test.primitive_mdrae)} primitives, {test.rows} layers): "
+               f"{_pct(test.median_primitive_mdrae)}; transformations (held-out tensors): "
+               f"{_pct(test.median_transform_mdrae)}")
+    click.echo(f"saved to {result.path}; per-primitive scores: edgeplan primitives evaluate --model {result.path} "
+               f"--data {result.data}")
 
 
-def _stopping(info: dict[str, Any]) -> str:
+def _print_calibration(result: CalibratedTransfer) -> None:
+    """What ``transfer`` without ``--fraction`` prints: the method chosen, its cross-validated scores, the device."""
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    click.echo(f"{result.device or result.path}: {result.layers} layers, primitive model of {result.source} moved by "
+               f"{result.method}")
+    if result.folds:
+        click.echo(f"  {result.folds}-fold cross-validated MdRAE (median over primitives | transformations, whose "
+                   "tensors may recur across folds):")
+        for m, v in result.scores.items():
+            t = result.transform_scores.get(m, float("nan"))
+            mark = "  <- chosen" if m == result.method else ""
+            click.echo(f"    {m:<15} {100 * v:7.2f} % | {100 * t:7.2f} %{mark}")
+    else:
+        click.echo("  one layer: nothing to cross-validate, so the factor correction is kept")
+    if result.device is not None:
+        hint = f" --threads {result.threads}" if result.threads else ""
+        click.echo(f"  saved to {result.path}; use it with `edgeplan select MODEL --costs predicted --device "
+                   f"{result.device}{hint}`")
+    else:
+        click.echo(f"  saved to {result.path}")
+
+
+@contextmanager
+def _fit_bar(enabled: bool) -> Iterator[Callable[[int, int], None]]:
+    """A bar over the calibration's fits (cross-validation folds, then the final fit), or a no-op."""
+    if not enabled:
+        yield lambda done, total: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("calibrating"), BarColumn(), MofNCompleteColumn(), TextColumn("fits"), TimeElapsedColumn())
+    with _lazy_progress(*columns) as progress:
+        tasks: list[Any] = []
+
+        def update(done: int, total: int) -> None:
+            bar = progress()
+            if not tasks:
+                tasks.append(bar.add_task("calibrating", total=total))
+            bar.update(tasks[0], completed=done, total=total)
+
+        yield update
+
+
+def _stopping(info: Mapping[str, Any]) -> str:
     """How a transfer early-stopped, for its one-line report."""
     folds = info.get("cross_fit_folds")
     if folds and info.get("refit_epochs"):

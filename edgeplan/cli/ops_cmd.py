@@ -3,7 +3,6 @@ per-op campaign that measures their training data."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +20,6 @@ from edgeplan.cli.common import (
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-    from edgeplan.costmodels.opwise.model import LatencyModel
-    from edgeplan.measure.op_dataset import OpDataset
 
 __all__ = ["ops", "profile_ops"]
 
@@ -190,7 +186,10 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
         if not records:
             raise InvalidInputError(f"none of the --train models is in {data_path}")
     if extend is not None:
-        bases = {m: _extendable(extend, m, data) for m in methods}
+        from edgeplan.costmodels.opwise.profiles import extendable_model
+
+        found = click.get_current_context().find_object(Context)
+        bases = {m: extendable_model(extend, m, data, found.home if found else None) for m in methods}
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)  # a folder that cannot be made is named now, not after the fitting
     scenario = get_scenario(data.scenario)
@@ -242,39 +241,3 @@ def _overhead_text(entry: Mapping[str, Any]) -> str:
         text += (f" + {1000 * entry['overhead_per_op_ms']:.2f} us per op + {100 * entry['overhead_share']:.2f} % "
                  "of the ops' sum")
     return text
-
-
-def _extendable(device: str, method: str, data: OpDataset) -> LatencyModel:
-    """The ``method`` model of ``device`` that ``ops fit --extend`` adds to, checked against the data."""
-    from edgeplan.costmodels.opwise.model import LatencyModel
-    from edgeplan.costmodels.opwise.profiles import load_device_model
-    from edgeplan.errors import InvalidInputError
-
-    ctx = click.get_current_context().find_object(Context)
-    model = load_device_model(device, method, ctx.home if ctx else None)
-    if not isinstance(model, LatencyModel):
-        raise InvalidInputError(f"--extend {device}: it is a calibrated device (a correction of another device's "
-                                "predictions), not a fitted model; extend the device it was calibrated from")
-    if model.scenario != data.scenario:
-        raise InvalidInputError(f"--extend {device}: its model is of scenario {model.scenario!r}, --data of "
-                                f"{data.scenario!r}; extend it with data of its own scenario")
-    ours, theirs = model.info.get("reference"), data.provenance.get("reference")
-    # a campaign matched onto a file's scale (its reference timed otherwise) shares that file's scale
-    shared = float(theirs.get("scale_from", {}).get("file_reference_ms", theirs["ms"])) if theirs else math.nan
-    same = (ours is None and theirs is None) or (
-        ours is not None and theirs is not None and ours.get("model") == theirs.get("model")
-        and abs(float(ours["ms"]) - shared) <= 1e-9 * float(ours["ms"]))
-    if not same:
-        def scale(ref: dict[str, Any] | None) -> str:
-            return f"{ref['model']} at {float(ref['ms']):.4g} ms" if ref else "no reference model"
-
-        if ours is None:
-            todo = "extend it with data measured without a reference, or refit it on paired data"
-        elif theirs is None or theirs.get("model") != ours.get("model"):
-            todo = (f"measure the models beside {ours['model']} (`profile ops --reference {ours['model']}`), then "
-                    "export them with `--scale-from` the dataset the model was fitted on")
-        else:
-            todo = "export the data with `profile ops --export FILE --scale-from` the dataset the model was fitted on"
-        raise InvalidInputError(f"--extend {device}: its model's times are ratios to {scale(ours)}, --data's to "
-                                f"{scale(theirs)}; {todo}")
-    return model

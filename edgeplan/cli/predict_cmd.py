@@ -16,9 +16,11 @@ __all__ = ["predict"]
 @click.option("--models-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="More models, one zoo string per line.")
 @click.option("--device", default="torch-fp32-1t", show_default=True,
-              help="Device profile: a measured scenario (torch-fp32-1t, ...), another shipped machine's, a device "
-                   "made by `edgeplan calibrate` or fitted by `edgeplan ops fit` into the home's devices/; an "
-                   "unknown name lists them.")
+              help="Device profile: a measured scenario (torch-fp32-1t, ...), another shipped machine's, or a "
+                   "device of the edgeplan home ($EDGEPLAN_HOME/devices/NAME/) with a latency profile, made by "
+                   "`edgeplan calibrate --name NAME` or `edgeplan ops fit` (its primitive performance model, from "
+                   "`edgeplan primitives transfer --name NAME`, is what `select --device` reads); an unknown name "
+                   "lists them.")
 @click.option("--method", type=click.Choice(["gbdt", "lasso", "rf", "mlp"]), default=None,
               help="Predictor method [default: gbdt, or the device's only one: a device calibrated from a Lasso "
                    "source has lasso].")

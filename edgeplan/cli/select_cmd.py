@@ -22,8 +22,9 @@ OUTPUT_TOLERANCE = 1e-3
 @click.option("--model", "model_dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Performance model folder of --costs predicted (e.g. from `edgeplan primitives fit`).")
 @click.option("--device", "device", default=None,
-              help="Performance model of a device made by `edgeplan primitives transfer --name NAME` "
-                   "(with --costs predicted).")
+              help="A device of the edgeplan home ($EDGEPLAN_HOME/devices/NAME/): select with its primitive "
+                   "performance model, made by `edgeplan primitives transfer --name NAME` (with --costs predicted; "
+                   "its latency profile, from `edgeplan calibrate --name NAME`, is what `predict --device` reads).")
 @click.option("--data", "tables", type=click.Path(dir_okay=False, exists=True), multiple=True,
               help="Measured tables in the mulder2021 format (repeatable; default: the shipped ones).")
 @click.option("--run", "do_run", is_flag=True,
@@ -50,53 +51,22 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
       edgeplan select torchvision:resnet18 --run --json
       edgeplan select torchvision:resnet18 --costs predicted --device my-machine --threads 2
     """
-    from edgeplan.decisions.select import check_selection_costs, select_model, single_primitive_choice
+    from edgeplan.decisions.select import SelectOptions, select_model, single_primitive_choice
     from edgeplan.measure.harness import check_thread_count
 
     check_thread_count(threads)
     if model_dir is not None and source != "predicted":
         raise click.UsageError("--model is the performance model of --costs predicted; add --costs predicted")
-    if device is not None:
-        from edgeplan.cli.primitive_device import primitive_model_folder
-
-        if source != "predicted" or model_dir is not None:
-            raise click.UsageError("--device names a calibrated performance model: use it with --costs predicted "
-                                   "and without --model")
-        folder = primitive_model_folder(ctx.home, device)
-        if not (folder / "model.json").is_file():
-            from edgeplan.errors import InvalidInputError
-
-            raise InvalidInputError(f"device {device!r} has no primitive performance model ({folder}); create it with "
-                                    f"`edgeplan primitives transfer --data TABLE.csv --name {device}`")
-        model_dir = str(folder)
-        import json
-
-        calibration = json.loads((folder / "model.json").read_text()).get("info", {}).get("calibration", {})
-        measured_at = calibration.get("threads")
-        if measured_at is not None and measured_at != threads:
-            click.echo(f"warning: device {device!r} was calibrated at {measured_at} thread(s); --threads {threads} "
-                       "runs and prices flow layers at another setting", err=True)
-        measured_on = calibration.get("torch_device") or ("cpu" if measured_at is not None else None)
-        if torch_device is None and measured_on is not None:
-            torch_device = measured_on  # a device calibrated on a GPU selects for that GPU
-        elif measured_on is not None and _kind(measured_on) != _kind(torch_device or "cpu"):
-            from edgeplan.errors import InvalidInputError
-
-            raise InvalidInputError(f"device {device!r} was calibrated on {measured_on}, and --torch-device "
-                                    f"{torch_device} is another kind of processor: its costs do not price it; drop "
-                                    "--torch-device or calibrate a device there")
-    torch_device = torch_device or "cpu"
     if tables and source != "measured":
         raise click.UsageError("--data gives the tables of --costs measured; drop it or use --costs measured")
-    check_selection_costs(source, torch_device, tables=list(tables) or None, model_dir=model_dir)
-    flow_costs = _available(torch_device)
-    if not flow_costs:
-        if do_run:
-            _check_cuda(torch_device, "--run times the network on it")
-        click.echo(f"note: {torch_device} is not available here, so pooling, batch norm and ReLU, measured where the "
-                   "network runs, are left out of the predicted time", err=True)
-    sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, solver="exact",
-                       flow_threads=threads if flow_costs else None, torch_device=torch_device)
+    sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, device=device,
+                       torch_device=torch_device, options=SelectOptions("exact", flow_threads=threads),
+                       home=ctx.home)
+    torch_device = sel.torch_device  # where --device was calibrated, unless --torch-device said
+    if do_run:
+        _check_cuda(torch_device, "--run times the network on it")
+    for note in sel.notes:
+        click.echo(f"note: {note}", err=True)
     plan = sel.plan
     result = sel.to_dict()
     for warning in sel.warnings:  # another device's costs: never silent
@@ -126,13 +96,8 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
                                    f"{OUTPUT_TOLERANCE:g} (relative): {run.output_error}")
 
 
-def _kind(torch_device: str) -> str:
-    """``cpu`` or ``cuda``: the kind of processor a device name designates (``cuda:1`` is a ``cuda``)."""
-    return torch_device.partition(":")[0]
-
-
 def _available(torch_device: str) -> bool:
-    """Whether ``torch_device`` can run here (the CPU always can)."""
+    """Whether ``torch_device`` can run here (the CPU always can), for ``--run``."""
     if torch_device == "cpu":
         return True
     import torch

@@ -15,6 +15,8 @@ Modules:
   (mulder2020 §4.4; the steps in :mod:`~edgeplan.costmodels.transfer_steps`);
 - :mod:`~edgeplan.costmodels.primitive_calibration`: a model moved to a user's machine from every layer measured
   there, the method chosen by cross-validation;
+- :mod:`~edgeplan.costmodels.primitive_devices`: such a model kept as a device of the edgeplan home, for
+  ``select --device NAME``;
 - :mod:`~edgeplan.costmodels.evaluation` and :mod:`~edgeplan.measure.metrics`: MdRAE per column.
 
 Importing the package does not import torch; the neural estimators import it in ``fit`` and ``predict``.

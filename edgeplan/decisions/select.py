@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edgeplan.costmodels.primitive_devices import SHIPPED_MODEL, SHIPPED_PRIMITIVES
 from edgeplan.errors import InvalidInputError
 from edgeplan.measure.cost_origin import CostsOrigin, WithCostsOrigin
 from edgeplan.measure.device import same_device
@@ -42,8 +43,9 @@ if TYPE_CHECKING:
     from edgeplan.measure.device import DeviceDescriptor
     from edgeplan.measure.primitive_data import PrimitiveDataset
 
-__all__ = ["Formats", "ModelSelection", "TimedSelection", "check_selection_costs", "load_formats", "model_costs",
-           "own_formats", "select", "select_model", "select_network", "selection_costs_origin", "table_costs"]
+__all__ = ["SHIPPED", "SHIPPED_MODEL", "SHIPPED_TABLES", "Formats", "ModelSelection", "SelectOptions", "TimedSelection",
+           "check_selection_costs", "load_formats", "model_costs", "own_formats", "select", "select_model",
+           "select_network", "selection_costs_origin", "table_costs"]
 
 Formats = Mapping[str, tuple[str, str]]
 """``primitive name -> (input layout, output layout)``."""
@@ -297,11 +299,10 @@ def merged_tables(paths: Sequence[str | Path]) -> PrimitiveDataset:
                             " + ".join(t.source for t in tables))
 
 
-SHIPPED = Path(__file__).resolve().parents[1] / "data" / "primitives"
+SHIPPED = SHIPPED_PRIMITIVES
+"""The folder of the shipped tables and performance model (the reference machine's)."""
 SHIPPED_TABLES = ("reference_cpu_1t.csv", "reference_cpu_1t_abovecap.csv")
 """The reference machine's measured tables (main campaign and the layers above its work cap)."""
-SHIPPED_MODEL = "nn2_cpu_1t"
-"""The NN2 model fitted on the shipped tables."""
 
 
 def runnable(shape: tuple[int, int, int, int, int, int], torch_device: str = "cpu") -> bool:
@@ -371,6 +372,15 @@ class ModelSelection(WithCostsOrigin):
 
     :attr:`costs_match_this_device` is False when the costs are another device's (the shipped tables and model are
     the reference machine's): :attr:`warnings` then says so, and the CLI prints it.
+
+    Attributes
+    ----------
+    torch_device
+        The torch device it selects for (``cpu``, ``cuda``, ``cuda:N``).
+    device_warnings
+        What the calibration of the device whose model priced it says of this selection (another thread count).
+    notes
+        What was left out of the predicted time, and why (the layout-transparent layers of a device not here).
     """
 
     spec: str
@@ -379,12 +389,21 @@ class ModelSelection(WithCostsOrigin):
     plan: SelectionPlan
     estimate_s: float
     costs_from: CostsOrigin | None = None
+    torch_device: str = "cpu"
+    device_warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What a user must read before trusting the plan: the device's calibration, then costs of another
+        device."""
+        return self.device_warnings + super().warnings
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able, as ``edgeplan select --json`` prints it (without ``run``): ``model``, ``costs``, ``solver``,
         ``optimal``, the predicted times, the timings of the optimisation, the layers left to PyTorch and why, every
-        layer's choice, the transformations, and ``costs_from``, ``costs_match_this_device`` and ``warnings``."""
+        layer's choice, the transformations, and ``costs_from``, ``costs_match_this_device``, ``torch_device``,
+        ``warnings`` and ``notes``."""
         plan, structure = self.plan, self.structure
         return {
             "model": self.spec, "costs": plan.source, "solver": plan.solution.solver, "optimal": plan.solution.optimal,
@@ -400,7 +419,9 @@ class ModelSelection(WithCostsOrigin):
                             "predicted_ms": t.latency_ms} for t in plan.transforms],
             "costs_from": None if self.costs_from is None else self.costs_from.to_dict(),
             "costs_match_this_device": self.costs_match_this_device,
+            "torch_device": self.torch_device,
             "warnings": list(self.warnings),
+            "notes": list(self.notes),
         }
 
 
@@ -455,9 +476,66 @@ def selection_costs_origin(costs: str, tables: Sequence[str | Path] | None, mode
     return CostsOrigin("shipped" if model_dir is None else "model", label, device, here, _REMEDY)
 
 
+@dataclass(frozen=True)
+class SelectOptions:
+    """How :func:`select` solves, and whether it measures the layout-transparent layers here.
+
+    Attributes
+    ----------
+    solver
+        The PBQP solver: ``exact``, ``heuristic`` or ``ilp``.
+    flow_threads
+        Also measure the layout-transparent layers (pooling, batch norm, ReLU) in each layout on this machine with
+        this many threads and add them to the costs (:func:`with_flow_costs`); ``None``: leave them out, as
+        mulder2020 does. Where the network's torch device is not on this machine, they are left out and the
+        selection's ``notes`` say so.
+    """
+
+    solver: str = "exact"
+    flow_threads: int | None = None
+
+
+def _kind(torch_device: str) -> str:
+    """``cpu`` or ``cuda``: the kind of processor a torch device name designates (``cuda:1`` is a ``cuda``)."""
+    return torch_device.partition(":")[0]
+
+
+def _runs_here(torch_device: str) -> bool:
+    """Whether ``torch_device`` is on this machine (the CPU always is; CUDA imports torch to ask)."""
+    if torch_device == "cpu":
+        return True
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _device_model(device: str, home: str | Path | None, torch_device: str | None,
+                  flow_threads: int | None) -> tuple[Path, str, tuple[str, ...]]:
+    """The performance model folder of ``device``, the torch device it selects for (where it was calibrated unless
+    ``torch_device`` says otherwise) and the warnings of its calibration."""
+    from edgeplan.costmodels.primitive_devices import device_calibration, primitive_model_folder
+
+    folder = primitive_model_folder(home, device)
+    if not (folder / "model.json").is_file():
+        raise InvalidInputError(f"device {device!r} has no primitive performance model ({folder}); create it with "
+                                f"`edgeplan primitives transfer --data TABLE.csv --name {device}`")
+    calibration = device_calibration(folder)
+    measured_at = None if calibration is None else calibration.threads
+    warnings: tuple[str, ...] = ()
+    if measured_at is not None and flow_threads is not None and measured_at != flow_threads:
+        warnings = (f"device {device!r} was calibrated at {measured_at} thread(s); --threads {flow_threads} runs "
+                    "and prices flow layers at another setting",)
+    measured_on = None if calibration is None else calibration.processor
+    if measured_on is not None and torch_device is not None and _kind(measured_on) != _kind(torch_device):
+        raise InvalidInputError(f"device {device!r} was calibrated on {measured_on}, and --torch-device "
+                                f"{torch_device} is another kind of processor: its costs do not price it; drop "
+                                "--torch-device or calibrate a device there")
+    return folder, torch_device or measured_on or "cpu", warnings
+
+
 def select(model: str, *, costs: str = "measured", model_dir: str | Path | None = None,
-           tables: Sequence[str | Path] | None = None, solver: str = "exact", flow_threads: int | None = None,
-           torch_device: str = "cpu") -> ModelSelection:
+           tables: Sequence[str | Path] | None = None, device: str | None = None, torch_device: str | None = None,
+           options: SelectOptions | None = None, home: str | Path | None = None) -> ModelSelection:
     """Select the primitive of every conv layer of a model with edgeplan's own primitives (PBQP over predicted or
     measured costs).
 
@@ -472,16 +550,20 @@ def select(model: str, *, costs: str = "measured", model_dir: str | Path | None 
     tables
         Measured tables in the mulder2021 format (default: the shipped ones). With ``measured``, conv layers
         they have no row for stay in PyTorch (layout-fixed).
-    solver
-        The PBQP solver: ``exact``, ``heuristic`` or ``ilp``.
-    flow_threads
-        Also measure the layout-transparent layers (pooling, batch norm, ReLU) in each layout on this machine with
-        this many threads and add them to the costs (:func:`with_flow_costs`); ``None``: leave them out, as
-        mulder2020 does.
+    device
+        A device of the edgeplan home whose primitive performance model prices the layers (made by ``edgeplan
+        primitives transfer --name NAME``; with ``predicted``, instead of ``model_dir``). It selects for the torch
+        device it was calibrated on, and the result warns when ``options.flow_threads`` differs from the threads
+        it was calibrated at.
     torch_device
-        Torch device the network is selected for: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``. Only the primitives that
-        run there are options, and the layout-transparent layers are measured there. The shipped tables and model
-        are the reference CPU's, so a GPU needs its own (``tables`` or ``model_dir``).
+        Torch device the network is selected for: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (default: where
+        ``device`` was calibrated, else ``"cpu"``). Only the primitives that run there are options, and the
+        layout-transparent layers are measured there. The shipped tables and model are the reference CPU's, so a
+        GPU needs its own (``tables``, ``model_dir`` or ``device``).
+    options
+        The solver and the threads of the layout-transparent layers (:class:`SelectOptions`).
+    home
+        The edgeplan home (its devices).
 
     Returns
     -------
@@ -492,26 +574,41 @@ def select(model: str, *, costs: str = "measured", model_dir: str | Path | None 
     Raises
     ------
     InvalidInputError
-        An unknown ``costs`` or ``torch_device``; a GPU without its own tables or model.
+        An unknown ``costs`` or ``torch_device``; a GPU without its own tables or model; a ``device`` without a
+        primitive performance model, given with ``measured`` or ``model_dir``, or calibrated on another kind of
+        processor than ``torch_device``.
     """
     from edgeplan.frontends.zoo import load_graph
     from edgeplan.planners.pbqp.network import selection_structure
 
-    device = torch_device
-    check_selection_costs(costs, device, tables=tables, model_dir=model_dir)
+    options = options or SelectOptions()
+    flow_threads = options.flow_threads
+    device_warnings: tuple[str, ...] = ()
+    if device is not None:
+        if costs != "predicted" or model_dir is not None:
+            raise InvalidInputError("--device names a calibrated performance model: use it with --costs predicted "
+                                    "and without --model")
+        model_dir, torch_device, device_warnings = _device_model(device, home, torch_device, flow_threads)
+    target = torch_device or "cpu"
+    check_selection_costs(costs, target, tables=tables, model_dir=model_dir)
     if costs == "predicted" and tables:
         raise InvalidInputError("tables are measured costs; with costs='predicted' give model_dir, or use "
                                 "costs='measured'")
     if costs == "measured" and model_dir is not None:
         raise InvalidInputError("model_dir is a performance model; with costs='measured' give tables, or use "
                                 "costs='predicted'")
+    notes: tuple[str, ...] = ()
+    if flow_threads is not None and not _runs_here(target):
+        notes = (f"{target} is not available here, so pooling, batch norm and ReLU, measured where the network runs, "
+                 "are left out of the predicted time",)
+        flow_threads = None
     graph = load_graph(model)
-    formats = own_formats(device)
+    formats = own_formats(target)
     start = time.perf_counter()
     if costs == "measured":
         data = merged_tables(tables or [SHIPPED / t for t in SHIPPED_TABLES])
         keys = {tuple(int(v) for v in row) for row in data.features}
-        structure = selection_structure(graph, why_not=lambda s: unrunnable(s, device) or (
+        structure = selection_structure(graph, why_not=lambda s: unrunnable(s, target) or (
             None if s[:5] in keys else NOT_IN_TABLES))
         start = time.perf_counter()
         found = table_costs(structure, data, formats)
@@ -523,7 +620,7 @@ def select(model: str, *, costs: str = "measured", model_dir: str | Path | None 
             raise InvalidInputError(f"no performance model in {folder}; fit one with `edgeplan primitives fit "
                                     "--data TABLE.csv --out DIR` and pass --model DIR")
         performance = load_performance_model(folder)
-        structure = selection_structure(graph, why_not=lambda s: unrunnable(s, device))
+        structure = selection_structure(graph, why_not=lambda s: unrunnable(s, target))
         start = time.perf_counter()
         found = model_costs(structure, performance, formats)
     estimated = time.perf_counter() - start
@@ -531,10 +628,10 @@ def select(model: str, *, costs: str = "measured", model_dir: str | Path | None 
         from edgeplan.runtimes.selected import measure_flow_costs
 
         found = with_flow_costs(structure, found, measure_flow_costs(structure.flow, threads=flow_threads,
-                                                                     torch_device=device))
-    plan = select_primitives(structure, found, solver=solver)
-    origin = selection_costs_origin(costs, tables, model_dir, flow_threads or 1, device)
-    return ModelSelection(model, structure, found, plan, estimated, origin)
+                                                                     torch_device=target))
+    plan = select_primitives(structure, found, solver=options.solver)
+    origin = selection_costs_origin(costs, tables, model_dir, flow_threads or 1, target)
+    return ModelSelection(model, structure, found, plan, estimated, origin, target, device_warnings, notes)
 
 
 #: The name ``edgeplan select`` has called it by: :func:`select`.

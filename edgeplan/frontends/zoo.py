@@ -39,30 +39,36 @@ if TYPE_CHECKING:
 
     from edgeplan.ir import Graph
 
-__all__ = ["FAMILIES", "ZooModel", "build_model", "load_graph", "parse_shape", "parse_spec", "torchvision_names"]
+__all__ = ["FAMILIES", "LISTED_FAMILIES", "ZooModel", "build_model", "family_models", "load_graph", "parse_shape",
+           "parse_spec", "torchvision_names"]
 
 Shape = tuple[int, ...]
 
 
 @dataclass(frozen=True)
 class Family:
-    """A zoo family: its prefix, what it is, and example specs."""
+    """A zoo family: its prefix, what it is, and example specs.
+
+    ``listed`` is True for a family of named models, which :func:`family_models` lists; the others are spaces
+    (a seed, a cell string or a file path names a model) with no list of their own.
+    """
 
     prefix: str
     description: str
     examples: tuple[str, ...]
     default_input: str
+    listed: bool = False
 
 
 FAMILIES: tuple[Family, ...] = (
     Family("torchvision", "torchvision classification models (random weights)",
            ("torchvision:resnet18", "torchvision:mobilenet_v2", "torchvision:googlenet"),
-           "1x3x224x224 (inception 299)"),
+           "1x3x224x224 (inception 299)", listed=True),
     Family("timm", "timm models (pretrained=False)", ("timm:efficientnet_b0", "timm:mobilenetv3_large_100"),
-           "the model's pretrained_cfg input_size"),
+           "the model's pretrained_cfg input_size", listed=True),
     Family("paper", "paper models of eshratifar2018 Table 4 that no zoo has",
            ("paper:alexnet", "paper:overfeat", "paper:vgg16", "paper:nin", "paper:chair", "paper:pix2pix"),
-           "per model"),
+           "per model", listed=True),
     Family("nb201", "NAS-Bench-201 networks from a cell string",
            ("nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|",),
            "1x3x32x32"),
@@ -152,6 +158,32 @@ def parse_spec(spec: str) -> tuple[str, str]:
             "(e.g. torchvision:resnet18), or a path to an .onnx file; `edgeplan zoo` lists them"
         )
     return family, name
+
+
+LISTED_FAMILIES: tuple[str, ...] = tuple(f.prefix for f in FAMILIES if f.listed)
+"""The families of named models, which :func:`family_models` lists."""
+
+
+def family_models(family: str) -> list[str]:
+    """The model string of every model of a family of named models (:data:`LISTED_FAMILIES`).
+
+    Raises
+    ------
+    InvalidInputError
+        For a family whose models are named by a seed, a cell string or a path: it has no list.
+    """
+    if family == "torchvision":
+        return [f"torchvision:{n}" for n in torchvision_names()]
+    if family == "timm":
+        import timm
+
+        return [f"timm:{n}" for n in timm.list_models()]
+    if family == "paper":
+        from edgeplan.frontends.paper_models import PAPER_MODELS
+
+        return [f"paper:{n}" for n in PAPER_MODELS]
+    raise InvalidInputError(f"family {family!r} has no list of models (only {', '.join(LISTED_FAMILIES)} have); its "
+                            "models are named by a seed, a cell string or a path: see the examples in `edgeplan zoo`")
 
 
 def torchvision_names() -> list[str]:

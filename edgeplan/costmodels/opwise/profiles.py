@@ -6,9 +6,10 @@ Shipped profiles are folders of models under ``edgeplan/data/latency/models/{dev
 
 from __future__ import annotations
 
+import math
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edgeplan.costmodels.opwise.model import LatencyModel
 from edgeplan.costmodels.opwise.model_files import MODEL_FORMAT, MODEL_SUFFIXES, model_file, read_json
@@ -16,12 +17,14 @@ from edgeplan.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from edgeplan.costmodels.opwise.calibrate import CalibratedDevice
+    from edgeplan.measure.op_dataset import OpDataset
 
 __all__ = [
     "DEFAULT_DEVICE",
     "DEFAULT_METHOD",
     "available_devices",
     "deduction_of",
+    "extendable_model",
     "home_root",
     "kernel_profile_of",
     "load_device_model",
@@ -153,3 +156,47 @@ def source_method(device: str, method: str | None, home: str | Path | None = Non
     if method is not None:
         return method
     return "lasso" if "lasso" in available_devices(home).get(device, []) else resolve_method(device, None, home)
+
+
+def extendable_model(device: str, method: str, data: OpDataset, home: str | Path | None = None) -> LatencyModel:
+    """The ``method`` model of ``device`` that ``ops fit --extend DEVICE`` adds predictors to, checked against the
+    dataset ``data`` whose op kinds it gains.
+
+    The model must be a fitted one (a calibrated device only corrects another's predictions), of the dataset's
+    scenario, and on its scale: both measured without a reference model, or both times as ratios to the same
+    reference model at the same latency (a dataset exported with ``--scale-from`` a file shares that file's
+    reference latency).
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown device or method, a calibrated device, another scenario or another scale; the message says how
+        to measure data that fits.
+    """
+    model = load_device_model(device, method, home)
+    if not isinstance(model, LatencyModel):
+        raise InvalidInputError(f"--extend {device}: it is a calibrated device (a correction of another device's "
+                                "predictions), not a fitted model; extend the device it was calibrated from")
+    if model.scenario != data.scenario:
+        raise InvalidInputError(f"--extend {device}: its model is of scenario {model.scenario!r}, --data of "
+                                f"{data.scenario!r}; extend it with data of its own scenario")
+    ours, theirs = model.info.get("reference"), data.provenance.get("reference")
+    # a campaign matched onto a file's scale (its reference timed otherwise) shares that file's scale
+    shared = float(theirs.get("scale_from", {}).get("file_reference_ms", theirs["ms"])) if theirs else math.nan
+    same = (ours is None and theirs is None) or (
+        ours is not None and theirs is not None and ours.get("model") == theirs.get("model")
+        and abs(float(ours["ms"]) - shared) <= 1e-9 * float(ours["ms"]))
+    if not same:
+        def scale(ref: dict[str, Any] | None) -> str:
+            return f"{ref['model']} at {float(ref['ms']):.4g} ms" if ref else "no reference model"
+
+        if ours is None:
+            todo = "extend it with data measured without a reference, or refit it on paired data"
+        elif theirs is None or theirs.get("model") != ours.get("model"):
+            todo = (f"measure the models beside {ours['model']} (`profile ops --reference {ours['model']}`), then "
+                    "export them with `--scale-from` the dataset the model was fitted on")
+        else:
+            todo = "export the data with `profile ops --export FILE --scale-from` the dataset the model was fitted on"
+        raise InvalidInputError(f"--extend {device}: its model's times are ratios to {scale(ours)}, --data's to "
+                                f"{scale(theirs)}; {todo}")
+    return model
