@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --data: fit on each op's own features alone, as li2023 (before 2026-11-28, the "
                              "only way)")
     args = parser.parse_args(argv)
-    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.estimator import OpLatencyEstimator
     from edgeplan.costmodels.opwise.model_files import scenario_threads
     from edgeplan.costmodels.opwise.overhead import OVERHEAD_FORMS, fit_overhead
     from edgeplan.measure.metrics import mape
@@ -261,8 +261,9 @@ def main(argv: list[str] | None = None) -> int:
                      f"({data.provenance.get('device', {}).get('cpu_model', '?')})")
         elif args.data is not None:
             threads = scenario_threads(data.scenario) if args.implementations else None
-            model = LatencyModel.fit(train, method, data.scenario, statistic=args.statistic, progress=True,
+            est = OpLatencyEstimator(method=method, scenario=data.scenario, statistic=args.statistic,
                                      threads=threads, context=not args.no_context)
+            model = est.fit(train, progress=True).model_
             trained = train
         else:
             model, _, trained = _fitted_profile(args.scenario, method, data.records)

@@ -45,6 +45,7 @@ from edgeplan.costmodels.opwise.calibrate import (
     read_measurements,
     source_terms,
 )
+from edgeplan.costmodels.opwise.estimator import OpLatencyEstimator
 from edgeplan.costmodels.opwise.features import CONTEXT_FEATURES, NETWORK_AUTO, network_choice
 from edgeplan.costmodels.opwise.model import LatencyModel
 from edgeplan.costmodels.opwise.model_files import scenario_threads
@@ -457,12 +458,15 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
     out["overhead"] = overhead
     out["network"] = network
     threads = scenario_threads(data.scenario) if implementations else None
+
+    def fit(records: Sequence[Mapping[str, Any]], m: str) -> LatencyModel:
+        return OpLatencyEstimator(method=m, scenario=data.scenario, statistic=statistic, threads=threads,
+                                  context=context, overhead=overhead, network=network).fit(records,
+                                                                                           progress=progress).model_
+
     sizes = sorted({min(n, len(train)) for n in _SIZES})
     full = sizes[-1]
-    fitted = {(m, n): LatencyModel.fit(train[:n], m, data.scenario, progress=progress, statistic=statistic,
-                                       threads=threads, context=context, overhead=overhead, network=network)
-              for m in methods
-              for n in sizes}
+    fitted = {(m, n): fit(train[:n], m) for m in methods for n in sizes}
     out["5.1"] = {m: {**_evaluate(fitted[(m, full)], test), "per_category": _per_category(fitted[(m, full)], test)}
                   for m in methods}
     out["5.3"] = {m: _evaluate(fitted[(m, full)], zoo) for m in methods} if zoo else {}
@@ -484,16 +488,12 @@ def reproduce(scenario: str = "torch-fp32-1t", methods: Sequence[str] = METHODS,
     if wide and zoo:
         few = min([_SIZES[0], *(len(rs) for rs in spaces.values())])
         for m in methods:
-            def fit(records: Sequence[Mapping[str, Any]], m: str = m) -> LatencyModel:
-                return LatencyModel.fit(records, m, data.scenario, progress=progress, statistic=statistic,
-                                        threads=threads, context=context, overhead=overhead, network=network)
-
-            both = fit(train + wide)
+            both = fit(train + wide, m)
             out["5.3-wide"][m] = {
                 "zoo": _evaluate(both, zoo), "synthetic": _evaluate(both, test)["mape"],
-                "by_space": ({family: _evaluate(fit(train + rs), zoo)["mape"] for family, rs in spaces.items()}
+                "by_space": ({family: _evaluate(fit(train + rs, m), zoo)["mape"] for family, rs in spaces.items()}
                              if len(spaces) > 1 else {}),
-                "few": {"networks": few, "zoo": {family: _evaluate(fit(rs[:few]), zoo)["mape"]
+                "few": {"networks": few, "zoo": {family: _evaluate(fit(rs[:few], m), zoo)["mape"]
                                                  for family, rs in spaces.items()}}}
     return out
 

@@ -14,6 +14,7 @@ from repo_data import data_file
 
 from edgeplan.cli.main import main
 from edgeplan.costmodels.opwise.calibrate import CalibrationSamples, calibrate, read_measurements
+from edgeplan.costmodels.opwise.estimator import OpLatencyEstimator
 from edgeplan.costmodels.opwise.model import LatencyModel
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.direct import nb201_graph
@@ -43,8 +44,8 @@ def _record(cell: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def source() -> LatencyModel:
-    return LatencyModel.fit([_record(c) for c in CELLS], "lasso", "src", min_samples=3,
-                            info={"kernel_profile": "torch-eager"})
+    est = OpLatencyEstimator(method="lasso", scenario="src", min_samples=3)
+    return est.fit([_record(c) for c in CELLS], info={"kernel_profile": "torch-eager"}).model_
 
 
 def test_calibration_recovers_a_scaled_device(source: LatencyModel) -> None:

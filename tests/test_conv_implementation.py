@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from edgeplan.costmodels.opwise.estimator import OpLatencyEstimator
 from edgeplan.costmodels.opwise.model import LatencyModel
 from edgeplan.costmodels.opwise.model_files import scenario_threads
 from edgeplan.costmodels.opwise.ops import record_ops
@@ -111,7 +112,8 @@ def test_a_model_fitted_with_threads_keys_convolutions_by_implementation(tmp_pat
     rng = np.random.default_rng(0)
     records = [_record(i, rng) for i in range(40)]
     assert scenario_threads("torch-fp32-2t") == 2 and scenario_threads("my-board") is None
-    model = LatencyModel.fit(records[:30], "gbdt", "torch-fp32-2t", statistic="median", threads=2)
+    est = OpLatencyEstimator(method="gbdt", scenario="torch-fp32-2t", statistic="median", threads=2)
+    model = est.fit(records[:30]).model_
     assert model.threads == 2
     assert {"aten::conv2d:native|conv", "aten::conv2d:onednn|conv"} <= set(model.predictors)
     assert "aten::conv2d|conv" not in model.predictors
@@ -130,7 +132,7 @@ def test_a_model_fitted_with_threads_keys_convolutions_by_implementation(tmp_pat
     g = model.predict_record(grouped).ops[-1]
     assert g.key == "aten::conv2d:onednn|gconv" and g.predicted_by == "aten::conv2d:onednn|conv"
     # Fitted without threads, or saved by an older edgeplan (no threads), a model keys by kernel kind alone.
-    plain = LatencyModel.fit(records[:30], "lasso", "torch-fp32-2t")
+    plain = OpLatencyEstimator(method="lasso", scenario="torch-fp32-2t").fit(records[:30]).model_
     assert plain.threads is None and "aten::conv2d|conv" in plain.predictors
     old = model.to_dict()
     del old["threads"]

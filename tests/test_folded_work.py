@@ -182,7 +182,7 @@ def test_folded_events_are_told_apart_by_their_first_input_shape() -> None:
 
 
 def test_a_records_timed_folded_operators_are_ops_a_model_learns(graph: object) -> None:
-    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.estimator import OpLatencyEstimator
     from edgeplan.costmodels.opwise.ops import record_ops
     from edgeplan.measure.op_campaign import _normalised
     from experiments.li2023 import predict_with_folded_work
@@ -206,7 +206,8 @@ def test_a_records_timed_folded_operators_are_ops_a_model_learns(graph: object) 
     assert {o.context[2] for o in ops} == {network_footprint([])}  # the network's value is its kernels' (none here)
     assert record_ops(paired, "min")[0].measured_ms == pytest.approx(0.36)  # its fastest ratio at the fastest reference
     # a model fitted on such records prices them by their own predictor, from the record alone (no graph rebuilt)
-    model = LatencyModel.fit([paired] * 12, "lasso", "torch-fp32-2t", min_samples=5, context=False)
+    est = OpLatencyEstimator(method="lasso", scenario="torch-fp32-2t", context=False, min_samples=5)
+    model = est.fit([paired] * 12).model_
     assert "aten::batch_norm|weight_norm" in model.predictors
     pred = predict_with_folded_work(model, paired)
     assert not pred.unpredicted and [o.name for o in pred.ops] == [o.name for o in ops]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from repo_data import data_file
 
+from edgeplan.costmodels.opwise.estimator import OpLatencyEstimator
 from edgeplan.costmodels.opwise.features import (
     CATEGORY_FEATURES,
     CONTEXT_CAPS,
@@ -293,15 +294,16 @@ def _record(i: int, rng: np.random.Generator) -> dict[str, Any]:
 def test_end_to_end_model_fits_predicts_and_saves(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     records = [_record(i, rng) for i in range(40)]
-    model = LatencyModel.fit(records[:30], "lasso", "test-scenario")
+    model = OpLatencyEstimator(method="lasso", scenario="test-scenario").fit(records[:30]).model_
     assert model.overhead_ms == pytest.approx(0.4) and model.statistic == "min"
-    medians = LatencyModel.fit(records[:30], "lasso", "test-scenario", statistic="median")
+    medians = OpLatencyEstimator(method="lasso", scenario="test-scenario", statistic="median").fit(records[:30]).model_
     assert medians.overhead_ms == pytest.approx(0.5)
     assert medians.predict_record(records[33]).latency_ms == pytest.approx(records[33]["latency_ms"], rel=0.03)
     with pytest.raises(InvalidInputError, match="has no minima"):
-        LatencyModel.fit([{k: v for k, v in r.items() if k != "latency_min_ms"} for r in records[:5]], "lasso", "s")
+        OpLatencyEstimator(method="lasso", scenario="s").fit([{k: v for k, v in r.items() if k != "latency_min_ms"}
+                                                              for r in records[:5]])
     with pytest.raises(InvalidInputError, match="unknown statistic"):
-        LatencyModel.fit(records[:5], "lasso", "s", statistic="mean")
+        OpLatencyEstimator(method="lasso", scenario="s", statistic="mean").fit(records[:5])
     assert {"aten::conv2d|conv", "aten::conv2d|dwconv", "aten::relu|elementwise", "*|conv"} <= set(model.predictors)
     preds = [model.predict_record(r) for r in records[30:]]
     assert mape([p.latency_ms for p in preds], [r["latency_min_ms"] for r in records[30:]]) < 2.0
@@ -364,7 +366,7 @@ def test_a_model_saved_xz_compressed_loads_and_is_found_as_a_device(tmp_path: Pa
 
     rng = np.random.default_rng(0)
     records = [_record(i, rng) for i in range(36)]
-    model = LatencyModel.fit(records[:30], "lasso", "test-scenario", statistic="median")
+    model = OpLatencyEstimator(method="lasso", scenario="test-scenario", statistic="median").fit(records[:30]).model_
     shipped = tmp_path / "shipped"
     path = model.save(shipped / "dev" / "lasso.json.xz")
     assert path.name == "lasso.json.xz"
@@ -411,7 +413,8 @@ def test_the_linear_overhead_recovers_a_cost_per_op_and_a_share_and_shrugs_off_b
 
 def test_a_model_with_a_linear_overhead_predicts_saves_and_old_files_read_as_constant(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
-    model = LatencyModel.fit([_record(i, rng) for i in range(30)], "lasso", "test-scenario")
+    model = OpLatencyEstimator(method="lasso", scenario="test-scenario").fit(
+        [_record(i, rng) for i in range(30)]).model_
     grown = dataclasses.replace(model, overhead_per_op_ms=0.01, overhead_share=0.05)
     ops = record_ops(_record(99, rng))
     base, more = model.predict_ops(ops), grown.predict_ops(ops)
@@ -426,12 +429,12 @@ def test_a_model_with_a_linear_overhead_predicts_saves_and_old_files_read_as_con
     assert LatencyModel.from_dict(old).predict_ops(ops).latency_ms == pytest.approx(base.latency_ms)
     # Stacked: the same linear form over the op sums the fitted predictors give the training networks.
     train = [_record(i, rng) for i in range(30)]
-    stacked = LatencyModel.fit(train, "lasso", "test-scenario", overhead="stacked")
+    stacked = OpLatencyEstimator(method="lasso", scenario="test-scenario", overhead="stacked").fit(train).model_
     sums = [sum(o.ms or 0.0 for o in stacked.predict_record(r).ops) for r in train]
     want = fit_overhead([r["latency_min_ms"] for r in train], sums, [len(r["ops"]) for r in train])
     assert (stacked.overhead_ms, stacked.overhead_per_op_ms, stacked.overhead_share) == pytest.approx(want)
     with pytest.raises(InvalidInputError, match="unknown overhead form"):
-        LatencyModel.fit([_record(i, rng) for i in range(10)], "lasso", "s", overhead="median")
+        OpLatencyEstimator(method="lasso", scenario="s", overhead="median").fit([_record(i, rng) for i in range(10)])
 
 
 def test_a_key_with_more_ops_than_the_cap_trains_on_a_seeded_subsample(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -442,13 +445,14 @@ def test_a_key_with_more_ops_than_the_cap_trains_on_a_seeded_subsample(monkeypat
     rng = np.random.default_rng(0)
     records = [_record(i, rng) for i in range(30)]  # 30 ops per key: conv, dwconv and relu
     monkeypatch.setattr(latency_model, "MAX_FIT_OPS", 20)
-    a = LatencyModel.fit(records, "gbdt", "s", seed=1)
-    b = LatencyModel.fit(records, "gbdt", "s", seed=1)
+    a = OpLatencyEstimator(method="gbdt", scenario="s", seed=1).fit(records).model_
+    b = OpLatencyEstimator(method="gbdt", scenario="s", seed=1).fit(records).model_
     assert a.predictors["aten::conv2d|conv"].n_train == 20 and a.predictors["*|conv"].n_train == 20
     assert a.info["ops_per_key"]["aten::conv2d|conv"] == 30  # what the data held, not what was drawn
     assert a.to_dict() == {**b.to_dict(), "info": {**b.to_dict()["info"], "fitted_utc": a.info["fitted_utc"]}}
     monkeypatch.setattr(latency_model, "MAX_FIT_OPS", 30)
-    assert LatencyModel.fit(records, "gbdt", "s", seed=1).predictors["aten::conv2d|conv"].n_train == 30
+    again = OpLatencyEstimator(method="gbdt", scenario="s", seed=1).fit(records).model_
+    assert again.predictors["aten::conv2d|conv"].n_train == 30
 
 
 def _token_record(i: int, rng: np.random.Generator) -> dict[str, Any]:
@@ -472,7 +476,7 @@ def test_an_extended_model_adds_the_kinds_it_lacked_and_keeps_its_own(tmp_path: 
     overhead and the provenance of the original fit stay."""
     rng = np.random.default_rng(3)
     cnns, tokens = [_record(i, rng) for i in range(30)], [_token_record(i, rng) for i in range(40)]
-    base = LatencyModel.fit(cnns, "lasso", "test-scenario")
+    base = OpLatencyEstimator(method="lasso", scenario="test-scenario").fit(cnns).model_
     ln = "aten::layer_norm|elementwise"
     held = tokens[30:]
 
@@ -540,7 +544,7 @@ def test_an_extended_model_adds_the_kinds_it_lacked_and_keeps_its_own(tmp_path: 
     assert unlisted.extended(tokens[:30]).feature_names["elementwise"] == (*CATEGORY_FEATURES["elementwise"],
                                                                             *CONTEXT_FEATURES)
     # A model fitted without context features extends with none either.
-    plain = LatencyModel.fit(cnns, "lasso", "test-scenario", context=False)
+    plain = OpLatencyEstimator(method="lasso", scenario="test-scenario", context=False).fit(cnns).model_
     assert plain.extended(tokens[:30]).feature_names["elementwise"] == CATEGORY_FEATURES["elementwise"]
 
 
@@ -591,8 +595,8 @@ def test_the_context_features_price_repeated_ops() -> None:
     train = [_repeating_record(i, rng, repeats=int(rng.integers(0, 3))) for i in range(60)]
     many = [_repeating_record(100 + i, rng, repeats=6) for i in range(5)]
     truth = [r["latency_min_ms"] for r in many]
-    with_ctx = LatencyModel.fit(train, "gbdt", "test-scenario")
-    without = LatencyModel.fit(train, "gbdt", "test-scenario", context=False)
+    with_ctx = OpLatencyEstimator(method="gbdt", scenario="test-scenario").fit(train).model_
+    without = OpLatencyEstimator(method="gbdt", scenario="test-scenario", context=False).fit(train).model_
     assert with_ctx.uses_context and not without.uses_context
     assert without.feature_names["conv"] == CATEGORY_FEATURES["conv"]
     assert mape([with_ctx.predict_record(r).latency_ms for r in many], truth) < 4.0
@@ -655,8 +659,8 @@ def test_the_network_feature_is_the_footprint_of_its_distinct_output_sizes_and_p
     train = [_footprint_record(i, rng, big=i % 2 == 0) for i in range(60)]
     test = [_footprint_record(100 + i, rng, big=i % 2 == 0) for i in range(10)]
     truth = [r["latency_min_ms"] for r in test]
-    network = LatencyModel.fit(train, "gbdt", "test-scenario", network=True)
-    plain = LatencyModel.fit(train, "gbdt", "test-scenario")
+    network = OpLatencyEstimator(method="gbdt", scenario="test-scenario", network=True).fit(train).model_
+    plain = OpLatencyEstimator(method="gbdt", scenario="test-scenario").fit(train).model_
     assert network.uses_network and network.uses_context and not plain.uses_network
     assert network.feature_names["conv"] == (*CATEGORY_FEATURES["conv"], *CONTEXT_FEATURES, "network_distinct_mib")
     # the shared small convolutions: the plain model prices them alike in both kinds of network
@@ -670,7 +674,7 @@ def test_the_network_feature_is_the_footprint_of_its_distinct_output_sizes_and_p
         network.predict_record(test[0]).latency_ms)
     assert network.network_feature == "distinct" and plain.network_feature is None
     # the total footprint (parameters too) is the other choice; a model takes one of them
-    total = LatencyModel.fit(train, "gbdt", "test-scenario", network="total")
+    total = OpLatencyEstimator(method="gbdt", scenario="test-scenario", network="total").fit(train).model_
     assert total.network_feature == "total" and total.uses_network
     assert total.feature_names["conv"] == (*CATEGORY_FEATURES["conv"], *CONTEXT_FEATURES, "network_total_mib")
     assert mape([total.predict_record(r).latency_ms for r in test], truth) < mape(
@@ -679,7 +683,7 @@ def test_the_network_feature_is_the_footprint_of_its_distinct_output_sizes_and_p
     assert again.network_feature == "total" and again.predict_record(test[0]).latency_ms == pytest.approx(
         total.predict_record(test[0]).latency_ms)
     with pytest.raises(InvalidInputError, match="unknown network feature"):
-        LatencyModel.fit(train, "gbdt", "test-scenario", network="params")
+        OpLatencyEstimator(method="gbdt", scenario="test-scenario", network="params").fit(train)
 
 
 def test_the_peak_network_feature_and_auto_which_takes_it_from_enough_networks(
@@ -691,8 +695,8 @@ def test_the_peak_network_feature_and_auto_which_takes_it_from_enough_networks(
     train = [_footprint_record(i, rng, big=i % 2 == 0) for i in range(60)]
     test = [_footprint_record(100 + i, rng, big=i % 2 == 0) for i in range(10)]
     truth = [r["latency_min_ms"] for r in test]
-    peak = LatencyModel.fit(train, "gbdt", "test-scenario", network="peak")
-    plain = LatencyModel.fit(train, "gbdt", "test-scenario")
+    peak = OpLatencyEstimator(method="gbdt", scenario="test-scenario", network="peak").fit(train).model_
+    plain = OpLatencyEstimator(method="gbdt", scenario="test-scenario").fit(train).model_
     assert peak.network_feature == "peak"
     assert peak.feature_names["conv"] == (*CATEGORY_FEATURES["conv"], *CONTEXT_FEATURES, "network_peak_mib")
     assert mape([peak.predict_record(r).latency_ms for r in test], truth) < 0.5 * mape(
@@ -703,11 +707,11 @@ def test_the_peak_network_feature_and_auto_which_takes_it_from_enough_networks(
     feature, fewest = NETWORK_AUTO
     assert feature == "peak" and fewest > len(train)
     assert network_choice("auto", fewest - 1) is None and network_choice("auto", fewest) == "peak"
-    few = LatencyModel.fit(train, "gbdt", "test-scenario", network="auto")
+    few = OpLatencyEstimator(method="gbdt", scenario="test-scenario", network="auto").fit(train).model_
     assert few.network_feature is None and few.info["network"].startswith("auto: none (60 networks")
     assert few.predict_record(test[0]).latency_ms == pytest.approx(plain.predict_record(test[0]).latency_ms)
     monkeypatch.setattr("edgeplan.costmodels.opwise.features.NETWORK_AUTO", ("peak", 60))
-    enough = LatencyModel.fit(train, "gbdt", "test-scenario", network="auto")
+    enough = OpLatencyEstimator(method="gbdt", scenario="test-scenario", network="auto").fit(train).model_
     assert enough.network_feature == "peak" and enough.info["network"].startswith("auto: peak (60 networks")
     assert enough.predict_record(test[0]).latency_ms == pytest.approx(peak.predict_record(test[0]).latency_ms)
 
@@ -728,14 +732,14 @@ def test_a_saved_model_predicts_from_its_own_feature_names(tmp_path: Path, monke
     of the edgeplan that introduced it."""
     rng = np.random.default_rng(1)
     records = [_record(i, rng) for i in range(30)]
-    model = LatencyModel.fit(records, "lasso", "test-scenario")
+    model = OpLatencyEstimator(method="lasso", scenario="test-scenario").fit(records).model_
     saved = json.loads(model.save(tmp_path).read_text())
     assert saved["features"]["conv"] == [*CATEGORY_FEATURES["conv"], *CONTEXT_FEATURES]
     # Saved before models recorded their features, a model took the op's own (no context, no alignment).
     with monkeypatch.context() as patch:
         patch.setattr("edgeplan.costmodels.opwise.model._feature_names",
                       lambda context, network=False: dict(LEGACY_FEATURES))
-        plain = LatencyModel.fit(records, "lasso", "test-scenario", context=False)
+        plain = OpLatencyEstimator(method="lasso", scenario="test-scenario", context=False).fit(records).model_
     legacy = {k: v for k, v in plain.to_dict().items() if k != "features"}
     assert LatencyModel.from_dict(legacy).predict_record(records[3]).latency_ms == pytest.approx(
         plain.predict_record(records[3]).latency_ms)
@@ -783,20 +787,19 @@ def test_li2023_report_from_a_dataset(tmp_path: Path) -> None:
 def test_li2023_report_keys_convolutions_by_implementation_unless_asked_not_to(tmp_path: Path) -> None:
     """``reproduce`` fits every model with the scenario's threads, so that eager PyTorch's native and oneDNN
     convolutions get predictors of their own; ``implementations=False`` (``--kind-keys``) keys by kind, as li2023."""
-    from edgeplan.costmodels.opwise.model import LatencyModel
     from experiments.li2023 import format_report, reproduce
 
     data = _write_dataset(tmp_path / "d.jsonl.gz", _li2023_records(45, seed=3), scenario="torch-fp32-2t")
     seen: list[LatencyModel] = []
-    fit = LatencyModel.fit.__func__  # type: ignore[attr-defined]
+    fit = OpLatencyEstimator.fit
 
-    def spy(cls: type[LatencyModel], *args: Any, **kwargs: Any) -> LatencyModel:
-        model = fit(cls, *args, **kwargs)
-        seen.append(model)
-        return model
+    def spy(est: OpLatencyEstimator, *args: Any, **kwargs: Any) -> OpLatencyEstimator:
+        fitted = fit(est, *args, **kwargs)
+        seen.append(fitted.model_)
+        return fitted
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(LatencyModel, "fit", classmethod(spy))
+        mp.setattr(OpLatencyEstimator, "fit", spy)
         by_impl = reproduce(methods=("lasso",), data_file=data)
         assert seen and {m.threads for m in seen} == {2}
         seen.clear()
@@ -1208,13 +1211,13 @@ def test_a_latency_model_can_draw_its_cv_folds_by_network(monkeypatch: pytest.Mo
     monkeypatch.setattr(model_module, "MAX_FIT_OPS", 25)
     rng = np.random.default_rng(0)
     records = [_record(i, rng) for i in range(40)]
-    grouped = LatencyModel.fit(records[:30], "lasso", "s", cv="networks")
+    grouped = OpLatencyEstimator(method="lasso", scenario="s", cv="networks").fit(records[:30]).model_
     assert grouped.info["cv"] == "networks" and seen and all(g is not None for g in seen)
     cut = [g for g in seen if len(g) == 25]  # a key's 30 ops subsampled to 25, each keeping its network's index
     assert cut and all(len(set(g)) == 25 and set(g) <= set(range(30)) and g == sorted(g) for g in cut)
     assert grouped.predict_record(records[33]).latency_ms > 0
     seen.clear()
-    plain = LatencyModel.fit(records[:30], "lasso", "s")
+    plain = OpLatencyEstimator(method="lasso", scenario="s").fit(records[:30]).model_
     assert "cv" not in plain.info and seen and all(g is None for g in seen)
     with pytest.raises(InvalidInputError, match="unknown cv folds 'layers'"):
-        LatencyModel.fit(records[:30], "lasso", "s", cv="layers")
+        OpLatencyEstimator(method="lasso", scenario="s", cv="layers").fit(records[:30])

@@ -16,6 +16,7 @@ import pytest
 from repo_data import data_file
 
 from edgeplan.cli.main import main
+from edgeplan.costmodels.opwise.estimator import OpLatencyEstimator
 from edgeplan.costmodels.opwise.model import LatencyModel
 from edgeplan.costmodels.opwise.ops import OpInput, record_ops
 from edgeplan.decisions.predict import ModelPrediction
@@ -65,7 +66,8 @@ def _dataset(path: Path, records: Sequence[dict[str, Any]], reference: dict[str,
 
 def _model(overhead_ms: float | None = None) -> LatencyModel:
     rng = np.random.default_rng(0)
-    model = LatencyModel.fit([_record(i, rng) for i in range(30)], "lasso", "test-scenario")
+    model = OpLatencyEstimator(method="lasso", scenario="test-scenario").fit(
+        [_record(i, rng) for i in range(30)]).model_
     if overhead_ms is not None:
         model.overhead_ms = overhead_ms
     return model
@@ -209,7 +211,8 @@ def test_export_keeps_the_raw_iqr_and_old_datasets_still_load(tmp_path: Path) ->
     path = _dataset(tmp_path / "old.jsonl.gz", old, REF)
     loaded = load_dataset(path)
     assert loaded.path == path and all("raw_iqr_rel" not in r for r in loaded.records)
-    assert LatencyModel.fit(loaded.records, "lasso", "s", min_samples=4).predict_record(old[0]).latency_ms > 0
+    refit = OpLatencyEstimator(method="lasso", scenario="s", min_samples=4).fit(loaded.records).model_
+    assert refit.predict_record(old[0]).latency_ms > 0
     floor = noise_floor(loaded, load_dataset(path), "median")
     assert floor is not None and floor["mape"] == pytest.approx(0.0)
 
@@ -335,10 +338,11 @@ def test_grouped_convolutions_need_min_family_samples_for_a_predictor_of_their_o
     rng = np.random.default_rng(5)
     few = [_with_grouped(i, rng) for i in range(MIN_FAMILY_SAMPLES - 1)]  # more than MIN_SAMPLES, fewer than 20
     assert MIN_SAMPLES < len(few) < MIN_FAMILY_SAMPLES
-    model = LatencyModel.fit(few, "lasso", "torch-fp32-1t")
+    model = OpLatencyEstimator(method="lasso", scenario="torch-fp32-1t").fit(few).model_
     assert not any(k.endswith("|gconv") for k in model.predictors) and "aten::conv2d|dwconv" in model.predictors
     (g,) = [o for o in model.predict_ops(record_ops(few[0])).ops if o.name.startswith("g@")]
     assert g.fallback_for == "gconv" and g.predicted_by == "aten::conv2d|conv"
     assert model.info["min_family_samples"] == MIN_FAMILY_SAMPLES
     enough = [*few, _with_grouped(99, rng)]
-    assert "aten::conv2d|gconv" in LatencyModel.fit(enough, "lasso", "torch-fp32-1t").predictors
+    refit = OpLatencyEstimator(method="lasso", scenario="torch-fp32-1t").fit(enough).model_
+    assert "aten::conv2d|gconv" in refit.predictors

@@ -172,7 +172,7 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
           --export more.jsonl.xz --scale-from edgeplan/data/latency/torch-fp32-2t.jsonl.xz
       edgeplan ops fit --data more.jsonl.xz --extend torch-fp32-2t --out "$EDGEPLAN_HOME/devices/more2t"
     """
-    from edgeplan.costmodels.opwise.model import LatencyModel
+    from edgeplan.costmodels.opwise.estimator import OpLatencyEstimator
     from edgeplan.errors import InvalidInputError
     from edgeplan.measure.model_sets import expand_models
     from edgeplan.measure.op_dataset import load_dataset
@@ -208,8 +208,9 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
             if extend is not None:
                 models.append(bases[m].extended(records, min_samples=min_samples, info=extension))
             else:
-                models.append(LatencyModel.fit(records, m, scenario.name, progress=not as_json, info=info,
-                                               min_samples=min_samples, threads=scenario.threads, network="auto"))
+                est = OpLatencyEstimator(method=m, scenario=scenario.name, min_samples=min_samples,
+                                         threads=scenario.threads, network="auto")
+                models.append(est.fit(records, info=info, progress=not as_json).model_)
     except InvalidInputError:
         if created and not any(out.iterdir()):  # refused: no empty device folder left behind
             out.rmdir()

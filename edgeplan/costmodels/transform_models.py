@@ -214,12 +214,6 @@ class KernelTransformModel(PrimitiveEstimator):
 
     # -- state without pickle -----------------------------------------------------------------------------------------
 
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """The constructor's keyword arguments (grids as lists, for JSON)."""
-        params = super().get_params(deep)
-        params["lengthscale_grid"] = [list(g) for g in self.lengthscale_grid]
-        return params
-
     @classmethod
     def from_state(cls, meta: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]) -> PrimitiveEstimator:
         """Rebuild a fitted model from :meth:`to_state`'s output."""

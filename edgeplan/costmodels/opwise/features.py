@@ -370,7 +370,8 @@ NETWORK_AUTO: tuple[str, int] = ("peak", 900)
 
 
 def network_choice(network: bool | str | None, networks: int | None = None) -> str | None:
-    """:meth:`LatencyModel.fit`'s ``network`` as a key of :data:`NETWORK_CHOICES`.
+    """:class:`~edgeplan.costmodels.opwise.estimator.OpLatencyEstimator`'s ``network`` as a key of
+    :data:`NETWORK_CHOICES`.
 
     Parameters
     ----------

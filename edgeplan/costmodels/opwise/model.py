@@ -15,6 +15,10 @@ predictor of its runtime kind or category (:data:`FAMILY`), also flagged, and la
 (:attr:`OpPrediction.predictor`); one with none is *unpredicted*: reported by name, and missing from the total
 (which is then a lower bound), never silently. A saved model is one JSON file (no pickle).
 
+:class:`LatencyModel` is the fitted model: it predicts, is extended and is saved. It is fitted by the scikit-learn
+estimator :class:`~edgeplan.costmodels.opwise.estimator.OpLatencyEstimator` (the settings in its constructor,
+``fit(records)``, the fitted :class:`LatencyModel` as its ``model_``).
+
 Where the runtime picks one of several implementations for a kernel kind by its shapes (eager PyTorch's
 ``aten::conv2d``: oneDNN or its own im2col + GEMM, see :mod:`edgeplan.ir.kernels.selection`), a model fitted with
 ``threads`` keys its predictors by the implementation too (``aten::conv2d:native|conv``), deduced for that thread
@@ -63,7 +67,7 @@ from edgeplan.costmodels.opwise.predictors import METHODS, OpPredictor, fit_pred
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.kernels.selection import implementation
 
-__all__ = ["CV_FOLDS", "FAMILY", "MIN_FAMILY_SAMPLES", "MIN_SAMPLES", "LatencyModel"]
+__all__ = ["CV_FOLDS", "FAMILY", "MIN_FAMILY_SAMPLES", "MIN_SAMPLES", "FitSettings", "LatencyModel"]
 
 
 #: Fewest training operations a key needs for its own predictor.
@@ -105,8 +109,8 @@ WORK_FEATURES: tuple[str, ...] = ("param_size", "flops")
 FAMILY: dict[str, str] = {"gconv": "conv"}
 
 
-#: How :meth:`LatencyModel.fit`'s predictors draw their CV folds: ``ops`` one by one (li2023's), ``networks`` whole
-#: training networks at a time.
+#: How the predictors of a fit (:class:`~edgeplan.costmodels.opwise.estimator.OpLatencyEstimator`'s ``cv``) draw
+#: their CV folds: ``ops`` one by one (li2023's), ``networks`` whole training networks at a time.
 CV_FOLDS: tuple[str, ...] = ("ops", "networks")
 
 
@@ -209,103 +213,6 @@ class LatencyModel:
         kind, cat = op.key.rsplit("|", 1)
         return f"{kind}:{chosen}|{cat}"
 
-    @classmethod
-    def fit(cls, records: Sequence[Mapping[str, Any]], method: str, scenario: str, seed: int = 0,
-            progress: bool = False, info: Mapping[str, Any] | None = None,
-            min_samples: int = MIN_SAMPLES, statistic: str = "min", threads: int | None = None,
-            context: bool = True, overhead: str = "linear", network: bool | str = False,
-            cv: str = "ops") -> LatencyModel:
-        """Fit every operation key's predictor and the overhead on ``records``.
-
-        Parameters
-        ----------
-        records
-            Dataset records (each a model's measured ops and end-to-end latency).
-        method
-            One of :data:`~edgeplan.costmodels.opwise.predictors.METHODS`.
-        scenario
-            Name recorded with the model.
-        seed
-            Seed of the CV folds and of the random methods.
-        progress
-            Show a progress bar over the keys.
-        info
-            Extra provenance to keep.
-        min_samples
-            Fewest training operations a key (or category) needs for a predictor of its own; a grouped
-            convolution's at least :data:`MIN_FAMILY_SAMPLES`.
-        statistic
-            Learn the fastest runs (``min``, default) or the medians.
-        threads
-            Key the predictors by the implementation the runtime selects at this many intra-op threads
-            (:meth:`key_of`; :func:`scenario_threads` gives a scenario's); None keys by kernel kind alone.
-        context
-            Give the predictors the op's place in its network too (:data:`CONTEXT_FEATURES`); False fits on the
-            op's own features alone, as li2023 does.
-        overhead
-            How the overhead is learnt (:data:`OVERHEAD_FORMS`, :func:`fit_overhead`): ``linear`` in the op count
-            and the measured ops' sum (default); ``stacked``, the same over the ops' sum as the fitted predictors
-            give it for each training network, so that it also absorbs their bias there (predictors fitted on a
-            log target price an op at the geometric mean of its times, below their mean); or ``mean``, li2023's
-            mean difference.
-        network
-            Give the predictors the op's network's footprint too (:func:`network_footprint`): ``True`` or
-            ``"distinct"``, its distinct output sizes; ``"total"``, those and its kernels' parameters; ``"peak"``,
-            its largest output (:func:`network_peak`) (:data:`NETWORK_CHOICES`); ``"auto"``, :data:`NETWORK_AUTO`'s
-            feature when ``records`` hold at least its count of networks, else none (:func:`network_choice`; the
-            choice is noted in :attr:`info` ``["network"]``); off by default.
-        cv
-            How each predictor's 5-fold hyperparameter search draws its folds (:data:`CV_FOLDS`): ``ops``, the
-            operations one by one, as li2023 does (default); ``networks``, whole training networks, so that the
-            hyperparameters are chosen for the operations of networks the fit has not seen.
-        """
-        if cv not in CV_FOLDS:
-            raise InvalidInputError(f"unknown cv folds {cv!r}; choose one of {', '.join(CV_FOLDS)}")
-        _check_statistic(statistic)
-        if overhead not in OVERHEAD_FORMS:
-            raise InvalidInputError(f"unknown overhead form {overhead!r}; choose one of {', '.join(OVERHEAD_FORMS)}")
-        if method not in METHODS:
-            raise InvalidInputError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-        if not records:
-            raise InvalidInputError("no training models")
-        keyed = cls(scenario, method, {}, 0.0, threads=threads)
-        chosen = network_choice(network, len(records))
-        names = _feature_names(context, chosen)
-        by_key: dict[str, list[OpInput]] = defaultdict(list)
-        by_cat: dict[str, list[OpInput]] = defaultdict(list)
-        nets: dict[str, list[int]] = defaultdict(list)  # per key, each op's network index
-        latencies, sums, counts, every = [], [], [], []
-        for index, r in enumerate(records):
-            ops = record_ops(r, statistic)
-            every.append(ops)
-            for o in ops:
-                for bucket, key in ((by_key, keyed.key_of(o)), (by_cat, "*|" + o.category)):
-                    bucket[key].append(o)
-                    nets[key].append(index)
-            latencies.append(record_latency(r, statistic))
-            sums.append(sum(o.measured_ms or 0.0 for o in ops))
-            counts.append(len(ops))
-        groups = {k: v for k, v in {**by_key, **by_cat}.items() if len(v) >= _min_ops(v[0].category, min_samples)}
-        predictors: dict[str, OpPredictor] = {}
-        from edgeplan.measure.progress import counting_bar
-
-        with counting_bar(progress, f"fitting {method}", total=len(groups)) as advance:
-            for key, ops in sorted(groups.items()):
-                predictors[key] = _fit_ops(ops, method, seed, names, nets[key] if cv == "networks" else None)
-                advance(1)
-        meta = {"models": len(records), "min_samples": min_samples, "min_family_samples": MIN_FAMILY_SAMPLES,
-                **({"cv": cv} if cv != "ops" else {}),
-                **({"network": f"auto: {chosen or 'none'} ({len(records)} networks, {NETWORK_AUTO[0]} from "
-                               f"{NETWORK_AUTO[1]})"} if network == "auto" else {}),
-                "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-                "ops_per_key": {k: len(v) for k, v in sorted(by_key.items())}, **dict(info or {})}
-        fitted = cls(scenario, method, predictors, 0.0, meta, statistic, names, threads)
-        if overhead == "stacked":  # the linear form over the sums the predictors give the training networks
-            sums = [sum(o.ms or 0.0 for o in p.ops) for p in fitted.predict_batch(every)]
-        const, per_op, share = fit_overhead(latencies, sums, counts, "mean" if overhead == "mean" else "linear")
-        meta["overhead"] = overhead if per_op or share else "mean"
-        return replace(fitted, overhead_ms=const, overhead_per_op_ms=per_op, overhead_share=share)
-
     def extended(self, records: Sequence[Mapping[str, Any]], *, seed: int = 0, min_samples: int = MIN_SAMPLES,
                  min_models: int = MIN_EXTENSION_MODELS, info: Mapping[str, Any] | None = None) -> LatencyModel:
         """A copy that also predicts the operations of ``records`` that this model has no predictor for.
@@ -321,7 +228,7 @@ class LatencyModel:
         records
             Dataset records of the same scenario (measured beside the same reference, if this model's were).
         seed, min_samples
-            As in :meth:`fit`.
+            As in :class:`~edgeplan.costmodels.opwise.estimator.OpLatencyEstimator`.
         min_models
             Fewest models a new key's operations must come from (and they must take more than one feature vector):
             a kind seen in one model, at one shape, would be a constant that prices every later shape alike (ViT-B/16's
@@ -566,3 +473,107 @@ class LatencyModel:
                    float(data.get("overhead_per_op_ms", 0.0)), float(data.get("overhead_share", 0.0)))
 
 
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """How a :class:`LatencyModel` is fitted: the parameters of
+    :class:`~edgeplan.costmodels.opwise.estimator.OpLatencyEstimator` (which documents them), checked.
+
+    Raises
+    ------
+    InvalidInputError
+        For unknown CV folds, statistic, overhead form, method or network feature, or no scenario name.
+    """
+
+    method: str
+    scenario: str
+    statistic: str
+    threads: int | None
+    context: bool
+    overhead: str
+    network: bool | str
+    cv: str
+    min_samples: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        if self.cv not in CV_FOLDS:
+            raise InvalidInputError(f"unknown cv folds {self.cv!r}; choose one of {', '.join(CV_FOLDS)}")
+        _check_statistic(self.statistic)
+        if self.overhead not in OVERHEAD_FORMS:
+            raise InvalidInputError(f"unknown overhead form {self.overhead!r}; choose one of "
+                                    f"{', '.join(OVERHEAD_FORMS)}")
+        if self.method not in METHODS:
+            raise InvalidInputError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        network_choice(self.network)  # a name it does not know is refused before the fitting
+        if not isinstance(self.scenario, str) or not self.scenario:
+            raise InvalidInputError(f"scenario {self.scenario!r}: give the name of the scenario (device profile) the "
+                                    "records were measured in; the fitted model records it")
+
+
+@dataclass
+class _Training:
+    """The training records' operations by predictor key (``by_key``) and category fallback (``by_cat``), each
+    op's network index by key (``nets``), and per network its measured latency, measured ops' sum, op count and
+    operations (``every``)."""
+
+    by_key: dict[str, list[OpInput]] = field(default_factory=lambda: defaultdict(list))
+    by_cat: dict[str, list[OpInput]] = field(default_factory=lambda: defaultdict(list))
+    nets: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    latencies: list[float] = field(default_factory=list)
+    sums: list[float] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    every: list[list[OpInput]] = field(default_factory=list)
+
+
+def _training(records: Sequence[Mapping[str, Any]], settings: FitSettings) -> _Training:
+    """The operations of ``records`` with ``settings``'s statistic, keyed as a model of its threads keys them."""
+    keyed = LatencyModel(settings.scenario, settings.method, {}, 0.0, threads=settings.threads)
+    out = _Training()
+    for index, r in enumerate(records):
+        ops = record_ops(r, settings.statistic)
+        out.every.append(ops)
+        for o in ops:
+            for bucket, key in ((out.by_key, keyed.key_of(o)), (out.by_cat, "*|" + o.category)):
+                bucket[key].append(o)
+                out.nets[key].append(index)
+        out.latencies.append(record_latency(r, settings.statistic))
+        out.sums.append(sum(o.measured_ms or 0.0 for o in ops))
+        out.counts.append(len(ops))
+    return out
+
+
+def _fit_model(records: Sequence[Mapping[str, Any]], settings: FitSettings, info: Mapping[str, Any] | None = None,
+               progress: bool = False) -> LatencyModel:
+    """Every operation key's predictor and the overhead, fitted on ``records`` as ``settings`` say
+    (:meth:`edgeplan.costmodels.opwise.estimator.OpLatencyEstimator.fit`, which documents them); ``info`` is kept
+    in the model's provenance, ``progress`` shows a bar over the keys."""
+    if not records:
+        raise InvalidInputError("no training models")
+    s = settings
+    chosen = network_choice(s.network, len(records))
+    names = _feature_names(s.context, chosen)
+    data = _training(records, s)
+    groups = {k: v for k, v in {**data.by_key, **data.by_cat}.items()
+              if len(v) >= _min_ops(v[0].category, s.min_samples)}
+    predictors: dict[str, OpPredictor] = {}
+    from edgeplan.measure.progress import counting_bar
+
+    with counting_bar(progress, f"fitting {s.method}", total=len(groups)) as advance:
+        for key, ops in sorted(groups.items()):
+            predictors[key] = _fit_ops(ops, s.method, s.seed, names, data.nets[key] if s.cv == "networks" else None)
+            advance(1)
+    meta = {"models": len(records), "min_samples": s.min_samples, "min_family_samples": MIN_FAMILY_SAMPLES,
+            **({"cv": s.cv} if s.cv != "ops" else {}),
+            **({"network": f"auto: {chosen or 'none'} ({len(records)} networks, {NETWORK_AUTO[0]} from "
+                           f"{NETWORK_AUTO[1]})"} if s.network == "auto" else {}),
+            "fitted_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+            "ops_per_key": {k: len(v) for k, v in sorted(data.by_key.items())}, **dict(info or {})}
+    fitted = LatencyModel(s.scenario, s.method, predictors, 0.0, meta, s.statistic, names, s.threads)
+    sums = data.sums
+    if s.overhead == "stacked":  # the linear form over the sums the predictors give the training networks
+        sums = [sum(o.ms or 0.0 for o in p.ops) for p in fitted.predict_batch(data.every)]
+    const, per_op, share = fit_overhead(data.latencies, sums, data.counts, "mean" if s.overhead == "mean" else "linear")
+    meta["overhead"] = s.overhead if per_op or share else "mean"
+    return replace(fitted, overhead_ms=const, overhead_per_op_ms=per_op, overhead_share=share)

@@ -10,9 +10,9 @@ import numpy as np
 __all__ = ["MIN_LINEAR_OVERHEAD_MODELS", "OVERHEAD_FORMS", "fit_overhead"]
 
 
-#: How :meth:`LatencyModel.fit` learns the overhead (:func:`fit_overhead`): ``linear`` over the training networks'
-#: measured op sums, ``stacked`` the same form over the sums its own predictors give them (which also corrects
-#: their bias on networks like those), ``mean`` li2023's.
+#: How :class:`~edgeplan.costmodels.opwise.estimator.OpLatencyEstimator` learns the overhead (:func:`fit_overhead`):
+#: ``linear`` over the training networks' measured op sums, ``stacked`` the same form over the sums its own
+#: predictors give them (which also corrects their bias on networks like those), ``mean`` li2023's.
 OVERHEAD_FORMS: tuple[str, ...] = ("linear", "stacked", "mean")
 
 

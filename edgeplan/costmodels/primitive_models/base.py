@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from edgeplan.costmodels.params import EstimatorParams
 from edgeplan.errors import InvalidInputError, NotFittedError
 from edgeplan.measure.primitive_data import LAYER_FEATURES
 
@@ -58,30 +59,13 @@ def pow2_valuation(x: FloatArray, cap: int = POW2_CAP) -> FloatArray:
     return np.minimum(np.log2(low.astype(np.float64)), float(cap))
 
 
-class PrimitiveEstimator:
-    """Shared preprocessing, applicability, prediction and state of the primitive models (not used directly)."""
+class PrimitiveEstimator(EstimatorParams):
+    """Shared preprocessing, applicability, prediction and state of the primitive models (not used directly).
+
+    ``get_params``, ``set_params`` and the ``repr`` come from :class:`~edgeplan.costmodels.params.EstimatorParams`.
+    """
 
     kind: ClassVar[str] = ""
-    _param_names: ClassVar[tuple[str, ...]] = ()
-
-    # -- scikit-learn contract ------------------------------------------------------------------------------------
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """The constructor's keyword arguments and their current values."""
-        return {name: getattr(self, name) for name in self._param_names}
-
-    def set_params(self, **params: Any) -> PrimitiveEstimator:
-        """Set constructor arguments (unknown names raise :class:`InvalidInputError`); returns ``self``."""
-        for name, value in params.items():
-            if name not in self._param_names:
-                raise InvalidInputError(f"{type(self).__name__} has no parameter {name!r}; "
-                                        f"valid: {', '.join(self._param_names)}")
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
 
     @property
     def is_fitted(self) -> bool:
@@ -329,4 +313,9 @@ class PrimitiveEstimator:
 
 
 def _jsonable(params: dict[str, Any]) -> dict[str, Any]:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items()}
+    """``params`` with every tuple, nested ones too, as a list (as JSON reads them back)."""
+    return {k: _listed(v) for k, v in params.items()}
+
+
+def _listed(value: Any) -> Any:
+    return [_listed(v) for v in value] if isinstance(value, tuple) else value
