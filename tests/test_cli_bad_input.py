@@ -84,7 +84,7 @@ def test_os_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     assert code == 1 and "Not a directory" in err and "Traceback" not in err and blocker.read_text() == "keep"
     code, _, err = run(capsys, "ops", "fit", "--data", str(data), "--train", "synthetic:5000", "--method", "lasso",
                        "--out", str(tmp_path / "out"))
-    assert code != 0 and "none of the --train models" in err and not (tmp_path / "out").exists()
+    assert code != 0 and "none of the training models (--train)" in err and not (tmp_path / "out").exists()
 
 
 def test_measurements_csv_refuses_extra_cells_and_reads_a_bom(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from edgeplan.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from edgeplan.costmodels.opwise.profile_fit import FittedProfile
 
 __all__ = ["ops", "profile_ops"]
 
@@ -172,73 +172,28 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
           --export more.jsonl.xz --scale-from edgeplan/data/latency/torch-fp32-2t.jsonl.xz
       edgeplan ops fit --data more.jsonl.xz --extend torch-fp32-2t --out "$EDGEPLAN_HOME/devices/more2t"
     """
-    from edgeplan.costmodels.opwise.estimator import OpLatencyEstimator
-    from edgeplan.errors import InvalidInputError
-    from edgeplan.measure.model_sets import expand_models
-    from edgeplan.measure.op_dataset import load_dataset
-    from edgeplan.measure.scenarios import get_scenario
+    from edgeplan.costmodels.opwise.profile_fit import ProfileFitOptions, fit_profile
 
-    data = load_dataset(data_path)
-    records = data.records
-    if train_specs:
-        keep = set(expand_models(train_specs))
-        records = [r for r in records if r["model"] in keep]
-        if not records:
-            raise InvalidInputError(f"none of the --train models is in {data_path}")
-    if extend is not None:
-        from edgeplan.costmodels.opwise.profiles import extendable_model
-
-        found = click.get_current_context().find_object(Context)
-        bases = {m: extendable_model(extend, m, data, found.home if found else None) for m in methods}
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)  # a folder that cannot be made is named now, not after the fitting
-    scenario = get_scenario(data.scenario)
-    info = {"kernel_profile": scenario.kernel_profile, "dataset": data_path.name, "source_scenario": scenario.name,
-            "device": data.provenance.get("device", {}), "train_models": [r["model"] for r in records]}
-    if data.provenance.get("reference"):  # the times are ratios to this model at the scenario's typical speed
-        info["reference"] = data.provenance["reference"]
     ctx = click.get_current_context().find_object(Context)
-    if ctx is not None:  # provenance: the command line that fitted it
-        info["command"] = ctx.command
-    extension = {"dataset": data_path.name, "device": info["device"], "extended": extend,
-                 "reference": data.provenance.get("reference"), "command": ctx.command if ctx else ""}
-    models = []
-    try:
-        for m in methods:
-            if extend is not None:
-                models.append(bases[m].extended(records, min_samples=min_samples, info=extension))
-            else:
-                est = OpLatencyEstimator(method=m, scenario=scenario.name, min_samples=min_samples,
-                                         threads=scenario.threads, network="auto")
-                models.append(est.fit(records, info=info, progress=not as_json).model_)
-    except InvalidInputError:
-        if created and not any(out.iterdir()):  # refused: no empty device folder left behind
-            out.rmdir()
-        raise
-    written: list[dict[str, Any]] = []
-    for m, model in zip(methods, models, strict=True):
-        entry = {"method": m, "path": str(model.save(out)), "models": len(records),
-                 "predictors": len(model.predictors), "overhead_ms": model.overhead_ms,
-                 "overhead_per_op_ms": model.overhead_per_op_ms, "overhead_share": model.overhead_share}
-        if extend is not None:
-            entry["added"] = sorted(model.info["extensions"][-1]["added_ops_per_key"])
-        written.append(entry)
+    options = ProfileFitOptions(methods=methods, train=train_specs, min_samples=min_samples, extend=extend)
+    fitted = fit_profile(data_path, out, options, home=ctx.home if ctx else None, command=ctx.command if ctx else "",
+                         progress=not as_json)
     if as_json:
-        emit_json(written)
+        emit_json([f.to_dict() for f in fitted])
         return
-    for w in written:
-        if "added" in w:
-            click.echo(f"{w['method']}: {extend}'s model extended with {len(w['added'])} predictors from "
-                       f"{w['models']} models ({', '.join(w['added'])}) -> {w['path']}")
+    for f in fitted:
+        if f.added is not None:
+            click.echo(f"{f.method}: {extend}'s model extended with {len(f.added)} predictors from {f.models} models "
+                       f"({', '.join(f.added)}) -> {f.path}")
             continue
-        click.echo(f"{w['method']}: {w['predictors']} predictors from {w['models']} models, overhead "
-                   f"{_overhead_text(w)} -> {w['path']}")
+        click.echo(f"{f.method}: {f.predictors} predictors from {f.models} models, overhead {_overhead_text(f)} -> "
+                   f"{f.path}")
 
 
-def _overhead_text(entry: Mapping[str, Any]) -> str:
+def _overhead_text(fitted: FittedProfile) -> str:
     """A fitted model's overhead in words: the constant, and the parts that grow with the model if any."""
-    text = f"{entry['overhead_ms']:.3f} ms"
-    if entry["overhead_per_op_ms"] or entry["overhead_share"]:
-        text += (f" + {1000 * entry['overhead_per_op_ms']:.2f} us per op + {100 * entry['overhead_share']:.2f} % "
+    text = f"{fitted.overhead_ms:.3f} ms"
+    if fitted.overhead_per_op_ms or fitted.overhead_share:
+        text += (f" + {1000 * fitted.overhead_per_op_ms:.2f} us per op + {100 * fitted.overhead_share:.2f} % "
                  "of the ops' sum")
     return text
