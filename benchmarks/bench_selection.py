@@ -27,9 +27,7 @@ from pathlib import Path
 from _data import DATA, need
 from _machine import machine
 
-from edgeplan.cli.select_cmd import OUTPUT_TOLERANCE
-from edgeplan.decisions.select import SelectOptions, select_model, single_primitive_choice
-from edgeplan.runtimes.selected import run_selection
+from edgeplan.decisions.select import OUTPUT_TOLERANCE, SelectOptions, run_selected, select_model
 
 NETWORKS = ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34")
 
@@ -102,14 +100,12 @@ def main() -> int:
         flow_threads = None if args.no_flow_costs else args.threads
         sel = select_model(spec, costs=costs, model_dir=args.model if costs == "predicted" else None, tables=args.data,
                            torch_device=args.torch_device, options=SelectOptions(flow_threads=flow_threads))
-        single = single_primitive_choice(sel.structure, sel.costs)
-        inputs = sel.structure.conv_inputs()
-        run = run_selection(spec, sel.plan.choices(), inputs, single[0] if single else None,
-                            threads=args.threads, rounds=args.rounds, torch_device=args.torch_device)
+        result = run_selected(sel, threads=args.threads, rounds=args.rounds)
+        run = result.run
         lat = run.latency
         single_ms = lat["single"].median_ms if "single" in lat else math.nan
         err = max(run.output_error.values())
-        ok &= err <= OUTPUT_TOLERANCE
+        ok &= result.outputs_match
         speedups.append(run.speedup)
         layers, fixed = len(sel.plan.choices()), len(sel.structure.fixed)
         print(f"{name:<10} {layers:>6} {fixed:>5} {lat['pytorch'].median_ms:>11.2f} "

@@ -42,6 +42,7 @@ def test_load_graph_measure_and_predict(tmp_path: Path) -> None:
     m = edgeplan.measure_latency("synthetic:0", repeats=3, max_time_s=2.0, home=tmp_path)
     data = _json_ready(m)
     assert data["repeats"] == 3 and data["latency_ms"] > 0 and data["device"]["fingerprint"]
+    assert m.warnings == () and data["warnings"] == []  # 1 thread: never more than the cores
     p = edgeplan.predict("synthetic:0")
     assert _json_ready(p)["latency_ms"] > 0 and p.device == "torch-fp32-1t"
     many = edgeplan.predict(["synthetic:0", "synthetic:1"])

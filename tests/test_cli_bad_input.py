@@ -15,7 +15,7 @@ from edgeplan.cli.main import main
 from edgeplan.costmodels.opwise.calibrate import read_measurements
 from edgeplan.costmodels.opwise.profiles import shipped_devices
 from edgeplan.errors import InvalidInputError, UnsupportedOperatorError
-from edgeplan.measure.model_sets import MAX_RANGE, expand_models
+from edgeplan.measure.model_sets import MAX_RANGE, expand_models, read_models_file
 from experiments import eshratifar2018, mulder2020, parthasarathy2022
 
 PAPERS = {"eshratifar2018": eshratifar2018.main, "mulder2020": mulder2020.main,
@@ -138,6 +138,16 @@ def test_huge_range_is_refused_before_expanding() -> None:
     assert len(expand_models([f"synthetic:0-{MAX_RANGE - 1}"])) == MAX_RANGE
     with pytest.raises(InvalidInputError, match="more than"):
         expand_models([f"synthetic:0-{MAX_RANGE}"])
+
+
+def test_models_file_has_one_model_a_line_and_comments(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    listed = tmp_path / "models.txt"
+    listed.write_text("# training models\nsynthetic:0-1\n\nset:nb201-sample\n#synthetic:9\n")
+    assert read_models_file(listed) == ["synthetic:0-1", "set:nb201-sample"]
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        read_models_file(tmp_path / "missing.txt")
+    code, _, err = run(capsys, "--home", str(tmp_path), "predict", "--models-file", str(tmp_path / "missing.txt"))
+    assert code != 0 and f"--models-file {tmp_path / 'missing.txt'} does not exist" in err
 
 
 def test_unsupported_operator_names_the_command_that_has_allow_opaque() -> None:

@@ -9,9 +9,18 @@ import numpy as np
 import pytest
 
 from edgeplan.cli.main import main
-from edgeplan.decisions.offload import OffloadSetup, offload_costs, plan_offload, run_offload
+from edgeplan.decisions.offload import (
+    DEFAULT_MOBILE_POWER,
+    OffloadSetup,
+    mobile_power,
+    offload_costs,
+    offload_lookup,
+    offload_network,
+    plan_offload,
+    run_offload,
+)
 from edgeplan.errors import InvalidInputError
-from edgeplan.planners.offload import check_plan, evaluate_schedule
+from edgeplan.planners.offload import check_plan, evaluate_schedule, network_preset
 from experiments import eshratifar2018
 
 PAPERS = {"eshratifar2018": eshratifar2018.main}
@@ -84,6 +93,25 @@ def test_store_source_without_measurements_says_what_to_run(capsys: pytest.Captu
                                                             tmp_path: Path) -> None:
     code, _, err = run(capsys, "--home", str(tmp_path), "offload", "paper:alexnet", "--costs", "store")
     assert code == 2 and "edgeplan profile ranges paper:alexnet" in err and "Traceback" not in err
+
+
+def test_network_and_mobile_power_from_raw_values() -> None:
+    assert offload_network("wifi") == network_preset("wifi")
+    custom = offload_network("4g", 5.0, 20.0)
+    assert (custom.up_mbps, custom.down_mbps) == (5.0, 20.0)
+    assert custom.alpha_up_mw_per_mbps == network_preset("4g").alpha_up_mw_per_mbps
+    with pytest.raises(InvalidInputError, match="both"):
+        offload_network("wifi", 5.0, None)
+    assert mobile_power() is DEFAULT_MOBILE_POWER
+    power = mobile_power(2.5, "stated")
+    assert (power.compute_mw, power.idle_mw, power.source) == (2500.0, 0.0, "stated")
+
+
+def test_lookup_grid_solves_the_plan_again_at_every_speed_pair() -> None:
+    result = plan_offload(OffloadSetup("paper:nin", costs="shipped"), offload_network("wifi", 1000.0, 1000.0))
+    table = offload_lookup(result, [1.0, 1000.0], like="wifi")
+    assert [(e.up_mbps, e.down_mbps) for e in table] == [(1.0, 1.0), (1.0, 1000.0), (1000.0, 1.0), (1000.0, 1000.0)]
+    assert table[0].pattern == "M" and table[-1].latency_ms <= result.plan.latency_ms * (1 + 1e-9)
 
 
 def test_real_split_run_from_the_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

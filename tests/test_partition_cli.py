@@ -15,6 +15,7 @@ from edgeplan.decisions.partition import (
     PartitionResult,
     load_cluster,
     plan_partition,
+    run_partition,
     simulated_cluster,
 )
 from edgeplan.errors import InfeasibleError, InvalidInputError
@@ -115,6 +116,13 @@ def test_cli_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "partition", "torchvision:resnet18", "--nodes", "2", "--memory-mb", "20",
                        "--simulate", "0", "--no-compute")
     assert code != 0 and "with at most 2 stages: in nodes of 20.0 MiB it needs 6; use at least 6 nodes" in err
+
+
+def test_run_of_a_one_stage_plan_is_skipped_and_says_why() -> None:
+    result = plan_partition("torchvision:resnet18", simulated_cluster(3, 0, 1024.0), PartitionOptions(compute=False))
+    assert len(result.runs) == 1  # without compute, one node that holds it all has no link to wait for
+    run = run_partition(result)
+    assert run.pipeline is None and "one stage" in run.skipped and run.to_dict() == {"skipped": run.skipped}
 
 
 def test_cli_run_deploys_the_plan_on_local_ray(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

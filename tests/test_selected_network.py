@@ -221,3 +221,17 @@ def test_random_primitives_reproduce_resnet18_outputs_on_cuda() -> None:
     assert ms.shape == (4, 3) and (ms >= 0).all()
     with pytest.raises(InvalidInputError, match="CUDA device"):
         run_selection(spec, choices, inputs, None, threads=1, torch_device=f"cuda:{torch.cuda.device_count()}")
+
+
+def test_selection_run_result_matches_within_the_tolerance() -> None:
+    from edgeplan.decisions.select import OUTPUT_TOLERANCE, SelectionRunResult
+    from edgeplan.runtimes.selected import LatencySummary, SelectionRun
+
+    latency = {"pytorch": LatencySummary(2.0, 1.9, 2.1, 3), "selected": LatencySummary(1.0, 0.9, 1.1, 3)}
+    ok = SelectionRunResult(SelectionRun(1, latency, "", {"selected": OUTPUT_TOLERANCE}))
+    assert ok.outputs_match and ok.matches("selected") and ok.matches("single") is None
+    data = ok.to_dict()
+    assert data["outputs_match"] and data["speedup_vs_pytorch"] == pytest.approx(2.0)
+    assert data["latency_ms"]["selected"] == {"median": 1.0, "q1": 0.9, "q3": 1.1, "runs": 3}
+    bad = SelectionRunResult(SelectionRun(1, latency, "", {"selected": 2 * OUTPUT_TOLERANCE}))
+    assert not bad.outputs_match and not bad.to_dict()["outputs_match"] and bad.matches("selected") is False

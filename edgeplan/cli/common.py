@@ -120,13 +120,13 @@ def model_specs(models: tuple[str, ...], models_file: Path | None) -> list[str]:
         For a missing models file, or when no model is given at all.
     """
     from edgeplan.errors import InvalidInputError
-    from edgeplan.measure.model_sets import expand_models
+    from edgeplan.measure.model_sets import expand_models, read_models_file
 
     specs = list(models)
     if models_file is not None:
         if not models_file.is_file():
             raise InvalidInputError(f"--models-file {models_file} does not exist")
-        specs += [ln for ln in models_file.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+        specs += read_models_file(models_file)
     names = expand_models(specs)
     if not names:
         raise InvalidInputError("no models given: name zoo strings (torchvision:resnet50), a range (synthetic:0-99) "

@@ -31,17 +31,11 @@ def measure(ctx: Context, model: str, threads: int, runtime: str, repeats: int |
     """
     if keep:  # first: what this process would print before, its replacement prints again
         keep_memory(ctx)
-    import os
-
     from edgeplan.decisions.measure import measure_latency
     from edgeplan.frontends.zoo import parse_shape
     from edgeplan.measure import check_thread_count
 
     check_thread_count(threads)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if threads > cores:  # measured anyway (on purpose, say), but not silently: the record says how many cores
-        click.echo(f"warning: --threads {threads} on the {cores} core(s) this process may use: the time includes the "
-                   f"threads' contention for the cores; use at most {cores} to time the model", err=True)
     check_positive("--max-time", max_time_s, "a positive number of seconds")
     if repeats is not None and repeats < 1:
         raise click.BadParameter(f"must be a positive integer, got {repeats}", param_hint="--repeats")
@@ -51,6 +45,8 @@ def measure(ctx: Context, model: str, threads: int, runtime: str, repeats: int |
     with Console(stderr=True).status(f"measuring {model} ({runtime}, {threads} thread(s))", spinner="dots"):
         result = measure_latency(model, runtime=runtime, threads=threads, repeats=repeats, max_time_s=max_time_s,
                                  input_shape=shape, home=ctx.home, command=ctx.command)
+    for warning in result.warnings:  # measured anyway, but never silent
+        click.echo(f"warning: {warning}", err=True)
     t = result.timing
     if as_json:
         emit_json({

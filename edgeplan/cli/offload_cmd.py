@@ -53,10 +53,17 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
     """
     from pathlib import Path
 
-    from edgeplan.decisions.offload import DEFAULT_MOBILE_POWER, OffloadOptions, OffloadSetup, plan_offload, run_offload
+    from edgeplan.decisions.offload import (
+        OffloadOptions,
+        OffloadSetup,
+        mobile_power,
+        offload_lookup,
+        offload_network,
+        plan_offload,
+        run_offload,
+    )
     from edgeplan.frontends.zoo import parse_shape
     from edgeplan.measure import check_thread_count
-    from edgeplan.planners.offload import MobilePowerModel, custom_network, network_preset
 
     check_thread_count(mobile_threads)
     check_thread_count(cloud_threads)
@@ -68,11 +75,15 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
         raise click.UsageError("--cloud-speedup derives the cloud from the mobile's ranges, so --cloud-threads has "
                                "no effect with it: give one of the two")
     check_positive("--mobile-power-w", mobile_power_w, "the mobile's power draw in watts, a positive number")
-    net = (custom_network(up_mbps, down_mbps, like=network) if up_mbps is not None and down_mbps is not None
-           else network_preset(network))
-    power = DEFAULT_MOBILE_POWER
-    if mobile_power_w is not None:
-        power = MobilePowerModel(mobile_power_w * 1000.0, 0.0, "given with --mobile-power-w")
+    grid = None
+    if lookup_grid:
+        try:
+            grid = [float(v) for v in lookup_grid.split(",") if v.strip()]
+        except ValueError:
+            raise click.BadParameter(f"expected comma-separated numbers, got {lookup_grid!r}",
+                                     param_hint="--lookup-grid") from None
+    net = offload_network(network, up_mbps, down_mbps)
+    power = mobile_power(mobile_power_w, "given with --mobile-power-w")
     setup = OffloadSetup(model, mobile_threads, cloud_threads, cloud_speedup, costs_source,
                          parse_shape(input_shape) if input_shape else None)
     result = plan_offload(setup, net, OffloadOptions(objective, battery_mj, cloud_ms, "dp", power),
@@ -80,18 +91,7 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
     for warning in result.warnings:  # another device's costs: never silent
         click.echo(f"warning: {warning}", err=True)
     run = run_offload(result, repeats=5) if do_run else None
-    lookup = None
-    if lookup_grid:
-        from edgeplan.planners.offload import LookupOptions, lookup_table
-
-        try:
-            grid = [float(v) for v in lookup_grid.split(",") if v.strip()]
-        except ValueError:
-            raise click.BadParameter(f"expected comma-separated numbers, got {lookup_grid!r}",
-                                     param_hint="--lookup-grid") from None
-        p = result.problem
-        lookup = lookup_table(p.costs, p.power, objective, grid, grid, like=network,
-                              options=LookupOptions(battery_mj=battery_mj, cloud_ms=cloud_ms, solver="dp"))
+    lookup = offload_lookup(result, grid, like=network) if grid is not None else None
     if plot_path:
         from edgeplan.errors import InvalidInputError
         from edgeplan.reports.offload_report import plot_schedule
@@ -104,11 +104,7 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
     if as_json:
         data = result.to_dict()
         if run is not None:
-            data["run"] = {"measured_latency_ms": run.latency_ms, "samples_ms": list(run.samples_ms),
-                           "predicted_latency_ms": result.plan.latency_ms,
-                           "error_rel": run.latency_ms / result.plan.latency_ms - 1,
-                           "uploaded_bytes": run.uploaded_bytes, "downloaded_bytes": run.downloaded_bytes,
-                           "max_abs_output_error": run.max_abs_error}
+            data["run"] = run.to_dict()
         if lookup is not None:
             data["lookup"] = [entry.to_dict() for entry in lookup]
         emit_json(data)
@@ -118,10 +114,10 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
     for line in plan_summary_lines(result):
         click.echo(line)
     if run is not None:
-        err = 100 * (run.latency_ms / result.plan.latency_ms - 1)
-        click.echo(f"  real split run: {run.latency_ms:.2f} ms median of {len(run.samples_ms)} (IQR "
-                   f"{run.iqr_ms:.2f} ms), predicted {result.plan.latency_ms:.2f} ms ({err:+.1f}%); outputs match "
-                   f"a local run to {run.max_abs_error:.1e}")
+        split = run.split
+        click.echo(f"  real split run: {split.latency_ms:.2f} ms median of {len(split.samples_ms)} (IQR "
+                   f"{split.iqr_ms:.2f} ms), predicted {run.predicted_latency_ms:.2f} ms "
+                   f"({100 * run.error_rel:+.1f}%); outputs match a local run to {split.max_abs_error:.1e}")
     if plot_path:
         click.echo(f"  figure: {plot_path}")
     if lookup is not None:

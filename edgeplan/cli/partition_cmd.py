@@ -46,7 +46,13 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
     import math
     from pathlib import Path
 
-    from edgeplan.decisions.partition import PartitionOptions, load_cluster, plan_partition, simulated_cluster
+    from edgeplan.decisions.partition import (
+        PartitionOptions,
+        load_cluster,
+        plan_partition,
+        run_partition,
+        simulated_cluster,
+    )
     from edgeplan.measure.harness import check_thread_count
     from edgeplan.reports.placement_plot import plan_lines, plot_placement
 
@@ -68,18 +74,10 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
     result = plan_partition(model, cluster, PartitionOptions("own", compress, not no_compute, threads))
     run = None
     if do_run:
-        from edgeplan.frontends.zoo import load_graph
-        from edgeplan.runtimes.pipeline import PipelineOptions, run_pipeline
-
-        if len(result.runs) < 2:
-            click.echo("the plan has one stage: nothing to pipeline; --run skipped", err=True)
-        else:
-            ratios = None
-            if result.compression is not None:
-                ratios = [result.compression[b] for _, b in result.runs[:-1]]
-            run = run_pipeline(load_graph(model), result.points, result.runs, result.link_mbps, compression=ratios,
-                               nodes=result.nodes,
-                               options=PipelineOptions(inputs=10, threads=threads, address=ray_address, seed=0))
+        partition_run = run_partition(result, address=ray_address)
+        if partition_run.skipped:
+            click.echo(f"{partition_run.skipped}; --run skipped", err=True)
+        run = partition_run.pipeline
     if plot_path:
         plot_placement(result, Path(plot_path))
     if as_json:

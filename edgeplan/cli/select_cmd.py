@@ -8,10 +8,6 @@ from edgeplan.cli.common import Context, emit_json
 
 __all__ = ["select"]
 
-# the primitive that a tolerance check allows: stated tolerances go up to 1e-4 (Winograd F(4,3)), and errors
-# compound over a network's layers
-OUTPUT_TOLERANCE = 1e-3
-
 
 @click.command()
 @click.argument("model")
@@ -51,7 +47,7 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
       edgeplan select torchvision:resnet18 --run --json
       edgeplan select torchvision:resnet18 --costs predicted --device my-machine --threads 2
     """
-    from edgeplan.decisions.select import SelectOptions, select_model, single_primitive_choice
+    from edgeplan.decisions.select import SelectOptions, run_selected, select_model
     from edgeplan.measure.harness import check_thread_count
 
     check_thread_count(threads)
@@ -62,52 +58,30 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
     sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, device=device,
                        torch_device=torch_device, options=SelectOptions("exact", flow_threads=threads),
                        home=ctx.home)
-    torch_device = sel.torch_device  # where --device was calibrated, unless --torch-device said
-    if do_run:
-        _check_cuda(torch_device, "--run times the network on it")
+    if do_run:  # where --device was calibrated, unless --torch-device said
+        _check_cuda(sel.torch_device, "--run times the network on it")
     for note in sel.notes:
         click.echo(f"note: {note}", err=True)
-    plan = sel.plan
     result = sel.to_dict()
     for warning in sel.warnings:  # another device's costs: never silent
         click.echo(f"warning: {warning}", err=True)
-    run = None
-    if do_run:
-        from edgeplan.runtimes.selected import run_selection
-
-        single = single_primitive_choice(sel.structure, sel.costs)
-        inputs = sel.structure.conv_inputs()
-        run = run_selection(model, plan.choices(), inputs, single[0] if single else None, threads=threads,
-                            rounds=15, torch_device=torch_device)
-        result["run"] = {
-            "device": run.torch_device, "threads": run.threads, "single_primitive": run.single_primitive,
-            "output_error": run.output_error,
-            "outputs_match": all(e <= OUTPUT_TOLERANCE for e in run.output_error.values()),
-            "latency_ms": {k: {"median": v.median_ms, "q1": v.q1_ms, "q3": v.q3_ms, "runs": v.runs}
-                           for k, v in run.latency.items()},
-            "speedup_vs_pytorch": run.speedup,
-        }
+    run = run_selected(sel, threads=threads, rounds=15) if do_run else None
+    if run is not None:
+        result["run"] = run.to_dict()
     if as_json:
         emit_json(result)
     else:
         _print(sel, run)
-    if run is not None and any(e > OUTPUT_TOLERANCE for e in run.output_error.values()):
+    if run is not None and not run.outputs_match:
         raise click.ClickException(f"the selected network's outputs differ from PyTorch's by more than "
-                                   f"{OUTPUT_TOLERANCE:g} (relative): {run.output_error}")
-
-
-def _available(torch_device: str) -> bool:
-    """Whether ``torch_device`` can run here (the CPU always can), for ``--run``."""
-    if torch_device == "cpu":
-        return True
-    import torch
-
-    return bool(torch.cuda.is_available())
+                                   f"{run.tolerance:g} (relative): {run.run.output_error}")
 
 
 def _check_cuda(torch_device: str, why: str) -> None:
     """Refuse a CUDA device on a machine without CUDA, saying how to plan for it from here."""
-    if not _available(torch_device):
+    from edgeplan.decisions.select import runs_here
+
+    if not runs_here(torch_device):
         from edgeplan.errors import MeasurementError
 
         raise MeasurementError(f"--torch-device {torch_device}: CUDA is not available here, and {why}; to plan for "
@@ -132,12 +106,11 @@ def fixed_summary(reasons: tuple[str, ...], model: str) -> list[str]:
     return lines
 
 
-def _print(sel: object, run: object) -> None:
+def _print(sel: object, result: object) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from edgeplan.decisions.select import ModelSelection
-    from edgeplan.runtimes.selected import SelectionRun
+    from edgeplan.decisions.select import ModelSelection, SelectionRunResult
 
     assert isinstance(sel, ModelSelection)
     plan = sel.plan
@@ -161,11 +134,12 @@ def _print(sel: object, run: object) -> None:
                   f"{plan.solution.solver}, {'optimal' if plan.solution.optimal else 'not proven optimal'})")
     for line in fixed_summary(sel.structure.fixed_reasons, sel.spec):
         console.print(line)
-    if isinstance(run, SelectionRun):
+    if isinstance(result, SelectionRunResult):
+        run = result.run
         for label, lat in run.latency.items():
             name = f"single ({run.single_primitive})" if label == "single" else label
             err = run.output_error.get(label)
-            verdict = "ok" if err is not None and err <= OUTPUT_TOLERANCE else "MISMATCH"
+            verdict = "ok" if result.matches(label) else "MISMATCH"
             check = "" if err is None else f"  output error {err:.1e} ({verdict})"
             console.print(f"  {name:<32} median {lat.median_ms:9.3f} ms [q1 {lat.q1_ms:.3f}, q3 {lat.q3_ms:.3f}]"
                           f"{check}")

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from pathlib import Path
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.measure.model_latency import ModelMeasurement, measure_model
 
 __all__ = ["ModelMeasurement", "measure_latency"]
+
+
+def _thread_warnings(threads: int) -> tuple[str, ...]:
+    """A warning when ``threads`` exceeds the cores this process may use (its CPU affinity, else the CPU count): such
+    a time includes the threads' contention for the cores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if threads <= cores:
+        return ()
+    return (f"--threads {threads} on the {cores} core(s) this process may use: the time includes the threads' "
+            f"contention for the cores; use at most {cores} to time the model",)
 
 
 def measure_latency(model: str, *, runtime: str = "torch", threads: int = 1, repeats: int | None = None,
@@ -37,7 +49,9 @@ def measure_latency(model: str, *, runtime: str = "torch", threads: int = 1, rep
     Returns
     -------
     ModelMeasurement
-        ``.timing`` (median and spread), ``.device`` (this machine's descriptor), where it was stored.
+        ``.timing`` (median and spread), ``.device`` (this machine's descriptor), where it was stored, and
+        ``.warnings``: more ``threads`` than this process may use cores are measured anyway (on purpose, say), but
+        not silently.
     """
     from edgeplan.measure import TimingConfig
 
@@ -47,5 +61,6 @@ def measure_latency(model: str, *, runtime: str = "torch", threads: int = 1, rep
         raise InvalidInputError(f"max_time_s must be a positive number of seconds, got {max_time_s!r}")
     config = (TimingConfig(min_repeats=repeats, max_repeats=repeats, max_time_s=max_time_s) if repeats
               else TimingConfig(max_time_s=max_time_s))
-    return measure_model(model, runtime=runtime, threads=threads, config=config, input_shape=input_shape, home=home,
-                         command=command)
+    result = measure_model(model, runtime=runtime, threads=threads, config=config, input_shape=input_shape,
+                           home=home, command=command)
+    return dataclasses.replace(result, warnings=result.warnings + _thread_warnings(threads))

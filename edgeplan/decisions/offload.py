@@ -13,25 +13,34 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.layer_chain import LayerChain, layer_chain
 from edgeplan.measure.cost_origin import CostsOrigin, WithCostsOrigin
 from edgeplan.planners.offload import (
+    LookupEntry,
+    LookupOptions,
     MobilePowerModel,
     NetworkModel,
     OffloadCosts,
     OffloadPlan,
     OffloadProblem,
+    custom_network,
+    lookup_table,
     network_preset,
     solve,
 )
 
-__all__ = ["COST_SOURCES", "DEFAULT_MOBILE_POWER", "OffloadOptions", "OffloadResult", "OffloadSetup", "offload_costs",
-           "offload_inputs", "plan_offload", "run_offload"]
+if TYPE_CHECKING:
+    from edgeplan.runtimes.split import SplitRun
+
+__all__ = ["COST_SOURCES", "DEFAULT_MOBILE_POWER", "OffloadOptions", "OffloadResult", "OffloadRun", "OffloadSetup",
+           "mobile_power", "offload_costs", "offload_inputs", "offload_lookup", "offload_network", "plan_offload",
+           "run_offload"]
 
 #: Where range latencies may come from: ``auto`` = this machine's Store, else the shipped file if it was measured
 #: on this very device, else measure now; ``store``, ``shipped`` and ``measure`` force one.
@@ -42,6 +51,45 @@ COST_SOURCES = ("auto", "store", "shipped", "measure")
 DEFAULT_MOBILE_POWER = MobilePowerModel(
     7500.0, 0.0, "Jetson TX2 (eshratifar2018 §4.1) in its 7.5 W mode; stated, not measured; idle power 0 as in "
     "the paper's eqs. 9-10")
+
+
+def offload_network(preset: str = "wifi", up_mbps: float | None = None,
+                    down_mbps: float | None = None) -> NetworkModel:
+    """The link a plan is made for: a preset, or custom speeds that keep the preset's radio power model.
+
+    Parameters
+    ----------
+    preset
+        ``3g``, ``4g`` or ``wifi`` (eshratifar2018 Tables 2-3).
+    up_mbps, down_mbps
+        Custom uplink and downlink speeds in Mbit/s, both or neither.
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown preset, a speed that is not positive, or one speed without the other.
+    """
+    if (up_mbps is None) != (down_mbps is None):
+        raise InvalidInputError("give both up_mbps and down_mbps, or neither")
+    if up_mbps is None or down_mbps is None:
+        return network_preset(preset)
+    return custom_network(up_mbps, down_mbps, like=preset)
+
+
+def mobile_power(compute_w: float | None = None, source: str = "given") -> MobilePowerModel:
+    """The mobile's power model: ``compute_w`` watts while computing and 0 while idle, as in eshratifar2018's
+    eqs. 9-10; None: :data:`DEFAULT_MOBILE_POWER`.
+
+    Parameters
+    ----------
+    compute_w
+        The mobile's compute power in watts (stored in mW).
+    source
+        Where the number comes from, recorded in the model.
+    """
+    if compute_w is None:
+        return DEFAULT_MOBILE_POWER
+    return MobilePowerModel(compute_w * 1000.0, 0.0, source)
 
 
 @dataclass(frozen=True)
@@ -313,8 +361,8 @@ def plan_offload(setup: str | OffloadSetup, network: str | NetworkModel = "wifi"
     return OffloadResult(setup, problem, solve(problem, options.solver), chain, origin)
 
 
-def run_offload(result: OffloadResult, repeats: int = 5, warmup: int = 1) -> Any:
-    """Execute ``result``'s plan for real across two processes and return the :class:`SplitRun`.
+def run_offload(result: OffloadResult, repeats: int = 5, warmup: int = 1) -> OffloadRun:
+    """Execute ``result``'s plan for real across two processes and measure it beside its prediction.
 
     Raises
     ------
@@ -332,5 +380,63 @@ def run_offload(result: OffloadResult, repeats: int = 5, warmup: int = 1) -> Any
     segments = [(s.first, s.last, s.side) for s in result.plan.segments]
     options = SplitRunOptions(mobile_threads=setup.mobile_threads, cloud_threads=setup.cloud_threads,
                               repeats=repeats, warmup=warmup, input_shape=setup.input_shape)
-    return run_split(executor, result.chain, segments, model=setup.model, up_mbps=net.up_mbps,
-                     down_mbps=net.down_mbps, options=options)
+    split = run_split(executor, result.chain, segments, model=setup.model, up_mbps=net.up_mbps,
+                      down_mbps=net.down_mbps, options=options)
+    return OffloadRun(split, result.plan.latency_ms)
+
+
+@dataclass(frozen=True)
+class OffloadRun:
+    """A plan executed for real across two processes (:func:`run_offload`), beside its prediction.
+
+    Attributes
+    ----------
+    split
+        The measured run: median latency and samples, bytes up and down, output error against a local run.
+    predicted_latency_ms
+        The plan's predicted end-to-end latency.
+    """
+
+    split: SplitRun
+    predicted_latency_ms: float
+
+    @property
+    def error_rel(self) -> float:
+        """Measured over predicted latency, minus 1."""
+        return self.split.latency_ms / self.predicted_latency_ms - 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able, as ``edgeplan offload --run --json`` prints it under ``run``."""
+        run = self.split
+        return {"measured_latency_ms": run.latency_ms, "samples_ms": list(run.samples_ms),
+                "predicted_latency_ms": self.predicted_latency_ms, "error_rel": self.error_rel,
+                "uploaded_bytes": run.uploaded_bytes, "downloaded_bytes": run.downloaded_bytes,
+                "max_abs_output_error": run.max_abs_error}
+
+
+def offload_lookup(result: OffloadResult, up_mbps_grid: Sequence[float], down_mbps_grid: Sequence[float] | None = None,
+                   *, like: str = "wifi") -> list[LookupEntry]:
+    """The lookup table a phone would store (eshratifar2018, end of §3.2): ``result``'s problem solved again at every
+    (uplink, downlink) speed pair of a grid.
+
+    The costs, power model, objective and limits are ``result``'s; at every grid point the radio power model is the
+    ``like`` preset's, and consecutive segments on one side are allowed.
+
+    Parameters
+    ----------
+    result
+        A plan of :func:`plan_offload`.
+    up_mbps_grid, down_mbps_grid
+        The speeds in Mbit/s; ``down_mbps_grid`` None: the uplink's.
+    like
+        The network preset whose radio power model is used.
+
+    Returns
+    -------
+    list of LookupEntry
+        Row-major, uplink speeds outer; a grid point without a feasible plan has ``pattern == ""``.
+    """
+    problem = result.problem
+    downs = up_mbps_grid if down_mbps_grid is None else down_mbps_grid
+    return lookup_table(problem.costs, problem.power, problem.objective, up_mbps_grid, downs, like=like,
+                        options=LookupOptions(battery_mj=problem.battery_mj, cloud_ms=problem.cloud_ms, solver="dp"))

@@ -27,9 +27,10 @@ from edgeplan.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from edgeplan.planners.partition.joint import JointPlan
+    from edgeplan.runtimes.pipeline import PipelineResult
 
-__all__ = ["OPTIMAL_OVER", "SOLVERS", "Cluster", "PartitionOptions", "PartitionResult", "load_cluster",
-           "own_search_note", "plan_partition", "simulated_cluster"]
+__all__ = ["OPTIMAL_OVER", "SOLVERS", "Cluster", "PartitionOptions", "PartitionResult", "PartitionRun",
+           "load_cluster", "own_search_note", "plan_partition", "run_partition", "simulated_cluster"]
 
 SOLVERS = ("own", "exact", "kpath", "greedy", "random")
 
@@ -494,3 +495,57 @@ def plan_partition(model: str, cluster: Cluster | str | Path, options: Partition
         theorem1_bound_ms=theorem1_bound(bound_problem), matching_bound_ms=matching_bound(bound_problem),
         proven_optimal=proven, planning_ms=planning_ms, cluster=cluster, notes=tuple(notes), threads=threads,
         search_complete=complete, candidates_tried=candidates[0], candidates_total=candidates[1])
+
+
+@dataclass(frozen=True)
+class PartitionRun:
+    """A partition plan deployed for real (:func:`run_partition`), or why it was not.
+
+    Attributes
+    ----------
+    pipeline
+        What the Ray pipeline measured beside the prediction; None when the run was skipped.
+    skipped
+        Why the plan was not run (``""`` when it was).
+    """
+
+    pipeline: PipelineResult | None
+    skipped: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able, as ``edgeplan partition --run --json`` prints it under ``run`` (the pipeline's measurement);
+        ``{"skipped": why}`` when it was not run."""
+        return {"skipped": self.skipped} if self.pipeline is None else self.pipeline.to_dict()
+
+
+def run_partition(result: PartitionResult, *, address: str | None = None, inputs: int = 10) -> PartitionRun:
+    """Deploy ``result``'s plan as a pipeline of Ray actors, with every link emulated at its bandwidth and
+    compression, and measure its throughput against the prediction.
+
+    A plan of one stage has nothing to pipeline: the run is skipped, and :attr:`PartitionRun.skipped` says so.
+
+    Parameters
+    ----------
+    result
+        A plan of :func:`plan_partition`; each stage runs at its ``threads``, each link at its bandwidth and, when
+        the plan was compressed, at the ratio measured at its cut point.
+    address
+        The Ray cluster (None: a local Ray).
+    inputs
+        Timed inputs streamed through the pipeline (weights and inputs seeded with 0).
+
+    Raises
+    ------
+    MeasurementError
+        When Ray cannot start, an actor fails or hangs, or the outputs differ from a local run of the model.
+    """
+    if len(result.runs) < 2:
+        return PartitionRun(None, "the plan has one stage: nothing to pipeline")
+    from edgeplan.frontends.zoo import load_graph
+    from edgeplan.runtimes.pipeline import PipelineOptions, run_pipeline
+
+    ratios = None if result.compression is None else [result.compression[b] for _, b in result.runs[:-1]]
+    pipeline = run_pipeline(load_graph(result.model), result.points, result.runs, result.link_mbps,
+                            compression=ratios, nodes=result.nodes,
+                            options=PipelineOptions(inputs=inputs, threads=result.threads, address=address, seed=0))
+    return PartitionRun(pipeline)

@@ -42,10 +42,12 @@ if TYPE_CHECKING:
     from edgeplan.costmodels import PerformanceModel
     from edgeplan.measure.device import DeviceDescriptor
     from edgeplan.measure.primitive_data import PrimitiveDataset
+    from edgeplan.runtimes.selected import SelectionRun
 
-__all__ = ["SHIPPED", "SHIPPED_MODEL", "SHIPPED_TABLES", "Formats", "ModelSelection", "SelectOptions", "TimedSelection",
-           "check_selection_costs", "load_formats", "model_costs", "own_formats", "select", "select_model",
-           "select_network", "selection_costs_origin", "table_costs"]
+__all__ = ["OUTPUT_TOLERANCE", "SHIPPED", "SHIPPED_MODEL", "SHIPPED_TABLES", "Formats", "ModelSelection",
+           "SelectOptions", "SelectionRunResult", "TimedSelection", "check_selection_costs", "load_formats",
+           "model_costs", "own_formats", "run_selected", "runs_here", "select", "select_model", "select_network",
+           "selection_costs_origin", "table_costs"]
 
 Formats = Mapping[str, tuple[str, str]]
 """``primitive name -> (input layout, output layout)``."""
@@ -500,7 +502,7 @@ def _kind(torch_device: str) -> str:
     return torch_device.partition(":")[0]
 
 
-def _runs_here(torch_device: str) -> bool:
+def runs_here(torch_device: str) -> bool:
     """Whether ``torch_device`` is on this machine (the CPU always is; CUDA imports torch to ask)."""
     if torch_device == "cpu":
         return True
@@ -598,7 +600,7 @@ def select(model: str, *, costs: str = "measured", model_dir: str | Path | None 
         raise InvalidInputError("model_dir is a performance model; with costs='measured' give tables, or use "
                                 "costs='predicted'")
     notes: tuple[str, ...] = ()
-    if flow_threads is not None and not _runs_here(target):
+    if flow_threads is not None and not runs_here(target):
         notes = (f"{target} is not available here, so pooling, batch norm and ReLU, measured where the network runs, "
                  "are left out of the predicted time",)
         flow_threads = None
@@ -672,3 +674,84 @@ def with_flow_costs(structure: SelectionStructure, costs: SelectionCosts, flow_m
             primitive_ms.append((base if base.size == 3 else np.zeros(3)) + extra[i])
     return SelectionCosts(costs.options, tuple(primitive_ms), costs.transform_ms,
                           costs.source + " + measured layout-transparent layers", costs.interpolated)
+
+
+#: The largest relative output error (``max |y - y_ref| / max |y_ref|``) at which a selected network computes what
+#: PyTorch computes: the primitives' stated tolerances go up to 1e-4 (Winograd F(4,3)), and errors compound over a
+#: network's layers.
+OUTPUT_TOLERANCE = 1e-3
+
+
+@dataclass(frozen=True)
+class SelectionRunResult:
+    """A selection run for real (:func:`run_selected`), and whether its outputs match PyTorch's.
+
+    Attributes
+    ----------
+    run
+        The latency of every variant (``pytorch``, ``selected`` and, when one applies everywhere, ``single``) and
+        their output errors against PyTorch.
+    tolerance
+        The largest relative output error that matches (:data:`OUTPUT_TOLERANCE`).
+    """
+
+    run: SelectionRun
+    tolerance: float = OUTPUT_TOLERANCE
+
+    def matches(self, label: str) -> bool | None:
+        """Whether variant ``label``'s outputs match PyTorch's within :attr:`tolerance` (None: not compared)."""
+        error = self.run.output_error.get(label)
+        return None if error is None else error <= self.tolerance
+
+    @property
+    def outputs_match(self) -> bool:
+        """Whether every variant's outputs match PyTorch's within :attr:`tolerance`."""
+        return all(e <= self.tolerance for e in self.run.output_error.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able, as ``edgeplan select --run --json`` prints it under ``run``: ``device``, ``threads``,
+        ``single_primitive``, ``output_error``, ``outputs_match``, ``latency_ms`` (median, quartiles and runs of
+        each variant) and ``speedup_vs_pytorch``."""
+        run = self.run
+        return {
+            "device": run.torch_device, "threads": run.threads, "single_primitive": run.single_primitive,
+            "output_error": run.output_error, "outputs_match": self.outputs_match,
+            "latency_ms": {k: {"median": v.median_ms, "q1": v.q1_ms, "q3": v.q3_ms, "runs": v.runs}
+                           for k, v in run.latency.items()},
+            "speedup_vs_pytorch": run.speedup,
+        }
+
+
+def run_selected(selection: ModelSelection, *, threads: int = 1, rounds: int = 15) -> SelectionRunResult:
+    """Run a selection for real: build the selected network, compare its outputs with PyTorch's, and time it against
+    PyTorch and the best single primitive (:func:`single_primitive_choice`), interleaved round by round.
+
+    Parameters
+    ----------
+    selection
+        The plan of :func:`select`; the network runs on its ``torch_device``.
+    threads
+        Intra-op threads of every run.
+    rounds
+        Timed runs of each variant.
+
+    Returns
+    -------
+    SelectionRunResult
+        ``outputs_match`` is False when a variant's outputs differ from PyTorch's by more than
+        :data:`OUTPUT_TOLERANCE` (relative).
+
+    Raises
+    ------
+    InvalidInputError
+        The model is an ONNX file (no PyTorch modules to swap) or its input is not a batch of one.
+    MeasurementError
+        The selection's torch device is CUDA and this machine has none.
+    """
+    from edgeplan.runtimes.selected import run_selection
+
+    single = single_primitive_choice(selection.structure, selection.costs)
+    run = run_selection(selection.spec, selection.plan.choices(), selection.structure.conv_inputs(),
+                        single[0] if single else None, threads=threads, rounds=rounds,
+                        torch_device=selection.torch_device)
+    return SelectionRunResult(run)

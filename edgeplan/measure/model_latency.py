@@ -36,18 +36,25 @@ RUNTIME_CHOICES = ("torch", "onnxruntime")
 
 @dataclass(frozen=True)
 class ModelMeasurement:
-    """An end-to-end measurement of a model, as stored."""
+    """An end-to-end measurement of a model, as stored.
+
+    Attributes
+    ----------
+    warnings
+        What a user must read before trusting the time (more threads than this process may use cores).
+    """
 
     model: str
     timing: Timing
     device: DeviceDescriptor
     store_path: Path
     record_id: int
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able, as ``edgeplan measure --json`` prints it: the timing's statistics (null where undefined, e.g.
         the spread of one run), ``device`` (this machine's descriptor with its ``fingerprint``), ``store`` and
-        ``id``."""
+        ``id`` and ``warnings``."""
         t, d = self.timing, self.device
         stats = {"latency_ms": t.median_ms, "p25_ms": t.p25_ms, "p75_ms": t.p75_ms, "min_ms": t.min_ms,
                  "max_ms": t.max_ms, "std_ms": t.std_ms, "iqr_rel": t.iqr_rel, "ci_rel": t.ci_rel}
@@ -55,7 +62,7 @@ class ModelMeasurement:
                 **{k: (v if math.isfinite(v) else None) for k, v in stats.items()},  # JSON has no NaN (one run)
                 "repeats": t.repeats, "stopped_by": t.stopped_by,
                 "device": {**d.to_dict(), "fingerprint": d.fingerprint}, "store": str(self.store_path),
-                "id": self.record_id}
+                "id": self.record_id, "warnings": list(self.warnings)}
 
 
 def _onnx_file(spec: str, input_shape: Shape | None, home: Path) -> tuple[Path, tuple[Shape, ...]]:

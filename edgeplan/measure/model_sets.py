@@ -38,11 +38,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from importlib import resources
+from pathlib import Path
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.synthetic import SPACES, family_of
 
-__all__ = ["MODEL_SETS", "expand_models", "model_set"]
+__all__ = ["MODEL_SETS", "expand_models", "model_set", "read_models_file"]
 
 #: The sets of edgeplan's synthetic spaces (300 seeds each): one per space but li2023's.
 _SPACE_SETS: tuple[str, ...] = tuple(family_of(space) for space in SPACES if space != "li2023")
@@ -130,3 +131,18 @@ def expand_models(specs: Iterable[str]) -> list[str]:
         elif spec:
             out.append(spec)
     return list(dict.fromkeys(out))
+
+
+def read_models_file(path: str | Path) -> list[str]:
+    """The model strings of a models file: one per line (zoo strings, ranges such as ``synthetic:0-99`` or sets such
+    as ``set:timm-cnns``, expanded by :func:`expand_models`); blank lines and lines starting with ``#`` are skipped.
+
+    Raises
+    ------
+    InvalidInputError
+        For a missing file.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise InvalidInputError(f"models file {file} does not exist; give a text file with one model per line")
+    return [line for line in file.read_text().splitlines() if line.strip() and not line.startswith("#")]
