@@ -59,7 +59,7 @@ def _priced(spec: str, device: str, graph: Graph | None = None) -> dict[str, obj
     is priced as it is on a device whose runtime edgeplan deduces from the graph (not imported again)."""
     from edgeplan.costmodels.opwise.graph_ops import ORT_OBSERVED, predict_graph
     from edgeplan.costmodels.opwise.profiles import kernel_profile_of, load_device_model, resolve_method
-    from edgeplan.decisions.predict import ModelPrediction, predict_latency
+    from edgeplan.decisions.predict import ModelPrediction, predict
 
     try:
         method = resolve_method(device, None)
@@ -68,7 +68,7 @@ def _priced(spec: str, device: str, graph: Graph | None = None) -> dict[str, obj
         if graph is not None and profile not in ORT_OBSERVED:
             p = ModelPrediction(spec, device, method, predict_graph(graph, model, profile))
         else:
-            p = predict_latency(spec, device=device, opaque=True)
+            p = predict(spec, device=device, opaque=True)
     except Exception as e:  # noqa: BLE001 - reported by name and reason
         return {"predict_error": f"{type(e).__name__}: {str(e)[:300]}"}
     unpredicted = Counter(o.kind for o in p.prediction.ops if o.ms is None)

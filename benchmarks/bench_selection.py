@@ -27,7 +27,7 @@ from pathlib import Path
 from _data import DATA, need
 from _machine import machine
 
-from edgeplan.decisions.select import OUTPUT_TOLERANCE, SelectOptions, run_selected, select_model
+from edgeplan.decisions.select import OUTPUT_TOLERANCE, SelectOptions, run_selected, select
 
 NETWORKS = ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34")
 
@@ -98,7 +98,7 @@ def main() -> int:
     for name in args.networks:
         spec = f"torchvision:{name}"
         flow_threads = None if args.no_flow_costs else args.threads
-        sel = select_model(spec, costs=costs, model_dir=args.model if costs == "predicted" else None, tables=args.data,
+        sel = select(spec, costs=costs, model_dir=args.model if costs == "predicted" else None, tables=args.data,
                            torch_device=args.torch_device, options=SelectOptions(flow_threads=flow_threads))
         result = run_selected(sel, threads=args.threads, rounds=args.rounds)
         run = result.run

@@ -14,7 +14,7 @@ from torch import nn
 
 from edgeplan.costmodels.opwise.graph_ops import predict_graph
 from edgeplan.costmodels.opwise.profiles import kernel_profile_of, load_device_model
-from edgeplan.decisions.predict import predict_latency
+from edgeplan.decisions.predict import predict
 from edgeplan.decisions.select import SHIPPED, SHIPPED_TABLES, merged_tables
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.onnx_export import cache_export
@@ -57,8 +57,8 @@ def test_predict_latency_keeps_an_unknown_operator_opaque_when_asked(tmp_path: P
     path = tmp_path / "sampler.onnx"
     cache_export(_GridSample().eval(), (torch.randn(1, 3, 16, 16),), path)
     with pytest.raises(UnsupportedOperatorError, match="GridSample"):
-        predict_latency(str(path))
-    pred = predict_latency(str(path), opaque=True).prediction
+        predict(str(path))
+    pred = predict(str(path), opaque=True).prediction
     assert len(pred.unpredicted) == 1 and "opaque" in pred.unpredicted[0] and pred.latency_ms > 0
 
 
@@ -110,7 +110,7 @@ def test_a_model_spec_must_be_a_string_or_path(spec: Any) -> None:
     with pytest.raises(InvalidInputError, match="give a zoo string"):
         load_graph(spec)
     with pytest.raises(InvalidInputError, match="give a zoo string"):
-        predict_latency([spec])  # a list of models, one of them not a model
+        predict([spec])  # a list of models, one of them not a model
 
 
 def test_an_onnx_path_object_and_an_atomic_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,9 +119,9 @@ def test_an_onnx_path_object_and_an_atomic_cache(tmp_path: Path, monkeypatch: py
     cache_export(model.module, model.example_inputs(), path)
     assert path.is_file() and sorted(p.name for p in path.parent.iterdir()) == [path.name]
     assert load_graph(path).name == str(path)
-    assert predict_latency(path).model == str(path)
+    assert predict(path).model == str(path)
     with pytest.raises(InvalidInputError, match="a list of them"):
-        predict_latency(None)  # type: ignore[arg-type]
+        predict(None)  # type: ignore[arg-type]
 
     def half_then_fail(module: Any, inputs: Any, out: Path, opset: Any = None) -> Path:
         Path(out).write_bytes(b"half an export")
@@ -208,9 +208,9 @@ def test_store_open_checks_its_arguments_before_creating_a_file(tmp_path: Path) 
 
 
 def test_select_model_refuses_options_its_costs_do_not_use() -> None:
-    from edgeplan.decisions.select import select_model
+    from edgeplan.decisions.select import select
 
     with pytest.raises(InvalidInputError, match="tables are measured costs"):
-        select_model("paper:alexnet", costs="predicted", tables=[SHIPPED / SHIPPED_TABLES[0]])
+        select("paper:alexnet", costs="predicted", tables=[SHIPPED / SHIPPED_TABLES[0]])
     with pytest.raises(InvalidInputError, match="model_dir is a performance model"):
-        select_model("paper:alexnet", costs="measured", model_dir=SHIPPED)
+        select("paper:alexnet", costs="measured", model_dir=SHIPPED)

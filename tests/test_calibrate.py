@@ -204,16 +204,16 @@ def test_cli_calibrate_then_predict_and_bad_files(capsys: pytest.CaptureFixture[
     (pred,) = json.loads(capsys.readouterr().out)
     assert pred["latency_ms"] > 0 and pred["unpredicted_ops"] == []
     assert pred["latency_ms"] == pytest.approx(pred["overhead_ms"] + sum(o["ms"] for o in pred["ops"]))
-    from edgeplan.decisions.predict import predict_latency
+    from edgeplan.decisions.predict import predict
 
-    one = predict_latency("nb201:" + CELLS[12], device="phone", method="lasso", home=home)
+    one = predict("nb201:" + CELLS[12], device="phone", method="lasso", home=home)
     assert one.prediction.latency_ms == pytest.approx(pred["latency_ms"])
-    assert len(predict_latency(["nb201:" + CELLS[12], "nb201:" + CELLS[13]], "phone", "lasso", home)) == 2
+    assert len(predict(["nb201:" + CELLS[12], "nb201:" + CELLS[13]], "phone", method="lasso", home=home)) == 2
     # A calibrated device is another machine: this one cannot measure beside its prediction.
     assert main(["--home", str(home), "predict", "nb201:" + CELLS[12], "--device", "phone", "--measure", "1"]) != 0
     assert "--measure runs the model here" in capsys.readouterr().err
     # Its only method is the default: `predict --device phone` used to ask for the missing gbdt and fail.
-    assert predict_latency("nb201:" + CELLS[12], device="phone", home=home).method == "lasso"
+    assert predict("nb201:" + CELLS[12], device="phone", home=home).method == "lasso"
     assert main(["--home", str(home), "predict", "nb201:" + CELLS[12], "--device", "phone", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["latency_ms"] == pytest.approx(pred["latency_ms"])
     # From a calibrated device: the new correction is of the same source scenario, and says so.

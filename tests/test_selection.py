@@ -262,11 +262,11 @@ def test_the_two_thread_table_prices_every_conv_layer_of_the_six_networks() -> N
     without fixed layers."""
     import json
 
-    from edgeplan.decisions.select import select_model
+    from edgeplan.decisions.select import select
 
     table = data_file("primitives", "networks_cpu_2t.csv")
     provenance = json.loads(table.with_suffix(".provenance.json").read_text())
     assert provenance["threads"] == 2 and provenance["rows"] == 73
     for name in ("alexnet", "vgg11", "vgg19", "googlenet", "resnet18", "resnet34"):
-        sel = select_model(f"torchvision:{name}", costs="measured", tables=[table])
+        sel = select(f"torchvision:{name}", costs="measured", tables=[table])
         assert not sel.structure.fixed and sel.plan.solution.optimal and math.isfinite(sel.plan.total_ms)

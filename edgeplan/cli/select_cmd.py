@@ -47,7 +47,8 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
       edgeplan select torchvision:resnet18 --run --json
       edgeplan select torchvision:resnet18 --costs predicted --device my-machine --threads 2
     """
-    from edgeplan.decisions.select import SelectOptions, run_selected, select_model
+    from edgeplan.decisions.select import SelectOptions, run_selected
+    from edgeplan.decisions.select import select as select_primitives
     from edgeplan.measure.harness import check_thread_count
 
     check_thread_count(threads)
@@ -55,9 +56,9 @@ def select(ctx: Context, model: str, source: str, model_dir: str | None, device:
         raise click.UsageError("--model is the performance model of --costs predicted; add --costs predicted")
     if tables and source != "measured":
         raise click.UsageError("--data gives the tables of --costs measured; drop it or use --costs measured")
-    sel = select_model(model, costs=source, model_dir=model_dir, tables=list(tables) or None, device=device,
-                       torch_device=torch_device, options=SelectOptions("exact", flow_threads=threads),
-                       home=ctx.home)
+    sel = select_primitives(model, costs=source, model_dir=model_dir, tables=list(tables) or None, device=device,
+                            torch_device=torch_device, options=SelectOptions("exact", flow_threads=threads),
+                            home=ctx.home)
     if do_run:  # where --device was calibrated, unless --torch-device said
         _check_cuda(sel.torch_device, "--run times the network on it")
     for note in sel.notes:

@@ -35,7 +35,6 @@ __all__ = [
     "measure_beside",
     "measured_keeping_memory",
     "predict",
-    "predict_latency",
     "predict_models",
 ]
 
@@ -174,12 +173,6 @@ def predict(models: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], d
     if not isinstance(models, Iterable):
         raise InvalidInputError(f"models: give a zoo string, an .onnx path or a list of them, got {models!r}")
     return predict_models([model_spec(m) for m in models], device=device, method=method, home=home, opaque=opaque)
-
-
-def predict_latency(models: str | list[str], device: str = DEFAULT_DEVICE, method: str | None = None,
-                    home: str | Path | None = None, opaque: bool = False) -> Any:
-    """:func:`predict` with positional ``method`` and ``home`` (the form earlier scripts call)."""
-    return predict(models, device, method=method, opaque=opaque, home=home)
 
 
 class MeasuredLatency(NamedTuple):

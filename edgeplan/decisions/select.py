@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OUTPUT_TOLERANCE", "SHIPPED", "SHIPPED_MODEL", "SHIPPED_TABLES", "Formats", "ModelSelection",
            "SelectOptions", "SelectionRunResult", "TimedSelection", "check_selection_costs", "load_formats",
-           "model_costs", "own_formats", "run_selected", "runs_here", "select", "select_model", "select_network",
+           "model_costs", "own_formats", "run_selected", "runs_here", "select", "select_network",
            "selection_costs_origin", "table_costs"]
 
 Formats = Mapping[str, tuple[str, str]]
@@ -330,7 +330,7 @@ def unrunnable(shape: tuple[int, int, int, int, int, int], torch_device: str = "
 
 def check_selection_costs(costs: str, torch_device: str = "cpu", *, tables: Sequence[str | Path] | None = None,
                           model_dir: str | Path | None = None) -> None:
-    """Refuse a cost source :func:`select_model` cannot use, before anything is loaded or measured.
+    """Refuse a cost source :func:`select` cannot use, before anything is loaded or measured.
 
     Parameters
     ----------
@@ -635,9 +635,6 @@ def select(model: str, *, costs: str = "measured", model_dir: str | Path | None 
     origin = selection_costs_origin(costs, tables, model_dir, flow_threads or 1, target)
     return ModelSelection(model, structure, found, plan, estimated, origin, target, device_warnings, notes)
 
-
-#: The name ``edgeplan select`` has called it by: :func:`select`.
-select_model = select
 
 
 def with_flow_costs(structure: SelectionStructure, costs: SelectionCosts, flow_ms: np.ndarray) -> SelectionCosts:
