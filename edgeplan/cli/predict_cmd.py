@@ -51,7 +51,7 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
       edgeplan predict --models-file models.txt --device my-phone --json --allow-opaque
     """
     from edgeplan.costmodels.opwise.profiles import resolve_method
-    from edgeplan.decisions.predict import measure_beside, measured_keeping_memory, predict_models
+    from edgeplan.decisions.predict import measure_as_profiled, measured_keeping_memory, predict_models
     from edgeplan.measure.allocator import keeps_memory
 
     names = model_specs(models, models_file)
@@ -63,7 +63,7 @@ def predict(ctx: Context, models: tuple[str, ...], models_file: Path | None, dev
         keep_memory(ctx)
     results = predict_models(names, device=device, method=method, home=ctx.home, progress=not as_json,
                              opaque=allow_opaque)
-    measured = measure_beside(names, device, measure_runs, method, ctx.home) if measure_runs else {}
+    measured = measure_as_profiled(names, device, measure_runs, method, ctx.home) if measure_runs else {}
     if as_json:
         rows = []
         for r in results:

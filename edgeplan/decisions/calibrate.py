@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from edgeplan.costmodels.opwise.calibrate import CalibratedDevice
     from edgeplan.costmodels.opwise.model import LatencyModel
 
-__all__ = ["Calibration", "MeasureHere", "calibrate", "measure_here", "measurement_rows", "model_terms"]
+__all__ = ["Calibration", "MeasureHere", "calibrate", "measure_for_calibration", "measurement_rows", "model_terms"]
 
 #: The source profile a calibration corrects when none is named.
 DEFAULT_SOURCE = "torch-fp32-1t"
@@ -173,7 +173,7 @@ def measurement_rows(measurements: str | Path | Sequence[tuple[str, float]],
     return rows, None
 
 
-def measure_here(what: MeasureHere, name: str, scenario_name: str, home: str | Path | None = None,
+def measure_for_calibration(what: MeasureHere, name: str, scenario_name: str, home: str | Path | None = None,
                  progress: bool = False) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]:
     """Time ``what.models`` on this machine in the scenario ``scenario_name`` beside the reference model
     ``synthetic:0`` (resumable: the campaign ``calibrate-{name}`` of the home's Store).
@@ -320,7 +320,7 @@ def calibrate(measurements: str | Path | Sequence[tuple[str, float]] | MeasureHe
         notes.append(f"{source} is a calibrated device; calibrating against its source {model.source_device}")
         source, model = model.source_device, model.source
     if isinstance(measurements, MeasureHere):
-        rows, records_by = measure_here(measurements, name, model.source_scenario, home, progress)
+        rows, records_by = measure_for_calibration(measurements, name, model.source_scenario, home, progress)
         records: dict[str, dict[str, Any]] | None = records_by
     else:
         rows, records = measurement_rows(measurements)

@@ -32,7 +32,7 @@ from edgeplan.errors import InvalidInputError
 __all__ = [
     "MeasuredLatency",
     "ModelPrediction",
-    "measure_beside",
+    "measure_as_profiled",
     "measured_keeping_memory",
     "predict",
     "predict_models",
@@ -197,7 +197,7 @@ def measured_keeping_memory(device: str, method: str | None = None, home: str | 
             and model.info.get("device", {}).get("allocator") == allocator_settings(KEEP_MEMORY))
 
 
-def measure_beside(specs: Sequence[str], device: str, runs: int, method: str | None = None,
+def measure_as_profiled(specs: Sequence[str], device: str, runs: int, method: str | None = None,
                    home: str | Path | None = None) -> dict[str, MeasuredLatency]:
     """Measure each model here in the scenario of ``device``'s profile, end to end and per op, in the statistic
     the profile learnt, to set beside its predictions.
