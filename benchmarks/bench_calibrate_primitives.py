@@ -93,7 +93,8 @@ def main() -> int:
     from edgeplan.costmodels import load_performance_model, load_primitive_csv
     from edgeplan.costmodels.primitive_calibration import calibrate_primitives
     from edgeplan.costmodels.transfer_learning import FitOptions, hold_out, transfer_on
-    from edgeplan.decisions.select import SHIPPED, SHIPPED_MODEL, own_formats
+    from edgeplan.decisions.select import SHIPPED, SHIPPED_MODEL
+    from edgeplan.decisions.selection_costs import own_formats
     from experiments.mulder2020 import structures
 
     print(machine(args.threads))

@@ -574,7 +574,7 @@ def main() -> int:
         print(f"skipped: {DATA} not present")
         return 0
     from edgeplan.costmodels import load_performance_model, load_primitive_csv
-    from edgeplan.decisions.select import load_formats
+    from edgeplan.decisions.selection_costs import load_formats
 
     print(machine(args.threads))
     source = load_source(args.source)

@@ -91,7 +91,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from edgeplan.costmodels import draw_samples, load_performance_model, load_primitive_csv
-    from edgeplan.decisions.select import own_formats
+    from edgeplan.decisions.selection_costs import own_formats
     from edgeplan.measure.primitive_export import noise_floor
     from experiments.mulder2020 import structures
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import numpy as np
 
-from edgeplan.decisions.select import TimedSelection, load_formats, select_network, table_costs
+from edgeplan.decisions.selection_costs import TimedSelection, load_formats, select_network, table_costs
 from edgeplan.planners.pbqp.costgraph import SelectionCosts, SelectionPlan, plan_cost, select_primitives
 from edgeplan.planners.pbqp.network import SelectionStructure, selection_structure
 
@@ -279,7 +279,8 @@ def own_result(network: str, data: PrimitiveDataset, model: PerformanceModel, *,
     The measured selection uses ``data`` (this machine's tables); the predicted one uses ``model`` restricted to
     the same primitives. Both networks are built and timed interleaved with PyTorch's default.
     """
-    from edgeplan.decisions.select import own_formats, runnable
+    from edgeplan.decisions.select import runnable
+    from edgeplan.decisions.selection_costs import own_formats
     from edgeplan.frontends.zoo import load_graph
     from edgeplan.runtimes.selected import run_selection
 
@@ -353,7 +354,8 @@ def cli(data_dir: str, platforms: str, models_dir: str, own: bool, own_data: tup
     from experiments._cli import emit, skip
 
     if own:
-        from edgeplan.decisions.select import SHIPPED, SHIPPED_MODEL, SHIPPED_TABLES, merged_tables
+        from edgeplan.decisions.select import SHIPPED, SHIPPED_MODEL, SHIPPED_TABLES
+        from edgeplan.decisions.selection_costs import merged_tables
 
         data = merged_tables(list(own_data) or [SHIPPED / t for t in SHIPPED_TABLES])
         folder = Path(own_model) if own_model else SHIPPED / SHIPPED_MODEL

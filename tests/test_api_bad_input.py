@@ -15,7 +15,8 @@ from torch import nn
 from edgeplan.costmodels.opwise.graph_ops import predict_graph
 from edgeplan.costmodels.opwise.profiles import kernel_profile_of, load_device_model
 from edgeplan.decisions.predict import predict
-from edgeplan.decisions.select import SHIPPED, SHIPPED_TABLES, merged_tables
+from edgeplan.decisions.select import SHIPPED, SHIPPED_TABLES
+from edgeplan.decisions.selection_costs import merged_tables
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.onnx_export import cache_export
 from edgeplan.frontends.torch_frontend import graph_from_torch

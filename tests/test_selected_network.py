@@ -109,7 +109,7 @@ def test_select_cli_measured_and_predicted_with_run(capsys: pytest.CaptureFixtur
 @pytest.mark.skipif(not SHIPPED_TABLE.exists(), reason="the shipped primitive table is absent")
 def test_own_machine_experiment_runs_both_selections(tmp_path: Path) -> None:
     from edgeplan.costmodels import fit_performance_model
-    from edgeplan.decisions.select import merged_tables
+    from edgeplan.decisions.selection_costs import merged_tables
     from experiments.mulder2020 import format_own, own_result
 
     data = merged_tables([SHIPPED_TABLE])
@@ -145,7 +145,7 @@ def test_hwc_outputs_are_channels_last_and_stay_so() -> None:
 
 def test_selection_for_cuda_uses_its_own_costs_and_primitives(capsys: pytest.CaptureFixture[str]) -> None:
     """Selecting for a GPU: the CPU's shipped costs are refused, oneDNN (CPU-only) is never an option."""
-    from edgeplan.decisions.select import own_formats
+    from edgeplan.decisions.selection_costs import own_formats
 
     assert {n for n in own_formats() if n not in own_formats("cuda")} == {"torch-onednn-chw", "torch-onednn-hwc"}
     assert main(["select", "torchvision:resnet18", "--torch-device", "cuda"]) != 0

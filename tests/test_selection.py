@@ -13,7 +13,7 @@ import pytest
 from repo_data import data_file
 
 from edgeplan.costmodels import fit_performance_model
-from edgeplan.decisions.select import load_formats, model_costs, select_network, table_costs
+from edgeplan.decisions.selection_costs import load_formats, model_costs, select_network, table_costs
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.zoo import load_graph
 from edgeplan.ir import Graph
@@ -233,7 +233,7 @@ def test_mulder2020_experiment_prices_the_predicted_selection_with_measured_cost
 
 
 def test_flow_costs_are_added_by_output_layout() -> None:
-    from edgeplan.decisions.select import with_flow_costs
+    from edgeplan.decisions.selection_costs import with_flow_costs
 
     structure = selection_structure(graph_of("torchvision:resnet18"))
     assert {op.node.kind.value for op in structure.flow} >= {"batch_norm", "activation", "pool2d"}

@@ -28,7 +28,7 @@ def load_tables(paths: Sequence[str | Path]) -> PrimitiveDataset:
 
     if len(paths) == 1:
         return load_primitive_csv(paths[0])
-    from edgeplan.decisions.select import merged_tables
+    from edgeplan.decisions.selection_costs import merged_tables
 
     return merged_tables(paths)
 
