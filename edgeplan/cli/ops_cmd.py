@@ -4,7 +4,7 @@ per-op campaign that measures their training data."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,13 +17,14 @@ from edgeplan.cli.common import (
     model_specs,
     refuse_failures,
 )
+from edgeplan.measure.scenarios import SCENARIOS
 
 if TYPE_CHECKING:
     from edgeplan.costmodels.opwise.profile_fit import FittedProfile
 
-__all__ = ["ops", "profile_ops"]
+__all__ = ["ops", "profile_ops_cmd"]
 
-_SCENARIOS = ["torch-fp32-1t", "torch-fp32-2t", "ort-fp32-1t", "ort-fp32-2t", "ort-int8-1t", "ort-int8-2t"]
+_SCENARIOS = list(SCENARIOS)
 
 
 @click.group()
@@ -39,7 +40,8 @@ def ops() -> None:
               help="More models, one zoo string per line.")
 @click.option("--runs", type=int, default=10, show_default=True, help="Profiled runs per model (per-op median).")
 @click.option("--budget-s", "budget_s", type=float, default=None,
-              help="Stop after this many seconds (run the command again to resume).")
+              help="Stop after this many seconds in all, every scenario together (run the command again to "
+                   "resume).")
 @click.option("--repeat", default="", help="Tag of an independent re-measurement (its own campaign): noise floors.")
 @click.option("--reference", default=None, metavar="MODEL",
               help="Zoo model timed before every call; times are kept as ratios to it, which cancels most of a "
@@ -55,9 +57,9 @@ def ops() -> None:
                    "on), so that `ops fit --extend` can add the new models' op kinds to that profile.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
 @click.pass_obj
-def profile_ops(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str, ...], models_file: Path | None,
-                runs: int, budget_s: float | None, repeat: str, reference: str | None, keep: bool,
-                export_path: Path | None, scale_from: Path | None, as_json: bool) -> None:
+def profile_ops_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str, ...], models_file: Path | None,
+                    runs: int, budget_s: float | None, repeat: str, reference: str | None, keep: bool,
+                    export_path: Path | None, scale_from: Path | None, as_json: bool) -> None:
     """Measure MODELS per op and end to end in each scenario, into the Store; resumable.
 
     MODELS are zoo strings; ``synthetic:0-999`` (or ``synthetic-wide:0-299``, ``synthetic-aligned:0-299``,
@@ -76,57 +78,34 @@ def profile_ops(ctx: Context, models: tuple[str, ...], scenario_names: tuple[str
     if keep:  # first: what this process would print before, its replacement prints again
         keep_memory(ctx)
     from edgeplan.errors import InvalidInputError
-    from edgeplan.measure import Store, TimingConfig, default_store_path
-    from edgeplan.measure.op_campaign import OpCampaignOptions, run_op_campaign
-    from edgeplan.measure.scenarios import get_scenario
+    from edgeplan.measure import TimingConfig
+    from edgeplan.measure.op_campaign import OpCampaignOptions, OpsExport, profile_ops
 
     names = model_specs(models, models_file)
     check_positive("--budget-s", budget_s, "a positive number of seconds (leave it out for no budget)")
-    if export_path is not None and len(scenario_names) != 1:
-        raise InvalidInputError("--export writes one scenario's dataset; give one --scenario")
     if scale_from is not None and export_path is None:
         raise InvalidInputError("--scale-from sets the scale of the --export file; add --export FILE")
-    reports = []
-    with Store.open(default_store_path(ctx.home)) as store:
-        for s in scenario_names:
-            options = OpCampaignOptions(runs=runs, config=TimingConfig(), plain_per_run=3, repeat=repeat,
-                                        reference=reference)
-            report = run_op_campaign(store, get_scenario(s), names, options=options, budget_s=budget_s,
-                                     progress=not as_json, command=ctx.command, home=ctx.home)
-            reports.append(report)
-        exported = (_export(store, scenario_names[0], export_path, (repeat, scale_from, names), ctx.command)
-                    if export_path else None)
+    options = OpCampaignOptions(runs=runs, config=TimingConfig(), plain_per_run=3, repeat=repeat, reference=reference)
+    result = profile_ops(scenario_names, names, options=options, budget_s=budget_s,
+                         export=OpsExport(export_path, scale_from) if export_path else None, progress=not as_json,
+                         command=ctx.command, home=ctx.home)
+    exported = result.export
+    for warning in exported.warnings if exported else ():
+        click.echo(f"warning: {warning}", err=True)
     if as_json:
-        emit_json([{**r.to_dict(), **({"export": exported} if exported else {})} for r in reports])
+        emit_json([{**r.to_dict(), **({"export": exported.to_dict()} if exported else {})}
+                   for r in result.campaigns])
     else:
-        for r in reports:
+        for r in result.campaigns:
             click.echo(f"{r.campaign}: {r.done_before + r.done_now}/{r.total} models measured ({r.done_now} now, "
                        f"{r.elapsed_s:.0f} s){'; stopped by the budget' if r.stopped_by_budget else ''}")
             for f in r.failed:
                 click.echo(f"  not measured: {f.key}: {f.reason}")
+        for name in result.not_started:
+            click.echo(f"{name}: not started; stopped by the budget")
         if exported:
-            click.echo(f"{exported['models']} models of {exported['scenario']} written to {exported['path']}")
-    failed = sum(len(r.failed) for r in reports)
-    refuse_failures(failed, "model(s)", as_json)
-
-
-def _export(store: Any, scenario_name: str, out: Path, what: tuple[str, Path | None, list[str] | None],
-            command: str) -> dict[str, Any]:
-    """Write a scenario's measured models (``what``: the repeat tag, the file whose scale to take, the models; None:
-    all) to a dataset file; its warnings (a repeat on its own scale, models not measured) on stderr."""
-    import warnings
-
-    from edgeplan.measure.op_campaign import OpExportOptions, export_dataset
-    from edgeplan.measure.scenarios import get_scenario
-
-    repeat, scale_from, only = what
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        n = export_dataset(store, get_scenario(scenario_name), out, command=command, repeat=repeat,
-                           options=OpExportOptions(scale_from=scale_from, only=only))
-    for w in caught:
-        click.echo(f"warning: {w.message}", err=True)
-    return {"scenario": scenario_name, "path": str(out), "models": n}
+            click.echo(f"{exported.models} models of {exported.scenario} written to {exported.path}")
+    refuse_failures(result.failed, "model(s)", as_json)
 
 
 @ops.command("fit")

@@ -7,9 +7,6 @@ times them on this machine.
 
 from __future__ import annotations
 
-import contextlib
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -18,9 +15,8 @@ from edgeplan.cli.common import Context, check_positive, emit_json, refuse_failu
 
 if TYPE_CHECKING:
     from edgeplan.measure.primitive_campaign import ProfileReport
-    from edgeplan.measure.store import Store
 
-__all__ = ["primitives", "profile_primitives"]
+__all__ = ["primitives", "profile_primitives_cmd"]
 
 
 def _context(ctx: click.Context) -> Context:
@@ -106,9 +102,9 @@ def _parse_configs(_ctx: click.Context, _param: click.Parameter, values: tuple[s
                    "and `primitives transfer`.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
-def profile_primitives(ctx: click.Context, budget_s: float | None, seed: int, max_configs: int | None,
-                       configs: tuple[Any, ...], networks: tuple[str, ...], threads: int, names: tuple[str, ...],
-                       device_name: str, dry_run: bool, export_path: str | None, as_json: bool) -> None:
+def profile_primitives_cmd(ctx: click.Context, budget_s: float | None, seed: int, max_configs: int | None,
+                           configs: tuple[Any, ...], networks: tuple[str, ...], threads: int, names: tuple[str, ...],
+                           device_name: str, dry_run: bool, export_path: str | None, as_json: bool) -> None:
     """Time every applicable convolution primitive on the configuration space of mulder2020 §3.2.1, into the Store.
 
     Configurations whose work is above the campaign's cap are not measured. --config and --network measure given
@@ -120,75 +116,25 @@ def profile_primitives(ctx: click.Context, budget_s: float | None, seed: int, ma
       edgeplan primitives transfer --data here.csv --name my-machine
       edgeplan select torchvision:resnet18 --costs predicted --device my-machine
     """
-    from edgeplan.errors import InvalidInputError
-    from edgeplan.measure.device import describe_device
-    from edgeplan.measure.paths import default_store_path
-    from edgeplan.measure.primitive_campaign import ConfigSelection, primitive_campaign
-    from edgeplan.measure.primitive_campaign import profile_primitives as run_campaign
-    from edgeplan.measure.store import Store
+    from edgeplan.measure.primitive_campaign import PrimitiveJob, profile_primitive_campaign
 
     check_positive("--budget-s", budget_s, "a positive number of seconds (leave it out for no budget)")
-    if networks:
-        if configs or max_configs is not None:
-            raise InvalidInputError("--network measures a model's layers; drop --config and --max-configs")
-        configs = _network_configs(networks)
-    if configs and max_configs is not None:
-        raise InvalidInputError("--max-configs samples the zoo space; drop it with --config")
-    if dry_run and export_path:
-        raise InvalidInputError("--dry-run measures nothing and --export writes what was measured: give one")
-    command = _context(ctx).command
-    device = describe_device("torch", threads, torch_device=device_name)
-    plan = primitive_campaign(device.key, primitives=names or None, threads=threads, device=device_name,
-                              selection=ConfigSelection(configs=configs or None, seed=seed, max_configs=max_configs))
-    real_store = default_store_path(_context(ctx).home)
-    with contextlib.ExitStack() as stack:
-        opened = real_store
-        if dry_run and (not real_store.is_file() or real_store.stat().st_size == 0):
-            # a dry run writes nothing: with no Store there yet it plans against an empty one in a scratch folder
-            opened = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "dry-run.sqlite"
-        store = stack.enter_context(Store.open(opened))
-        summary = {"store": str(real_store), "campaign": plan.name, "space_size": plan.space_size,
-                   "configs": len(plan.configs), "primitives": len(plan.primitives)}
-        if dry_run:
-            if as_json:
-                emit_json({**summary, "params": dict(plan.params)})
-                return
-            click.echo(f"campaign {plan.name}\n  {plan.space_size} configurations in the space, "
-                       f"{len(plan.configs)} selected, {len(plan.primitives)} primitives; store {real_store}")
-            return
-        report = run_campaign(store, plan, device, budget_s=budget_s, progress=not as_json, command=command)
-        exported = _export(store, plan.name, export_path, command) if export_path else None
+    job = PrimitiveJob(configs=configs or None, networks=networks, seed=seed, max_configs=max_configs,
+                       primitives=names or None, threads=threads, torch_device=device_name)
+    result = profile_primitive_campaign(job, budget_s=budget_s, dry_run=dry_run, export=export_path,
+                                        progress=not as_json, command=_context(ctx).command, home=_context(ctx).home)
+    report, plan = result.report, result.plan
     if as_json:
-        emit_json({**summary, **report.to_dict(), **({"export": exported} if exported else {})})
+        emit_json(result.to_dict())
+    elif report is None:
+        click.echo(f"campaign {plan.name}\n  {plan.space_size} configurations in the space, "
+                   f"{len(plan.configs)} selected, {len(plan.primitives)} primitives; store {result.store}")
     else:
         _echo_report(report)
-        if exported:
-            click.echo(f"wrote {exported['rows']} configurations to {exported['csv']}")
-    refuse_failures(len(report.failed), "primitive call(s)", as_json)
-
-
-def _export(store: Store, campaign_name: str, out: str, command: str) -> dict[str, Any]:
-    """Write a campaign's completely measured configurations as a mulder2021 CSV with its provenance."""
-    from edgeplan.measure.primitive_export import export_dataset, find_campaign
-
-    summary = export_dataset(store, find_campaign(store, campaign_name), out, command=command)
-    return summary.to_dict()
-
-
-def _network_configs(networks: tuple[str, ...]) -> tuple[Any, ...]:
-    """The distinct ``ConvSpec`` (padding 'same', as the data format) of the runnable conv layers of zoo models."""
-    from edgeplan.decisions.select import runnable
-    from edgeplan.frontends.zoo import load_graph
-    from edgeplan.planners.pbqp.network import conv_shape
-    from edgeplan.primitives.spec import ConvSpec
-
-    found: dict[tuple[int, ...], None] = {}
-    for spec in networks:
-        for node in load_graph(spec).nodes:
-            shape = conv_shape(node)
-            if shape is not None and runnable(shape):
-                found.setdefault(shape[:5])
-    return tuple(ConvSpec(*shape) for shape in found)
+        if result.export:
+            click.echo(f"wrote {result.export.rows} configurations to {result.export.csv_path}")
+    if report is not None:
+        refuse_failures(len(report.failed), "primitive call(s)", as_json)
 
 
 def _echo_report(report: ProfileReport) -> None:

@@ -20,11 +20,11 @@ def profile() -> None:
 
 
 def _register() -> None:
-    from edgeplan.cli.ops_cmd import profile_ops
-    from edgeplan.cli.primitives_cmd import profile_primitives
-    from edgeplan.cli.ranges_cmd import profile_ranges
+    from edgeplan.cli.ops_cmd import profile_ops_cmd
+    from edgeplan.cli.primitives_cmd import profile_primitives_cmd
+    from edgeplan.cli.ranges_cmd import profile_ranges_cmd
 
-    for command in (profile_ops, profile_ranges, profile_primitives):
+    for command in (profile_ops_cmd, profile_ranges_cmd, profile_primitives_cmd):
         profile.add_command(command)
 
 

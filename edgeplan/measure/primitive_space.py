@@ -65,6 +65,7 @@ __all__ = [
     "extract_layers",
     "extract_triplets",
     "load_triplets",
+    "network_configs",
     "now_utc",
     "sample_above_cap",
     "select_configs",
@@ -414,6 +415,35 @@ def extract_layers(models: Sequence[str] = ARCHITECTURES) -> tuple[dict[Shape, t
             if model not in users:
                 users.append(model)
     return {s: tuple(found[s]) for s in sorted(found)}, tuple(skipped)
+
+
+def network_configs(models: Sequence[str]) -> tuple[ConvSpec, ...]:
+    """The distinct layers of the conv nodes of ``models`` that a primitive can run, in the order met.
+
+    A node counts when :func:`~edgeplan.primitives.spec.conv_shape` gives it a shape (one group, no dilation,
+    square kernel, stride and input, equal padding) and a primitive applies to it at its own padding; its layer is
+    written with 'same' padding, as the dataset format has no padding column.
+
+    Parameters
+    ----------
+    models
+        Zoo strings.
+
+    Returns
+    -------
+    tuple of ConvSpec
+    """
+    from edgeplan.frontends.zoo import load_graph
+    from edgeplan.primitives.registry import applicable
+    from edgeplan.primitives.spec import conv_shape
+
+    found: dict[tuple[int, ...], None] = {}
+    for model in models:
+        for node in load_graph(model).nodes:
+            shape = conv_shape(node)
+            if shape is not None and applicable(ConvSpec(*shape[:5], padding=shape[5])):
+                found.setdefault(shape[:5])
+    return tuple(ConvSpec(*shape) for shape in found)
 
 
 def sample_above_cap(space: Sequence[ConvSpec], options: AboveCapOptions, *,

@@ -1,4 +1,5 @@
-"""Layer configurations, data layouts and applicability rules of the convolution primitives (no torch).
+"""Layer configurations, data layouts and applicability rules of the convolution primitives, and the layer shape of
+an IR conv node they can run (no torch).
 
 A layer is described as in mulder2020 §3.1 and the mulder2021 dataset: ``c`` input channels, ``k`` kernels
 (output channels), a square ``im x im`` input, a square ``f x f`` kernel and a stride ``s``; batch 1, no
@@ -23,8 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from edgeplan.errors import InvalidInputError
+from edgeplan.ir import Node
+from edgeplan.ir.ops import ConvAttrs, OpKind
 
-__all__ = ["LAYOUTS", "ConvSpec", "Layout", "Rule"]
+__all__ = ["LAYOUTS", "ConvSpec", "Layout", "Rule", "conv_refusal", "conv_shape"]
 
 
 class Layout(str, enum.Enum):
@@ -220,3 +223,36 @@ def _set_text(values: frozenset[int]) -> str:
     if len(ordered) == 1:
         return f"= {ordered[0]}"
     return "in {" + ", ".join(str(v) for v in ordered) + "}"
+
+
+def conv_shape(node: Node) -> tuple[int, int, int, int, int, int] | None:
+    """``(c, k, im, f, s, padding)`` of a conv node the primitives can run, else ``None`` (:func:`conv_refusal` says
+    why)."""
+    attrs = node.attrs
+    if node.kind is not OpKind.CONV2D or not isinstance(attrs, ConvAttrs) or conv_refusal(node) is not None:
+        return None
+    *_, h, _ = node.input_shapes[0]
+    return (attrs.in_channels, attrs.out_channels, int(h), attrs.kernel[0], attrs.stride[0], attrs.padding[0])
+
+
+def conv_refusal(node: Node) -> str | None:
+    """Why no primitive can run a ``conv2d`` node (for example ``"depthwise"`` or ``"dilated"``), or ``None`` when
+    :func:`conv_shape` gives it a shape; ``None`` also for a node that is not a ``conv2d``."""
+    attrs = node.attrs
+    if node.kind is not OpKind.CONV2D or not isinstance(attrs, ConvAttrs):
+        return None
+    *_, h, w = node.input_shapes[0]
+    reasons = []
+    if attrs.groups != 1:
+        reasons.append("depthwise" if attrs.groups == attrs.in_channels else f"grouped ({attrs.groups} groups)")
+    if attrs.dilation != (1, 1):
+        reasons.append("dilated")
+    if attrs.kernel[0] != attrs.kernel[1]:
+        reasons.append(f"non-square kernel {attrs.kernel[0]}x{attrs.kernel[1]}")
+    if attrs.stride[0] != attrs.stride[1]:
+        reasons.append("unequal strides")
+    if h != w:
+        reasons.append(f"non-square input {h}x{w}")
+    if len(set(attrs.padding)) != 1:
+        reasons.append("unequal padding")
+    return ", ".join(reasons) or None

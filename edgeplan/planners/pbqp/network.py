@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir import Graph, Node
-from edgeplan.ir.ops import AdaptivePoolAttrs, ConvAttrs, OpKind
+from edgeplan.ir.ops import AdaptivePoolAttrs, OpKind
+from edgeplan.primitives.spec import conv_refusal, conv_shape
 
 __all__ = ["FlowOp", "LayoutEdge", "SelectionStructure", "SelectNode", "conv_refusal", "conv_shape",
            "selection_structure"]
@@ -116,39 +117,6 @@ class SelectionStructure:
     def conv_inputs(self) -> dict[str, int]:
         """Side of each selected conv layer's square input, by name."""
         return {n.name: n.conv[2] for n in self.nodes if n.kind == "conv" and n.conv is not None}
-
-
-def conv_shape(node: Node) -> tuple[int, int, int, int, int, int] | None:
-    """``(c, k, im, f, s, padding)`` of a conv node the primitives can run, else ``None`` (:func:`conv_refusal` says
-    why)."""
-    attrs = node.attrs
-    if node.kind is not OpKind.CONV2D or not isinstance(attrs, ConvAttrs) or conv_refusal(node) is not None:
-        return None
-    *_, h, _ = node.input_shapes[0]
-    return (attrs.in_channels, attrs.out_channels, int(h), attrs.kernel[0], attrs.stride[0], attrs.padding[0])
-
-
-def conv_refusal(node: Node) -> str | None:
-    """Why no primitive can run a ``conv2d`` node (for example ``"depthwise"`` or ``"dilated"``), or ``None`` when
-    :func:`conv_shape` gives it a shape; ``None`` also for a node that is not a ``conv2d``."""
-    attrs = node.attrs
-    if node.kind is not OpKind.CONV2D or not isinstance(attrs, ConvAttrs):
-        return None
-    *_, h, w = node.input_shapes[0]
-    reasons = []
-    if attrs.groups != 1:
-        reasons.append("depthwise" if attrs.groups == attrs.in_channels else f"grouped ({attrs.groups} groups)")
-    if attrs.dilation != (1, 1):
-        reasons.append("dilated")
-    if attrs.kernel[0] != attrs.kernel[1]:
-        reasons.append(f"non-square kernel {attrs.kernel[0]}x{attrs.kernel[1]}")
-    if attrs.stride[0] != attrs.stride[1]:
-        reasons.append("unequal strides")
-    if h != w:
-        reasons.append(f"non-square input {h}x{w}")
-    if len(set(attrs.padding)) != 1:
-        reasons.append("unequal padding")
-    return ", ".join(reasons) or None
 
 
 def _tensor(shape: tuple[int, ...], where: str) -> tuple[int, int]:
