@@ -176,7 +176,7 @@ def test_export_warns_when_a_repeat_falls_back_to_its_own_scale(tmp_path: Path) 
                                                    "raw_mape": pytest.approx(0.0)}
     # The export of `profile ops --export` keeps the warning in its summary (the CLI prints it on stderr), and
     # still writes the file.
-    from edgeplan.measure.op_campaign import export_campaign
+    from edgeplan.measure.profile_jobs import export_campaign
 
     (tmp_path / "cli").mkdir()
     out = tmp_path / "cli.jsonl.gz"

@@ -24,6 +24,7 @@ from edgeplan.measure import primitive_space as ps
 from edgeplan.measure.device import describe_device
 from edgeplan.measure.harness import Timing
 from edgeplan.measure.primitive_data import load_primitive_csv
+from edgeplan.measure.profile_jobs import estimate_duration_s
 from edgeplan.measure.store import MeasurementRecord, Store
 from edgeplan.primitives import ConvSpec, applicable, primitive_names
 
@@ -378,10 +379,10 @@ def test_estimated_duration_from_reference_rates() -> None:
     plan = pc.CampaignPlan("p", (spec,), ("direct-sum2d",), timing, {}, 1)
     config = {"c": 4, "k": 4, "im": 6, "f": 3, "s": 1}
     reference = [_record(ps.PRIMITIVE_KIND, "direct-sum2d", 1000.0, config)]  # same layer: first run 1 s, over cap
-    assert pc.estimate_duration_s(plan, reference) is None  # no rate for the transformations
+    assert estimate_duration_s(plan, reference) is None  # no rate for the transformations
     reference += [_record(ps.TRANSFORM_KIND, t, 100.0, config) for t in ps.TRANSFORM_COLUMNS]
     # 1 s (one run, over cap) + 9 x 100 ms x (1 first run + 3 timed runs)
-    assert pc.estimate_duration_s(plan, reference) == pytest.approx(1.0 + 9 * 0.4)
+    assert estimate_duration_s(plan, reference) == pytest.approx(1.0 + 9 * 0.4)
 
 
 # ---------------------------------------------------------------------------------------------- noise floor

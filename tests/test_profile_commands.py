@@ -11,11 +11,15 @@ import pytest
 
 from edgeplan.cli.main import main
 from edgeplan.errors import InvalidInputError
-from edgeplan.measure import op_campaign, range_profile
+from edgeplan.measure import profile_jobs, range_profile
 from edgeplan.measure.campaign import CampaignReport
-from edgeplan.measure.op_campaign import OpsExport, profile_ops
-from edgeplan.measure.primitive_campaign import PrimitiveJob, profile_primitive_campaign
-from edgeplan.measure.range_files import profile_range_tables
+from edgeplan.measure.profile_jobs import (
+    OpsExport,
+    PrimitiveJob,
+    profile_ops,
+    profile_primitive_campaign,
+    profile_range_tables,
+)
 
 
 def _slow_campaign(calls: list[tuple[Any, float | None]]) -> Any:
@@ -32,7 +36,7 @@ def _slow_campaign(calls: list[tuple[Any, float | None]]) -> Any:
 def test_profile_ops_spends_one_budget_over_every_scenario(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     calls: list[tuple[Any, float | None]] = []
-    monkeypatch.setattr(op_campaign, "run_op_campaign", _slow_campaign(calls))
+    monkeypatch.setattr(profile_jobs, "run_op_campaign", _slow_campaign(calls))
     result = profile_ops(["torch-fp32-1t", "torch-fp32-2t"], ["synthetic:0"], budget_s=0.5, home=tmp_path)
     (scenario, budget), = calls
     assert scenario.name == "torch-fp32-1t" and budget is not None and 0 < budget <= 0.5

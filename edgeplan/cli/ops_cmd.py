@@ -79,7 +79,8 @@ def profile_ops_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple
         keep_memory(ctx)
     from edgeplan.errors import InvalidInputError
     from edgeplan.measure import TimingConfig
-    from edgeplan.measure.op_campaign import OpCampaignOptions, OpsExport, profile_ops
+    from edgeplan.measure.op_campaign import OpCampaignOptions
+    from edgeplan.measure.profile_jobs import OpsExport, profile_ops
 
     names = model_specs(models, models_file)
     check_positive("--budget-s", budget_s, "a positive number of seconds (leave it out for no budget)")

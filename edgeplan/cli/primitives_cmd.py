@@ -116,7 +116,7 @@ def profile_primitives_cmd(ctx: click.Context, budget_s: float | None, seed: int
       edgeplan primitives transfer --data here.csv --name my-machine
       edgeplan select torchvision:resnet18 --costs predicted --device my-machine
     """
-    from edgeplan.measure.primitive_campaign import PrimitiveJob, profile_primitive_campaign
+    from edgeplan.measure.profile_jobs import PrimitiveJob, profile_primitive_campaign
 
     check_positive("--budget-s", budget_s, "a positive number of seconds (leave it out for no budget)")
     job = PrimitiveJob(configs=configs or None, networks=networks, seed=seed, max_configs=max_configs,

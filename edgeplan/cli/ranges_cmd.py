@@ -35,7 +35,7 @@ def profile_ranges_cmd(ctx: Context, models: tuple[str, ...], threads_list: tupl
       edgeplan profile ranges paper:chair --threads 1 --export ranges.json
       edgeplan offload paper:chair --network wifi --costs store
     """
-    from edgeplan.measure.range_files import profile_range_tables
+    from edgeplan.measure.profile_jobs import profile_range_tables
     from edgeplan.measure.range_profile import SweepConfig
 
     check_positive("--budget-s", budget_s, "a positive number of seconds (leave it out for no budget)")

@@ -12,7 +12,6 @@ of several scenarios within one time budget and exports them: the ``edgeplan pro
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,16 +46,11 @@ __all__ = [
     "open_dataset_file",
     "OpCampaignOptions",
     "OpExportOptions",
-    "OpExportSummary",
-    "OpsExport",
-    "OpsProfileResult",
     "ReferenceScaleWarning",
     "RetraceReport",
     "campaign_name",
-    "export_campaign",
     "export_dataset",
     "load_dataset",
-    "profile_ops",
     "retrace_dataset",
     "run_op_campaign",
 ]
@@ -361,170 +355,6 @@ def export_dataset(store: Store, scenario: Scenario, out: str | Path, command: s
 
 
 # ---------------------------------------------------------------------------------------------- the whole command
-
-
-@dataclass(frozen=True)
-class OpsExport:
-    """Where :func:`profile_ops` writes the models it was given, once measured, and at which scale.
-
-    Attributes
-    ----------
-    path
-        The dataset file (:func:`export_dataset`: xz for a ``.xz`` name, gzip otherwise).
-    scale_from
-        A dataset file of the scenario measured beside the same reference model: the times are written at its
-        reference latency (:attr:`OpExportOptions.scale_from`).
-    """
-
-    path: Path
-    scale_from: Path | None = None
-
-
-@dataclass(frozen=True)
-class OpExportSummary:
-    """What :func:`export_campaign` wrote.
-
-    Attributes
-    ----------
-    scenario
-        The scenario's name.
-    path
-        The dataset file.
-    models
-        Models written.
-    warnings
-        The export's warnings (a repeat written at its own reference latency, models not measured), in order.
-    """
-
-    scenario: str
-    path: str
-    models: int
-    warnings: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The scenario, the file and the models written, as a JSON-serialisable dict (the warnings left out)."""
-        return {"scenario": self.scenario, "path": self.path, "models": self.models}
-
-
-@dataclass(frozen=True)
-class OpsProfileResult:
-    """What :func:`profile_ops` did.
-
-    Attributes
-    ----------
-    campaigns
-        One report per scenario measured, in the order given.
-    not_started
-        The scenarios the time budget left no time for (run again to measure them).
-    export
-        What the export wrote, or ``None`` without one.
-    """
-
-    campaigns: tuple[CampaignReport, ...]
-    not_started: tuple[str, ...] = ()
-    export: OpExportSummary | None = None
-
-    @property
-    def failed(self) -> int:
-        """Models that could not be measured, over every campaign."""
-        return sum(len(r.failed) for r in self.campaigns)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as a JSON-serialisable dict."""
-        return {"campaigns": [r.to_dict() for r in self.campaigns], "not_started": list(self.not_started),
-                "export": self.export.to_dict() if self.export is not None else None}
-
-
-def export_campaign(store: Store, scenario: Scenario, out: str | Path, *, command: str = "", repeat: str = "",
-                    options: OpExportOptions | None = None) -> OpExportSummary:
-    """Write a campaign's models with :func:`export_dataset`, its warnings kept in the summary instead of issued.
-
-    Parameters
-    ----------
-    store, scenario, out, command, repeat, options
-        As for :func:`export_dataset`.
-
-    Returns
-    -------
-    OpExportSummary
-    """
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        n = export_dataset(store, scenario, out, command=command, repeat=repeat, options=options)
-    return OpExportSummary(scenario.name, str(out), n, tuple(str(w.message) for w in caught))
-
-
-def profile_ops(
-    scenarios: Sequence[str],
-    models: Sequence[str],
-    *,
-    options: OpCampaignOptions | None = None,
-    budget_s: float | None = None,
-    export: OpsExport | None = None,
-    progress: bool = False,
-    command: str = "",
-    home: str | Path | None = None,
-) -> OpsProfileResult:
-    """Measure ``models`` in each scenario into the edgeplan home's Store, then export them (``profile ops``).
-
-    One :func:`run_op_campaign` per scenario, in the order given, all within one time budget: a scenario the
-    budget leaves no time for is not started, and running the same call again resumes where this one stopped.
-    The export writes ``models`` as measured in the one scenario (in ``options.repeat``'s re-measurement).
-
-    Parameters
-    ----------
-    scenarios
-        Names of the scenarios (:data:`~edgeplan.measure.scenarios.SCENARIOS`).
-    models
-        Zoo strings.
-    options
-        Runs, harness settings, repeat tag and reference model of every campaign; default
-        :class:`OpCampaignOptions`.
-    budget_s
-        Time budget of the whole call, every scenario together; ``None`` for none.
-    export
-        The dataset file to write afterwards; one scenario only.
-    progress
-        Show progress bars.
-    command
-        Command line stored as provenance.
-    home
-        The edgeplan home: its Store holds the rows, its caches the ONNX exports and int8 models.
-
-    Returns
-    -------
-    OpsProfileResult
-
-    Raises
-    ------
-    InvalidInputError
-        For an unknown scenario, an export of several scenarios, a non-positive budget, or a campaign of the
-        Store measured with other settings (:func:`run_op_campaign`).
-    """
-    from edgeplan.measure.paths import default_store_path
-    from edgeplan.measure.scenarios import get_scenario
-
-    chosen = [get_scenario(s) for s in scenarios]
-    if export is not None and len(chosen) != 1:
-        raise InvalidInputError("--export writes one scenario's dataset; give one --scenario")
-    if budget_s is not None and not budget_s > 0:
-        raise InvalidInputError(f"the time budget must be positive or None, got {budget_s}")
-    options = options or OpCampaignOptions()
-    started = time.monotonic()
-    reports, not_started = [], []
-    with Store.open(default_store_path(home)) as store:
-        for scenario in chosen:
-            left = None if budget_s is None else budget_s - (time.monotonic() - started)
-            if left is not None and left <= 0:
-                not_started.append(scenario.name)
-                continue
-            reports.append(run_op_campaign(store, scenario, models, options=options, budget_s=left,
-                                           progress=progress, command=command, home=home))
-        summary = None
-        if export is not None:
-            summary = export_campaign(store, chosen[0], export.path, command=command, repeat=options.repeat,
-                                      options=OpExportOptions(scale_from=export.scale_from, only=list(models)))
-    return OpsProfileResult(tuple(reports), tuple(not_started), summary)
 
 
 def _reference_warm(store: Store, scenario: Scenario, name: str) -> bool:

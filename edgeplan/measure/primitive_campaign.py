@@ -1,8 +1,8 @@
 """The primitive profiling campaign of mulder2020 §3.2.1: plans and measurement, into the Store (resumable).
 
 The configurations come from :mod:`edgeplan.measure.primitive_space`; the measurements are exported as a dataset by
-:mod:`edgeplan.measure.primitive_export`. :func:`profile_primitive_campaign` plans, measures and exports in one call:
-the ``edgeplan profile primitives`` command.
+:mod:`edgeplan.measure.primitive_export`; :func:`edgeplan.measure.profile_jobs.profile_primitive_campaign` plans,
+measures and exports in one call.
 
 Measurement (:class:`~edgeplan.measure.primitive_space.TimingPlan`): per configuration, inputs (one per layout) and
 weights are allocated once from a seeded generator; the applicable primitives and the configuration's missing layout
@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgeplan.errors import InvalidInputError, MeasurementError
@@ -35,7 +34,6 @@ from edgeplan.measure.device import DeviceDescriptor, collect_versions
 from edgeplan.measure.harness import Timing, TimingConfig, time_callable, use_threads
 from edgeplan.measure.primitive_export import (
     OVER_CAP,
-    ExportSummary,
     dataset_table,
 )
 from edgeplan.measure.primitive_space import (
@@ -62,7 +60,7 @@ from edgeplan.measure.primitive_space import (
 )
 from edgeplan.measure.progress import PlainLines
 from edgeplan.measure.runners import torch_device
-from edgeplan.measure.store import Campaign, MeasurementRecord, Provenance, Store
+from edgeplan.measure.store import Campaign, Provenance, Store
 from edgeplan.primitives.spec import LAYOUTS, ConvSpec
 
 if TYPE_CHECKING:
@@ -71,14 +69,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CampaignPlan",
     "ConfigSelection",
-    "PrimitiveJob",
-    "PrimitiveProfileResult",
     "ProfileReport",
     "above_cap_campaign",
-    "estimate_duration_s",
     "primitive_campaign",
-    "profile_primitive_campaign",
     "profile_primitives",
+    "resolve_primitives",
     "remeasure_campaign",
 ]
 
@@ -309,41 +304,6 @@ def above_cap_campaign(device_key: str, options: AboveCapOptions, *,
     return CampaignPlan(name, order, names, options.timing, params, len(space))
 
 
-def estimate_duration_s(plan: CampaignPlan, reference: Sequence[MeasurementRecord],
-                        quantile: float = 0.9) -> float | None:
-    """A rough time for ``plan`` from the rates of another campaign (e.g. the main one), or ``None``.
-
-    Each primitive's first run is predicted as its ``quantile`` of time per dense MAC in ``reference`` times the
-    configuration's MACs (the FFT primitive scales differently: its estimate is rougher); over ``call_cap_ms``
-    that is all, else it is followed by the warm-up and the timed runs of :class:`TimingPlan`. Transformations
-    scale with ``c im^2``. ``None`` when ``reference`` has no rate for a primitive of ``plan``.
-    """
-    rates: dict[str, list[float]] = {}
-    for rec in reference:
-        if rec.extra.get("status") not in ("measured", OVER_CAP):  # an over-cap row holds its first run
-            continue
-        config = rec.extra["config"]
-        size = (work_units(ConvSpec(*(int(config[n]) for n in SHAPE_COLUMNS)), with_fft=False)
-                if rec.kind == PRIMITIVE_KIND else float(config["c"]) * float(config["im"]) ** 2)
-        rates.setdefault(rec.subject, []).append(rec.latency_ms / size)
-    quantiles = {name: sorted(r)[min(len(r) - 1, int(quantile * len(r)))] for name, r in rates.items()}
-    total_ms, tensors = 0.0, set()
-    for spec in plan.configs:
-        cells = [(p.name, work_units(spec, with_fft=False)) for p in _resolve(plan.primitives) if p.applies(spec)]
-        if (spec.c, spec.im) not in tensors:
-            tensors.add((spec.c, spec.im))
-            cells += [(t, float(spec.c * spec.im * spec.im)) for t in TRANSFORM_COLUMNS]
-        for name, size in cells:
-            if name not in quantiles:
-                return None
-            first = quantiles[name] * size
-            if first > plan.timing.call_cap_ms:
-                total_ms += first  # one run, over cap
-            else:
-                total_ms += first * (1 + (first < plan.timing.target_ms) + plan.timing.repeats_for(first))
-    return total_ms / 1e3
-
-
 # ---------------------------------------------------------------------------------------------- measuring
 
 
@@ -476,138 +436,6 @@ def profile_primitives(store: Store, plan: CampaignPlan, device: DeviceDescripto
 # ---------------------------------------------------------------------------------------------- the whole command
 
 
-@dataclass(frozen=True)
-class PrimitiveJob:
-    """What :func:`profile_primitive_campaign` measures, and where.
-
-    Attributes
-    ----------
-    configs
-        Explicit configurations instead of the zoo space.
-    networks
-        Zoo models whose conv layers are measured instead of the zoo space (:func:`network_configs`); not with
-        ``configs`` or ``max_configs``.
-    seed
-        Seed of the measurement order and of the sample.
-    max_configs
-        Measure a seeded random sample of this many configurations of the zoo space; not with ``configs``.
-    primitives
-        Names of the primitives to measure; default all.
-    threads
-        Intra-op threads of every measurement (part of the campaign's name).
-    torch_device
-        Where the primitives run: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (part of the campaign's name).
-    """
-
-    configs: Sequence[ConvSpec] | None = None
-    networks: Sequence[str] = ()
-    seed: int = 0
-    max_configs: int | None = None
-    primitives: Sequence[str] | None = None
-    threads: int = 1
-    torch_device: str = "cpu"
-
-
-@dataclass(frozen=True)
-class PrimitiveProfileResult:
-    """What :func:`profile_primitive_campaign` did.
-
-    Attributes
-    ----------
-    store
-        The Store of the edgeplan home.
-    plan
-        The campaign.
-    report
-        What the measurement did; ``None`` for a dry run.
-    export
-        What the export wrote, or ``None`` without one.
-    """
-
-    store: str
-    plan: CampaignPlan
-    report: ProfileReport | None = None
-    export: ExportSummary | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as a JSON-serialisable dict: the campaign's size, then the plan's parameters (a dry run) or
-        the report and the export."""
-        plan = self.plan
-        summary = {"store": self.store, "campaign": plan.name, "space_size": plan.space_size,
-                   "configs": len(plan.configs), "primitives": len(plan.primitives)}
-        if self.report is None:
-            return {**summary, "params": dict(plan.params)}
-        return {**summary, **self.report.to_dict(), **({"export": self.export.to_dict()} if self.export else {})}
-
-
-def profile_primitive_campaign(job: PrimitiveJob | None = None, *, budget_s: float | None = None,
-                               dry_run: bool = False, export: str | Path | None = None, progress: bool = False,
-                               command: str = "", home: str | Path | None = None) -> PrimitiveProfileResult:
-    """Plan the campaign of ``job`` on this machine, measure it into the edgeplan home's Store and export it
-    (``profile primitives``).
-
-    The campaign is :func:`primitive_campaign` on the device :func:`~edgeplan.measure.device.describe_device`
-    describes (torch, ``job.threads``, ``job.torch_device``); :func:`profile_primitives` measures what is missing.
-    A dry run only plans: it writes nothing, and opens the home's Store only when there is one.
-
-    Parameters
-    ----------
-    job
-        The configurations, primitives, threads and torch device; default :class:`PrimitiveJob`.
-    budget_s
-        Time budget of the measurement; ``None`` for none.
-    dry_run
-        Plan only: measure and write nothing.
-    export
-        Then write the campaign's completely measured configurations to this CSV with its provenance
-        (:func:`~edgeplan.measure.primitive_export.export_dataset`); not with ``dry_run``.
-    progress
-        Show a progress bar.
-    command
-        Command line stored as provenance.
-    home
-        The edgeplan home whose Store holds the rows.
-
-    Returns
-    -------
-    PrimitiveProfileResult
-
-    Raises
-    ------
-    InvalidInputError
-        For networks with explicit configurations or a sample size, a sample size with explicit configurations, a
-        dry run with an export, or what :func:`primitive_campaign` refuses.
-    """
-    from edgeplan.measure.device import describe_device
-    from edgeplan.measure.paths import default_store_path
-    from edgeplan.measure.primitive_export import export_dataset, find_campaign
-    from edgeplan.measure.primitive_space import network_configs
-
-    job = job or PrimitiveJob()
-    configs = job.configs or None
-    if job.networks and (configs or job.max_configs is not None):
-        raise InvalidInputError("--network measures a model's layers; drop --config and --max-configs")
-    if configs and job.max_configs is not None:
-        raise InvalidInputError("--max-configs samples the zoo space; drop it with --config")
-    if dry_run and export:
-        raise InvalidInputError("--dry-run measures nothing and --export writes what was measured: give one")
-    if job.networks:
-        configs = network_configs(job.networks)
-    device = describe_device("torch", job.threads, torch_device=job.torch_device)
-    selection = ConfigSelection(configs=configs, seed=job.seed, max_configs=job.max_configs)
-    plan = primitive_campaign(device.key, primitives=job.primitives or None, threads=job.threads,
-                              device=job.torch_device, selection=selection)
-    real_store = default_store_path(home)
-    if dry_run and (not real_store.is_file() or real_store.stat().st_size == 0):
-        return PrimitiveProfileResult(str(real_store), plan)  # no Store yet: none is made
-    with Store.open(real_store) as store:
-        if dry_run:
-            return PrimitiveProfileResult(str(real_store), plan)
-        report = profile_primitives(store, plan, device, budget_s=budget_s, progress=progress, command=command)
-        exported = export_dataset(store, find_campaign(store, plan.name), export, command=command) if export else None
-    return PrimitiveProfileResult(str(real_store), plan, report, exported)
-
-
 def _over_cap_keys(store: Store, campaign: Campaign) -> set[str]:
     """Task keys of ``campaign`` recorded over the per-call cap."""
     return {r.task_key for r in store.measurements(campaign=campaign) if r.extra.get("status") == OVER_CAP}
@@ -619,7 +447,8 @@ def _over_cap(run: _Run, spec: ConvSpec) -> bool:
 
 
 @functools.cache
-def _resolve(names: tuple[str, ...]) -> tuple[Primitive, ...]:
+def resolve_primitives(names: tuple[str, ...]) -> tuple[Primitive, ...]:
+    """The registered primitives of these names, in order."""
     from edgeplan.primitives.registry import get_primitive
 
     return tuple(get_primitive(name) for name in names)
@@ -628,7 +457,7 @@ def _resolve(names: tuple[str, ...]) -> tuple[Primitive, ...]:
 def _jobs(plan: CampaignPlan, spec: ConvSpec) -> list[tuple[str, str, str]]:
     """``(task_key, kind, subject)`` of every task of one configuration."""
     key = config_key(spec)
-    jobs = [(f"{key}|{p.name}", PRIMITIVE_KIND, p.name) for p in _resolve(plan.primitives) if p.applies(spec)]
+    jobs = [(f"{key}|{p.name}", PRIMITIVE_KIND, p.name) for p in resolve_primitives(plan.primitives) if p.applies(spec)]
     act = f"c{spec.c}-im{spec.im}"
     return jobs + [(f"{act}|{name}", TRANSFORM_KIND, name) for name in TRANSFORM_COLUMNS]
 

@@ -10,9 +10,7 @@ provenance of every table: the device descriptor, package versions, the date and
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -21,13 +19,11 @@ from typing import Any
 import numpy as np
 
 from edgeplan.errors import InvalidInputError, StoreError
-from edgeplan.measure.campaign import CampaignReport
 from edgeplan.measure.device import DeviceDescriptor, collect_versions
-from edgeplan.measure.range_profile import RANGE_KIND, RangeTable, SweepConfig
+from edgeplan.measure.range_profile import RANGE_KIND, RangeTable
 from edgeplan.measure.store import Store
 
-__all__ = ["FORMAT", "RangeProfileResult", "RangeSweep", "export_range_tables", "load_range_tables",
-           "profile_range_tables", "shipped_range_table"]
+__all__ = ["FORMAT", "export_range_tables", "load_range_tables", "shipped_range_table"]
 
 FORMAT = "edgeplan-layer-ranges/1"
 _SHIPPED = "layer_ranges.json"
@@ -78,117 +74,6 @@ def export_range_tables(store: Store, models: Sequence[str], path: Path, command
            "columns": ["first", "last", "median_ms", "p25_ms", "p75_ms", "repeats"], "tables": tables}
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return len(tables)
-
-
-@dataclass(frozen=True)
-class RangeSweep:
-    """What :func:`profile_range_tables` did for one model at one thread count."""
-
-    model: str
-    threads: int
-    report: CampaignReport
-
-
-@dataclass(frozen=True)
-class RangeProfileResult:
-    """What :func:`profile_range_tables` did.
-
-    Attributes
-    ----------
-    store
-        The Store the rows went to.
-    sweeps
-        One per model and thread count measured, models first.
-    not_started
-        ``(model, threads)`` the time budget left no time for (run again to measure them).
-    exported_tables
-        Tables written by the export, or ``None`` without one.
-    """
-
-    store: str
-    sweeps: tuple[RangeSweep, ...]
-    not_started: tuple[tuple[str, int], ...] = ()
-    exported_tables: int | None = None
-
-    @property
-    def failed(self) -> int:
-        """Ranges that could not be measured, over every sweep."""
-        return sum(len(s.report.failed) for s in self.sweeps)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as a JSON-serialisable dict."""
-        return {"store": self.store, "campaigns": [s.report.to_dict() for s in self.sweeps],
-                "not_started": [{"model": m, "threads": t} for m, t in self.not_started],
-                "exported_tables": self.exported_tables}
-
-
-def profile_range_tables(models: Sequence[str], threads: Sequence[int] = (1,), *, config: SweepConfig | None = None,
-                         budget_s: float | None = None, export: Path | None = None, progress: bool = False,
-                         command: str = "", home: str | Path | None = None) -> RangeProfileResult:
-    """Measure every layer range of each model at each thread count into the edgeplan home's Store, then export
-    them (``profile ranges``).
-
-    One :func:`~edgeplan.measure.range_profile.profile_ranges` per model and thread count, all within one time
-    budget: those the budget leaves no time for are not started, and running the same call again resumes where
-    this one stopped.
-
-    Parameters
-    ----------
-    models
-        Zoo strings.
-    threads
-        Intra-op thread counts.
-    config
-        Sweep repeats and warm-up (:func:`~edgeplan.measure.range_profile.profile_ranges`).
-    budget_s
-        Time budget of the whole call, every model and thread count together; ``None`` for none.
-    export
-        A JSON file to write the models' tables to afterwards, with provenance (:func:`export_range_tables`).
-    progress
-        Show progress bars.
-    command
-        Command line stored as provenance.
-    home
-        The edgeplan home whose Store holds the rows.
-
-    Returns
-    -------
-    RangeProfileResult
-
-    Raises
-    ------
-    InvalidInputError
-        For an invalid thread count, a non-positive budget, a sweep of the Store begun with other settings, or an
-        export file that cannot be written.
-    """
-    from edgeplan.measure.harness import check_thread_count
-    from edgeplan.measure.paths import default_store_path
-    from edgeplan.measure.range_profile import profile_ranges
-
-    for t in threads:
-        check_thread_count(t)
-    if budget_s is not None and not budget_s > 0:
-        raise InvalidInputError(f"the time budget must be positive or None, got {budget_s}")
-    started = time.monotonic()
-    sweeps, not_started = [], []
-    with Store.open(default_store_path(home)) as store:
-        for model in models:
-            for t in threads:
-                left = None if budget_s is None else budget_s - (time.monotonic() - started)
-                if left is not None and left <= 0:
-                    not_started.append((model, t))
-                    continue
-                report = profile_ranges(store, model, threads=t, config=config, budget_s=left, progress=progress,
-                                        command=command)
-                sweeps.append(RangeSweep(model, t, report))
-        exported = None
-        if export is not None:
-            try:
-                exported = export_range_tables(store, list(models), Path(export), command)
-            except OSError as e:
-                raise InvalidInputError(f"cannot write {export}: {e.strerror}; the measurements are safe in "
-                                        f"{store.path}, export again to a writable path") from e
-    return RangeProfileResult(str(store.path), tuple(sweeps), tuple(not_started), exported)
 
 
 def load_range_tables(path: Path | None = None) -> list[RangeTable]:
