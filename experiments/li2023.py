@@ -42,7 +42,6 @@ from edgeplan.costmodels.opwise.calibrate import (
     CalibrationSamples,
     calibrate,
     fold_constant_terms,
-    read_measurements,
     source_terms,
 )
 from edgeplan.costmodels.opwise.estimator import OpLatencyEstimator
@@ -60,7 +59,7 @@ from edgeplan.costmodels.opwise.ops import (
     with_context,
 )
 from edgeplan.costmodels.opwise.predictors import METHODS
-from edgeplan.decisions.calibrate import model_terms
+from edgeplan.decisions.calibrate import model_terms, read_measurements
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.synthetic import SPACES, family_of
 from edgeplan.measure.metrics import mape

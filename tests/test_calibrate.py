@@ -13,9 +13,10 @@ import pytest
 from repo_data import data_file
 
 from edgeplan.cli.main import main
-from edgeplan.costmodels.opwise.calibrate import CalibrationSamples, calibrate, read_measurements
+from edgeplan.costmodels.opwise.calibrate import CalibrationSamples, calibrate
 from edgeplan.costmodels.opwise.estimator import OpLatencyEstimator
 from edgeplan.costmodels.opwise.model import LatencyModel
+from edgeplan.decisions.calibrate import read_measurements
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.direct import nb201_graph
 from edgeplan.ir.kernels import deduce_kernels

@@ -12,8 +12,8 @@ from repo_data import data_file
 
 from edgeplan.cli.common import emit_json
 from edgeplan.cli.main import main
-from edgeplan.costmodels.opwise.calibrate import read_measurements
 from edgeplan.costmodels.opwise.profiles import shipped_devices
+from edgeplan.decisions.calibrate import read_measurements
 from edgeplan.errors import InvalidInputError, UnsupportedOperatorError
 from edgeplan.measure.model_sets import MAX_RANGE, expand_models, read_models_file
 from experiments import eshratifar2018, mulder2020, parthasarathy2022

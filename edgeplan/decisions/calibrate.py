@@ -9,6 +9,7 @@ where :func:`edgeplan.decisions.predict.predict` finds it by name.
 
 from __future__ import annotations
 
+import csv
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
     from edgeplan.costmodels.opwise.calibrate import CalibratedDevice
     from edgeplan.costmodels.opwise.model import LatencyModel
 
-__all__ = ["Calibration", "MeasureHere", "calibrate", "measure_for_calibration", "measurement_rows", "model_terms"]
+__all__ = ["Calibration", "MeasureHere", "calibrate", "measure_for_calibration", "measurement_rows", "model_terms",
+           "read_measurements"]
 
 #: The source profile a calibration corrects when none is named.
 DEFAULT_SOURCE = "torch-fp32-1t"
@@ -138,6 +140,59 @@ def model_terms(models: Sequence[str], source: LatencyModel, deductions: Sequenc
     return out, kept, left
 
 
+def _measurement_rows(path: Path, reader: csv.DictReader[str]) -> list[tuple[str, float]]:
+    """The checked ``(model, latency_ms)`` rows of ``reader`` (see :func:`read_measurements`)."""
+    cols = [c.strip() for c in (reader.fieldnames or [])]
+    missing = [c for c in ("model", "latency_ms") if c not in cols]
+    if missing:
+        raise InvalidInputError(f"{path}: missing column(s) {', '.join(missing)}; the header must have model and "
+                                f"latency_ms (it has {', '.join(cols) or 'nothing'})")
+    rows: list[tuple[str, float]] = []
+    seen: set[str] = set()
+    for line, row in enumerate(reader, start=2):
+        beyond = row.pop(None, None)  # DictReader's key for the cells beyond the header's
+        if beyond is not None and any(str(c).strip() for c in beyond):
+            raise InvalidInputError(f"{path}, line {line}: more cells than the header has columns (a decimal "
+                                    f"comma? write decimals with '.', or quote a cell that holds a comma)")
+        row = {k.strip(): (v or "").strip() for k, v in row.items()}
+        model, text = row.get("model", ""), row.get("latency_ms", "")
+        if not model:
+            raise InvalidInputError(f"{path}, line {line}: empty model")
+        try:
+            value = float(text)
+        except ValueError:
+            raise InvalidInputError(f"{path}, line {line}: latency_ms {text!r} is not a number") from None
+        if not math.isfinite(value) or value <= 0:
+            raise InvalidInputError(f"{path}, line {line}: latency_ms must be positive, got {text}")
+        if model in seen:
+            raise InvalidInputError(f"{path}, line {line}: model {model} appears twice")
+        seen.add(model)
+        rows.append((model, value))
+    return rows
+
+
+def read_measurements(path: str | Path) -> list[tuple[str, float]]:
+    """Read and check a ``model,latency_ms`` CSV (extra columns are ignored; a byte-order mark is skipped).
+
+    Raises
+    ------
+    InvalidInputError
+        For a missing file or column, an empty file, a row with more cells than the header (a decimal comma), a
+        latency that is not a positive number, or a repeated model; the message names the line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInputError(f"measurements file {path} does not exist")
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's byte-order mark
+            rows = _measurement_rows(path, csv.DictReader(f))
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise InvalidInputError(f"{path}: cannot read it as a UTF-8 CSV ({e})") from e
+    if not rows:
+        raise InvalidInputError(f"{path} has no measurements")
+    return rows
+
+
 def measurement_rows(measurements: str | Path | Sequence[tuple[str, float]],
                      ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]] | None]:
     """The checked ``(model, latency_ms)`` rows of a ``model,latency_ms`` CSV, a ``profile ops --export`` dataset
@@ -148,8 +203,6 @@ def measurement_rows(measurements: str | Path | Sequence[tuple[str, float]],
     InvalidInputError
         A missing file or column, a latency that is not a positive number, a repeated model (named by its line).
     """
-    from edgeplan.costmodels.opwise.calibrate import read_measurements
-
     if isinstance(measurements, str | Path):
         if str(measurements).endswith((".gz", ".xz")):
             from edgeplan.costmodels.opwise.ops import record_latency
