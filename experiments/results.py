@@ -1,7 +1,9 @@
 """Write ``docs/results.md`` from the reproductions' JSON files (``make reproduce`` writes them to ``out/results``).
 
 Every number in the page is read from those files; each table names the command that made it and the machine it
-ran on. Run as ``python -m experiments.results [--results out/results] [--out docs/results.md]``.
+ran on. A reproduction with no file in the folder keeps its section of the page (and its rows of the README's table)
+as an earlier run wrote them, with that run's machine; one the page never had is listed as not run. Run as
+``python -m experiments.results [--results out/results] [--out docs/results.md]``.
 """
 
 from __future__ import annotations
@@ -85,8 +87,7 @@ def _li2023(d: Mapping[str, Any]) -> list[Row]:
     biggest = max(nn, key=lambda k: int(k.split("@")[1]), default=None)
     if biggest is not None:
         rows.append((f"§5.6 nn-Meter-like baseline ({biggest}): MAPE synthetic / zoo", "above the paper's",
-                     f"{_pct(nn[biggest]['synthetic'].get('mape'), 2)} / "
-                     f"{_pct((nn[biggest]['zoo'] or {}).get('mape'), 2)}"))
+                     f"{_pct(nn[biggest]['synthetic'], 2)} / {_pct(nn[biggest]['zoo'], 2)}"))
     return rows
 
 
@@ -193,28 +194,58 @@ README_START = "<!-- results: written by `python -m experiments.results`; do not
 README_END = "<!-- /results -->"
 
 
-def readme_table(results: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+def readme_table(results: Sequence[tuple[str, Mapping[str, Any]]],
+                 kept: Mapping[str, tuple[str, list[str]]] | None = None) -> list[str]:
     """The README's headline table (figure, paper, edgeplan, and the number of the command that reproduced it),
-    then the commands, numbered."""
+    then the commands, numbered; ``kept``: by result name, an earlier table's command and rows for the results not
+    in ``results``."""
     lines, commands = ["| figure | paper | edgeplan | command |", "|---|---|---|---|"], []
+    entries: list[tuple[str, str, list[str]]] = []
     for stem, data in results:
         rows = _headlines(stem, data)
-        if not rows:
-            continue
-        commands.append(data.get("command", "?").replace(" --json", ""))
-        lines += [f"| {_cell(f)} | {_cell(p)} | {_cell(e)} | ({len(commands)}) |" for f, p, e in rows]
+        if rows:
+            entries.append((stem, data.get("command", "?").replace(" --json", ""),
+                            [f"| {_cell(f)} | {_cell(p)} | {_cell(e)} |" for f, p, e in rows]))
+    entries += [(name, command, rows) for name, (command, rows) in (kept or {}).items()]
+    order = {name: i for i, name in enumerate(SECTIONS)}
+    for _, command, rows in sorted(entries, key=lambda e: order.get(e[0], 99)):
+        commands.append(command)
+        lines += [f"{row} ({len(commands)}) |" for row in rows]
     lines.append("")
     lines += [f"({i}) `{c}`  " for i, c in enumerate(commands, 1)]
     return lines
 
 
+def _result_name(command: str) -> str:
+    """The result a reproduction's command writes: ``python -m experiments.li2023 --nb201`` -> ``li2023-nb201``."""
+    words = command.split()
+    script = next((w.removeprefix("experiments.") for w in words if w.startswith("experiments.")), "?")
+    options = [w.lstrip("-") for w in words if w.startswith("--")]
+    variant = f"{script}-{options[0]}" if options else ""
+    return variant if variant in SECTIONS else script
+
+
+def _kept_rows(block: str, have: set[str]) -> dict[str, tuple[str, list[str]]]:
+    """From an earlier README table: by result name, the command and rows (without their number) of the results
+    not in ``have``."""
+    commands = dict(re.findall(r"^\((\d+)\) `([^`]+)`", block, flags=re.M))
+    out: dict[str, tuple[str, list[str]]] = {}
+    for row, number in re.findall(r"^(\|.*\|) \((\d+)\) \|$", block, flags=re.M):
+        command = commands.get(number)
+        if command is not None and (name := _result_name(command)) not in have:
+            out.setdefault(name, (command, []))[1].append(row)
+    return out
+
+
 def update_readme(path: Path, results: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
-    """Replace the block between :data:`README_START` and :data:`README_END` of ``path``; False without them."""
+    """Replace the block between :data:`README_START` and :data:`README_END` of ``path``, keeping the rows of the
+    results not in ``results``; False without the markers."""
     text = path.read_text(encoding="utf-8")
     start, end = text.find(README_START), text.find(README_END)
     if start < 0 or end < start:
         return False
-    block = "\n".join([README_START, *readme_table(results), README_END])
+    kept = _kept_rows(text[start:end], _names(results))
+    block = "\n".join([README_START, *readme_table(results, kept), README_END])
     path.write_text(text[:start] + block + text[end + len(README_END):], encoding="utf-8")
     return True
 
@@ -259,15 +290,41 @@ def _script(name: str) -> str:
     return f"{script} --{option}" if option else script
 
 
-def render(results: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
-    """The page for ``(file stem, JSON object)`` pairs, in :data:`SECTIONS`' order."""
+def _names(results: Sequence[tuple[str, Mapping[str, Any]]]) -> set[str]:
+    """The result names of ``(file stem, JSON object)`` pairs."""
+    return {stem for stem, _ in results} | {str(d.get("experiment")) for _, d in results}
+
+
+def _page_sections(page: str) -> dict[str, list[str]]:
+    """An earlier page's sections, by title, each its lines up to the next section."""
+    out: dict[str, list[str]] = {}
+    title = None
+    for line in page.splitlines():
+        if line.startswith("## "):
+            title = line[3:]
+            out[title] = []
+        if title is not None:
+            out[title].append(line)
+    return out
+
+
+def render(results: Sequence[tuple[str, Mapping[str, Any]]], earlier: str = "") -> str:
+    """The page for ``(file stem, JSON object)`` pairs, in :data:`SECTIONS`' order; a result not among them keeps
+    its section of the ``earlier`` page."""
     lines = ["# Results", "",
              "Generated by `make reproduce`: each paper's script writes `out/results/NAME.json`, and",
              "`python -m experiments.results` writes this page from those files. Do not edit it by hand.", ""]
-    for stem, data in _ordered(results):
+    have, old = _names(results), _page_sections(earlier)
+    fresh = {stem if stem in SECTIONS else str(data.get("experiment", stem)): (stem, data)
+             for stem, data in _ordered(results)}
+    for name, (title, _) in SECTIONS.items():
+        if name in fresh:
+            lines += _section(*fresh.pop(name))
+        elif title in old:
+            lines += old[title]
+    for stem, data in fresh.values():
         lines += _section(stem, data)
-    have = {stem for stem, _ in results} | {d.get("experiment") for _, d in results}
-    missing = [name for name in SECTIONS if name not in have]
+    missing = [name for name, (title, _) in SECTIONS.items() if name not in have and title not in old]
     if missing:
         lines += ["## Not in this run", "", "Run `make reproduce` (or the script) for:", ""]
         lines += [f"- {SECTIONS[name][0]}: `python -m experiments.{_script(name)}`" for name in missing]
@@ -297,7 +354,8 @@ def cli(folder: Path, out: Path, readme: Path) -> None:
         except json.JSONDecodeError as e:
             raise click.UsageError(f"{path} is not JSON ({e}); run its reproduction again") from e
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(results), encoding="utf-8")
+    earlier = out.read_text(encoding="utf-8") if out.is_file() else ""
+    out.write_text(render(results, earlier), encoding="utf-8")
     click.echo(f"wrote {out} from {len(files)} files")
     if readme.is_file() and update_readme(readme, _ordered(results)):
         click.echo(f"wrote the results table of {readme}")

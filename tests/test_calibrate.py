@@ -305,6 +305,7 @@ def test_read_measurements_refuses_duplicates(tmp_path: Path) -> None:
         read_measurements(_csv(tmp_path / "e.csv", [["model", "latency_ms"]]))
 
 
+@pytest.mark.slow
 def test_cli_calibrate_measures_models_here(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                            source: LatencyModel) -> None:
     """``calibrate --measure``: timed here in the source's scenario beside synthetic:0, calibrated, the CSV kept."""
@@ -432,6 +433,7 @@ FORMS_WITHOUT_PER_OP = ("scale", "scale+overhead", "scale+kernels", "per-categor
                         "per-key(1)", "per-key(0.1)", "per-key(0.01)")
 
 
+@pytest.mark.slow
 def test_fewshot_scores_the_per_op_correction_from_a_dataset(source: LatencyModel) -> None:
     """``reproduce li2023 --fewshot DATASET``: the records' operations make per-op a candidate and a row of its own;
     a model without a record is left out by name."""
@@ -477,6 +479,7 @@ def test_op_factors_shrink_rare_kinds_towards_their_category() -> None:
         MeasuredOps((op("aten::add|elementwise", 1.0),), ())
 
 
+@pytest.mark.slow
 def test_cli_calibrates_from_an_ops_dataset_with_the_per_op_form(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                                  source: LatencyModel) -> None:
     """``calibrate --measurements DATASET.jsonl.gz``: the operations measured on the device make per-op a
@@ -512,6 +515,7 @@ def test_cli_calibrates_from_an_ops_dataset_with_the_per_op_form(capsys: pytest.
     assert "measured in torch-fp32-1t, not in the scenario of the source src (ort-fp32-1t)" in err
 
 
+@pytest.mark.slow
 def test_cli_says_why_another_form_replaced_per_op(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                   source: LatencyModel) -> None:
     """When another form had the lowest leave-one-out score, ``calibrate`` prints the test against ``per-op`` with
@@ -561,6 +565,7 @@ def test_residual_trees_evaluate_as_scikit_learn_predicts() -> None:
 
 @pytest.mark.parametrize(("scenario", "least", "least_again"),
                          [("torch-fp32-1t", 200, 100), ("ort-fp32-1t", 200, 100), ("torch-fp32-2t", 150, 80)])
+@pytest.mark.slow
 def test_the_shipped_measurements_of_a_second_cpu_are_whole(scenario: str, least: int, least_again: int) -> None:
     """``data/latency/fewshot/{scenario}`` (``make bench-calibrate``; an Intel Xeon's, as its provenance says):
     measured in the shipped profile's scenario on another CPU, beside the reference, with provenance; at least

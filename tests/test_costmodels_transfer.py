@@ -426,6 +426,7 @@ def test_common_epoch_sums_the_folds_over_the_epochs_they_share() -> None:
             common_epoch(bad)
 
 
+@pytest.mark.slow
 def test_refit_trains_every_member_on_all_drawn_rows(nn2_source: PerformanceModel) -> None:
     target = shifted_target()
     refit = on(nn2_source, target, 0.1, 1, "finetune", refit=True)
@@ -663,6 +664,7 @@ def test_calibration_chooses_the_factor_for_a_pure_scale(source_data: PrimitiveD
     assert result.model.predict_primitives(x) == pytest.approx(target.primitive_ns, rel=1e-9, nan_ok=True)
 
 
+@pytest.mark.slow
 def test_calibration_of_a_neural_source_tries_finetuning(nn2_source: PerformanceModel) -> None:
     target = shifted_target().subset(np.arange(30))
     result = calibrate_primitives(nn2_source, target, seed=1, folds=3)

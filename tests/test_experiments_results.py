@@ -48,3 +48,25 @@ def test_page_and_readme_table_are_written_from_the_json_files(tmp_path: Path) -
 
 def test_no_json_files_is_an_error(tmp_path: Path) -> None:
     assert results.main(["--results", str(tmp_path), "--out", str(tmp_path / "r.md")]) != 0
+
+
+def test_a_result_not_in_this_run_keeps_its_earlier_section_and_rows(tmp_path: Path) -> None:
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "eshratifar2018.json").write_text(json.dumps(OFFLOAD))
+    readme, page = tmp_path / "README.md", tmp_path / "results.md"
+    earlier_row = "| mulder2020 Fig. 7 (intel): mean increase with NN2 | 0.39% | 0.214% |"
+    readme.write_text(f"# x\n\n{results.README_START}\n| figure | paper | edgeplan | command |\n|---|---|---|---|\n"
+                      f"{earlier_row} (1) |\n\n(1) `python -m experiments.mulder2020 --platforms intel`  \n"
+                      f"{results.README_END}\n")
+    title = results.SECTIONS["mulder2020"][0]
+    page.write_text(f"# Results\n\n## {title}\n\nMachine: an earlier one.\n\n| a | b | c |\n\n"
+                    "## Not in this run\n\n- x\n")
+    assert results.main(["--results", str(folder), "--out", str(page), "--readme", str(readme)]) == 0
+    text = page.read_text()
+    assert f"## {title}" in text and "Machine: an earlier one." in text and "Some CPU" in text
+    assert text.index(title) < text.index(results.SECTIONS["eshratifar2018"][0])  # in the sections' order
+    assert "- x" not in text and "python -m experiments.parthasarathy2022" in text  # never run: listed as such
+    table = readme.read_text()
+    assert f"{earlier_row} (1) |" in table and "(1) `python -m experiments.mulder2020 --platforms intel`" in table
+    assert "| eshratifar2018 Fig. 4: mean speed-up | 1.42x | 1.25x | (2) |" in table

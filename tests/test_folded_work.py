@@ -223,6 +223,7 @@ def test_the_table_counts_unpredicted_ops_of_one_kind_and_reason() -> None:
     assert _grouped(names[:1]) == names[:1]
 
 
+@pytest.mark.slow
 def test_li2023_evaluation_counts_a_records_folded_work_as_predict_does() -> None:
     from edgeplan.measure.op_dataset import load_dataset
     from experiments.li2023 import _evaluate, predict_with_folded_work

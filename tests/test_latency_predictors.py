@@ -437,6 +437,7 @@ def test_a_model_with_a_linear_overhead_predicts_saves_and_old_files_read_as_con
         OpLatencyEstimator(method="lasso", scenario="s", overhead="median").fit([_record(i, rng) for i in range(10)])
 
 
+@pytest.mark.slow
 def test_a_key_with_more_ops_than_the_cap_trains_on_a_seeded_subsample(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past :data:`MAX_FIT_OPS` operations a predictor trains on that many, drawn with the fit's seed: the same
     seed gives the same model, and keys under the cap train on all of theirs."""
@@ -587,6 +588,7 @@ def test_context_features_count_the_same_op_and_kind_before_it() -> None:
     assert not bare[0].context and [o.context for o in with_context(bare)] == [o.context for o in ops]
 
 
+@pytest.mark.slow
 def test_the_context_features_price_repeated_ops() -> None:
     """Trained on networks in which a repeated op runs faster, a model with context features predicts a network
     of many repeats well and one without them over-predicts it; the model records which features it takes and
@@ -632,6 +634,7 @@ def _footprint_record(i: int, rng: np.random.Generator, big: bool) -> dict[str, 
             "ops": ops, "nodes": nodes}
 
 
+@pytest.mark.slow
 def test_the_network_feature_is_the_footprint_of_its_distinct_output_sizes_and_prices_it() -> None:
     """``network_footprint`` sums a network's distinct output sizes (each once); every op of a network carries it
     (or the value given); a model fitted with ``network=True`` learns that a network's ops run slower with a large
@@ -686,6 +689,7 @@ def test_the_network_feature_is_the_footprint_of_its_distinct_output_sizes_and_p
         OpLatencyEstimator(method="gbdt", scenario="test-scenario", network="params").fit(train)
 
 
+@pytest.mark.slow
 def test_the_peak_network_feature_and_auto_which_takes_it_from_enough_networks(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``network="peak"`` gives the predictors log2 of the network's largest output and learns the slowdown of the
@@ -784,6 +788,7 @@ def test_li2023_report_from_a_dataset(tmp_path: Path) -> None:
         reproduce(methods=("lasso",), data_file=_write_dataset(tmp_path / "x.jsonl.gz", records[:30]))
 
 
+@pytest.mark.slow
 def test_li2023_report_keys_convolutions_by_implementation_unless_asked_not_to(tmp_path: Path) -> None:
     """``reproduce`` fits every model with the scenario's threads, so that eager PyTorch's native and oneDNN
     convolutions get predictors of their own; ``implementations=False`` (``--kind-keys``) keys by kind, as li2023."""
@@ -876,6 +881,7 @@ def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
 
 @pytest.mark.parametrize(("threads", "trained_on", "held_out"), [
     (2, 2700, {"synthetic", "torchvision", "timm"}), (1, 1200, {"synthetic", "timm"})])
+@pytest.mark.slow
 def test_the_shipped_keep_memory_profiles_are_of_their_files_and_price_nfnets_weight_standardizations(
         threads: int, trained_on: int, held_out: set[str]) -> None:
     """``torch-fp32-{2t,1t}-keep-memory`` (``make bench-li2023``): fitted on the Zen 5 keep-memory file's synthetic
@@ -919,6 +925,7 @@ def test_the_shipped_keep_memory_profiles_are_of_their_files_and_price_nfnets_we
     ("keep-memory", "torch-fp32-2t", True, ("synthetic-aligned", "synthetic-heads", "synthetic-stages",
                                                "synthetic-modern", "synthetic-mixed", "synthetic-nf"), 128, 88),
     ("keep-memory", "torch-fp32-1t", True, ("synthetic-nf",), 2, 20)])
+@pytest.mark.slow
 def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
         folder: str, name: str, warm: bool, spaces: tuple[str, ...], zoo_cnns: int, repeated: int) -> None:
     """``data/latency/keep-memory`` (``make bench-li2023``; measured on a Zen 5 EPYC, as its provenance says):
@@ -958,6 +965,7 @@ def test_another_machines_li2023_dataset_is_whole_and_paired_with_its_repeat(
 
 
 @pytest.mark.parametrize("name", ["torch-fp32-2t", "torch-fp32-1t"])
+@pytest.mark.slow
 def test_the_nf_networks_of_the_keep_memory_file_time_each_weight_standardization(name: str) -> None:
     """The Zen 5 keep-memory files' ``synthetic-nf`` networks carry each of their weight standardizations' times
     (``folded_ops``): one per standardized convolution of the graph, together their folded work (less the views'),

@@ -970,6 +970,7 @@ def test_an_onnx_file_of_the_users_over_the_size_limit_is_refused_by_size(tmp_pa
     assert not list((tmp_path / "home").glob("onnx/file-*"))
 
 
+@pytest.mark.slow
 def test_retrace_mends_an_ort_datasets_origins_and_keeps_its_times(capsys: pytest.CaptureFixture[str],
                                                                     tmp_path: Path) -> None:
     """A dataset traced before the tracing improved (an op traced back to the model's input, as ViT's attention
@@ -1011,6 +1012,7 @@ def test_retrace_mends_an_ort_datasets_origins_and_keeps_its_times(capsys: pytes
         retrace_dataset(torch_data, torch_data, home=tmp_path)
 
 
+@pytest.mark.slow
 def test_onnxruntime_int8_data_trains_and_predicts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     home = str(tmp_path)
     data = _profiled_dataset(tmp_path, "ort-int8-1t", runs=2, reference=CELLS[0])

@@ -125,6 +125,7 @@ def test_run_of_a_one_stage_plan_is_skipped_and_says_why() -> None:
     assert run.pipeline is None and "one stage" in run.skipped and run.to_dict() == {"skipped": run.skipped}
 
 
+@pytest.mark.slow
 def test_cli_run_deploys_the_plan_on_local_ray(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     csv = tmp_path / "bw.csv"
     csv.write_text("0,200,100\n200,0,50\n100,50,0\n")

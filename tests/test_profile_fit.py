@@ -27,6 +27,7 @@ def _dataset(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_fit_profile_saves_one_model_per_method_with_its_provenance(tmp_path: Path) -> None:
     data = _dataset(tmp_path)
     home = tmp_path / "home"

@@ -107,6 +107,7 @@ def test_select_cli_measured_and_predicted_with_run(capsys: pytest.CaptureFixtur
 
 
 @pytest.mark.skipif(not SHIPPED_TABLE.exists(), reason="the shipped primitive table is absent")
+@pytest.mark.slow
 def test_own_machine_experiment_runs_both_selections(tmp_path: Path) -> None:
     from edgeplan.costmodels import fit_performance_model
     from edgeplan.decisions.selection_costs import merged_tables

@@ -130,6 +130,7 @@ def _record(model: str, rng: np.random.Generator, wide: bool) -> dict[str, Any]:
             "nodes": {"c": node}}
 
 
+@pytest.mark.slow
 def test_reproduce_li2023_reports_the_wide_space_beside_the_papers(tmp_path: Path) -> None:
     from experiments.li2023 import format_report, reproduce
 
