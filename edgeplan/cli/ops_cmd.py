@@ -78,7 +78,6 @@ def profile_ops_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple
     if keep:  # first: what this process would print before, its replacement prints again
         keep_memory(ctx)
     from edgeplan.errors import InvalidInputError
-    from edgeplan.measure import TimingConfig
     from edgeplan.measure.op_campaign import OpCampaignOptions
     from edgeplan.measure.profile_jobs import OpsExport, profile_ops
 
@@ -86,7 +85,7 @@ def profile_ops_cmd(ctx: Context, models: tuple[str, ...], scenario_names: tuple
     check_positive("--budget-s", budget_s, "a positive number of seconds (leave it out for no budget)")
     if scale_from is not None and export_path is None:
         raise InvalidInputError("--scale-from sets the scale of the --export file; add --export FILE")
-    options = OpCampaignOptions(runs=runs, config=TimingConfig(), plain_per_run=3, repeat=repeat, reference=reference)
+    options = OpCampaignOptions(runs=runs, repeat=repeat, reference=reference)
     result = profile_ops(scenario_names, names, options=options, budget_s=budget_s,
                          export=OpsExport(export_path, scale_from) if export_path else None, progress=not as_json,
                          command=ctx.command, home=ctx.home)
