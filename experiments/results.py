@@ -144,6 +144,7 @@ def _settings(d: Mapping[str, Any]) -> str:
                 f"zoo CNNs; latency = the {d['statistic']} over runs.")
     if d.get("experiment") == "eshratifar2018":
         mobile = re.sub(r" \d{4}-\d{2}-\d{2}", "", d["devices"]["mobile"])  # the page states no dates
+        mobile = re.sub(r"\(Store [^)]*\)", "(measured on this machine, kept in its Store)", mobile)  # no local path
         return f"Mobile: {mobile}. Cloud: {d['devices']['cloud']}."
     return ""
 
