@@ -15,7 +15,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]' 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
-	@$(BIN)/python -c "import edgeplan, torch, torchvision, timm, onnx, onnxruntime" || { echo "install failed"; exit 1; }
+	@$(BIN)/python -c "import edgeplan, torch, torchvision, timm, onnx, onnxruntime, ai_edge_litert, litert_torch" || { echo "install failed"; exit 1; }
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import edgeplan
+from edgeplan.measure import TimingConfig
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 
@@ -39,7 +40,8 @@ def test_import_is_cheap_and_names_every_job() -> None:
 def test_load_graph_measure_and_predict(tmp_path: Path) -> None:
     graph = edgeplan.load_graph("synthetic:0")
     assert _json_ready(graph)["totals"]["macs"] > 0
-    m = edgeplan.measure_latency("synthetic:0", repeats=3, max_time_s=2.0, home=tmp_path)
+    m = edgeplan.measure_latency("synthetic:0", timing=TimingConfig(min_repeats=3, max_repeats=3, max_time_s=2.0),
+                                home=tmp_path)
     data = _json_ready(m)
     assert data["repeats"] == 3 and data["latency_ms"] > 0 and data["device"]["fingerprint"]
     assert m.warnings == () and data["warnings"] == []  # 1 thread: never more than the cores

@@ -7,9 +7,10 @@ import os
 from pathlib import Path
 
 from edgeplan.errors import InvalidInputError
+from edgeplan.measure.harness import TimingConfig
 from edgeplan.measure.model_latency import ModelMeasurement, measure_model
 
-__all__ = ["ModelMeasurement", "measure_latency"]
+__all__ = ["ModelMeasurement", "measure_latency", "timing_config"]
 
 
 def _thread_warnings(threads: int) -> tuple[str, ...]:
@@ -22,23 +23,25 @@ def _thread_warnings(threads: int) -> tuple[str, ...]:
             f"contention for the cores; use at most {cores} to time the model",)
 
 
-def measure_latency(model: str, *, runtime: str = "torch", threads: int = 1, repeats: int | None = None,
-                    max_time_s: float = 10.0, input_shape: tuple[int, ...] | None = None,
+def measure_latency(model: str, *, runtime: str = "torch", threads: int = 1, dtype: str = "float32",
+                    timing: int | TimingConfig | None = None, input_shape: tuple[int, ...] | None = None,
                     home: str | Path | None = None, command: str | None = None) -> ModelMeasurement:
     """Measure the end-to-end latency of a model on this machine (median of repeated runs) and store it.
 
     Parameters
     ----------
     model
-        A zoo string or an ``.onnx`` path.
+        A zoo string, an ``.onnx`` path (onnxruntime) or a ``.tflite`` path (litert).
     runtime
-        ``"torch"`` or ``"onnxruntime"``.
+        ``"torch"``, ``"onnxruntime"`` or ``"litert"`` (LiteRT with its XNNPACK delegate).
     threads
         Intra-op threads (set and recorded).
-    repeats
-        Exactly this many timed runs; None: adaptive, until the median's 95 % CI is within +-2 %.
-    max_time_s
-        Time cap in seconds.
+    dtype
+        ``"float32"``, or ``"int8"`` (litert: the zoo model quantized after training).
+    timing
+        How often to run it: exactly this many timed runs (an int), the harness settings (a
+        :class:`~edgeplan.measure.TimingConfig`), or None: adaptive, until the median's 95 % CI is within +-2 %,
+        at most 10 s.
     input_shape
         Overrides the default input shape.
     home
@@ -53,14 +56,20 @@ def measure_latency(model: str, *, runtime: str = "torch", threads: int = 1, rep
         ``.warnings``: more ``threads`` than this process may use cores are measured anyway (on purpose, say), but
         not silently.
     """
-    from edgeplan.measure import TimingConfig
+    result = measure_model(model, runtime=runtime, threads=threads, config=timing_config(timing),
+                           input_shape=input_shape, home=home, command=command, dtype=dtype)
+    return dataclasses.replace(result, warnings=result.warnings + _thread_warnings(threads))
 
-    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
-        raise InvalidInputError(f"repeats must be a positive integer or None, got {repeats!r}")
+
+def timing_config(timing: int | TimingConfig | None, max_time_s: float = 10.0) -> TimingConfig:
+    """The harness settings of :func:`measure_latency`'s ``timing``: exactly ``timing`` runs (an int, within
+    ``max_time_s``), the settings given, or adaptive to +-2 % within ``max_time_s``."""
+    if isinstance(timing, TimingConfig):
+        return timing
+    if timing is not None and (isinstance(timing, bool) or not isinstance(timing, int) or timing < 1):
+        raise InvalidInputError(f"timing must be a positive number of runs, a TimingConfig or None, got {timing!r}")
     if not (isinstance(max_time_s, int | float) and max_time_s > 0):
         raise InvalidInputError(f"max_time_s must be a positive number of seconds, got {max_time_s!r}")
-    config = (TimingConfig(min_repeats=repeats, max_repeats=repeats, max_time_s=max_time_s) if repeats
-              else TimingConfig(max_time_s=max_time_s))
-    result = measure_model(model, runtime=runtime, threads=threads, config=config, input_shape=input_shape,
-                           home=home, command=command)
-    return dataclasses.replace(result, warnings=result.warnings + _thread_warnings(threads))
+    if timing is None:
+        return TimingConfig(max_time_s=max_time_s)
+    return TimingConfig(min_repeats=timing, max_repeats=timing, max_time_s=max_time_s)

@@ -93,6 +93,7 @@ FAMILIES: tuple[Family, ...] = (
            "every call, as NF-ResNets and NFNets do (edgeplan's), seeded", ("synthetic-nf:0", "synthetic-nf:42"),
            "1x3x224x224"),
     Family("onnx", "an ONNX file given by its path", ("model.onnx",), "from the file"),
+    Family("tflite", "a LiteRT (.tflite) file given by its path", ("model.tflite",), "from the file"),
 )
 
 
@@ -145,17 +146,24 @@ def is_onnx_path(spec: str) -> bool:
     return model_spec(spec).lower().endswith(".onnx")
 
 
+def is_tflite_path(spec: str) -> bool:
+    """True when ``spec`` names a LiteRT (``.tflite``) file rather than a zoo model."""
+    return model_spec(spec).lower().endswith(".tflite")
+
+
 def parse_spec(spec: str) -> tuple[str, str]:
     """Split a zoo string into (family, name); :class:`InvalidInputError` for an unknown family."""
     spec = model_spec(spec)
     if is_onnx_path(spec):
         return "onnx", spec
+    if is_tflite_path(spec):
+        return "tflite", spec
     family, sep, name = spec.partition(":")
-    known = [f.prefix for f in FAMILIES if f.prefix != "onnx"]
+    known = [f.prefix for f in FAMILIES if f.prefix not in ("onnx", "tflite")]
     if not sep or family not in known or not name:
         raise InvalidInputError(
             f"unknown model {spec!r}: use FAMILY:NAME with FAMILY one of {', '.join(known)} "
-            "(e.g. torchvision:resnet18), or a path to an .onnx file; `edgeplan zoo` lists them"
+            "(e.g. torchvision:resnet18), or a path to an .onnx or .tflite file; `edgeplan zoo` lists them"
         )
     return family, name
 
@@ -281,8 +289,8 @@ def build_model(spec: str, input_shape: Shape | None = None) -> ZooModel:
     """Build the torch module of a zoo string (not for ONNX paths), with its default or given input shape."""
     spec = model_spec(spec)
     family, name = parse_spec(spec)
-    if family == "onnx":
-        raise InvalidInputError(f"{spec!r} is an ONNX file, not a torch model; use load_graph() for it")
+    if family in ("onnx", "tflite"):
+        raise InvalidInputError(f"{spec!r} is an {family.upper()} file, not a torch model; use load_graph() for it")
     module, shapes = _BUILDERS[family](name)
     if input_shape is not None:
         if isinstance(input_shape, str) or not all(isinstance(d, Integral) and not isinstance(d, bool) and d > 0
@@ -301,14 +309,14 @@ def build_model(spec: str, input_shape: Shape | None = None) -> ZooModel:
 
 
 def load_graph(spec: str, input_shape: Shape | None = None, opaque: bool = False) -> Graph:
-    """The validated IR graph of a zoo string or an ONNX path.
+    """The validated IR graph of a zoo string, an ONNX path or a LiteRT path.
 
     Parameters
     ----------
     spec
         ``torchvision:NAME``, ``timm:NAME``, ``paper:NAME``, ``nb201:CELL``, ``nb201-official:CELL``,
-        ``synthetic:SEED``, ``synthetic-wide:SEED``, ``synthetic-aligned:SEED``, ``synthetic-heads:SEED`` or
-        ``PATH.onnx``.
+        ``synthetic:SEED``, ``synthetic-wide:SEED``, ``synthetic-aligned:SEED``, ``synthetic-heads:SEED``,
+        ``PATH.onnx`` or ``PATH.tflite``.
     input_shape
         Overrides the first input's default shape (batch included).
     opaque
@@ -322,6 +330,12 @@ def load_graph(spec: str, input_shape: Shape | None = None, opaque: bool = False
         if input_shape is not None:
             raise InvalidInputError(f"{spec}: an ONNX file has its own input shapes; drop --input-shape")
         return graph_from_onnx(Path(name), name=spec, opaque=opaque)
+    if family == "tflite":
+        from edgeplan.frontends.tflite_frontend import graph_from_tflite
+
+        if input_shape is not None:
+            raise InvalidInputError(f"{spec}: a LiteRT file has its own input shapes; drop --input-shape")
+        return graph_from_tflite(Path(name), name=spec, opaque=opaque)
     if family in ("nb201", "nb201-official", *_SYNTHETIC_SPACES) and input_shape is None:  # built directly, in ms
         from edgeplan.frontends.direct import nb201_graph, synthetic_graph
 

@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 #: Runtimes edgeplan measures with.
-RUNTIMES: tuple[str, ...] = ("torch", "onnxruntime")
+RUNTIMES: tuple[str, ...] = ("torch", "onnxruntime", "litert")
 #: Element types a measurement can be made in.
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64", "int8", "uint8")
 
@@ -87,7 +87,7 @@ ISA_FLAGS = (
 )
 _CPUINFO = Path("/proc/cpuinfo")
 _CPU_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
-_VERSIONED_PACKAGES = ("torch", "onnxruntime", "onnx", "numpy", "torchvision", "timm")
+_VERSIONED_PACKAGES = ("torch", "onnxruntime", "onnx", "numpy", "torchvision", "timm", "ai-edge-litert", "litert-torch")
 
 
 @dataclass(frozen=True)
@@ -491,11 +491,14 @@ def _runtime_version(runtime: str) -> str:
             import torch
 
             return str(torch.__version__)
+        if runtime == "litert":
+            return f"ai-edge-litert {importlib.metadata.version('ai-edge-litert')} (XNNPACK)"
         import onnxruntime
 
         return str(onnxruntime.__version__)
-    except ImportError as e:
-        raise MeasurementError(f"runtime {runtime!r} is not installed; install it with `pip install {runtime}`") from e
+    except (ImportError, importlib.metadata.PackageNotFoundError) as e:
+        package = "ai-edge-litert" if runtime == "litert" else runtime
+        raise MeasurementError(f"runtime {runtime!r} is not installed; install it with `pip install {package}`") from e
 
 
 def _accelerator(device: str) -> str | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.onnx_export import cache_export, onnx_cache_path
-from edgeplan.frontends.zoo import Shape, is_onnx_path, load_graph
+from edgeplan.frontends.zoo import Shape, is_onnx_path, is_tflite_path, load_graph
 from edgeplan.measure import (
     DeviceDescriptor,
     Provenance,
@@ -31,7 +31,7 @@ from edgeplan.measure import (
 
 __all__ = ["RUNTIME_CHOICES", "ModelMeasurement", "measure_model"]
 
-RUNTIME_CHOICES = ("torch", "onnxruntime")
+RUNTIME_CHOICES = ("torch", "onnxruntime", "litert")
 
 
 @dataclass(frozen=True)
@@ -88,15 +88,20 @@ def measure_model(
     input_shape: Shape | None = None,
     home: str | Path | None = None,
     command: str | None = None,
+    dtype: str = "float32",
 ) -> ModelMeasurement:
-    """Measure the end-to-end latency of a zoo model or ONNX file on this machine and store it.
+    """Measure the end-to-end latency of a zoo model, an ONNX file or a LiteRT file on this machine and store it.
 
     Parameters
     ----------
     spec
-        A zoo string or an ``.onnx`` path.
+        A zoo string, an ``.onnx`` path (onnxruntime) or a ``.tflite`` path (litert).
     runtime
-        ``"torch"`` (eager PyTorch) or ``"onnxruntime"`` (the model exported to ONNX, run on the CPU provider).
+        ``"torch"`` (eager PyTorch), ``"onnxruntime"`` (the model exported to ONNX, run on the CPU provider) or
+        ``"litert"`` (the model converted with litert-torch, run by LiteRT with its XNNPACK delegate).
+    dtype
+        ``"float32"``, or ``"int8"`` with litert: the zoo model quantized after training (a ``.tflite`` file runs
+        as it is).
     threads
         Intra-op threads (set and recorded).
     config
@@ -111,6 +116,7 @@ def measure_model(
     if runtime not in RUNTIME_CHOICES:
         raise InvalidInputError(f"unknown runtime {runtime!r}; use one of {', '.join(RUNTIME_CHOICES)}")
     check_thread_count(threads)
+    _check_dtype(spec, runtime, dtype)
     if config is not None and not isinstance(config, TimingConfig):
         raise InvalidInputError(f"config must be a TimingConfig (e.g. TimingConfig(max_time_s=2.0)), got "
                                 f"{type(config).__name__}")
@@ -118,12 +124,12 @@ def measure_model(
     home_dir = edgeplan_home(home)
     store = Store.open(default_store_path(home_dir))  # fail early, before minutes of measuring
     try:
-        timing = _time(spec, runtime, threads, config, input_shape, home_dir)
-        device = describe_device(runtime, threads)
+        timing = _time(spec, (runtime, dtype), threads, config, input_shape, home_dir)
+        device = describe_device(runtime, threads, dtype)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
         record = store.add_measurement(
             timing, device, model=spec, task_key=f"adhoc|{spec}|{runtime}|{threads}|{stamp}",
-            extra={"input_shape": list(input_shape) if input_shape else None},
+            extra={"input_shape": list(input_shape) if input_shape else None, **_runtime_extra(runtime)},
             provenance=Provenance(command=command if command is not None else " ".join(sys.argv)),
         )
         return ModelMeasurement(spec, timing, device, store.path, record)
@@ -131,10 +137,44 @@ def measure_model(
         store.close()
 
 
-def _time(spec: str, runtime: str, threads: int, config: TimingConfig, input_shape: Shape | None,
+def _check_dtype(spec: str, runtime: str, dtype: str) -> None:
+    from edgeplan.frontends.litert_export import TFLITE_DTYPES
+
+    if dtype not in TFLITE_DTYPES:
+        raise InvalidInputError(f"unknown dtype {dtype!r}; use one of {', '.join(TFLITE_DTYPES)}")
+    if dtype != "float32" and runtime != "litert":
+        raise InvalidInputError(f"dtype {dtype} is measured with the litert runtime; use --runtime litert")
+    if is_tflite_path(spec) and runtime != "litert":
+        raise InvalidInputError(f"{spec} is a LiteRT file: measure it with --runtime litert")
+    if is_tflite_path(spec) and dtype != "float32":
+        raise InvalidInputError(f"{spec} is a LiteRT file and runs as it was converted; drop --dtype")
+
+
+def _runtime_extra(runtime: str) -> dict[str, Any]:
+    """What the Store keeps beside a LiteRT time: the delegate and the converter's version."""
+    if runtime != "litert":
+        return {}
+    import importlib.metadata
+
+    return {"delegate": "xnnpack", "converter": f"litert-torch {importlib.metadata.version('litert-torch')}"}
+
+
+def _time(spec: str, how: tuple[str, str], threads: int, config: TimingConfig, input_shape: Shape | None,
           home: Path) -> Timing:
     from edgeplan.measure import measure_onnxruntime, measure_torch
 
+    runtime, dtype = how
+    if runtime == "litert":
+        from edgeplan.frontends.litert_export import cache_tflite
+        from edgeplan.measure.runners import measure_litert
+
+        if is_tflite_path(spec):
+            if input_shape is not None:
+                raise InvalidInputError(f"{spec}: a LiteRT file has its own input shapes; drop --input-shape")
+            return measure_litert(spec, threads, config)
+        if is_onnx_path(spec):
+            raise InvalidInputError(f"{spec} is an ONNX file: measure it with --runtime onnxruntime")
+        return measure_litert(cache_tflite(spec, input_shape, dtype, home), threads, config)
     if runtime == "onnxruntime":
         path, shapes = _onnx_file(spec, input_shape, home)
         inputs = list(shapes) if shapes else _onnx_input_shapes(path)

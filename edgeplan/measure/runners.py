@@ -1,7 +1,8 @@
-"""End-to-end latency of a real model: a torch ``nn.Module`` or an ONNX file run by onnxruntime.
+"""End-to-end latency of a real model: a torch ``nn.Module``, an ONNX file run by onnxruntime, or a ``.tflite``
+file run by LiteRT with its XNNPACK CPU delegate.
 
-Both runners time one inference call with :func:`~edgeplan.measure.harness.time_callable`, with the thread
-count set explicitly. torch, numpy and onnxruntime are imported inside the functions.
+Each runner times one inference call with :func:`~edgeplan.measure.harness.time_callable`, with the thread
+count set explicitly. torch, numpy, onnxruntime and LiteRT are imported inside the functions.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-__all__ = ["OnnxInput", "measure_onnxruntime", "measure_torch", "torch_device"]
+__all__ = ["OnnxInput", "litert_interpreter", "measure_litert", "measure_onnxruntime", "measure_torch", "torch_device"]
 
 #: One ONNX model input: an array, or a shape for which a seeded random array of the input's type is made.
 OnnxInput = Union["np.ndarray[Any, Any]", Sequence[int]]
@@ -259,3 +260,66 @@ def _ort_array(path: Path, model_input: Any, value: OnnxInput, seed: int) -> np.
     if dtype.startswith("float"):
         return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
     return np.zeros(shape, dtype=dtype)
+
+
+def litert_interpreter(tflite_path: str | os.PathLike[str], threads: int) -> Any:
+    """A LiteRT interpreter of ``tflite_path`` with ``threads`` threads and the XNNPACK delegate (LiteRT's default
+    CPU delegate, as on a phone), tensors allocated and every input filled with seeded random values.
+
+    Raises
+    ------
+    InvalidInputError
+        On a missing file or a bad thread count.
+    MeasurementError
+        If LiteRT cannot load the model.
+    """
+    check_thread_count(threads)
+    path = Path(tflite_path)
+    if not path.is_file():
+        raise InvalidInputError(f"LiteRT model {path} does not exist; check the path")
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    from edgeplan.frontends.litert_export import quiet
+
+    hint = "check that it is a .tflite flatbuffer (LiteRT's own tools load it)"
+    with _failures_as_measurement_error(f"loading LiteRT model {path}", hint):
+        with quiet():  # the delegate's "Created ... XNNPACK delegate" line
+            interpreter = Interpreter(model_path=str(path), num_threads=threads)
+        interpreter.allocate_tensors()
+        rng = np.random.default_rng(0)
+        for detail in interpreter.get_input_details():
+            dtype = np.dtype(detail["dtype"])
+            shape = tuple(int(d) for d in detail["shape"])
+            value = (rng.standard_normal(shape).astype(dtype) if dtype.kind == "f"
+                     else rng.integers(-8, 8, shape).astype(dtype))
+            interpreter.set_tensor(detail["index"], value)
+    return interpreter
+
+
+def measure_litert(tflite_path: str | os.PathLike[str], threads: int, config: TimingConfig) -> Timing:
+    """End-to-end latency of a ``.tflite`` model run by LiteRT on the CPU with the XNNPACK delegate.
+
+    Parameters
+    ----------
+    tflite_path
+        The ``.tflite`` file (float32 or quantized).
+    threads
+        Threads of the interpreter and its delegate (at least 1).
+    config
+        Harness settings.
+
+    Returns
+    -------
+    Timing
+
+    Raises
+    ------
+    InvalidInputError
+        On a missing file or a bad thread count.
+    MeasurementError
+        If LiteRT cannot load or run the model.
+    """
+    interpreter = litert_interpreter(tflite_path, threads)
+    with _failures_as_measurement_error(f"running LiteRT model {tflite_path}", "check the model's inputs"):
+        return time_callable(interpreter.invoke, config)

@@ -1,0 +1,179 @@
+"""Convert a torch ``nn.Module`` to a LiteRT (``.tflite``) model, in float32 or int8.
+
+The converter is ``litert-torch`` (``torch.export`` capture, lowering to the TFLite dialect and the LiteRT
+converter's passes): the same graph, operators and fusions an Android app ships. int8 is post-training static
+quantization with ``ai-edge-quantizer`` (int8 weights and activations, min-max calibration on seeded random
+inputs), the LiteRT tooling on PyPI. Conversions of zoo models are cached under the edgeplan home, like the ONNX
+exports (:func:`cache_tflite`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgeplan.errors import InvalidInputError, MeasurementError
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["TFLITE_DTYPES", "cache_tflite", "export_tflite", "quiet", "tflite_cache_path"]
+
+#: The element types a model is converted to: float32, or int8 by static post-training quantization.
+TFLITE_DTYPES = ("float32", "int8")
+
+#: Seeded random inputs that calibrate the int8 ranges (latency does not depend on the values' accuracy).
+_CALIBRATION_RUNS = 4
+
+
+def export_tflite(module: torch.nn.Module, example_inputs: tuple[Any, ...], path: str | os.PathLike[str],
+                  dtype: str = "float32") -> Path:
+    """Convert ``module`` in eval mode to a ``.tflite`` file with static shapes.
+
+    Parameters
+    ----------
+    module
+        The model (random weights are enough for latency).
+    example_inputs
+        Positional inputs of its ``forward``; their shapes become the model's static input shapes.
+    path
+        The ``.tflite`` file to write (written whole or not at all).
+    dtype
+        ``"float32"``, or ``"int8"``: static post-training quantization of the float model (int8 weights and
+        activations, ranges from seeded random inputs).
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    InvalidInputError
+        On an unknown ``dtype``.
+    MeasurementError
+        When the converter or the quantizer fails (their message, shortened).
+    """
+    if dtype not in TFLITE_DTYPES:
+        raise InvalidInputError(f"unknown dtype {dtype!r} for a LiteRT model; use one of {', '.join(TFLITE_DTYPES)}")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        float_path = Path(tmp) / "float.tflite"
+        _convert(module, example_inputs, float_path)
+        if dtype == "int8":
+            quantized = Path(tmp) / "int8.tflite"
+            _quantize(float_path, example_inputs, quantized)
+            float_path = quantized
+        os.replace(float_path, out)
+    return out
+
+
+def _convert(module: torch.nn.Module, example_inputs: tuple[Any, ...], out: Path) -> None:
+    import torch
+
+    with quiet():
+        import litert_torch
+
+        try:
+            with torch.no_grad():
+                litert_torch.convert(module.eval(), tuple(example_inputs)).export(str(out))
+        except Exception as e:  # the converter raises many types (torch.export, MLIR, converter passes)
+            raise MeasurementError(f"litert-torch could not convert {type(module).__name__}: {_short(e)}; "
+                                   "LiteRT needs a model torch.export can capture") from e
+
+
+def _quantize(float_path: Path, example_inputs: tuple[Any, ...], out: Path) -> None:
+    import numpy as np
+
+    with quiet():
+        from ai_edge_quantizer import quantizer, recipe
+
+        try:
+            q = quantizer.Quantizer(str(float_path), recipe.static_wi8_ai8())
+            signature = _signature(float_path)
+            rng = np.random.default_rng(0)
+            shapes = [tuple(x.shape) for x in example_inputs]
+            samples = [{name: rng.standard_normal(shape).astype(np.float32)
+                        for name, shape in zip(signature, shapes, strict=True)} for _ in range(_CALIBRATION_RUNS)]
+            result = q.calibrate({"serving_default": samples}, num_threads=1)
+            q.quantize(result, enable_progress_report=False).export_model(str(out))
+        except Exception as e:  # the quantizer raises many types
+            raise MeasurementError(f"ai-edge-quantizer could not quantize the model to int8: {_short(e)}") from e
+
+
+def _signature(path: Path) -> list[str]:
+    from ai_edge_litert.interpreter import Interpreter
+
+    return list(Interpreter(model_path=str(path)).get_signature_list()["serving_default"]["inputs"])
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Silence the converter's progress lines and absl/torch log spam (on the file descriptors: some is native)."""
+    loggers = [logging.getLogger(n) for n in ("torch", "absl", "litert_torch", "ai_edge_quantizer")]
+    levels = [lg.level for lg in loggers]
+    saved = [os.dup(1), os.dup(2)]
+    with open(os.devnull, "w") as null, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for lg in loggers:
+            lg.setLevel(logging.ERROR)
+        os.dup2(null.fileno(), 1)
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            for lg, level in zip(loggers, levels, strict=True):
+                lg.setLevel(level)
+
+
+def _short(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def tflite_cache_path(spec: str, input_shape: tuple[int, ...] | None, dtype: str, home: Path) -> Path:
+    """Where the LiteRT conversion of a zoo model is cached under the edgeplan home."""
+    digest = hashlib.sha1(f"{spec}|{input_shape}|{dtype}".encode()).hexdigest()[:10]
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", spec)[:60]
+    return home / "litert" / f"{safe}-{dtype}-{digest}.tflite"
+
+
+def cache_tflite(spec: str, input_shape: tuple[int, ...] | None, dtype: str, home: Path) -> Path:
+    """The cached ``.tflite`` of the zoo model ``spec`` (converted on first use).
+
+    Parameters
+    ----------
+    spec
+        A zoo string.
+    input_shape
+        Overrides the model's default input shape.
+    dtype
+        ``"float32"`` or ``"int8"``.
+    home
+        The edgeplan home.
+
+    Returns
+    -------
+    Path
+        The ``.tflite`` file.
+    """
+    path = tflite_cache_path(spec, input_shape, dtype, home)
+    if not path.is_file():
+        from edgeplan.frontends.zoo import build_model
+
+        model = build_model(spec, input_shape)
+        export_tflite(model.module, model.example_inputs(), path, dtype)
+    return path

@@ -1,0 +1,469 @@
+"""Read a LiteRT (``.tflite``) model: its operators as written in the file, and the model as an IR
+:class:`~edgeplan.ir.Graph`.
+
+A ``.tflite`` file is a flatbuffer (LiteRT's schema, read with the ``schema_py_generated`` module that
+``ai-edge-litert`` ships): tensors, constant buffers and operators in execution order, each with its builtin
+options (padding, strides, the fused activation). :func:`read_tflite` lists them (which of them the XNNPACK
+delegate takes is :func:`edgeplan.measure.litert_delegate.delegated_ops`); :func:`graph_from_tflite` maps them
+into the IR, one node per operator plus one ``activation`` node per fused activation, so that the kernel rules
+can fuse them again as the runtime does.
+
+LiteRT keeps activations in NHWC; the IR is NCHW, as PyTorch and ONNX are. Tensors read or written by a spatial
+operator (convolutions, pooling, resizing) are NHWC, and so are the tensors that reach them through operators that
+keep the layout (element-wise, padding, concatenation, slicing); their shapes and axes are turned to NCHW. Other
+tensors (a model's NCHW input before the converter's first ``TRANSPOSE``, a flattened vector) keep their shapes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgeplan.errors import InvalidInputError, UnsupportedOperatorError
+from edgeplan.ir.graph import Graph, Node, Ref
+from edgeplan.ir.ops import (
+    Activation,
+    ActivationAttrs,
+    AxisAttrs,
+    ConvAttrs,
+    ConvTransposeAttrs,
+    DType,
+    EltwiseAttrs,
+    EltwiseOp,
+    GlobalPoolAttrs,
+    InputAttrs,
+    LinearAttrs,
+    MatMulAttrs,
+    MeanAttrs,
+    OpaqueAttrs,
+    OpKind,
+    PadAttrs,
+    PermuteAttrs,
+    PoolAttrs,
+    PoolMode,
+    ReduceAttrs,
+    ReshapeAttrs,
+    SliceAttrs,
+    SplitAttrs,
+    UpsampleAttrs,
+)
+
+__all__ = ["TfliteModel", "TfliteOp", "TfliteTensor", "graph_from_tflite", "read_tflite"]
+
+Shape = tuple[int, ...]
+
+_DTYPES = {"FLOAT32": DType.FLOAT32, "FLOAT16": DType.FLOAT16, "BFLOAT16": DType.BFLOAT16, "FLOAT64": DType.FLOAT64,
+           "INT8": DType.INT8, "UINT8": DType.UINT8, "INT32": DType.INT32, "INT64": DType.INT64, "BOOL": DType.BOOL}
+#: Operators whose 4-D activations are NHWC.
+_SPATIAL = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "MAX_POOL_2D", "AVERAGE_POOL_2D",
+                      "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH"})
+#: Operators whose 4-D activations all have one layout.
+_KEEP_LAYOUT = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "LOGISTIC", "RELU", "RELU6",
+                          "RELU_N1_TO_1", "HARD_SWISH", "TANH", "GELU", "EXP", "LOG", "SQRT", "RSQRT", "ABS", "NEG",
+                          "LEAKY_RELU", "ELU", "PRELU", "SQUARE", "PAD", "PADV2", "MIRROR_PAD", "CONCATENATION",
+                          "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "QUANTIZE", "DEQUANTIZE"})
+_NHWC_TO_NCHW = (0, 3, 1, 2)  # IR axis i is NHWC axis _NHWC_TO_NCHW[i]
+_NCHW_AXIS = {0: 0, 1: 2, 2: 3, 3: 1}  # NHWC axis -> IR axis
+_FUSED = {1: Activation.RELU, 3: Activation.RELU6, 4: Activation.TANH}  # ActivationFunctionType -> IR
+_UNARY = {"LOGISTIC": Activation.SIGMOID, "RELU": Activation.RELU, "RELU6": Activation.RELU6,
+          "HARD_SWISH": Activation.HARDSWISH, "TANH": Activation.TANH, "GELU": Activation.GELU, "EXP": Activation.EXP,
+          "LOG": Activation.LOG, "SQRT": Activation.SQRT, "RSQRT": Activation.RSQRT, "ABS": Activation.ABS,
+          "NEG": Activation.NEG, "LEAKY_RELU": Activation.LEAKY_RELU, "ELU": Activation.ELU}
+_ELTWISE = {"ADD": EltwiseOp.ADD, "SUB": EltwiseOp.SUB, "MUL": EltwiseOp.MUL, "DIV": EltwiseOp.DIV}
+
+
+@dataclass(frozen=True)
+class TfliteTensor:
+    """A tensor of the model's main subgraph: ``constant`` when its buffer holds data (weights, shapes, axes)."""
+
+    name: str
+    shape: Shape
+    dtype: str
+    constant: bool
+    value: tuple[float, ...] | None = None  # small constants (<= 64 values): axes, pads, slice bounds, scalars
+
+
+@dataclass(frozen=True)
+class TfliteOp:
+    """An operator as written in the file: its type (``CONV_2D``), tensor indices and builtin options."""
+
+    index: int
+    type: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TfliteModel:
+    """The main subgraph of a ``.tflite`` file."""
+
+    path: Path
+    tensors: tuple[TfliteTensor, ...]
+    ops: tuple[TfliteOp, ...]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+    def op_types(self) -> list[str]:
+        """The operator types in execution order."""
+        return [o.type for o in self.ops]
+
+
+def read_tflite(path: str | os.PathLike[str]) -> TfliteModel:
+    """Read the main subgraph of a ``.tflite`` file.
+
+    Raises
+    ------
+    InvalidInputError
+        On a missing file, or one that is not a LiteRT flatbuffer.
+    """
+    from ai_edge_litert import schema_py_generated as schema
+
+    file = Path(path)
+    if not file.is_file():
+        raise InvalidInputError(f"LiteRT model {file} does not exist; check the path")
+    buf = file.read_bytes()
+    if len(buf) < 8 or buf[4:8] != b"TFL3":
+        raise InvalidInputError(f"{file} is not a LiteRT (.tflite) flatbuffer: its identifier is not TFL3")
+    model = schema.ModelT.InitFromPackedBuf(buf, 0)
+    if not model.subgraphs:
+        raise InvalidInputError(f"{file} has no subgraph to run")
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    type_names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+    sub = model.subgraphs[0]
+    tensors = tuple(_tensor(t, model.buffers, type_names) for t in sub.tensors)
+    ops = []
+    for i, op in enumerate(sub.operators or ()):
+        code = model.operatorCodes[op.opcodeIndex]
+        builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+        op_type = names.get(builtin, f"BUILTIN_{builtin}")
+        if op_type == "CUSTOM":
+            op_type = f"CUSTOM:{code.customCode.decode() if isinstance(code.customCode, bytes) else code.customCode}"
+        options = {k: _plain(v) for k, v in vars(op.builtinOptions).items()} if op.builtinOptions else {}
+        ops.append(TfliteOp(i, op_type, tuple(int(t) for t in _seq(op.inputs)),
+                            tuple(int(t) for t in _seq(op.outputs)), options))
+    return TfliteModel(file, tensors, tuple(ops), tuple(int(t) for t in _seq(sub.inputs)),
+                       tuple(int(t) for t in _seq(sub.outputs)))
+
+
+def _seq(values: Any) -> list[Any]:
+    return [] if values is None else list(values)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _tensor(t: Any, buffers: Sequence[Any], type_names: dict[int, str]) -> TfliteTensor:
+    import numpy as np
+
+    shape = tuple(int(d) for d in _seq(t.shape))
+    name = t.name.decode() if isinstance(t.name, bytes) else str(t.name)
+    buffer = buffers[t.buffer] if 0 < t.buffer < len(buffers) else None
+    data = getattr(buffer, "data", None) if buffer is not None else None
+    constant = buffer is not None and ((data is not None and len(data) > 0) or getattr(buffer, "size", 0) > 0)
+    dtype = type_names.get(t.type, str(t.type))
+    value = None
+    if data is not None and 0 < len(data) <= 512 and dtype in ("INT32", "INT64", "FLOAT32"):
+        array = np.frombuffer(bytes(data), dtype={"INT32": np.int32, "INT64": np.int64, "FLOAT32": np.float32}[dtype])
+        if array.size <= 64:
+            value = tuple(float(v) for v in array)
+    return TfliteTensor(name, shape, dtype, bool(constant), value)
+
+
+# -------------------------------------------------------------------------------------------------------------------
+# The model as an IR graph
+# -------------------------------------------------------------------------------------------------------------------
+
+
+def _nhwc_tensors(model: TfliteModel) -> set[int]:
+    """The 4-D activation tensors in NHWC (see the module's docstring)."""
+    def activations(op: TfliteOp) -> list[int]:
+        return [t for t in (*op.inputs, *op.outputs) if t >= 0 and not model.tensors[t].constant
+                and len(model.tensors[t].shape) == 4]
+
+    nhwc: set[int] = set()
+    for op in model.ops:
+        if op.type in _SPATIAL:
+            nhwc.update(activations(op))
+        elif op.type == "MEAN" and op.inputs and len(model.tensors[op.inputs[0]].shape) == 4:
+            axes = model.tensors[op.inputs[1]].value or ()
+            if {int(a) for a in axes} == {1, 2}:
+                nhwc.add(op.inputs[0])
+    changed = True
+    while changed:
+        changed = False
+        for op in model.ops:
+            if op.type in _KEEP_LAYOUT:
+                ts = activations(op)
+                if any(t in nhwc for t in ts) and not all(t in nhwc for t in ts):
+                    nhwc.update(ts)
+                    changed = True
+    return nhwc
+
+
+class _Builder:
+    """Maps the operators of one model into IR nodes."""
+
+    def __init__(self, model: TfliteModel, opaque: bool) -> None:
+        self.model = model
+        self.opaque = opaque
+        self.nhwc = _nhwc_tensors(model)
+        self.nodes: list[Node] = []
+        self.ref: dict[int, Ref] = {}
+
+    def shape(self, t: int) -> Shape:
+        s = self.model.tensors[t].shape
+        return tuple(s[i] for i in _NHWC_TO_NCHW) if t in self.nhwc else s
+
+    def axis(self, t: int, axis: int) -> int:
+        rank = len(self.model.tensors[t].shape)
+        axis = axis % rank if rank else axis
+        return _NCHW_AXIS[axis] if t in self.nhwc else axis
+
+    def const(self, t: int) -> tuple[float, ...]:
+        value = self.model.tensors[t].value
+        if value is None:
+            raise _NotModelled(f"tensor {self.model.tensors[t].name!r} is not a small constant")
+        return value
+
+    def activation_inputs(self, op: TfliteOp) -> list[int]:
+        return [t for t in op.inputs if t >= 0 and not self.model.tensors[t].constant]
+
+    def emit(self, op: TfliteOp, kind: OpKind, attrs: Any, inputs: Sequence[int] | None = None) -> None:
+        ins = self.activation_inputs(op) if inputs is None else list(inputs)
+        missing = [t for t in ins if t not in self.ref]
+        if missing:
+            raise _NotModelled(f"input tensor {self.model.tensors[missing[0]].name!r} is computed by no operator")
+        name = f"{op.type.lower()}_{op.index}"
+        out = op.outputs[0]
+        tensor = self.model.tensors[out]
+        node = Node(name, kind, attrs, tuple(self.ref[t] for t in ins), tuple(self.shape(t) for t in ins),
+                    tuple(self.shape(t) for t in op.outputs), _DTYPES.get(tensor.dtype, DType.FLOAT32), op.type)
+        self.nodes.append(node)
+        for k, t in enumerate(op.outputs):
+            self.ref[t] = Ref(name, k)
+        fused = op.options.get("fusedActivationFunction", 0)
+        if fused:
+            fn = _FUSED.get(fused)
+            if fn is None:
+                raise _NotModelled(f"fused activation {fused} has no IR activation")
+            act = Node(f"{name}.act", OpKind.ACTIVATION, ActivationAttrs(fn), (Ref(name),), node.output_shapes[:1],
+                       node.output_shapes[:1], node.dtype, f"{op.type}:fused")
+            self.nodes.append(act)
+            self.ref[out] = Ref(act.name)
+
+    def unsupported(self, op: TfliteOp, detail: str) -> None:
+        name = f"{op.type.lower()}_{op.index}"
+        if not self.opaque:
+            raise UnsupportedOperatorError(op.type, name, detail)
+        self.emit(op, OpKind.OPAQUE, OpaqueAttrs(op.type), [t for t in self.activation_inputs(op) if t in self.ref])
+
+
+class _NotModelled(Exception):
+    """An operator (or a setting of it) the IR does not model."""
+
+
+def _same_padding(size: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
+                  dilation: Sequence[int]) -> tuple[int, int, int, int]:
+    pads = []
+    for n, k, s, d in zip(size, kernel, stride, dilation, strict=True):
+        total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        pads.append((total // 2, total - total // 2))
+    return (pads[0][0], pads[1][0], pads[0][1], pads[1][1])
+
+
+def _window(b: _Builder, op: TfliteOp, kernel: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int],
+                                                                           tuple[int, int, int, int]]:
+    o = op.options
+    stride = (int(o.get("strideH", 1)), int(o.get("strideW", 1)))
+    dilation = (int(o.get("dilationHFactor", 1)), int(o.get("dilationWFactor", 1)))
+    _, h, w, _ = b.model.tensors[op.inputs[0]].shape
+    padding = _same_padding((h, w), kernel, stride, dilation) if o.get("padding", 1) == 0 else (0, 0, 0, 0)
+    return stride, dilation, padding
+
+
+def _conv(b: _Builder, op: TfliteOp) -> None:
+    x, w = op.inputs[0], op.inputs[1]
+    xs, ws = b.model.tensors[x].shape, b.model.tensors[w].shape
+    kernel = (ws[1], ws[2])
+    stride, dilation, padding = _window(b, op, kernel)
+    depthwise = op.type == "DEPTHWISE_CONV_2D"
+    c_in, c_out = xs[3], ws[3] if depthwise else ws[0]
+    groups = c_in if depthwise else c_in // max(ws[3], 1)
+    bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    b.emit(op, OpKind.CONV2D, ConvAttrs(c_in, c_out, kernel, stride, padding, dilation, groups, bias), [x])
+
+
+def _transpose_conv(b: _Builder, op: TfliteOp) -> None:
+    w, x = op.inputs[1], op.inputs[2]
+    ws = b.model.tensors[w].shape
+    o = op.options
+    stride = (int(o.get("strideH", 1)), int(o.get("strideW", 1)))
+    bias = len(op.inputs) > 3 and op.inputs[3] >= 0
+    b.emit(op, OpKind.CONV_TRANSPOSE2D, ConvTransposeAttrs(ws[3], ws[0], (ws[1], ws[2]), stride, bias=bias), [x])
+
+
+def _fully_connected(b: _Builder, op: TfliteOp) -> None:
+    ws = b.model.tensors[op.inputs[1]].shape
+    bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    b.emit(op, OpKind.LINEAR, LinearAttrs(ws[1], ws[0], bias), [op.inputs[0]])
+
+
+def _batch_matmul(b: _Builder, op: TfliteOp) -> None:
+    xs = b.model.tensors[op.inputs[0]].shape
+    contraction = xs[-2] if op.options.get("adjX") else xs[-1]
+    b.emit(op, OpKind.MATMUL, MatMulAttrs(contraction), [t for t in op.inputs if t in b.ref])
+
+
+def _eltwise(b: _Builder, op: TfliteOp) -> None:
+    consts = [t for t in op.inputs if b.model.tensors[t].constant]
+    const_shape = b.shape(consts[0]) if consts else None
+    value = b.model.tensors[consts[0]].value if consts else None
+    scalar = value[0] if value is not None and len(value) == 1 else None
+    b.emit(op, OpKind.ELTWISE, EltwiseAttrs(_ELTWISE[op.type], const_shape, scalar))
+
+
+def _unary(b: _Builder, op: TfliteOp) -> None:
+    alpha = float(op.options.get("alpha", 0.0))
+    b.emit(op, OpKind.ACTIVATION, ActivationAttrs(_UNARY[op.type], alpha=alpha), [op.inputs[0]])
+
+
+def _pool(b: _Builder, op: TfliteOp) -> None:
+    kernel = (int(op.options["filterHeight"]), int(op.options["filterWidth"]))
+    stride, _, padding = _window(b, op, kernel)
+    mode = PoolMode.MAX if op.type == "MAX_POOL_2D" else PoolMode.AVG
+    b.emit(op, OpKind.POOL2D, PoolAttrs(mode, kernel, stride, padding, count_include_pad=False), [op.inputs[0]])
+
+
+def _reduce(b: _Builder, op: TfliteOp) -> None:
+    x = op.inputs[0]
+    axes = tuple(sorted(b.axis(x, int(a)) for a in b.const(op.inputs[1])))
+    keep = bool(op.options.get("keepDims", False))
+    if op.type == "MEAN" and x in b.nhwc and axes == (2, 3):
+        b.emit(op, OpKind.GLOBAL_POOL, GlobalPoolAttrs(PoolMode.AVG, keep), [x])
+    elif op.type == "MEAN":
+        b.emit(op, OpKind.MEAN, MeanAttrs(axes, keep), [x])
+    else:
+        reduce_op = {"SUM": "sum", "REDUCE_MAX": "max", "REDUCE_MIN": "min", "REDUCE_PROD": "prod"}[op.type]
+        b.emit(op, OpKind.REDUCE, ReduceAttrs(reduce_op, axes, keep), [x])
+
+
+def _concat(b: _Builder, op: TfliteOp) -> None:
+    out = op.outputs[0]
+    b.emit(op, OpKind.CONCAT, AxisAttrs(b.axis(out, int(op.options.get("axis", 0)))))
+
+
+def _slice(b: _Builder, op: TfliteOp) -> None:
+    x = op.inputs[0]
+    shape_in, shape_out = b.model.tensors[x].shape, b.model.tensors[op.outputs[0]].shape
+    begin = [int(v) for v in b.const(op.inputs[1])]
+    changed = [i for i, (n, m) in enumerate(zip(shape_in, shape_out, strict=False)) if n != m] or [0]
+    axis = changed[0]
+    step = 1
+    if op.type == "STRIDED_SLICE" and len(op.inputs) > 3:
+        step = int(b.const(op.inputs[3])[axis])
+    start = begin[axis] % shape_in[axis] if shape_in[axis] else 0
+    end = start + shape_out[axis] * step if axis < len(shape_out) else start + 1
+    b.emit(op, OpKind.SLICE, SliceAttrs(b.axis(x, axis), start, end, step), [x])
+
+
+def _split(b: _Builder, op: TfliteOp) -> None:
+    x = op.inputs[1] if op.type == "SPLIT" else op.inputs[0]
+    axis_t = op.inputs[0] if op.type == "SPLIT" else op.inputs[2]
+    axis = int(b.const(axis_t)[0])
+    sizes = tuple(b.model.tensors[t].shape[axis] for t in op.outputs)
+    b.emit(op, OpKind.SPLIT, SplitAttrs(b.axis(x, axis), sizes), [x])
+
+
+def _reshape(b: _Builder, op: TfliteOp) -> None:
+    b.emit(op, OpKind.RESHAPE, ReshapeAttrs(b.shape(op.outputs[0])), [op.inputs[0]])
+
+
+def _transpose(b: _Builder, op: TfliteOp) -> None:
+    b.emit(op, OpKind.PERMUTE, PermuteAttrs(tuple(int(v) for v in b.const(op.inputs[1]))), [op.inputs[0]])
+
+
+def _pad(b: _Builder, op: TfliteOp) -> None:
+    x = op.inputs[0]
+    flat = [int(v) for v in b.const(op.inputs[1])]
+    pads = [(flat[2 * i], flat[2 * i + 1]) for i in range(len(flat) // 2)]
+    if x in b.nhwc and len(pads) == 4:
+        pads = [pads[i] for i in _NHWC_TO_NCHW]
+    value = 0.0
+    if op.type == "PADV2" and len(op.inputs) > 2:
+        value = (b.model.tensors[op.inputs[2]].value or (0.0,))[0]
+    mode = "reflect" if op.type == "MIRROR_PAD" and op.options.get("mode", 0) == 0 else (
+        "symmetric" if op.type == "MIRROR_PAD" else "constant")
+    b.emit(op, OpKind.PAD, PadAttrs(tuple(pads), mode, value), [x])
+
+
+def _softmax(b: _Builder, op: TfliteOp) -> None:
+    x = op.inputs[0]
+    b.emit(op, OpKind.SOFTMAX, AxisAttrs(b.axis(x, -1)), [x])
+
+
+def _resize(b: _Builder, op: TfliteOp) -> None:
+    mode = "bilinear" if op.type == "RESIZE_BILINEAR" else "nearest"
+    b.emit(op, OpKind.UPSAMPLE, UpsampleAttrs(mode, bool(op.options.get("alignCorners", False))), [op.inputs[0]])
+
+
+_HANDLERS: dict[str, Callable[[_Builder, TfliteOp], None]] = {
+    "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "TRANSPOSE_CONV": _transpose_conv,
+    "FULLY_CONNECTED": _fully_connected, "BATCH_MATMUL": _batch_matmul,
+    **dict.fromkeys(_ELTWISE, _eltwise), **dict.fromkeys(_UNARY, _unary),
+    "MAX_POOL_2D": _pool, "AVERAGE_POOL_2D": _pool,
+    **dict.fromkeys(("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"), _reduce),
+    "CONCATENATION": _concat, "SLICE": _slice, "STRIDED_SLICE": _slice, "SPLIT": _split, "SPLIT_V": _split,
+    "RESHAPE": _reshape, "TRANSPOSE": _transpose, "PAD": _pad, "PADV2": _pad, "MIRROR_PAD": _pad,
+    "SOFTMAX": _softmax, "RESIZE_BILINEAR": _resize, "RESIZE_NEAREST_NEIGHBOR": _resize,
+}
+
+
+def graph_from_tflite(path: str | os.PathLike[str], *, name: str | None = None, opaque: bool = False) -> Graph:
+    """The IR graph of a ``.tflite`` model's main subgraph.
+
+    Parameters
+    ----------
+    path
+        The ``.tflite`` file.
+    name
+        The graph's name (default: the path).
+    opaque
+        Keep an operator edgeplan does not know as an explicit ``opaque`` node instead of raising.
+
+    Returns
+    -------
+    Graph
+        One node per model input and per operator (``{type}_{index}``, e.g. ``conv_2d_3``, the index being the
+        operator's position in the file), plus a node ``{type}_{index}.act`` for a fused activation.
+
+    Raises
+    ------
+    UnsupportedOperatorError
+        For an operator (or setting) edgeplan does not model, unless ``opaque``.
+    """
+    model = read_tflite(path)
+    b = _Builder(model, opaque)
+    for k, t in enumerate(model.inputs):
+        tensor = model.tensors[t]
+        node = Node(tensor.name or f"input_{k}", OpKind.INPUT, InputAttrs(k), (), (), (b.shape(t),),
+                    _DTYPES.get(tensor.dtype, DType.FLOAT32), "input")
+        b.nodes.append(node)
+        b.ref[t] = Ref(node.name)
+    for op in model.ops:
+        handler = _HANDLERS.get(op.type)
+        try:
+            if handler is None:
+                raise _NotModelled("")
+            handler(b, op)
+        except _NotModelled as e:
+            b.unsupported(op, str(e))
+    outputs = tuple(b.ref[t] for t in model.outputs if t in b.ref)
+    return Graph(name or str(path), tuple(b.nodes), outputs).validate()

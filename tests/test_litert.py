@@ -1,0 +1,123 @@
+"""LiteRT: conversion (litert-torch, cached), the .tflite reader and IR mapping, delegate partitions, measurement."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from edgeplan.errors import InvalidInputError, UnsupportedOperatorError
+from edgeplan.frontends.litert_export import export_tflite
+from edgeplan.frontends.tflite_frontend import graph_from_tflite, read_tflite
+from edgeplan.frontends.torch_frontend import graph_from_torch
+from edgeplan.ir.ops import OpKind
+from edgeplan.measure import TimingConfig
+from edgeplan.measure.litert_delegate import delegated_ops
+from edgeplan.measure.runners import measure_litert
+
+
+class Small(nn.Module):
+    """Conv+BN+ReLU (stride 2, explicit padding), 1x1 max pool with stride (not taken by XNNPACK), a residual
+    add, a depthwise conv, global average pooling and a linear layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.BatchNorm2d(8), nn.ReLU())
+        self.pool = nn.MaxPool2d(1, 2)
+        self.dw = nn.Conv2d(8, 8, 3, 1, 1, groups=8)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.pool(self.stem(x))
+        y = torch.relu(y + self.dw(y))
+        return self.fc(y.mean((2, 3)))
+
+
+@pytest.fixture(scope="module")
+def small_tflite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("litert") / "small.tflite"
+    return export_tflite(Small().eval(), (torch.randn(1, 3, 32, 32),), path)
+
+
+def test_the_converted_model_reads_back_with_the_operators_the_converter_emits(small_tflite: Path) -> None:
+    model = read_tflite(small_tflite)
+    types = model.op_types()
+    assert types.count("CONV_2D") == 1 and types.count("DEPTHWISE_CONV_2D") == 1
+    assert "MAX_POOL_2D" in types and "FULLY_CONNECTED" in types and "ADD" in types
+    assert "RELU" not in types  # fused into the convolution and the addition
+    conv = next(o for o in model.ops if o.type == "CONV_2D")
+    assert conv.options["fusedActivationFunction"] == 1  # RELU, batch norm folded into the weights
+
+
+def test_the_ir_of_a_tflite_model_has_the_torch_models_work(small_tflite: Path) -> None:
+    graph = graph_from_tflite(small_tflite)
+    torch_graph = graph_from_torch(Small().eval(), (torch.randn(1, 3, 32, 32),))
+    assert graph.totals().macs == torch_graph.totals().macs
+    conv = next(n for n in graph.nodes if n.kind is OpKind.CONV2D and not n.attrs.depthwise)  # type: ignore[union-attr]
+    assert conv.input_shapes[0][1] == 3 and conv.output_shapes[0] == (1, 8, 16, 16)  # NHWC read back as NCHW
+    assert any(n.name.endswith(".act") for n in graph.nodes)  # the fused ReLU is its own node again
+
+
+def test_xnnpack_leaves_a_strided_one_by_one_max_pool_to_the_default_kernels(small_tflite: Path) -> None:
+    model = read_tflite(small_tflite)
+    owner = delegated_ops(small_tflite)
+    pool = next(o.index for o in model.ops if o.type == "MAX_POOL_2D")
+    assert pool not in owner
+    assert all(o.index in owner for o in model.ops if o.type in ("CONV_2D", "FULLY_CONNECTED"))
+    assert len(set(owner.values())) == 2  # the pool cuts the model into two delegate partitions
+
+
+def test_litert_measures_a_tflite_file(small_tflite: Path) -> None:
+    timing = measure_litert(small_tflite, 1, TimingConfig(warmup=1, min_repeats=3, max_repeats=3))
+    assert timing.repeats == 3 and timing.median_ms > 0
+
+
+def test_a_file_that_is_not_tflite_is_refused_by_name(tmp_path: Path) -> None:
+    bad = tmp_path / "x.tflite"
+    bad.write_bytes(b"not a flatbuffer at all")
+    with pytest.raises(InvalidInputError, match="not a LiteRT"):
+        read_tflite(bad)
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        read_tflite(tmp_path / "missing.tflite")
+
+
+def test_an_unknown_tflite_operator_is_named_or_kept_opaque(tmp_path: Path) -> None:
+    class Cumsum(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cumsum(x, 1)
+
+    path = export_tflite(Cumsum().eval(), (torch.randn(1, 8),), tmp_path / "cumsum.tflite")
+    with pytest.raises(UnsupportedOperatorError, match="CUMSUM"):
+        graph_from_tflite(path)
+    graph = graph_from_tflite(path, opaque=True)
+    assert [n.attrs.operator for n in graph.opaque_nodes] == ["CUMSUM"]  # type: ignore[union-attr]
+
+
+def test_measure_cli_times_a_tflite_file_and_refuses_mismatched_runtimes(
+        small_tflite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from edgeplan.cli.main import main
+
+    home = ["--home", str(tmp_path)]
+    assert main([*home, "measure", str(small_tflite), "--runtime", "litert", "--repeats", "3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["runtime"] == "litert" and data["latency_ms"] > 0
+    assert data["device"]["runtime_version"].startswith("ai-edge-litert")
+    for args, message in (([str(small_tflite)], "--runtime litert"),
+                          (["synthetic:0", "--dtype", "int8"], "litert runtime"),
+                          ([str(small_tflite), "--runtime", "litert", "--dtype", "int8"], "drop --dtype")):
+        assert main([*home, "measure", *args]) != 0
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+
+
+def test_int8_conversion_quantizes_weights_and_activations(small_tflite: Path, tmp_path: Path) -> None:
+    path = export_tflite(Small().eval(), (torch.randn(1, 3, 32, 32),), tmp_path / "small-int8.tflite", "int8")
+    model = read_tflite(path)
+    conv = next(o for o in model.ops if o.type == "CONV_2D")
+    assert model.tensors[conv.inputs[0]].dtype == "INT8" and model.tensors[conv.inputs[1]].dtype == "INT8"
+    assert graph_from_tflite(path).totals().macs == graph_from_tflite(small_tflite).totals().macs
+    with pytest.raises(InvalidInputError, match="unknown dtype"):
+        export_tflite(Small(), (torch.randn(1, 3, 32, 32),), tmp_path / "x.tflite", "int4")
