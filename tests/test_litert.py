@@ -121,3 +121,37 @@ def test_int8_conversion_quantizes_weights_and_activations(small_tflite: Path, t
     assert graph_from_tflite(path).totals().macs == graph_from_tflite(small_tflite).totals().macs
     with pytest.raises(InvalidInputError, match="unknown dtype"):
         export_tflite(Small(), (torch.randn(1, 3, 32, 32),), tmp_path / "x.tflite", "int4")
+
+
+def test_each_operator_runs_alone_with_its_weights_and_fused_activation(small_tflite: Path, tmp_path: Path) -> None:
+    from edgeplan.measure.litert_op_profile import operator_models
+
+    model = read_tflite(small_tflite)
+    pieces = operator_models(small_tflite)
+    assert len(pieces) == len(model.ops)
+    conv = next(o for o in model.ops if o.type == "CONV_2D")
+    alone = tmp_path / "conv.tflite"
+    alone.write_bytes(pieces[conv.index])
+    single = read_tflite(alone)
+    assert single.op_types() == ["CONV_2D"] and single.ops[0].options == conv.options
+    assert [single.tensors[t].shape for t in single.inputs] == [model.tensors[conv.inputs[0]].shape]
+    assert single.tensors[single.ops[0].inputs[1]].constant  # the weights came along
+    assert measure_litert(alone, 1, TimingConfig(warmup=1, min_repeats=2, max_repeats=2)).median_ms > 0
+
+
+def test_a_zero_pad_runs_with_the_convolution_xnnpack_fuses_it_into(small_tflite: Path) -> None:
+    from edgeplan.measure.litert_op_profile import profile_litert_ops, xnnpack_groups
+    from edgeplan.measure.op_timing import ProfileCalls
+
+    model = read_tflite(small_tflite)
+    groups = xnnpack_groups(model, delegated_ops(small_tflite))
+    pad = next(o.index for o in model.ops if o.type == "PAD")
+    assert [pad, pad + 1] in groups and model.ops[pad + 1].type == "CONV_2D"
+    assert sorted(i for g in groups for i in g) == [o.index for o in model.ops]
+    profile = profile_litert_ops(small_tflite, 1, ProfileCalls(runs=3, warmup=1, plain_per_run=1))
+    kernels = {o.kernel: o for o in profile.runs.ops}
+    conv = kernels[f"pad_{pad}+conv_2d_{pad + 1}"]
+    assert conv.kind == "xnnpack.CONV_2D" and conv.nodes == (f"pad_{pad}", f"conv_2d_{pad + 1}",
+                                                               f"conv_2d_{pad + 1}.act")
+    assert next(o for o in profile.runs.ops if "max_pool" in o.kernel).kind == "tflite.MAX_POOL_2D"
+    assert len(profile.runs.plain_ms) == 3 and profile.op_sum_ms > 0 and profile.end_to_end_ms > 0

@@ -52,7 +52,7 @@ from edgeplan.ir.ops import (
     UpsampleAttrs,
 )
 
-__all__ = ["TfliteModel", "TfliteOp", "TfliteTensor", "graph_from_tflite", "read_tflite"]
+__all__ = ["TfliteModel", "TfliteOp", "TfliteTensor", "buffer_bytes", "graph_from_tflite", "read_tflite"]
 
 Shape = tuple[int, ...]
 
@@ -135,7 +135,7 @@ def read_tflite(path: str | os.PathLike[str]) -> TfliteModel:
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
     type_names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
     sub = model.subgraphs[0]
-    tensors = tuple(_tensor(t, model.buffers, type_names) for t in sub.tensors)
+    tensors = tuple(_tensor(t, [buffer_bytes(b, buf) for b in model.buffers], type_names) for t in sub.tensors)
     ops = []
     for i, op in enumerate(sub.operators or ()):
         code = model.operatorCodes[op.opcodeIndex]
@@ -160,18 +160,27 @@ def _plain(value: Any) -> Any:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _tensor(t: Any, buffers: Sequence[Any], type_names: dict[int, str]) -> TfliteTensor:
+def buffer_bytes(buffer: Any, file: bytes) -> bytes | None:
+    """The data of a flatbuffer ``BufferT``: inline, or stored after the flatbuffer at ``offset`` (as large models
+    and the quantizer's output keep their weights); None for an activation's empty buffer."""
+    if buffer.data is not None and len(buffer.data) > 0:
+        return bytes(buffer.data)
+    if getattr(buffer, "offset", 0) > 1 and getattr(buffer, "size", 0) > 0:
+        return file[buffer.offset:buffer.offset + buffer.size]
+    return None
+
+
+def _tensor(t: Any, buffers: Sequence[bytes | None], type_names: dict[int, str]) -> TfliteTensor:
     import numpy as np
 
     shape = tuple(int(d) for d in _seq(t.shape))
     name = t.name.decode() if isinstance(t.name, bytes) else str(t.name)
-    buffer = buffers[t.buffer] if 0 < t.buffer < len(buffers) else None
-    data = getattr(buffer, "data", None) if buffer is not None else None
-    constant = buffer is not None and ((data is not None and len(data) > 0) or getattr(buffer, "size", 0) > 0)
+    data = buffers[t.buffer] if 0 < t.buffer < len(buffers) else None
+    constant = data is not None
     dtype = type_names.get(t.type, str(t.type))
     value = None
     if data is not None and 0 < len(data) <= 512 and dtype in ("INT32", "INT64", "FLOAT32"):
-        array = np.frombuffer(bytes(data), dtype={"INT32": np.int32, "INT64": np.int64, "FLOAT32": np.float32}[dtype])
+        array = np.frombuffer(data, dtype={"INT32": np.int32, "INT64": np.int64, "FLOAT32": np.float32}[dtype])
         if array.size <= 64:
             value = tuple(float(v) for v in array)
     return TfliteTensor(name, shape, dtype, bool(constant), value)

@@ -262,9 +262,10 @@ def _ort_array(path: Path, model_input: Any, value: OnnxInput, seed: int) -> np.
     return np.zeros(shape, dtype=dtype)
 
 
-def litert_interpreter(tflite_path: str | os.PathLike[str], threads: int) -> Any:
-    """A LiteRT interpreter of ``tflite_path`` with ``threads`` threads and the XNNPACK delegate (LiteRT's default
-    CPU delegate, as on a phone), tensors allocated and every input filled with seeded random values.
+def litert_interpreter(model: str | os.PathLike[str] | bytes, threads: int) -> Any:
+    """A LiteRT interpreter of ``model`` (a ``.tflite`` path, or the model's bytes) with ``threads`` threads and the
+    XNNPACK delegate (LiteRT's default CPU delegate, as on a phone), tensors allocated and every input filled with
+    seeded random values.
 
     Raises
     ------
@@ -274,18 +275,19 @@ def litert_interpreter(tflite_path: str | os.PathLike[str], threads: int) -> Any
         If LiteRT cannot load the model.
     """
     check_thread_count(threads)
-    path = Path(tflite_path)
-    if not path.is_file():
-        raise InvalidInputError(f"LiteRT model {path} does not exist; check the path")
+    source = {"model_content": model} if isinstance(model, bytes) else {"model_path": str(model)}
+    what = "a LiteRT model given as bytes" if isinstance(model, bytes) else f"LiteRT model {model}"
+    if not isinstance(model, bytes) and not Path(model).is_file():
+        raise InvalidInputError(f"LiteRT model {model} does not exist; check the path")
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
     from edgeplan.frontends.litert_export import quiet
 
     hint = "check that it is a .tflite flatbuffer (LiteRT's own tools load it)"
-    with _failures_as_measurement_error(f"loading LiteRT model {path}", hint):
+    with _failures_as_measurement_error(f"loading {what}", hint):
         with quiet():  # the delegate's "Created ... XNNPACK delegate" line
-            interpreter = Interpreter(model_path=str(path), num_threads=threads)
+            interpreter = Interpreter(**source, num_threads=threads)
         interpreter.allocate_tensors()
         rng = np.random.default_rng(0)
         for detail in interpreter.get_input_details():
