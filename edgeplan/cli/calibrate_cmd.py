@@ -22,6 +22,10 @@ __all__ = ["calibrate"]
                    "--from's scenario beside the reference model synthetic:0, and calibrate to this machine (their "
                    "operations are timed too, which adds the per-op correction to the candidates); the "
                    "latencies are saved beside the profile as measurements.csv.")
+@click.option("--kit", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Instead of calibrating: write a kit for a phone or board edgeplan cannot reach, the --measure "
+                   "models as .tflite (threads and dtype of a litert --from) with run_kit.sh, which runs LiteRT's "
+                   "benchmark_model there over adb or ssh; its results.txt is then --measurements.")
 @click.option("--name", required=True,
               help="The device of the edgeplan home ($EDGEPLAN_HOME/devices/NAME/) to give this latency profile, "
                    "read by `predict --device NAME` (its primitive performance model, for `select --device NAME`, "
@@ -34,8 +38,8 @@ __all__ = ["calibrate"]
 @click.option("--replace", is_flag=True, help="Overwrite an existing device of that name.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def calibrate(ctx: Context, measurements: Path | None, measure: tuple[str, ...], name: str, source: str | None,
-              method: str | None, replace: bool, as_json: bool) -> None:
+def calibrate(ctx: Context, measurements: Path | None, measure: tuple[str, ...], kit: Path | None, name: str,
+              source: str | None, method: str | None, replace: bool, as_json: bool) -> None:
     """Create device profile NAME from latencies measured on it: a learnt correction of a source's predictions.
 
     Every row is checked before anything is written: a missing column, an unknown model or a non-positive
@@ -50,12 +54,17 @@ def calibrate(ctx: Context, measurements: Path | None, measure: tuple[str, ...],
       edgeplan calibrate --measurements phone.csv --name my-phone
       edgeplan calibrate --measure set:nb201-sample --name here
       edgeplan predict torchvision:resnet18 --device my-phone
+      edgeplan calibrate --kit kit/ --measure set:nb201-sample --from litert-fp32-1t --name pixel
+      edgeplan calibrate --measurements kit/results.txt --from litert-fp32-1t --name pixel
     """
     from edgeplan.costmodels.opwise.calibrate import PER_OP
     from edgeplan.decisions.calibrate import DEFAULT_SOURCE, MeasureHere
     from edgeplan.decisions.calibrate import calibrate as calibrate_device
     from edgeplan.errors import InvalidInputError
 
+    if kit is not None:
+        _write_kit(kit, measure, source, as_json, ctx)
+        return
     if measurements is not None and measure:
         raise InvalidInputError("--measurements gives latencies measured elsewhere and --measure measures models "
                                 "here: give one of them")
@@ -87,3 +96,31 @@ def calibrate(ctx: Context, measurements: Path | None, measure: tuple[str, ...],
         click.echo(f"  per-op {verdict} ({test['rival']} leads it by {test['loo_gain']:.2f} +- "
                    f"{test['standard_error']:.2f} points of leave-one-out MAPE)")
     click.echo(f"  saved to {path}; use it with `edgeplan predict MODEL --device {name} --method {result.method}`")
+
+
+def _write_kit(kit: Path, measure: tuple[str, ...], source: str | None, as_json: bool, ctx: Context) -> None:
+    """``calibrate --kit``: the --measure models converted for LiteRT in --from's threads and dtype."""
+    import re
+
+    from edgeplan.errors import InvalidInputError
+    from edgeplan.measure.litert_kit import write_kit
+    from edgeplan.measure.model_sets import expand_models
+
+    match = re.fullmatch(r"litert-(fp32|int8)-(\d+)t", source or "")
+    if match is None:
+        raise InvalidInputError("--kit writes LiteRT models: give --from litert-fp32-1t, litert-fp32-2t or "
+                                "litert-int8-1t (their threads and dtype)")
+    if not measure:
+        raise InvalidInputError("--kit needs the models to calibrate with: give --measure MODEL (repeatable, set:NAME)")
+    models = expand_models(measure)
+    dtype = "float32" if match.group(1) == "fp32" else "int8"
+    from rich.console import Console
+
+    with Console(stderr=True).status(f"converting {len(models)} model(s) to LiteRT", spinner="dots"):
+        folder = write_kit(models, kit, threads=int(match.group(2)), dtype=dtype, home=ctx.home)
+    if as_json:
+        emit_json({"kit": str(folder), "models": list(models), "threads": int(match.group(2)), "dtype": dtype})
+        return
+    click.echo(f"kit written to {folder}: {len(models)} model(s), {dtype}, {match.group(2)} thread(s)\n"
+               f"  run it: {folder}/run_kit.sh adb [SERIAL]  (or: ssh USER@HOST, or: local)\n"
+               f"  then:   edgeplan calibrate --measurements {folder}/results.txt --from {source} --name NAME")

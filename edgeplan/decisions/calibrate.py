@@ -196,7 +196,8 @@ def read_measurements(path: str | Path) -> list[tuple[str, float]]:
 def measurement_rows(measurements: str | Path | Sequence[tuple[str, float]],
                      ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]] | None]:
     """The checked ``(model, latency_ms)`` rows of a ``model,latency_ms`` CSV, a ``profile ops --export`` dataset
-    (median end-to-end times) or pairs, and for a dataset its records by model (the operations measured too), else None.
+    (median end-to-end times), a calibration kit's ``results.txt`` (:mod:`edgeplan.measure.litert_kit`) or pairs,
+    and for a dataset its records by model (the operations measured too), else None.
 
     Raises
     ------
@@ -204,6 +205,10 @@ def measurement_rows(measurements: str | Path | Sequence[tuple[str, float]],
         A missing file or column, a latency that is not a positive number, a repeated model (named by its line).
     """
     if isinstance(measurements, str | Path):
+        from edgeplan.measure.litert_kit import is_kit_results, read_kit_results
+
+        if is_kit_results(measurements):  # a calibration kit's results.txt (benchmark_model's output per model)
+            return [(model, run.latency_ms) for model, run in read_kit_results(measurements)], None
         if str(measurements).endswith((".gz", ".xz")):
             from edgeplan.costmodels.opwise.ops import record_latency
             from edgeplan.measure.op_campaign import load_dataset
