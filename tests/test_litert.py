@@ -57,7 +57,10 @@ def test_the_ir_of_a_tflite_model_has_the_torch_models_work(small_tflite: Path) 
     torch_graph = graph_from_torch(Small().eval(), (torch.randn(1, 3, 32, 32),))
     assert graph.totals().macs == torch_graph.totals().macs
     conv = next(n for n in graph.nodes if n.kind is OpKind.CONV2D and not n.attrs.depthwise)  # type: ignore[union-attr]
-    assert conv.input_shapes[0][1] == 3 and conv.output_shapes[0] == (1, 8, 16, 16)  # NHWC read back as NCHW
+    assert conv.input_shapes[0] == (1, 3, 32, 32) and conv.output_shapes[0] == (1, 8, 16, 16)  # NHWC as NCHW
+    torch_conv = next(n for n in torch_graph.nodes if n.kind is OpKind.CONV2D)
+    assert conv.attrs == torch_conv.attrs  # the zero PAD before it is its padding again, as in PyTorch
+    assert not any(n.kind is OpKind.PAD for n in graph.nodes)
     assert any(n.name.endswith(".act") for n in graph.nodes)  # the fused ReLU is its own node again
 
 
@@ -151,7 +154,6 @@ def test_a_zero_pad_runs_with_the_convolution_xnnpack_fuses_it_into(small_tflite
     profile = profile_litert_ops(small_tflite, 1, ProfileCalls(runs=3, warmup=1, plain_per_run=1))
     kernels = {o.kernel: o for o in profile.runs.ops}
     conv = kernels[f"pad_{pad}+conv_2d_{pad + 1}"]
-    assert conv.kind == "xnnpack.CONV_2D" and conv.nodes == (f"pad_{pad}", f"conv_2d_{pad + 1}",
-                                                               f"conv_2d_{pad + 1}.act")
+    assert conv.kind == "xnnpack.CONV_2D" and conv.nodes == (f"conv_2d_{pad + 1}", f"conv_2d_{pad + 1}.act")
     assert next(o for o in profile.runs.ops if "max_pool" in o.kernel).kind == "tflite.MAX_POOL_2D"
     assert len(profile.runs.plain_ms) == 3 and profile.op_sum_ms > 0 and profile.end_to_end_ms > 0

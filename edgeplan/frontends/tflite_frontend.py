@@ -52,7 +52,8 @@ from edgeplan.ir.ops import (
     UpsampleAttrs,
 )
 
-__all__ = ["TfliteModel", "TfliteOp", "TfliteTensor", "buffer_bytes", "graph_from_tflite", "read_tflite"]
+__all__ = ["PAD_FOLDS_INTO", "TfliteModel", "TfliteOp", "TfliteTensor", "buffer_bytes", "folded_pads",
+           "graph_from_tflite", "read_tflite"]
 
 Shape = tuple[int, ...]
 
@@ -186,6 +187,33 @@ def _tensor(t: Any, buffers: Sequence[bytes | None], type_names: dict[int, str])
     return TfliteTensor(name, shape, dtype, bool(constant), value)
 
 
+#: The operators a preceding zero padding is folded into: XNNPACK fuses it into them, and the IR (as PyTorch's)
+#: writes it as their padding.
+PAD_FOLDS_INTO = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D"})
+
+
+def folded_pads(model: TfliteModel) -> dict[int, int]:
+    """The ``PAD`` operators (zeros, height and width only) whose one reader is a ``VALID`` convolution, each with
+    that convolution's index: XNNPACK runs the two as one padded convolution, and the IR writes them as one
+    convolution node with that padding, as the torch frontend does."""
+    readers: dict[int, list[int]] = {}
+    for op in model.ops:
+        for t in op.inputs:
+            readers.setdefault(t, []).append(op.index)
+    folded = {}
+    for op in model.ops:
+        if op.type != "PAD" or len(op.inputs) != 2 or len(op.outputs) != 1 or op.outputs[0] in model.outputs:
+            continue
+        users = readers.get(op.outputs[0], [])
+        pads = model.tensors[op.inputs[1]].value or ()
+        spatial = len(pads) == 8 and not any(pads[0:2]) and not any(pads[6:8])
+        if len(users) == 1 and spatial:
+            user = model.ops[users[0]]
+            if user.type in PAD_FOLDS_INTO and user.inputs[0] == op.outputs[0] and user.options.get("padding") == 1:
+                folded[op.index] = user.index
+    return folded
+
+
 # -------------------------------------------------------------------------------------------------------------------
 # The model as an IR graph
 # -------------------------------------------------------------------------------------------------------------------
@@ -226,6 +254,8 @@ class _Builder:
         self.nhwc = _nhwc_tensors(model)
         self.nodes: list[Node] = []
         self.ref: dict[int, Ref] = {}
+        self.folded = folded_pads(model)  # pad op -> the convolution it is folded into
+        self.pad_of: dict[int, TfliteOp] = {model.ops[c].inputs[0]: model.ops[p] for p, c in self.folded.items()}
 
     def shape(self, t: int) -> Shape:
         s = self.model.tensors[t].shape
@@ -300,9 +330,14 @@ def _window(b: _Builder, op: TfliteOp, kernel: tuple[int, int]) -> tuple[tuple[i
 
 def _conv(b: _Builder, op: TfliteOp) -> None:
     x, w = op.inputs[0], op.inputs[1]
-    xs, ws = b.model.tensors[x].shape, b.model.tensors[w].shape
+    ws = b.model.tensors[w].shape
     kernel = (ws[1], ws[2])
     stride, dilation, padding = _window(b, op, kernel)
+    pad = b.pad_of.get(x)
+    if pad is not None:  # a folded zero padding: the convolution reads the pad's input with that padding
+        flat = [int(v) for v in b.const(pad.inputs[1])]
+        x, padding = pad.inputs[0], (flat[2], flat[4], flat[3], flat[5])
+    xs = b.model.tensors[x].shape
     depthwise = op.type == "DEPTHWISE_CONV_2D"
     c_in, c_out = xs[3], ws[3] if depthwise else ws[0]
     groups = c_in if depthwise else c_in // max(ws[3], 1)
@@ -451,7 +486,8 @@ def graph_from_tflite(path: str | os.PathLike[str], *, name: str | None = None, 
     -------
     Graph
         One node per model input and per operator (``{type}_{index}``, e.g. ``conv_2d_3``, the index being the
-        operator's position in the file), plus a node ``{type}_{index}.act`` for a fused activation.
+        operator's position in the file), plus a node ``{type}_{index}.act`` for a fused activation; a zero
+        padding before a convolution is that convolution's padding (:func:`folded_pads`), as in PyTorch.
 
     Raises
     ------
@@ -467,6 +503,8 @@ def graph_from_tflite(path: str | os.PathLike[str], *, name: str | None = None, 
         b.nodes.append(node)
         b.ref[t] = Ref(node.name)
     for op in model.ops:
+        if op.index in b.folded:
+            continue
         handler = _HANDLERS.get(op.type)
         try:
             if handler is None:

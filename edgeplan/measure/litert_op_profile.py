@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeplan.errors import MeasurementError
-from edgeplan.frontends.tflite_frontend import TfliteModel, TfliteOp, buffer_bytes, read_tflite
+from edgeplan.frontends.tflite_frontend import TfliteModel, TfliteOp, buffer_bytes, folded_pads, read_tflite
 from edgeplan.measure.op_timing import OpRuns, OpTiming, ProfileCalls, median_iqr
 
 __all__ = ["LiteRTProfile", "operator_models", "profile_litert_ops", "xnnpack_groups"]
@@ -128,35 +128,13 @@ class _Piece:
 
 
 def xnnpack_groups(model: TfliteModel, taken: Mapping[int, int]) -> list[list[int]]:
-    """The operators as XNNPACK runs them: a ``PAD`` (zeros, spatial axes only) whose one reader is a convolution
-    of the same delegate partition is fused into it by XNNPACK's subgraph optimizer, and runs with it; every other
-    operator runs alone."""
-    readers = _reads_outside(model)
-    groups: list[list[int]] = []
-    fused: set[int] = set()
-    for op in model.ops:
-        if op.index in fused:
-            continue
-        if op.type == "PAD" and op.index in taken and len(op.outputs) == 1:
-            users = readers.get(op.outputs[0], set())
-            pads = model.tensors[op.inputs[1]].value or ()
-            if len(users) == 1 and _spatial_pads(pads) and op.outputs[0] not in model.outputs:
-                user = model.ops[next(iter(users))]
-                if user.type in _PAD_FUSES_INTO and taken.get(user.index) == taken[op.index]:
-                    groups.append([op.index, user.index])
-                    fused.add(user.index)
-                    continue
-        groups.append([op.index])
-    return groups
-
-
-#: The operators XNNPACK fuses a preceding constant zero padding into.
-_PAD_FUSES_INTO = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D"})
-
-
-def _spatial_pads(pads: Sequence[float]) -> bool:
-    """NHWC paddings (before, after per axis) that pad H and W only."""
-    return len(pads) == 8 and not any(pads[0:2]) and not any(pads[6:8])
+    """The operators as XNNPACK runs them: a zero ``PAD`` before a convolution of the same delegate partition
+    (:func:`~edgeplan.frontends.tflite_frontend.folded_pads`) is fused into it by XNNPACK's subgraph optimizer and
+    runs with it; every other operator runs alone."""
+    folded = {p: c for p, c in folded_pads(model).items() if p in taken and taken.get(c) == taken[p]}
+    fused = set(folded.values())
+    return [[op.index, folded[op.index]] if op.index in folded else [op.index]
+            for op in model.ops if op.index not in fused]
 
 
 @dataclass(frozen=True)
@@ -254,11 +232,12 @@ def profile_litert_ops(path: str | os.PathLike[str], threads: int, calls: Profil
 
 
 def _timing(ops: Sequence[TfliteOp], taken: Mapping[int, int], samples: list[float]) -> OpTiming:
-    """The timing of a group: named by its operators (``pad_6+conv_2d_7``), of the kind of its last one."""
+    """The timing of a group: named by its operators (``pad_6+conv_2d_7``), of the kind of its last one, computing
+    the IR nodes of :func:`~edgeplan.frontends.tflite_frontend.graph_from_tflite` (a folded pad has none)."""
     median, iqr = median_iqr(samples)
     names = [f"{op.type.lower()}_{op.index}" for op in ops]
-    nodes = tuple(n for op, name in zip(ops, names, strict=True)
-                  for n in ((name, f"{name}.act") if op.options.get("fusedActivationFunction") else (name,)))
     last = ops[-1]
+    nodes = tuple(n for op, name in zip(ops, names, strict=True) if op is last or op.type != "PAD"
+                  for n in ((name, f"{name}.act") if op.options.get("fusedActivationFunction") else (name,)))
     kind = f"{'xnnpack' if last.index in taken else 'tflite'}.{last.type}"
     return OpTiming("+".join(names), kind, nodes, median, iqr, min(samples))

@@ -166,7 +166,7 @@ PRODUCT_CATEGORIES = ("conv", "dwconv", "gconv", "fc", "matmul", "attention")
 
 #: Words in a kernel kind's name that say it computes a convolution or a matrix product, and whole names that do.
 _PRODUCT_WORDS = ("conv", "gemm", "matmul", "attention")
-_PRODUCT_NAMES = ("linear", "addmm", "mm", "bmm")
+_PRODUCT_NAMES = ("linear", "addmm", "mm", "bmm", "fully_connected")
 
 #: Kernel kinds of one operator the IR writes as reshapes around its work (see :func:`lead_node`).
 _LED_PAST_RESHAPES = re.compile(r"(pool1d(_with_indices)?|repeat|repeat_interleave)$")
