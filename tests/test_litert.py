@@ -157,3 +157,14 @@ def test_a_zero_pad_runs_with_the_convolution_xnnpack_fuses_it_into(small_tflite
     assert conv.kind == "xnnpack.CONV_2D" and conv.nodes == (f"conv_2d_{pad + 1}", f"conv_2d_{pad + 1}.act")
     assert next(o for o in profile.runs.ops if "max_pool" in o.kernel).kind == "tflite.MAX_POOL_2D"
     assert len(profile.runs.plain_ms) == 3 and profile.op_sum_ms > 0 and profile.end_to_end_ms > 0
+
+
+def test_a_litert_scenario_profiles_a_model_per_operator_with_its_ir_nodes(small_tflite: Path) -> None:
+    from edgeplan.measure.op_profile import profile_model
+    from edgeplan.measure.scenarios import SCENARIOS
+
+    profile = profile_model(str(small_tflite), SCENARIOS["litert-fp32-1t"], runs=3, plain_per_run=1)
+    assert profile.kernel_profile == "litert-xnnpack" and profile.end_to_end.repeats == 3
+    assert {o.kind.split(".")[0] for o in profile.ops} == {"xnnpack", "tflite"}
+    assert all(n in profile.nodes for o in profile.ops for n in o.nodes)  # features come from these
+    assert profile.nodes["conv_2d_2"]["attrs"]["padding"] == [1, 1, 1, 1]

@@ -34,11 +34,12 @@ FILE = 10.0 ** (1 - SIGNIFICANT_DIGITS)
 
 def test_scenarios_cover_runtimes_threads_and_int8() -> None:
     assert set(SCENARIOS) == {"torch-fp32-1t", "torch-fp32-2t", "ort-fp32-1t", "ort-fp32-2t", "ort-int8-1t",
-                              "ort-int8-2t"}
+                              "ort-int8-2t", "litert-fp32-1t", "litert-fp32-2t", "litert-int8-1t"}
     s = get_scenario("ort-int8-2t")
     assert (s.runtime, s.threads, s.dtype) == ("onnxruntime", 2, "int8")
     assert get_scenario("torch-fp32-1t").kernel_profile == "torch-eager"
     assert get_scenario("ort-int8-2t").kernel_profile == "onnxruntime-int8"
+    assert get_scenario("litert-int8-1t").kernel_profile == "litert-xnnpack"
     with pytest.raises(InvalidInputError, match="unknown scenario 'tflite'.*torch-fp32-1t"):
         get_scenario("tflite")
 

@@ -8,6 +8,9 @@ the runtime's profiler, not with timers of our own around each op: what is timed
   top-level aten operators matched to the kernels deduced from the IR.
 - **ONNX Runtime** (:func:`~edgeplan.measure.ort_op_profile.profile_onnxruntime_ops`): the session's own profiling,
   one event per node of the optimized graph, traced back to the IR nodes.
+- **LiteRT** (:func:`~edgeplan.measure.litert_op_profile.profile_litert_ops`): no profiler is reachable from Python,
+  so each operator of the converted model is timed alone, cut out of it; its IR nodes are those of the ``.tflite``
+  file's IR (:func:`~edgeplan.frontends.tflite_frontend.graph_from_tflite`).
 
 The latency of an op is the median over the profiled runs; the spread (interquartile range over the median) is
 kept beside it. The profiler adds a little time per op, so the sum of the ops is not the end-to-end latency,
@@ -172,6 +175,14 @@ def reference_runner(spec: str, scenario: Scenario, home: str | Path | None = No
     Callable[[], object]
         One inference of the reference on its example inputs.
     """
+    if scenario.runtime == "litert":
+        from edgeplan.frontends.litert_export import cache_tflite
+        from edgeplan.measure.paths import edgeplan_home
+        from edgeplan.measure.runners import litert_interpreter
+
+        interpreter = litert_interpreter(cache_tflite(spec, None, scenario.dtype, edgeplan_home(home)),
+                                         scenario.threads)
+        return interpreter.invoke
     model = zoo_model(spec, scenario.runtime)
     if scenario.runtime == "torch":
         module, inputs = model.module.eval(), model.example_inputs()
@@ -230,8 +241,10 @@ def profile_model(
         raise InvalidInputError("a reference model is timed beside the unprofiled runs: give plain_per_run >= 1")
     ref_call = reference[1] if reference else None
     config = config or TimingConfig()
-    model = zoo_model(spec, scenario.runtime)
     calls = ProfileCalls(runs=runs, plain_per_run=plain_per_run)
+    if scenario.runtime == "litert":
+        return _profile_litert(spec, scenario, calls, home, reference)
+    model = zoo_model(spec, scenario.runtime)
     if scenario.runtime == "torch":
         inputs = model.example_inputs()
         graph = graph_from_torch(model.module, inputs, name=spec)
@@ -258,6 +271,26 @@ def profile_model(
                         _reference_summary(reference[0], measured) if reference else None,
                         statistics.median(measured.folded_ms) if measured.folded_ms else None,
                         _folded_dicts(graph, measured.folded_ops))
+
+
+def _profile_litert(spec: str, scenario: Scenario, calls: ProfileCalls, home: str | Path | None,
+                    reference: tuple[str, Callable[[], object]] | None) -> ModelProfile:
+    """:func:`profile_model` in a LiteRT scenario: the model converted (cached), each operator timed alone."""
+    from edgeplan.frontends.litert_export import cache_tflite
+    from edgeplan.frontends.tflite_frontend import graph_from_tflite
+    from edgeplan.frontends.zoo import is_tflite_path
+    from edgeplan.measure.litert_op_profile import profile_litert_ops
+    from edgeplan.measure.paths import edgeplan_home
+
+    path = Path(spec) if is_tflite_path(spec) else cache_tflite(spec, None, scenario.dtype, edgeplan_home(home))
+    graph = graph_from_tflite(path, name=spec)
+    measured = profile_litert_ops(path, scenario.threads, ProfileCalls(calls.runs, calls.warmup,
+                                                                       max(calls.plain_per_run, 1)),
+                                  reference[1] if reference else None).runs
+    ops = measured.ops
+    return ModelProfile(spec, scenario.name, Timing.from_samples(measured.plain_ms, "max_repeats"), tuple(ops),
+                        scenario.kernel_profile, _node_dicts(graph, ops),
+                        _reference_summary(reference[0], measured) if reference else None)
 
 
 def _folded_dicts(graph: Graph, timed: Sequence[tuple[int, OpTiming]]) -> tuple[dict[str, Any], ...]:

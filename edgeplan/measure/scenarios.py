@@ -14,6 +14,10 @@ scenario               runtime       threads  data representation
 ``ort-int8-1t``        ONNX Runtime   1        int8: static QDQ quantization (uint8 activations, int8 per-channel
                                                weights), which ORT runs as ``QLinearConv`` & co.
 ``ort-int8-2t``        ONNX Runtime   2        int8
+``litert-fp32-1t``     LiteRT         1        float32 (the model converted by litert-torch, XNNPACK delegate)
+``litert-fp32-2t``     LiteRT         2        float32
+``litert-int8-1t``     LiteRT         1        int8: static post-training quantization by ai-edge-quantizer (int8
+                                               weights and activations), XNNPACK's int8 kernels
 =====================  ============  =======  =========================================================
 
 PyTorch's own int8 path (FX quantization to fbgemm) is not a scenario: ONNX Runtime's quantizer is the one
@@ -38,7 +42,7 @@ class Scenario:
     name
         ``{runtime}-{dtype}-{threads}t``, e.g. ``torch-fp32-2t``.
     runtime
-        ``"torch"`` or ``"onnxruntime"`` (as in :data:`edgeplan.measure.RUNTIMES`).
+        ``"torch"``, ``"onnxruntime"`` or ``"litert"`` (as in :data:`edgeplan.measure.RUNTIMES`).
     threads
         Intra-op threads.
     dtype
@@ -55,9 +59,12 @@ class Scenario:
         """Which kernels the runtime runs: the kernel-rule profile ``torch-eager`` (see :mod:`edgeplan.ir.kernels`),
         or for ONNX Runtime ``onnxruntime-{dtype}``: its kernels are read from ORT's own optimized graph
         (:func:`edgeplan.costmodels.opwise.graph_ops.onnxruntime_ops`), whose NCHWc and int8 rewrites depend on the
-        CPU and the quantizer (the rule profiles ``onnxruntime-nchwc*`` check the float case against it)."""
+        CPU and the quantizer (the rule profiles ``onnxruntime-nchwc*`` check the float case against it); for
+        LiteRT ``litert-xnnpack``, the converter's operators and the XNNPACK delegate's partition."""
         if self.runtime == "torch":
             return "torch-eager"
+        if self.runtime == "litert":
+            return "litert-xnnpack"
         return f"onnxruntime-{self.dtype}"
 
 
@@ -73,6 +80,8 @@ SCENARIOS: dict[str, Scenario] = {
         *(_make("torch", "torch", "float32", t) for t in (1, 2)),
         *(_make("onnxruntime", "ort", "float32", t) for t in (1, 2)),
         *(_make("onnxruntime", "ort", "int8", t) for t in (1, 2)),
+        *(_make("litert", "litert", "float32", t) for t in (1, 2)),
+        _make("litert", "litert", "int8", 1),
     )
 }
 
