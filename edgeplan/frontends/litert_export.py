@@ -5,6 +5,13 @@ converter's passes): the same graph, operators and fusions an Android app ships.
 quantization with ``ai-edge-quantizer`` (int8 weights and activations, min-max calibration on seeded random
 inputs), the LiteRT tooling on PyPI. Conversions of zoo models are cached under the edgeplan home, like the ONNX
 exports (:func:`cache_tflite`).
+
+A zoo model's random initialization is not a trained model's: timm zero-initializes the last batch norm of every
+residual branch (``zero_init_last``), and batch and layer norms start at scale 1, shift 0, mean 0, variance 1. The
+LiteRT converter folds on values (``x * 0`` is 0, ``x * 1`` and ``x + 0`` are ``x``), so it would drop whole
+residual branches and the affine steps of every norm that is not folded into a convolution, and time a model that
+is not the one the IR describes. :func:`cache_tflite` converts a zoo model after :func:`generic_weights`, which
+re-draws every parameter (and norm statistic) that holds a single value throughout.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from edgeplan.errors import InvalidInputError, MeasurementError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TFLITE_DTYPES", "cache_tflite", "export_tflite", "quiet", "tflite_cache_path"]
+__all__ = ["TFLITE_DTYPES", "cache_tflite", "export_tflite", "generic_weights", "quantize_tflite", "quiet",
+           "tflite_cache_path"]
 
 #: The element types a model is converted to: float32, or int8 by static post-training quantization.
 TFLITE_DTYPES = ("float32", "int8")
@@ -70,9 +78,7 @@ def export_tflite(module: torch.nn.Module, example_inputs: tuple[Any, ...], path
         float_path = Path(tmp) / "float.tflite"
         _convert(module, example_inputs, float_path)
         if dtype == "int8":
-            quantized = Path(tmp) / "int8.tflite"
-            _quantize(float_path, example_inputs, quantized)
-            float_path = quantized
+            float_path = quantize_tflite(float_path, Path(tmp) / "int8.tflite")
         os.replace(float_path, out)
     return out
 
@@ -91,29 +97,38 @@ def _convert(module: torch.nn.Module, example_inputs: tuple[Any, ...], out: Path
                                    "LiteRT needs a model torch.export can capture") from e
 
 
-def _quantize(float_path: Path, example_inputs: tuple[Any, ...], out: Path) -> None:
-    import numpy as np
+def quantize_tflite(float_path: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+    """Quantize a float ``.tflite`` model to int8 (static post-training quantization with ai-edge-quantizer: int8
+    weights and activations, min-max ranges from seeded random inputs of the model's own input shapes).
 
+    Raises
+    ------
+    MeasurementError
+        When the quantizer fails (its message, shortened).
+    """
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    target = Path(out)
     with quiet():
         from ai_edge_quantizer import quantizer, recipe
 
         try:
-            q = quantizer.Quantizer(str(float_path), recipe.static_wi8_ai8())
-            signature = _signature(float_path)
+            runner = Interpreter(model_path=str(float_path)).get_signature_runner("serving_default")
+            shapes = {name: tuple(int(d) for d in detail["shape"])
+                      for name, detail in runner.get_input_details().items()}
             rng = np.random.default_rng(0)
-            shapes = [tuple(x.shape) for x in example_inputs]
-            samples = [{name: rng.standard_normal(shape).astype(np.float32)
-                        for name, shape in zip(signature, shapes, strict=True)} for _ in range(_CALIBRATION_RUNS)]
+            samples = [{name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
+                       for _ in range(_CALIBRATION_RUNS)]
+            q = quantizer.Quantizer(str(float_path), recipe.static_wi8_ai8())
             result = q.calibrate({"serving_default": samples}, num_threads=1)
-            q.quantize(result, enable_progress_report=False).export_model(str(out))
+            with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+                written = Path(tmp) / "int8.tflite"
+                q.quantize(result, enable_progress_report=False).export_model(str(written))
+                os.replace(written, target)
         except Exception as e:  # the quantizer raises many types
             raise MeasurementError(f"ai-edge-quantizer could not quantize the model to int8: {_short(e)}") from e
-
-
-def _signature(path: Path) -> list[str]:
-    from ai_edge_litert.interpreter import Interpreter
-
-    return list(Interpreter(model_path=str(path)).get_signature_list()["serving_default"]["inputs"])
+    return target
 
 
 @contextlib.contextmanager
@@ -139,20 +154,65 @@ def quiet() -> Iterator[None]:
                 lg.setLevel(level)
 
 
+#: Buffers that hold values a converter folds like a parameter's (batch norm statistics).
+_STATISTICS = ("running_mean", "running_var")
+
+
+def generic_weights(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """Re-draw, in place, every floating-point parameter and batch-norm statistic of ``module`` that holds one value
+    throughout, so that a converter cannot fold on it as it could not on trained weights.
+
+    A tensor of value ``v`` becomes ``v`` times a uniform draw in [0.5, 1.5) per element (the sign kept, so a
+    variance stays positive); a tensor of zeros becomes a uniform draw in [0.05, 0.15). Tensors with varied values
+    (a random initialization's weights) are left as they are.
+
+    Parameters
+    ----------
+    module
+        The model (a zoo model's random initialization).
+    seed
+        Seeds the draws, so that a conversion is repeatable.
+
+    Returns
+    -------
+    torch.nn.Module
+        ``module``.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    tensors = [*module.parameters(), *(b for name, b in module.named_buffers() if name.endswith(_STATISTICS))]
+    with torch.no_grad():
+        for t in tensors:
+            if not t.is_floating_point() or t.numel() == 0:
+                continue
+            flat = t.reshape(-1)
+            if not bool((flat == flat[0]).all()):
+                continue
+            value = float(flat[0]) or 0.1
+            draw = torch.rand(t.shape, generator=generator, dtype=torch.float32) + 0.5
+            t.copy_((draw * value).to(t.dtype))
+    return module
+
+
 def _short(error: BaseException) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
     return text[:300] + ("..." if len(text) > 300 else "")
 
 
+#: The weights a cached conversion is made with (part of its cache key): :func:`generic_weights`.
+_WEIGHTS = "generic-weights"
+
+
 def tflite_cache_path(spec: str, input_shape: tuple[int, ...] | None, dtype: str, home: Path) -> Path:
     """Where the LiteRT conversion of a zoo model is cached under the edgeplan home."""
-    digest = hashlib.sha1(f"{spec}|{input_shape}|{dtype}".encode()).hexdigest()[:10]
+    digest = hashlib.sha1(f"{spec}|{input_shape}|{dtype}|{_WEIGHTS}".encode()).hexdigest()[:10]
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", spec)[:60]
     return home / "litert" / f"{safe}-{dtype}-{digest}.tflite"
 
 
 def cache_tflite(spec: str, input_shape: tuple[int, ...] | None, dtype: str, home: Path) -> Path:
-    """The cached ``.tflite`` of the zoo model ``spec`` (converted on first use).
+    """The cached ``.tflite`` of the zoo model ``spec`` (converted on first use, after :func:`generic_weights`).
 
     Parameters
     ----------
@@ -171,9 +231,13 @@ def cache_tflite(spec: str, input_shape: tuple[int, ...] | None, dtype: str, hom
         The ``.tflite`` file.
     """
     path = tflite_cache_path(spec, input_shape, dtype, home)
+    if not path.is_file() and dtype == "int8":  # quantized from the cached float conversion
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return quantize_tflite(cache_tflite(spec, input_shape, "float32", home), path)
     if not path.is_file():
         from edgeplan.frontends.zoo import build_model
 
         model = build_model(spec, input_shape)
+        generic_weights(model.module)
         export_tflite(model.module, model.example_inputs(), path, dtype)
     return path
