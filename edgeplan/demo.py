@@ -59,6 +59,8 @@ def main() -> int:
     _run("measure", "torchvision:resnet18", "--threads", "1")
     _run("measure", "torchvision:resnet18", "--threads", "2")
     _run("measure", "torchvision:resnet18", "--threads", "2", "--runtime", "onnxruntime")
+    # the runtime Android apps ship: the model converted by litert-torch, run by LiteRT with XNNPACK
+    _run("measure", "torchvision:resnet18", "--threads", "2", "--runtime", "litert")
     # offloading (eshratifar2018) on the shipped layer-range measurements: a plan, then a real split execution
     _run("offload", "paper:overfeat", "--network", "wifi", "--cloud-speedup", "11.25", "--costs", "shipped")
     _run("offload", "paper:chair", "--network", "wifi", "--costs", "shipped", "--run")

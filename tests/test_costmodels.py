@@ -524,6 +524,7 @@ def test_cli_errors_are_one_line_without_traceback(tmp_path: Path, capsys: pytes
         assert err.startswith("error: ") and err.count("\n") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "intel.csv").is_file(), reason="mulder2021 data not present")
 def test_cli_on_an_intel_subset(tmp_path: Path) -> None:
     lines = (DATA / "intel.csv").read_text().splitlines()

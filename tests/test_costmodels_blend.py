@@ -91,6 +91,7 @@ def test_correction_inputs_one_row_per_finite_cell() -> None:
     assert bare.shape == (3, 10)
 
 
+@pytest.mark.slow
 def test_exported_trees_reproduce_the_booster() -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(600, 6))
@@ -141,6 +142,7 @@ def test_the_shared_correction_learns_what_the_samples_show(source: PerformanceM
     assert err_direct > 0.4 and err_corrected < 0.25 * err_direct
 
 
+@pytest.mark.slow
 def test_a_blend_saves_loads_and_scales(tmp_path: Path, source: PerformanceModel) -> None:
     tgt = target()
     model = transfer(source, tgt, 0.3, 1, "finetune", blend=True)
@@ -179,6 +181,7 @@ def test_too_few_timings_and_bad_weights_are_refused(source: PerformanceModel) -
         fit_blend(source.primitives, source.primitives, tgt.features, tgt.primitive_ns, weight=1.5)
 
 
+@pytest.mark.slow
 def test_cli_transfer_blend(tmp_path: Path, source: PerformanceModel) -> None:
     from click.testing import CliRunner
 

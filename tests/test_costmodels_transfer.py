@@ -251,6 +251,7 @@ def test_contender_cells_keep_to_the_margin_and_the_model_s_columns(lin_source: 
 
 # -- the transfer ----------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_transfer_draws_two_rounds_and_fine_tunes_refitted_and_blended(nn2_source: PerformanceModel,
                                                                          tmp_path: Path) -> None:
     x = layers(400)
@@ -574,6 +575,7 @@ def write_table(path: Path, data: PrimitiveDataset) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_cli_transfer(tmp_path: Path, nn2_source: PerformanceModel) -> None:
     src = save_performance_model(nn2_source, tmp_path / "src")
     csv = write_table(tmp_path / "target.csv", shifted_target())

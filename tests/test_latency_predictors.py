@@ -190,6 +190,7 @@ def test_forests_extrapolate_through_their_linear_baseline(method: str) -> None:
     assert OpPredictor.from_dict(old).predict(big)[0] < truth / 2
 
 
+@pytest.mark.slow
 def test_the_mlp_extrapolates_through_its_linear_baseline_and_never_overflows(monkeypatch: pytest.MonkeyPatch) -> None:
     """A log-target MLP's output is linear in the features far from them, so alone it priced an op many times larger
     than any in training exponentially (an infinite latency for some zoo networks trained on li2023's space). It

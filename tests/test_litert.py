@@ -168,3 +168,24 @@ def test_a_litert_scenario_profiles_a_model_per_operator_with_its_ir_nodes(small
     assert {o.kind.split(".")[0] for o in profile.ops} == {"xnnpack", "tflite"}
     assert all(n in profile.nodes for o in profile.ops for n in o.nodes)  # features come from these
     assert profile.nodes["conv_2d_2"]["attrs"]["padding"] == [1, 1, 1, 1]
+
+
+def test_litert_kernels_run_a_zero_pad_inside_its_convolution_and_give_inserted_operators_nodes() -> None:
+    from edgeplan.costmodels.opwise.litert_ops import litert_kernels
+    from edgeplan.ir.kernels import Kernel, KernelDeduction
+
+    graph = graph_from_torch(Small().eval(), (torch.randn(1, 3, 32, 32),))
+    conv = next(n for n in graph.nodes if n.kind is OpKind.CONV2D)
+    pool = next(n for n in graph.nodes if n.kind is OpKind.POOL2D)
+    x = graph.inputs[0].name
+    deduction = KernelDeduction(graph.name, "litert-xnnpack", (
+        Kernel(f"TRANSPOSE:{x}", "xnnpack.TRANSPOSE", ()),
+        Kernel(f"PAD:{conv.name}", "xnnpack.PAD", ()),
+        Kernel("conv2d", "xnnpack.CONV_2D", (conv.name,)),
+        Kernel(f"PADV2:{pool.name}", "tflite.PADV2", ()),
+        Kernel("pool2d", "tflite.MAX_POOL_2D", (pool.name,)),
+    ))
+    kernels, inserted = litert_kernels(graph, deduction)
+    assert [k[1] for k in kernels] == ["xnnpack.TRANSPOSE", "xnnpack.CONV_2D", "tflite.PADV2", "tflite.MAX_POOL_2D"]
+    assert inserted[f"TRANSPOSE:{x}"][0]["input_shapes"] == [[1, 3, 32, 32]]
+    assert inserted[f"PADV2:{pool.name}"][0]["op"] == "pad"

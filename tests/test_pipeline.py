@@ -93,6 +93,7 @@ def test_bad_options_are_refused_before_ray_starts(graph: Graph, problem: Partit
         run_pipeline(graph, problem.points, RUNS, [10.0, 10.0], options=PipelineOptions(inputs=1))
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("ray_local")
 def test_three_stage_pipeline_matches_a_local_run(graph: Graph, problem: PartitionProblem) -> None:
     # 401,408 B at 80 Mbit/s, and 100,352 B compressed 2x at 10 Mbit/s: 40 ms per link

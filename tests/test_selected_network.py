@@ -62,6 +62,7 @@ def test_bad_plans_are_refused() -> None:
         build_selected_network(zoo.module, {"conv1": "winograd-2x2-3x3"}, {"conv1": 224})
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SHIPPED_TABLE.exists(), reason="the shipped primitive table is absent")
 def test_select_cli_measured_and_predicted_with_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     def run(*args: str) -> tuple[int, str]:

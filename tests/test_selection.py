@@ -217,6 +217,7 @@ def test_bad_formats_file(tmp_path: Path) -> None:
         load_formats(bad)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not MULDER.exists(), reason="../shared/data/mulder2021 is absent")
 def test_mulder2020_experiment_prices_the_predicted_selection_with_measured_costs() -> None:
     from experiments.mulder2020 import format_report, run

@@ -4,7 +4,7 @@ optimized graph), each featurized like the training data.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,7 +53,13 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
     if kernel_profile in ORT_OBSERVED:
         raise InvalidInputError(f"an ONNX Runtime device ({kernel_profile}) reads its kernels from ORT's optimizer on "
                                 "the exported model, not from a graph: predict a zoo model by name")
-    kernels = [(k.name, k.kind, tuple(k.nodes)) for k in deduce_kernels(graph, kernel_profile).kernels]
+    deduced = deduce_kernels(graph, kernel_profile)
+    kernels = [(k.name, k.kind, tuple(k.nodes)) for k in deduced.kernels]
+    inserted: dict[str, list[dict[str, Any]]] = {}
+    if kernel_profile.startswith("litert"):  # as XNNPACK runs them, the converter's own operators with nodes
+        from edgeplan.costmodels.opwise.litert_ops import litert_kernels
+
+        kernels, inserted = litert_kernels(graph, deduced)
     if deduction == "fold-zeros":
         from edgeplan.ir.fold import executed_nodes
 
@@ -71,7 +77,7 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
     elif deduction != "as-source":
         raise InvalidInputError(f"unknown kernel deduction {deduction!r}; use as-source, fold-zeros or "
                                 "fold-constants")
-    ops, skipped = _featurize(graph, kernels)
+    ops, skipped = _featurize(graph, kernels, inserted)
     if deduction == "as-source" and graph.folded_ops:
         folded, not_priced = folded_work_ops(graph, kernel_profile, network_values(ops))
         ops, skipped = ops + folded, skipped + not_priced
@@ -134,14 +140,22 @@ def folded_work_ops(graph: Graph, kernel_profile: str, network: Sequence[float] 
     return with_context(ops, network), skipped
 
 
-def _featurize(graph: Graph, kernels: Sequence[tuple[str, str, Sequence[str]]]) -> tuple[list[OpInput], list[str]]:
+def _featurize(graph: Graph, kernels: Sequence[tuple[str, str, Sequence[str]]],
+               inserted: Mapping[str, Sequence[dict[str, Any]]] | None = None) -> tuple[list[OpInput], list[str]]:
     """(name, kind, IR nodes) of each kernel as predictor inputs, and those without IR nodes, or with an opaque one
-    (an operator edgeplan does not know, kept by ``opaque=True``), by name."""
+    (an operator edgeplan does not know, kept by ``opaque=True``), by name. A kernel a runtime inserts is
+    featurized from ``inserted``'s node dicts for its name, when given."""
     from edgeplan.ir.ops import OpKind
     from edgeplan.ir.serialize import node_to_dict
 
     ops, skipped = [], []
     for name, kind, nodes in kernels:
+        if not nodes and inserted and name in inserted:
+            dicts = list(inserted[name])
+            cat, x = features(dicts, kind)
+            lead = lead_node(dicts, kind)
+            ops.append(OpInput(name, kind, predictor_key(kind, lead), cat, x, lead=lead))
+            continue
         opaque = [n for n in nodes if graph.node(n).kind is OpKind.OPAQUE]
         if not nodes or opaque:
             skipped.append(f"{name}@{opaque[0]} ({kind}, opaque)" if opaque else f"{name} ({kind})")
