@@ -5,6 +5,13 @@ converter's passes): the same graph, operators and fusions an Android app ships.
 quantization with ``ai-edge-quantizer`` (int8 weights and activations, min-max calibration on seeded random
 inputs), the LiteRT tooling on PyPI. Conversions of zoo models are cached under the edgeplan home, like the ONNX
 exports (:func:`cache_tflite`).
+
+A zoo model's random initialization is not a trained model's: timm zero-initializes the last batch norm of every
+residual branch (``zero_init_last``), and batch and layer norms start at scale 1, shift 0, mean 0, variance 1. The
+LiteRT converter folds on values (``x * 0`` is 0, ``x * 1`` and ``x + 0`` are ``x``), so it would drop whole
+residual branches and the affine steps of every norm that is not folded into a convolution, and time a model that
+is not the one the IR describes. :func:`cache_tflite` converts a zoo model after :func:`generic_weights`, which
+re-draws every parameter (and norm statistic) that holds a single value throughout.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from edgeplan.errors import InvalidInputError, MeasurementError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TFLITE_DTYPES", "cache_tflite", "export_tflite", "quiet", "tflite_cache_path"]
+__all__ = ["TFLITE_DTYPES", "cache_tflite", "export_tflite", "generic_weights", "quiet", "tflite_cache_path"]
 
 #: The element types a model is converted to: float32, or int8 by static post-training quantization.
 TFLITE_DTYPES = ("float32", "int8")
@@ -139,20 +146,65 @@ def quiet() -> Iterator[None]:
                 lg.setLevel(level)
 
 
+#: Buffers that hold values a converter folds like a parameter's (batch norm statistics).
+_STATISTICS = ("running_mean", "running_var")
+
+
+def generic_weights(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """Re-draw, in place, every floating-point parameter and batch-norm statistic of ``module`` that holds one value
+    throughout, so that a converter cannot fold on it as it could not on trained weights.
+
+    A tensor of value ``v`` becomes ``v`` times a uniform draw in [0.5, 1.5) per element (the sign kept, so a
+    variance stays positive); a tensor of zeros becomes a uniform draw in [0.05, 0.15). Tensors with varied values
+    (a random initialization's weights) are left as they are.
+
+    Parameters
+    ----------
+    module
+        The model (a zoo model's random initialization).
+    seed
+        Seeds the draws, so that a conversion is repeatable.
+
+    Returns
+    -------
+    torch.nn.Module
+        ``module``.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    tensors = [*module.parameters(), *(b for name, b in module.named_buffers() if name.endswith(_STATISTICS))]
+    with torch.no_grad():
+        for t in tensors:
+            if not t.is_floating_point() or t.numel() == 0:
+                continue
+            flat = t.reshape(-1)
+            if not bool((flat == flat[0]).all()):
+                continue
+            value = float(flat[0]) or 0.1
+            draw = torch.rand(t.shape, generator=generator, dtype=torch.float32) + 0.5
+            t.copy_((draw * value).to(t.dtype))
+    return module
+
+
 def _short(error: BaseException) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
     return text[:300] + ("..." if len(text) > 300 else "")
 
 
+#: The weights a cached conversion is made with (part of its cache key): :func:`generic_weights`.
+_WEIGHTS = "generic-weights"
+
+
 def tflite_cache_path(spec: str, input_shape: tuple[int, ...] | None, dtype: str, home: Path) -> Path:
     """Where the LiteRT conversion of a zoo model is cached under the edgeplan home."""
-    digest = hashlib.sha1(f"{spec}|{input_shape}|{dtype}".encode()).hexdigest()[:10]
+    digest = hashlib.sha1(f"{spec}|{input_shape}|{dtype}|{_WEIGHTS}".encode()).hexdigest()[:10]
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", spec)[:60]
     return home / "litert" / f"{safe}-{dtype}-{digest}.tflite"
 
 
 def cache_tflite(spec: str, input_shape: tuple[int, ...] | None, dtype: str, home: Path) -> Path:
-    """The cached ``.tflite`` of the zoo model ``spec`` (converted on first use).
+    """The cached ``.tflite`` of the zoo model ``spec`` (converted on first use, after :func:`generic_weights`).
 
     Parameters
     ----------
@@ -175,5 +227,6 @@ def cache_tflite(spec: str, input_shape: tuple[int, ...] | None, dtype: str, hom
         from edgeplan.frontends.zoo import build_model
 
         model = build_model(spec, input_shape)
+        generic_weights(model.module)
         export_tflite(model.module, model.example_inputs(), path, dtype)
     return path
