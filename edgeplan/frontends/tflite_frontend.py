@@ -10,7 +10,9 @@ can fuse them again as the runtime does.
 
 LiteRT keeps activations in NHWC; the IR is NCHW, as PyTorch and ONNX are. Tensors read or written by a spatial
 operator (convolutions, pooling, resizing) are NHWC, and so are the tensors that reach them through operators that
-keep the layout (element-wise, padding, concatenation, slicing); their shapes and axes are turned to NCHW. Other
+keep the layout (element-wise, padding, concatenation, slicing); their shapes and axes are turned to NCHW (a
+``FULLY_CONNECTED`` over the last axis of a 4-D tensor is a 1x1 convolution of an NHWC one, as litert-torch writes a
+ConvNeXt block's linear layers). Other
 tensors (a model's NCHW input before the converter's first ``TRANSPOSE``, a flattened vector) keep their shapes.
 """
 
@@ -190,7 +192,8 @@ def _nhwc_tensors(model: TfliteModel) -> set[int]:
 
     nhwc: set[int] = set()
     for op in model.ops:
-        if op.type in _SPATIAL:
+        if op.type in _SPATIAL or (op.type == "FULLY_CONNECTED" and len(model.tensors[op.inputs[0]].shape) == 4
+                                   and len(model.tensors[op.outputs[0]].shape) == 4):
             nhwc.update(activations(op))
         elif op.type == "MEAN" and op.inputs and len(model.tensors[op.inputs[0]].shape) == 4:
             axes = model.tensors[op.inputs[1]].value or ()
@@ -236,7 +239,8 @@ class _Builder:
     def activation_inputs(self, op: TfliteOp) -> list[int]:
         return [t for t in op.inputs if t >= 0 and not self.model.tensors[t].constant]
 
-    def emit(self, op: TfliteOp, kind: OpKind, attrs: Any, inputs: Sequence[int] | None = None) -> None:
+    def emit(self, op: TfliteOp, kind: OpKind, attrs: Any, inputs: Sequence[int] | None = None,
+             input_refs: Sequence[Ref] | None = None, input_shapes: Sequence[Shape] | None = None) -> None:
         ins = self.activation_inputs(op) if inputs is None else list(inputs)
         missing = [t for t in ins if t not in self.ref]
         if missing:
@@ -244,7 +248,9 @@ class _Builder:
         name = f"{op.type.lower()}_{op.index}"
         out = op.outputs[0]
         tensor = self.model.tensors[out]
-        node = Node(name, kind, attrs, tuple(self.ref[t] for t in ins), tuple(self.shape(t) for t in ins),
+        refs = tuple(input_refs) if input_refs is not None else tuple(self.ref[t] for t in ins)
+        shapes = tuple(input_shapes) if input_shapes is not None else tuple(self.shape(t) for t in ins)
+        node = Node(name, kind, attrs, refs, shapes,
                     tuple(self.shape(t) for t in op.outputs), _DTYPES.get(tensor.dtype, DType.FLOAT32), op.type)
         self.nodes.append(node)
         for k, t in enumerate(op.outputs):
@@ -313,7 +319,20 @@ def _transpose_conv(b: _Builder, op: TfliteOp) -> None:
 def _fully_connected(b: _Builder, op: TfliteOp) -> None:
     ws = b.model.tensors[op.inputs[1]].shape
     bias = len(op.inputs) > 2 and op.inputs[2] >= 0
-    b.emit(op, OpKind.LINEAR, LinearAttrs(ws[1], ws[0], bias), [op.inputs[0]])
+    if op.inputs[0] in b.nhwc:  # over the channels of an NHWC tensor: a 1x1 convolution of the NCHW IR
+        b.emit(op, OpKind.CONV2D, ConvAttrs(ws[1], ws[0], (1, 1), bias=bias), [op.inputs[0]])
+        return
+    x = op.inputs[0]
+    shape, out = b.shape(x), b.shape(op.outputs[0])
+    if shape[:-1] != out[:-1] and x in b.ref:  # the layer flattens its input first (keep_num_dims false)
+        flat = (math.prod(shape) // ws[1], ws[1])
+        name = f"{op.type.lower()}_{op.index}.flatten"
+        node = Node(name, OpKind.RESHAPE, ReshapeAttrs(flat), (b.ref[x],), (shape,), (flat,),
+                    _DTYPES.get(b.model.tensors[x].dtype, DType.FLOAT32), f"{op.type}:flatten")
+        b.nodes.append(node)
+        b.emit(op, OpKind.LINEAR, LinearAttrs(ws[1], ws[0], bias), [x], input_refs=[Ref(name)], input_shapes=[flat])
+        return
+    b.emit(op, OpKind.LINEAR, LinearAttrs(ws[1], ws[0], bias), [x])
 
 
 def _batch_matmul(b: _Builder, op: TfliteOp) -> None:
@@ -325,6 +344,8 @@ def _batch_matmul(b: _Builder, op: TfliteOp) -> None:
 def _eltwise(b: _Builder, op: TfliteOp) -> None:
     consts = [t for t in op.inputs if b.model.tensors[t].constant]
     const_shape = b.shape(consts[0]) if consts else None
+    if const_shape is not None and len(const_shape) == 4 and op.outputs[0] in b.nhwc:
+        const_shape = tuple(const_shape[i] for i in _NHWC_TO_NCHW)  # a per-channel constant of an NHWC operand
     value = b.model.tensors[consts[0]].value if consts else None
     scalar = value[0] if value is not None and len(value) == 1 else None
     b.emit(op, OpKind.ELTWISE, EltwiseAttrs(_ELTWISE[op.type], const_shape, scalar))
@@ -442,7 +463,9 @@ def graph_from_tflite(path: str | os.PathLike[str], *, name: str | None = None, 
     -------
     Graph
         One node per model input and per operator (``{type}_{index}``, e.g. ``conv_2d_3``, the index being the
-        operator's position in the file), plus a node ``{type}_{index}.act`` for a fused activation.
+        operator's position in the file), plus a node ``{type}_{index}.act`` for a fused activation and a reshape
+        ``{type}_{index}.flatten`` before a fully connected layer that flattens its input (source
+        ``{type}:fused``, ``{type}:flatten``).
 
     Raises
     ------
