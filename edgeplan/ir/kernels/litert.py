@@ -44,6 +44,7 @@ from edgeplan.ir.ops import (
     PermuteAttrs,
     PoolAttrs,
     PoolMode,
+    ReduceAttrs,
 )
 
 __all__ = ["litert_groups", "nhwc_nodes"]
@@ -197,7 +198,7 @@ def _layout_class(node: Node, layout: Mapping[str, Any]) -> str:
     for prefix, cls in layout.get("sources", {}).items():
         if node.source.startswith(prefix):
             return str(cls)
-    keys = label_keys(node)
+    keys = _keys(node)
     for cls in ("must", "can", "cannot"):
         if any(k in layout[cls] for k in keys):
             return cls
@@ -276,6 +277,12 @@ def nhwc_nodes(graph: Graph, kept: Sequence[Node], rules: KernelRules, alias: Ma
         if not isinstance(item, str) and any(k in layout["mean_kinds"] for k in label_keys(item)):
             cost = layout["cut_cost_after_mean"]
         outs = users.get(name, [])
+        if not isinstance(item, str) and any(k in layout["view_after"] for k in _keys(item)):
+            view = nid(("view", name))  # the reshape that ends the node (stack: cat, then a view) cannot be NHWC
+            edge(0, view, inf)
+            edge(i, view, cost)
+            edge(view, i, cost)
+            i = view
         if len(outs) > 1:
             dummy = nid(("dummy", name))
             edge(i, dummy, cost)
@@ -315,7 +322,8 @@ def _nhwcable(node: Node, nodes: Mapping[str, Node], alias: Mapping[Ref, Ref], l
     if cls == "must" or node.kind is OpKind.BATCH_NORM:
         inputs = inputs[:1]
     shapes = [nodes[r.node].output_shapes[r.index] for r in inputs if r.node in nodes]
-    ok = _is_4d(node.output_shapes[0] if node.output_shapes else None) and all(_is_4d(s) for s in shapes)
+    head_4d = any(k in layout["view_after"] for k in _keys(node)) and bool(shapes)  # 4-D before its view
+    ok = (head_4d or _is_4d(node.output_shapes[0] if node.output_shapes else None)) and all(_is_4d(s) for s in shapes)
     return cls if ok and _const_operand_4d(node) else "cannot"
 
 
@@ -357,6 +365,7 @@ class _Converter:
         self.nhwc: set[str] = set()
         self.transposed: dict[tuple[int, bool], _Op] = {}
         self._pending: list[Node] = []  # identities of a graph input, computed by the next operator
+        self.viewed: set[str] = set()  # nodes whose last operator is a view of an NHWC result, in NCHW
 
     # -- driver --------------------------------------------------------------------------------------------------
 
@@ -387,7 +396,7 @@ class _Converter:
     def _source(self, ref: Ref) -> tuple[_Op | None, bool, Shape]:
         """The operator producing ``ref`` (None: graph input), whether the tensor is NHWC, its physical shape."""
         ref = self.alias.get(ref, ref)
-        return self.out.get(ref), ref.node in self.nhwc, self._physical(ref)
+        return self.out.get(ref), ref.node in self.nhwc and ref.node not in self.viewed, self._physical(ref)
 
     def _adapt(self, ref: Ref, node: Node, want_nhwc: bool) -> _Op | None:
         """The operator whose output ``node`` reads for ``ref``, behind a transpose when the layouts differ."""
@@ -445,7 +454,17 @@ class _Converter:
             op_type = str(spec["op"])
             if op_type == "{conv}":
                 op_type = self._conv_type(n)
-            ins = [named[name] for name in spec["in"]] if "in" in spec else last_in
+            elif op_type == "{resize}":
+                op_type = str(self.data["resize_ops"][getattr(n.attrs, "mode", "nearest")])
+            ins = ([last_in[0] if name == "$last" else named[name] for name in spec["in"]] if "in" in spec
+                   else last_in)
+            if spec.get("view"):  # the view of an NHWC result reads it in NCHW
+                self.viewed.add(n.name)
+                if nhwc and ins and ins[0] is not None and len(ins[0].shape) == 4:
+                    t = _Op("TRANSPOSE", n, [], [ins[0]], _permute(ins[0].shape, _TO_NCHW), nhwc=False,
+                            facts={"rank": 4, "perm": _TO_NCHW})
+                    self.ops.append(t)
+                    ins = [t]
             if self._skipped(spec, n):
                 named[str(spec.get("id", f"${k}"))] = ins[0] if ins else None
                 last_in = ins[:1]
@@ -454,8 +473,8 @@ class _Converter:
             fold = spec.get("fold")
             if last and len(specs) == 1 and const_fold is not None:
                 fold = const_fold
-            op = _Op(op_type, n, [n] if last else [], list(ins), self._spec_shape(spec, n, shape), nhwc=nhwc,
-                     fold=fold, facts=dict(facts))
+            op = _Op(op_type, n, [n] if last else [], list(ins), self._spec_shape(spec, n, shape, nhwc),
+                     nhwc=nhwc and not spec.get("view"), fold=fold, facts=dict(facts))
             made.append(op)
             self.ops.append(op)
             named[str(spec.get("id", f"${k}"))] = op
@@ -484,21 +503,44 @@ class _Converter:
         return {"axes": axes, "keepdims": int(keep)}
 
     @staticmethod
-    def _spec_shape(spec: Mapping[str, Any], n: Node, shape: Shape) -> Shape:
+    def _spec_shape(spec: Mapping[str, Any], n: Node, shape: Shape, nhwc: bool) -> Shape:
         """An op's output shape: the node's, or for a layer norm's helpers ``rows`` (1, rows, features), ``stats``
-        (rows,) or ``stats3`` (1, rows, 1)."""
+        (rows,) or ``stats3`` (1, rows, 1), for a stack's concatenation ``cat`` (the inputs joined on its axis), for a
+        softmax's maximum ``reduced`` (without its axis)."""
         kind = spec.get("shape")
         if kind is None or not n.input_shapes:
             return shape
+        if kind == "reduced":  # without the axis of a softmax
+            axis = getattr(n.attrs, "axis", -1) % len(n.output_shapes[0])
+            if nhwc and len(shape) == 4:
+                axis = _TO_NHWC.index(axis)
+            return tuple(d for i, d in enumerate(shape) if i != axis)
         s = tuple(n.input_shapes[0])
+        if kind == "cat":
+            axis = getattr(n.attrs, "axis", 0) % len(s)
+            cat = tuple(d * len(n.input_shapes) if i == axis else d for i, d in enumerate(s))
+            return _permute(cat, _TO_NHWC) if nhwc and len(cat) == 4 else cat
         rows = math.prod(s[:-1])
         return {"rows": (1, rows, s[-1]), "stats": (rows,), "stats3": (1, rows, 1)}[str(kind)]
 
-    @staticmethod
-    def _applies(spec: Mapping[str, Any], n: Node) -> bool:
-        """A spec with ``if: affine`` is for a norm with a learnt scale and shift only."""
+    def _applies(self, spec: Mapping[str, Any], n: Node) -> bool:
+        """Whether an op of a lowering is written for ``n``: ``if: affine`` for a norm with a learnt scale and shift,
+        ``if: last_axis`` / ``not_last_axis`` for an op along the last axis of its tensor (in its layout) or not,
+        ``if: rank_over_4`` for the latter on a tensor of more than 4 axes."""
         cond = spec.get("if")
-        return cond is None or (cond == "affine" and bool(getattr(n.attrs, "affine", False)))
+        if cond is None:
+            return True
+        if cond == "affine":
+            return bool(getattr(n.attrs, "affine", False))
+        if cond == "rank_over_4":
+            return bool(n.output_shapes) and len(n.output_shapes[0]) > 4 and self._applies({"if": "not_last_axis"}, n)
+        axis = getattr(n.attrs, "axis", -1)
+        rank = len(n.output_shapes[0]) if n.output_shapes else 1
+        axis %= max(rank, 1)
+        if n.name in self.nhwc and rank == 4:
+            axis = _TO_NHWC.index(axis)
+        last = axis == rank - 1
+        return last if cond == "last_axis" else not last
 
     @staticmethod
     def _skipped(spec: Mapping[str, Any], n: Node) -> bool:
@@ -752,14 +794,26 @@ class _Converter:
         return _permute(op.shape, inverse)
 
 
+def _keys(node: Node) -> tuple[str, ...]:
+    """The keys the litert rules list ``node`` under, most specific first: its label keys, with the mode of a pad or
+    an upsampling (``pad:reflect``, ``upsample:bilinear``), the operation of a reduction (``reduce:sum``)."""
+    keys = label_keys(node)
+    mode = getattr(node.attrs, "mode", None)
+    if node.kind in (OpKind.PAD, OpKind.UPSAMPLE) and isinstance(mode, str):
+        return (f"{node.kind.value}:{mode}", *keys)
+    if isinstance(node.attrs, ReduceAttrs):
+        return (f"reduce:{node.attrs.op}", *keys)
+    return keys
+
+
 def _entry(table: Mapping[str, Any], node: Node) -> list[Mapping[str, Any]]:
     """The entry of a rule table for ``node`` (its full label, then its kind), as a list of operator specs."""
-    for key in label_keys(node):
+    for key in _keys(node):
         if key in table:
             return list(table[key])
     raise InvalidInputError(
         f"kernel rules 'litert' have no lowering for node {node.name!r} ({node_label(node)}); add one of "
-        f"{list(label_keys(node))} to edgeplan/data/kernel_rules/litert.json"
+        f"{list(_keys(node))} to edgeplan/data/kernel_rules/litert.json"
     )
 
 
