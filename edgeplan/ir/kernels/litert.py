@@ -366,6 +366,7 @@ class _Converter:
         self.transposed: dict[tuple[int, bool], _Op] = {}
         self._pending: list[Node] = []  # identities of a graph input, computed by the next operator
         self.viewed: set[str] = set()  # nodes whose last operator is a view of an NHWC result, in NCHW
+        self.lazy: dict[Ref, _Op] = {}  # slices of a split replayed at their first use
 
     # -- driver --------------------------------------------------------------------------------------------------
 
@@ -377,6 +378,10 @@ class _Converter:
         for n in kept:
             self._lower(n)
         for r in self.graph.outputs:
+            r = self.alias.get(r, r)
+            if r in self.lazy:
+                self.ops.append(self.lazy.pop(r))
+                self.out[r] = self.ops[-1]
             self._output(r)
         self._simplify_layout()
         self._fold_and_fuse()
@@ -415,6 +420,11 @@ class _Converter:
     def _inputs(self, node: Node) -> list[_Op | None]:
         want = node.name in self.nhwc
         refs = [self.alias.get(r, r) for r in node.inputs]
+        for r in refs:
+            if r in self.lazy:  # a replayed slice of a split: written where it is first read
+                op = self.lazy.pop(r)
+                self.ops.append(op)
+                self.out[r] = op
         return [self._adapt(r, node, want) for r in refs if self.nodes[r.node].kind is not OpKind.CONSTANT]
 
     def _output(self, ref: Ref) -> None:
@@ -440,7 +450,7 @@ class _Converter:
             const_fold = self.data["eltwise_const_fold"].get(label_keys(n)[0])
             facts["const"] = 1
         if isinstance(a, (ConvAttrs, PoolAttrs)):
-            xs = self._pad(n, xs)
+            xs, facts["valid"] = self._pad(n, xs)
         if isinstance(a, (GlobalPoolAttrs, MeanAttrs)):
             facts.update(self._reduced(n, nhwc))
         if len(specs) == 1 and specs[0].get("per_output"):
@@ -551,15 +561,35 @@ class _Converter:
         return len(shape) == 3 and shape[0] == 1
 
     def _per_output(self, n: Node, op_type: str, xs: list[_Op | None], nhwc: bool, facts: dict[str, Any]) -> None:
-        """One operator per used output (a split written as slices); the last computes the node."""
+        """One operator per used output (a split written as slices); the last computes the node.
+
+        A split of a tensor written in place (see :meth:`_mutated`) is replayed by torch's functionalization at
+        each use of an output: its slice comes right before the first operator that reads it (:meth:`_inputs`).
+        """
         used = sorted({r.index for m in self.graph.nodes for r in m.inputs if self.alias.get(r, r).node == n.name}
                       | {self.alias.get(r, r).index for r in self.graph.outputs
                          if self.alias.get(r, r).node == n.name})
+        lazy = bool(n.inputs) and self._mutated(self.alias.get(n.inputs[0], n.inputs[0]).node)
         for k, i in enumerate(used):
             op = _Op(op_type, n, [n] if k == len(used) - 1 else [], list(xs), self._physical(Ref(n.name, i)),
                      nhwc=nhwc, facts=dict(facts))
+            if lazy:
+                op.nodes = [n] if k == 0 else []
+                self.lazy[Ref(n.name, i)] = op
+                continue
             self.ops.append(op)
             self.out[Ref(n.name, i)] = op
+
+    def _mutated(self, name: str) -> bool:
+        """Whether the IR node ``name`` ends in an in-place write (``relu_``, ``add_``; a convolution with a bias,
+        which litert-torch's NHWC rewrite adds in place), after which torch replays views of its result."""
+        node = self.nodes.get(name)
+        if node is None:
+            return False
+        if isinstance(node.attrs, ConvAttrs) and node.attrs.bias and name in self.nhwc:
+            return True
+        parts = node.source.split(".")
+        return len(parts) >= 2 and parts[0] == "aten" and parts[1].endswith("_") and not parts[1].startswith("_")
 
     def _is_identity(self, n: Node) -> bool:
         """A node the converter drops because it returns its input (an adaptive pooling to the input's size)."""
@@ -585,11 +615,12 @@ class _Converter:
             return str(conv["depthwise"])
         return str(conv["other"])
 
-    def _pad(self, n: Node, xs: list[_Op | None]) -> list[_Op | None]:
-        """An explicit pad before a convolution or pooling whose padding is not SAME (see the module docstring)."""
+    def _pad(self, n: Node, xs: list[_Op | None]) -> tuple[list[_Op | None], int]:
+        """An explicit pad before a convolution or pooling whose padding is not SAME (see the module docstring), and
+        whether the operator's own padding is VALID (1) or SAME (0)."""
         a = n.attrs
         if not isinstance(a, (ConvAttrs, PoolAttrs)) or not n.input_shapes or len(n.input_shapes[0]) != 4:
-            return xs
+            return xs, 1
         h, w = n.input_shapes[0][2], n.input_shapes[0][3]
         oh, ow = n.output_shapes[0][2], n.output_shapes[0][3]
         top, left, bottom, right = a.padding
@@ -598,8 +629,10 @@ class _Converter:
         right = max(right, (ow - 1) * a.stride[1] + (a.kernel[1] - 1) * a.dilation[1] + 1 - w - left)
         pads = (top, left, bottom, right)
         counted = isinstance(a, PoolAttrs) and a.mode is PoolMode.AVG and a.count_include_pad
-        if pads == (0, 0, 0, 0) or (pads == same_padding((h, w), a.kernel, a.stride, a.dilation) and not counted):
-            return xs
+        if pads == (0, 0, 0, 0):
+            return xs, 1
+        if pads == same_padding((h, w), a.kernel, a.stride, a.dilation) and not counted:
+            return xs, 0
         padding = self.data["padding"]
         if isinstance(a, ConvAttrs):
             op_type, value = padding["conv"], 0.0
@@ -612,7 +645,7 @@ class _Converter:
         pad = _Op(op_type, n, [], [src], shape, nhwc=True,
                   facts={"rank": 4, "pad_value_finite": int(math.isfinite(value))})
         self.ops.append(pad)
-        return [pad, *xs[1:]]
+        return [pad, *xs[1:]], 1
 
     # -- the converter's passes ----------------------------------------------------------------------------------
 
@@ -633,20 +666,43 @@ class _Converter:
         self._remove(op, into)
 
     def _fold_and_fuse(self) -> None:
+        """Constant steps into the affine op before them (or after them: see :meth:`_fold_forward`), activations into
+        the op before them."""
         folds = frozenset(self.data["folds"]["into"])
         acts: Mapping[str, str] = self.data["fused_activations"]["activations"]
         fusable = frozenset(self.data["fused_activations"]["into"])
         for op in list(self.ops):
-            if len(op.inputs) != 1 or op.inputs[0] is None:
+            if len(op.inputs) != 1:
                 continue
             p = op.inputs[0]
-            if self._uses().get(id(p), 0) != 1 or p.fused is not None:
-                continue
-            if op.fold and p.type in folds:
-                self._merge_into(op, p)
-            elif op.type in acts and p.type in fusable:
-                p.fused = acts[op.type]
-                self._merge_into(op, p)
+            if p is not None and self._uses().get(id(p), 0) == 1 and p.fused is None:
+                if op.fold and p.type in folds:
+                    self._merge_into(op, p)
+                    continue
+                if op.type in acts and p.type in fusable:
+                    p.fused = acts[op.type]
+                    self._merge_into(op, p)
+                    continue
+            self._fold_forward(op, folds)
+
+    def _fold_forward(self, op: _Op, folds: frozenset[str]) -> None:
+        """A single-use constant step into the affine op that reads it (TFLite's FuseBinaryOpToFollowingAffineOp):
+        a scale always, a shift only into an op with VALID padding (SAME padding would pad the shifted input with
+        zeros)."""
+        if not op.fold or self._uses().get(id(op), 0) != 1:
+            return
+        users = [o for o in self.ops if op in o.inputs]
+        if len(users) != 1 or users[0].type not in folds or users[0].inputs[:1] != [op]:
+            return
+        user = users[0]
+        if op.fold == "bias" and not user.facts.get("valid", 1):
+            return
+        user.inputs[0] = op.inputs[0]
+        self.ops = [o for o in self.ops if o is not op]
+        user.nodes[:0] = op.nodes
+        for ref, producer in list(self.out.items()):
+            if producer is op:
+                self.out[ref] = user
 
     def _simplify_layout(self) -> None:
         """The converter's layout clean-up, to a fixed point: transposes composed, identities dropped, pushed after
