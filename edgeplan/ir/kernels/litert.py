@@ -450,7 +450,14 @@ class _Converter:
             const_fold = self.data["eltwise_const_fold"].get(label_keys(n)[0])
             facts["const"] = 1
         if isinstance(a, (ConvAttrs, PoolAttrs)):
+            before = len(self.ops)
             xs, facts["valid"] = self._pad(n, xs)
+            facts["padded"] = int(len(self.ops) > before)
+            if isinstance(a, ConvAttrs) and n.input_shapes and len(n.input_shapes[0]) == 4:
+                facts["window"] = (n.input_shapes[0][2], n.input_shapes[0][3], a.kernel, a.stride, a.dilation)
+        if isinstance(a, PadAttrs) and a.mode == "constant" and a.value == 0 and len(a.pads) == 4 \
+                and a.pads[0] == a.pads[1] == (0, 0):
+            facts["spatial_pads"] = (tuple(a.pads[2]), tuple(a.pads[3]))
         if isinstance(a, (GlobalPoolAttrs, MeanAttrs)):
             facts.update(self._reduced(n, nhwc))
         if len(specs) == 1 and specs[0].get("per_output"):
@@ -711,7 +718,7 @@ class _Converter:
         shape vanishes, one that drops the unit axes of a single-use mean is folded into it; a concatenation takes
         the inputs of a single-use concatenation along the same axis among its inputs."""
         passes = (self._double_transposes, self._push_transposes, self._transpose_to_reshape, self._merge_reshapes,
-                  self._flatten_concats)
+                  self._flatten_concats, self._pad_into_conv)
         while any(step() for step in passes):
             pass
 
@@ -752,21 +759,59 @@ class _Converter:
 
     def _double_transposes(self) -> bool:
         """A transpose of a single-use transpose is one transpose of the composed permutation, none for the
-        identity."""
+        identity; also across single-use operators that any layout suits (a zero pad, whose pads it permutes)."""
         uses = self._uses()
+        transparent = frozenset(self.data["layout"]["transpose_transparent"])
         for t2 in self.ops:
             if t2.type != "TRANSPOSE" or len(t2.inputs) != 1 or "perm" not in t2.facts:
                 continue
+            path: list[_Op] = []
             t1 = t2.inputs[0]
+            while t1 is not None and t1.type in transparent and len(t1.inputs) == 1 and uses.get(id(t1), 0) == 1:
+                path.append(t1)
+                t1 = t1.inputs[0]
             if t1 is None or t1.type != "TRANSPOSE" or uses.get(id(t1), 0) != 1 or "perm" not in t1.facts:
                 continue
             combined = tuple(t1.facts["perm"][i] for i in t2.facts["perm"])
-            t2.inputs = list(t1.inputs)
-            self._remove(t1, t2)
+            if path:
+                for q in path:
+                    q.shape, q.nhwc = _permute(q.shape, t2.facts["perm"]), not q.nhwc
+                path[-1].inputs = list(t1.inputs)
+                self._remove(t1, path[-1])
+                t2.inputs = [path[0]]
+            else:
+                t2.inputs = list(t1.inputs)
+                self._remove(t1, t2)
             if combined == tuple(range(len(combined))):
                 self._remove(t2, t2.inputs[0])
             else:
                 t2.facts["perm"] = combined
+            return True
+        return False
+
+    def _pad_into_conv(self) -> bool:
+        """A single-use zero pad of the spatial axes feeding a convolution that pads nothing itself becomes the
+        convolution's padding: SAME when it is TFLite's SAME padding (the pad is dropped), else it stays."""
+        uses = self._uses()
+        for pad in self.ops:
+            spatial = pad.facts.get("spatial_pads")
+            if pad.type != "PAD" or spatial is None or uses.get(id(pad), 0) != 1:
+                continue
+            users = [o for o in self.ops if pad in o.inputs]
+            if len(users) != 1 or users[0].inputs[:1] != [pad] or "window" not in users[0].facts:
+                continue
+            conv = users[0]
+            if not conv.facts.get("valid") or conv.facts.get("padded"):
+                continue
+            (top, bottom), (left, right) = spatial
+            h, w, kernel, stride, dilation = conv.facts["window"]
+            size = (h - top - bottom, w - left - right)
+            if (top, left, bottom, right) != same_padding(size, kernel, stride, dilation):
+                continue
+            conv.facts["valid"] = 0
+            conv.inputs[0] = pad.inputs[0]
+            self.ops = [o for o in self.ops if o is not pad]
+            conv.nodes[:0] = pad.nodes
             return True
         return False
 
