@@ -31,6 +31,7 @@ from edgeplan.ir.ops import (
     Activation,
     ActivationAttrs,
     AxisAttrs,
+    ConstantAttrs,
     ConvAttrs,
     ConvTransposeAttrs,
     DType,
@@ -378,7 +379,14 @@ def _reduce(b: _Builder, op: TfliteOp) -> None:
 
 def _concat(b: _Builder, op: TfliteOp) -> None:
     out = op.outputs[0]
-    b.emit(op, OpKind.CONCAT, AxisAttrs(b.axis(out, int(op.options.get("axis", 0)))))
+    for k, t in enumerate(op.inputs):  # a constant part (a ViT's class token): a constant node of its own
+        if t >= 0 and b.model.tensors[t].constant and t not in b.ref:
+            name = f"{op.type.lower()}_{op.index}.const{k}"
+            b.nodes.append(Node(name, OpKind.CONSTANT, ConstantAttrs(), (), (), (b.shape(t),),
+                                _DTYPES.get(b.model.tensors[t].dtype, DType.FLOAT32), f"{op.type}:const"))
+            b.ref[t] = Ref(name)
+    b.emit(op, OpKind.CONCAT, AxisAttrs(b.axis(out, int(op.options.get("axis", 0)))),
+           [t for t in op.inputs if t >= 0])
 
 
 def _slice(b: _Builder, op: TfliteOp) -> None:

@@ -492,6 +492,11 @@ class _Converter:
                 fold = const_fold
             op = _Op(op_type, n, [n] if last else [], list(ins), self._spec_shape(spec, n, shape, nhwc),
                      nhwc=nhwc and not spec.get("view"), fold=fold, facts=dict(facts))
+            if spec.get("perm") == "swap_last":
+                rank = len(op.shape)
+                op.facts["perm"] = (*range(rank - 2), rank - 1, rank - 2)
+            if spec.get("scalar"):
+                op.facts["scalar"] = 1
             made.append(op)
             self.ops.append(op)
             named[str(spec.get("id", f"${k}"))] = op
@@ -523,10 +528,14 @@ class _Converter:
     def _spec_shape(spec: Mapping[str, Any], n: Node, shape: Shape, nhwc: bool) -> Shape:
         """An op's output shape: the node's, or for a layer norm's helpers ``rows`` (1, rows, features), ``stats``
         (rows,) or ``stats3`` (1, rows, 1), for a stack's concatenation ``cat`` (the inputs joined on its axis), for a
-        softmax's maximum ``reduced`` (without its axis)."""
+        softmax's maximum ``reduced`` (without its axis), for a matrix product's or an attention's operands and
+        products those of :func:`_product_shapes`."""
         kind = spec.get("shape")
         if kind is None or not n.input_shapes:
             return shape
+        products = _product_shapes(n)
+        if kind in products:
+            return products[str(kind)]
         if kind == "reduced":  # without the axis of a softmax
             axis = getattr(n.attrs, "axis", -1) % len(n.output_shapes[0])
             if nhwc and len(shape) == 4:
@@ -543,7 +552,8 @@ class _Converter:
     def _applies(self, spec: Mapping[str, Any], n: Node) -> bool:
         """Whether an op of a lowering is written for ``n``: ``if: affine`` for a norm with a learnt scale and shift,
         ``if: last_axis`` / ``not_last_axis`` for an op along the last axis of its tensor (in its layout) or not,
-        ``if: rank_over_4`` for the latter on a tensor of more than 4 axes."""
+        ``if: rank_over_4`` for the latter on a tensor of more than 4 axes, ``if: rank4`` for a product of 4-D
+        operands, ``if: masked`` for an attention with a mask, ``if: unit_step`` / ``strided`` for a slice."""
         cond = spec.get("if")
         if cond is None:
             return True
@@ -551,6 +561,12 @@ class _Converter:
             return bool(getattr(n.attrs, "affine", False))
         if cond == "rank_over_4":
             return bool(n.output_shapes) and len(n.output_shapes[0]) > 4 and self._applies({"if": "not_last_axis"}, n)
+        if cond == "rank4":  # a matrix product of 4-D operands, batched over two axes
+            return bool(n.input_shapes) and len(n.input_shapes[0]) == 4
+        if cond == "masked":
+            return len(n.inputs) > 3
+        if cond in ("unit_step", "strided"):
+            return (getattr(n.attrs, "step", 1) == 1) == (cond == "unit_step")
         axis = getattr(n.attrs, "axis", -1)
         rank = len(n.output_shapes[0]) if n.output_shapes else 1
         axis %= max(rank, 1)
@@ -675,9 +691,14 @@ class _Converter:
     def _fold_and_fuse(self) -> None:
         """Constant steps into the affine op before them (or after them: see :meth:`_fold_forward`), activations into
         the op before them."""
+        while self._fold_and_fuse_once():
+            pass
+
+    def _fold_and_fuse_once(self) -> bool:
         folds = frozenset(self.data["folds"]["into"])
         acts: Mapping[str, str] = self.data["fused_activations"]["activations"]
         fusable = frozenset(self.data["fused_activations"]["into"])
+        changed = False
         for op in list(self.ops):
             if len(op.inputs) != 1:
                 continue
@@ -685,31 +706,35 @@ class _Converter:
             if p is not None and self._uses().get(id(p), 0) == 1 and p.fused is None:
                 if op.fold and p.type in folds:
                     self._merge_into(op, p)
+                    changed = True
                     continue
                 if op.type in acts and p.type in fusable:
                     p.fused = acts[op.type]
                     self._merge_into(op, p)
+                    changed = True
                     continue
-            self._fold_forward(op, folds)
+            changed |= self._fold_forward(op, folds)
+        return changed
 
-    def _fold_forward(self, op: _Op, folds: frozenset[str]) -> None:
+    def _fold_forward(self, op: _Op, folds: frozenset[str]) -> bool:
         """A single-use constant step into the affine op that reads it (TFLite's FuseBinaryOpToFollowingAffineOp):
         a scale always, a shift only into an op with VALID padding (SAME padding would pad the shifted input with
         zeros)."""
-        if not op.fold or self._uses().get(id(op), 0) != 1:
-            return
+        if not op.fold or self._uses().get(id(op), 0) != 1 or op not in self.ops:
+            return False
         users = [o for o in self.ops if op in o.inputs]
         if len(users) != 1 or users[0].type not in folds or users[0].inputs[:1] != [op]:
-            return
+            return False
         user = users[0]
         if op.fold == "bias" and not user.facts.get("valid", 1):
-            return
+            return False
         user.inputs[0] = op.inputs[0]
         self.ops = [o for o in self.ops if o is not op]
         user.nodes[:0] = op.nodes
         for ref, producer in list(self.out.items()):
             if producer is op:
                 self.out[ref] = user
+        return True
 
     def _simplify_layout(self) -> None:
         """The converter's layout clean-up, to a fixed point: transposes composed, identities dropped, pushed after
@@ -718,7 +743,7 @@ class _Converter:
         shape vanishes, one that drops the unit axes of a single-use mean is folded into it; a concatenation takes
         the inputs of a single-use concatenation along the same axis among its inputs."""
         passes = (self._double_transposes, self._push_transposes, self._transpose_to_reshape, self._merge_reshapes,
-                  self._flatten_concats, self._pad_into_conv)
+                  self._flatten_concats, self._pad_into_conv, self._hoist_scalar_steps)
         while any(step() for step in passes):
             pass
 
@@ -789,6 +814,37 @@ class _Converter:
             return True
         return False
 
+    def _hoist_scalar_steps(self) -> bool:
+        """An element-wise step by a scalar constant after single-use reshapes and transposes runs before them
+        (the converter moves it up and writes the layout ops again after it)."""
+        uses = self._uses()
+        moving = frozenset(("RESHAPE", "TRANSPOSE"))
+        for op in self.ops:
+            if not op.facts.get("scalar") or len(op.inputs) != 1:
+                continue
+            chain: list[_Op] = []
+            x = op.inputs[0]
+            while x is not None and x.type in moving and len(x.inputs) == 1 and uses.get(id(x), 0) == 1:
+                chain.insert(0, x)
+                x = x.inputs[0]
+            if not chain:
+                continue
+            users = [o for o in self.ops if op in o.inputs]
+            op.inputs = list(chain[0].inputs)
+            chain[0].inputs = [op]
+            for o in users:
+                o.inputs = [chain[-1] if i is op else i for i in o.inputs]
+            for ref, producer in list(self.out.items()):
+                if producer is op:
+                    self.out[ref] = chain[-1]
+            self.ops = [o for o in self.ops if o not in chain]
+            at = self.ops.index(op) + 1
+            self.ops[at:at] = chain
+            op.shape = self._in_shape(chain[0]) if chain[0].inputs else op.shape
+            op.facts["scalar"] = 0  # moved once
+            return True
+        return False
+
     def _pad_into_conv(self) -> bool:
         """A single-use zero pad of the spatial axes feeding a convolution that pads nothing itself becomes the
         convolution's padding: SAME when it is TFLite's SAME padding (the pad is dropped), else it stays."""
@@ -837,22 +893,39 @@ class _Converter:
                 op.inputs = list(p.inputs)
                 self._remove(p, op)
                 return True
+            if p.type == "TRANSPOSE" and len(self._in_shape(op)) >= 5 and _squeezes(self._in_shape(op), op.shape):
+                p.shape = op.shape  # TFLite writes a transpose of 5+ axes without its unit axes
+                self._remove(op, p)
+                return True
             axes = p.facts.get("axes")
             if p.type == "MEAN" and axes is not None and p.facts.get("keepdims") and op.shape == tuple(
                     d for i, d in enumerate(p.shape) if i not in axes):
                 p.shape, p.facts["keepdims"] = op.shape, 0
                 self._remove(op, p)
                 return True
+        binary = frozenset(self.data["layout"]["transpose_through"])
         for op in self.ops:
             if op.type != "RESHAPE" or len(op.inputs) != 1 or uses.get(id(op), 0) != 1:
                 continue
             users = [o for o in self.ops if op in o.inputs]
-            x = op.inputs[0]
-            if (len(users) == 1 and users[0].type == "FULLY_CONNECTED" and len(op.shape) == 2
-                    and op.shape[-1:] == self._in_shape(op)[-1:]):
+            x, before = op.inputs[0], self._in_shape(op)
+            if len(users) != 1:
+                continue
+            user = users[0]
+            if user.type == "FULLY_CONNECTED" and op.shape[-1:] == before[-1:] and (
+                    len(op.shape) == 2 or self._single_reshape_user(user, uses)):
+                # the layer flattens its input itself, or keeps its leading axes for the reshape after it
                 self._remove(op, x)
                 return True
+            if (user.type in binary and len(user.inputs) == 2 and len(user.shape) <= 4
+                    and _leading_units(before, op.shape)):
+                self._remove(op, x)  # implicit broadcasting prepends the unit axes
+                return True
         return False
+
+    def _single_reshape_user(self, op: _Op, uses: Mapping[int, int]) -> bool:
+        users = [o for o in self.ops if op in o.inputs]
+        return uses.get(id(op), 0) == 1 and len(users) == 1 and users[0].type == "RESHAPE"
 
     def _flatten_concats(self) -> bool:
         uses = self._uses()
@@ -924,6 +997,34 @@ def _unit_move(shape: Shape, perm: Iterable[int] | None) -> bool:
         return False
     moved = [shape[p] for p in perm]
     return [d for d in shape if d != 1] == [d for d in moved if d != 1]
+
+
+def _product_shapes(n: Node) -> dict[str, Shape]:
+    """Shapes of the operators of a matrix product or an attention: its operands as 3-D batches (``a3``, ``b3``,
+    ``q3``, ``kt3``, ``v3``), the scaled query and key (``q``, ``k``), the transposed key (``kt``), the scores
+    (``s3``, ``s4``) and the products (``ab3``, ``o3``)."""
+    shapes = [tuple(s) for s in n.input_shapes]
+    if len(shapes) < 2 or any(len(s) < 2 for s in shapes[:2]):
+        return {}
+
+    def batch3(s: Shape) -> Shape:
+        return (math.prod(s[:-2]), s[-2], s[-1])
+
+    a, b = shapes[0], shapes[1]
+    out: dict[str, Shape] = {"a3": batch3(a), "b3": batch3(b), "ab3": (*batch3(a)[:2], b[-1])}
+    if n.kind is OpKind.ATTENTION and len(shapes) >= 3:
+        q, k, v = shapes[0], shapes[1], shapes[2]
+        kt = (*k[:-2], k[-1], k[-2])
+        scores = (*q[:-1], k[-2])
+        out.update(q=q, k=k, kt=kt, q3=batch3(q), kt3=batch3(kt), s4=scores, s3=batch3(scores), v3=batch3(v),
+                   o3=(*batch3(q)[:2], v[-1]))
+    return out
+
+
+def _leading_units(before: Shape, after: Shape) -> bool:
+    """Whether ``after`` is ``before`` with unit axes put in front."""
+    return len(after) > len(before) and after[len(after) - len(before):] == before and all(
+        d == 1 for d in after[:len(after) - len(before)])
 
 
 def _squeezes(before: Shape, after: Shape) -> bool:
