@@ -320,7 +320,7 @@ def _transpose_conv(b: _Builder, op: TfliteOp) -> None:
 def _fully_connected(b: _Builder, op: TfliteOp) -> None:
     ws = b.model.tensors[op.inputs[1]].shape
     bias = len(op.inputs) > 2 and op.inputs[2] >= 0
-    if op.inputs[0] in b.nhwc:  # over the channels of an NHWC tensor: a 1x1 convolution of the NCHW IR
+    if op.inputs[0] in b.nhwc and op.outputs[0] in b.nhwc:  # over the channels of an NHWC tensor: a 1x1 conv
         b.emit(op, OpKind.CONV2D, ConvAttrs(ws[1], ws[0], (1, 1), bias=bias), [op.inputs[0]])
         return
     x = op.inputs[0]

@@ -45,6 +45,7 @@ from edgeplan.ir.ops import (
     PoolAttrs,
     PoolMode,
     ReduceAttrs,
+    SliceAttrs,
 )
 
 __all__ = ["litert_groups", "nhwc_nodes"]
@@ -170,6 +171,8 @@ def _facts(node: Node) -> dict[str, Any]:
         facts["pad_value_finite"] = int(math.isfinite(a.value))
     if isinstance(a, AxisAttrs):
         facts["axis"] = a.axis
+    if isinstance(a, SliceAttrs):
+        facts["step"] = a.step
     if isinstance(a, PermuteAttrs):
         facts["perm"] = tuple(a.dims)
     return facts
@@ -367,6 +370,8 @@ class _Converter:
         self._pending: list[Node] = []  # identities of a graph input, computed by the next operator
         self.viewed: set[str] = set()  # nodes whose last operator is a view of an NHWC result, in NCHW
         self.lazy: dict[Ref, _Op] = {}  # slices of a split replayed at their first use
+        self.seen: dict[tuple[Any, ...], str] = {}  # the first node of each (kind, attributes, inputs)
+        self.twins: dict[str, str] = {}  # a node -> the identical node computed before it
 
     # -- driver --------------------------------------------------------------------------------------------------
 
@@ -401,6 +406,8 @@ class _Converter:
     def _source(self, ref: Ref) -> tuple[_Op | None, bool, Shape]:
         """The operator producing ``ref`` (None: graph input), whether the tensor is NHWC, its physical shape."""
         ref = self.alias.get(ref, ref)
+        if ref.node in self.twins:
+            ref = Ref(self.twins[ref.node], ref.index)
         return self.out.get(ref), ref.node in self.nhwc and ref.node not in self.viewed, self._physical(ref)
 
     def _adapt(self, ref: Ref, node: Node, want_nhwc: bool) -> _Op | None:
@@ -437,6 +444,18 @@ class _Converter:
 
     def _lower(self, n: Node) -> None:
         specs = _entry(self.data["lowering"], n)
+        key = (n.kind, n.attrs, tuple(self.alias.get(r, r) for r in n.inputs), n.name in self.nhwc)
+        pure = any(k in self.data["cse_kinds"] for k in _keys(n))
+        twin = self.seen.get(key) if pure and n.inputs and len(n.output_shapes) == 1 else None
+        if twin is not None and self.out.get(Ref(twin, 0)) is not None:
+            # the same operation of the same tensors: one operator after the converter's CSE
+            op = self.out[Ref(twin, 0)]
+            assert op is not None
+            op.nodes.append(n)
+            self.out[Ref(n.name, 0)] = op
+            self.twins[n.name] = twin
+            return
+        self.seen.setdefault(key, n.name)
         xs = self._inputs(n)
         if self._is_identity(n):
             self._identity(n, xs)
@@ -463,7 +482,9 @@ class _Converter:
         if len(specs) == 1 and specs[0].get("per_output"):
             self._per_output(n, str(specs[0]["op"]), xs, nhwc, facts)
             return
-        specs = [spec for spec in specs if self._applies(spec, n)]
+        if specs and all(spec.get("per_axis") for spec in specs):
+            specs = self._per_axis(specs, n)
+        applied = [k for k, spec in enumerate(specs) if self._applies(spec, n) and not self._skipped(spec, n)]
         made: list[_Op] = []
         named: dict[str, _Op | None] = {f"x{i}": x for i, x in enumerate(xs)}
         last_in: list[_Op | None] = list(xs)
@@ -482,13 +503,13 @@ class _Converter:
                             facts={"rank": 4, "perm": _TO_NCHW})
                     self.ops.append(t)
                     ins = [t]
-            if self._skipped(spec, n):
+            if k not in applied:  # not written for this node: its name stands for its input
                 named[str(spec.get("id", f"${k}"))] = ins[0] if ins else None
                 last_in = ins[:1]
                 continue
-            last = k == len(specs) - 1
+            last = k == applied[-1]
             fold = spec.get("fold")
-            if last and len(specs) == 1 and const_fold is not None:
+            if last and len(applied) == 1 and const_fold is not None:
                 fold = const_fold
             op = _Op(op_type, n, [n] if last else [], list(ins), self._spec_shape(spec, n, shape, nhwc),
                      nhwc=nhwc and not spec.get("view"), fold=fold, facts=dict(facts))
@@ -536,6 +557,12 @@ class _Converter:
         products = _product_shapes(n)
         if kind in products:
             return products[str(kind)]
+        if kind == "unsqueezed":  # a slice before the reshape that drops its axis
+            a = n.attrs
+            if not getattr(a, "squeeze", False):
+                return shape
+            axis = getattr(a, "axis", 0) % len(n.input_shapes[0])
+            return (*shape[:axis], 1, *shape[axis:])
         if kind == "reduced":  # without the axis of a softmax
             axis = getattr(n.attrs, "axis", -1) % len(n.output_shapes[0])
             if nhwc and len(shape) == 4:
@@ -567,6 +594,8 @@ class _Converter:
             return len(n.inputs) > 3
         if cond in ("unit_step", "strided"):
             return (getattr(n.attrs, "step", 1) == 1) == (cond == "unit_step")
+        if cond == "squeeze":
+            return bool(getattr(n.attrs, "squeeze", False))
         axis = getattr(n.attrs, "axis", -1)
         rank = len(n.output_shapes[0]) if n.output_shapes else 1
         axis %= max(rank, 1)
@@ -574,6 +603,25 @@ class _Converter:
             axis = _TO_NHWC.index(axis)
         last = axis == rank - 1
         return last if cond == "last_axis" else not last
+
+    @staticmethod
+    def _per_axis(specs: list[Mapping[str, Any]], n: Node) -> list[Mapping[str, Any]]:
+        """A lowering repeated for every axis a roll shifts, each reading the one before (``$axis_in``); ``$k`` in
+        its inputs names the k-th op of the same repetition."""
+        shifts = [s for s in getattr(n.attrs, "shifts", ()) if s]
+        out: list[Mapping[str, Any]] = []
+        for rep in range(len(shifts)):
+            base = len(out)
+            prev = f"$r{rep - 1}" if rep else "x0"
+            for k, spec in enumerate(specs):
+                copy = {key: v for key, v in spec.items() if key != "per_axis"}
+                copy["id"] = f"$r{rep}" if k == len(specs) - 1 else f"$r{rep}_{k}"
+                ins = spec.get("in", ["$axis_in"] if k == 0 else None)
+                if ins is not None:
+                    copy["in"] = [prev if i == "$axis_in" else f"$r{rep}_{int(i[1:])}" for i in ins]
+                out.append(copy)
+            assert len(out) - base == len(specs)
+        return out
 
     @staticmethod
     def _skipped(spec: Mapping[str, Any], n: Node) -> bool:
@@ -704,7 +752,7 @@ class _Converter:
                 continue
             p = op.inputs[0]
             if p is not None and self._uses().get(id(p), 0) == 1 and p.fused is None:
-                if op.fold and p.type in folds:
+                if op.fold and op.fused is None and p.type in folds:
                     self._merge_into(op, p)
                     changed = True
                     continue
@@ -720,7 +768,7 @@ class _Converter:
         """A single-use constant step into the affine op that reads it (TFLite's FuseBinaryOpToFollowingAffineOp):
         a scale always, a shift only into an op with VALID padding (SAME padding would pad the shifted input with
         zeros)."""
-        if not op.fold or self._uses().get(id(op), 0) != 1 or op not in self.ops:
+        if not op.fold or op.fused is not None or self._uses().get(id(op), 0) != 1 or op not in self.ops:
             return False
         users = [o for o in self.ops if op in o.inputs]
         if len(users) != 1 or users[0].type not in folds or users[0].inputs[:1] != [op]:
@@ -728,6 +776,8 @@ class _Converter:
         user = users[0]
         if op.fold == "bias" and not user.facts.get("valid", 1):
             return False
+        if user.type == "FULLY_CONNECTED" and len(user.shape) != len(op.shape):
+            return False  # a layer that flattens its input first keeps the step before it
         user.inputs[0] = op.inputs[0]
         self.ops = [o for o in self.ops if o is not op]
         user.nodes[:0] = op.nodes
@@ -1022,8 +1072,8 @@ def _product_shapes(n: Node) -> dict[str, Shape]:
 
 
 def _leading_units(before: Shape, after: Shape) -> bool:
-    """Whether ``after`` is ``before`` with unit axes put in front."""
-    return len(after) > len(before) and after[len(after) - len(before):] == before and all(
+    """Whether ``after`` is ``before`` (a matrix at least) with unit axes put in front."""
+    return len(before) >= 2 and len(after) > len(before) and after[len(after) - len(before):] == before and all(
         d == 1 for d in after[:len(after) - len(before)])
 
 
