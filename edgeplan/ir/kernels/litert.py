@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgeplan.errors import InvalidInputError
+from edgeplan.errors import InvalidInputError, UnsupportedOperatorError
 from edgeplan.ir.graph import Graph, Node, Ref
 from edgeplan.ir.kernels.groups import Group
 from edgeplan.ir.kernels.rules import KernelRules, label_keys, node_label
@@ -444,6 +444,9 @@ class _Converter:
 
     def _lower(self, n: Node) -> None:
         specs = _entry(self.data["lowering"], n)
+        if any(spec["op"] == "UNSUPPORTED" for spec in specs):
+            raise UnsupportedOperatorError(node_label(n), n.name, "the litert rules have no lowering checked against a "
+                                           "litert-torch conversion for it (edgeplan/data/kernel_rules/litert.json)")
         key = (n.kind, n.attrs, tuple(self.alias.get(r, r) for r in n.inputs), n.name in self.nhwc)
         pure = any(k in self.data["cse_kinds"] for k in _keys(n))
         twin = self.seen.get(key) if pure and n.inputs and len(n.output_shapes) == 1 else None
@@ -516,6 +519,8 @@ class _Converter:
             if spec.get("perm") == "swap_last":
                 rank = len(op.shape)
                 op.facts["perm"] = (*range(rank - 2), rank - 1, rank - 2)
+            elif spec.get("perm") == "shuffle":
+                op.facts["perm"] = (0, 2, 1, 3, 4)
             if spec.get("scalar"):
                 op.facts["scalar"] = 1
             made.append(op)
