@@ -471,6 +471,7 @@ class _Converter:
         if isinstance(a, EltwiseAttrs) and a.const_shape is not None and len(n.inputs) == 1:
             const_fold = self.data["eltwise_const_fold"].get(label_keys(n)[0])
             facts["const"] = 1
+            facts["scalar"] = int(math.prod(a.const_shape) == 1)
         if isinstance(a, (ConvAttrs, PoolAttrs)):
             before = len(self.ops)
             xs, facts["valid"] = self._pad(n, xs)
@@ -521,8 +522,8 @@ class _Converter:
                 op.facts["perm"] = (*range(rank - 2), rank - 1, rank - 2)
             elif spec.get("perm") == "shuffle":
                 op.facts["perm"] = (0, 2, 1, 3, 4)
-            if spec.get("scalar"):
-                op.facts["scalar"] = 1
+            if spec.get("hoist"):
+                op.facts["hoist"] = 1
             made.append(op)
             self.ops.append(op)
             named[str(spec.get("id", f"${k}"))] = op
@@ -783,6 +784,8 @@ class _Converter:
             return False
         if user.type == "FULLY_CONNECTED" and len(user.shape) != len(op.shape):
             return False  # a layer that flattens its input first keeps the step before it
+        if user.type != "FULLY_CONNECTED" and not op.facts.get("scalar"):
+            return False  # a convolution takes a scalar step only, not a per-channel one
         user.inputs[0] = op.inputs[0]
         self.ops = [o for o in self.ops if o is not op]
         user.nodes[:0] = op.nodes
@@ -870,12 +873,12 @@ class _Converter:
         return False
 
     def _hoist_scalar_steps(self) -> bool:
-        """An element-wise step by a scalar constant after single-use reshapes and transposes runs before them
-        (the converter moves it up and writes the layout ops again after it)."""
+        """An attention's scaling of its query and key (``hoist`` in its lowering) after single-use reshapes and
+        transposes runs before them (they are views torch replays at the scaling)."""
         uses = self._uses()
         moving = frozenset(("RESHAPE", "TRANSPOSE"))
         for op in self.ops:
-            if not op.facts.get("scalar") or len(op.inputs) != 1:
+            if not op.facts.get("hoist") or len(op.inputs) != 1:
                 continue
             chain: list[_Op] = []
             x = op.inputs[0]
@@ -896,7 +899,7 @@ class _Converter:
             at = self.ops.index(op) + 1
             self.ops[at:at] = chain
             op.shape = self._in_shape(chain[0]) if chain[0].inputs else op.shape
-            op.facts["scalar"] = 0  # moved once
+            op.facts["hoist"] = 0  # moved once
             return True
         return False
 
@@ -1049,6 +1052,9 @@ def _entry(table: Mapping[str, Any], node: Node) -> list[Mapping[str, Any]]:
 def _unit_move(shape: Shape, perm: Iterable[int] | None) -> bool:
     """Whether permuting ``shape`` by ``perm`` keeps its non-unit axes in order (a reshape)."""
     if perm is None:
+        return False
+    perm = tuple(perm)
+    if sorted(perm) != list(range(len(shape))):
         return False
     moved = [shape[p] for p in perm]
     return [d for d in shape if d != 1] == [d for d in moved if d != 1]
