@@ -7,7 +7,7 @@ STAMP := $(VENV)/.edgeplan-installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 BENCH := bench-cli bench-predict bench-noise bench-coverage bench-li2023 bench-transformers bench-selection bench-pbqp \
-         bench-costmodels bench-transfer bench-calibrate bench-offload bench-partition
+         bench-costmodels bench-transfer bench-calibrate bench-offload bench-partition bench-litert-kernels
 .PHONY: install demo test test-all lint clean bench $(BENCH)
 
 install: $(STAMP)
@@ -68,6 +68,13 @@ bench-coverage: $(STAMP)
 	$(BIN)/python benchmarks/bench_kernels.py
 	$(BIN)/python benchmarks/bench_nb201_build.py
 	$(BIN)/python benchmarks/bench_synthetic_build.py
+
+# LiteRT + XNNPACK kernels (profile litert-xnnpack) deduced from the torch IR against the operators litert-torch
+# writes and the delegate's partitions, for every torchvision classification model and the timm-cnns set; conversions
+# are cached under the edgeplan home (LITERT_HOME=DIR for another; missing ones take minutes each on 2 cores)
+LITERT_HOME ?=
+bench-litert-kernels: $(STAMP)
+	$(BIN)/python benchmarks/bench_litert_kernels.py $(if $(LITERT_HOME),--home $(LITERT_HOME))
 
 # li2023 §5.1 / §5.3 latency prediction with the best measured settings: GBDT on medians, the network's largest output
 # as a feature from 900 training networks on (--network-context auto), noise floor from each file's repeat. Default:

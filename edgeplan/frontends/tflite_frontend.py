@@ -10,7 +10,9 @@ can fuse them again as the runtime does.
 
 LiteRT keeps activations in NHWC; the IR is NCHW, as PyTorch and ONNX are. Tensors read or written by a spatial
 operator (convolutions, pooling, resizing) are NHWC, and so are the tensors that reach them through operators that
-keep the layout (element-wise, padding, concatenation, slicing); their shapes and axes are turned to NCHW. Other
+keep the layout (element-wise, padding, concatenation, slicing); their shapes and axes are turned to NCHW (a
+``FULLY_CONNECTED`` over the last axis of a 4-D tensor is a 1x1 convolution of an NHWC one, as litert-torch writes a
+ConvNeXt block's linear layers). Other
 tensors (a model's NCHW input before the converter's first ``TRANSPOSE``, a flattened vector) keep their shapes.
 """
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from edgeplan.ir.ops import (
     Activation,
     ActivationAttrs,
     AxisAttrs,
+    ConstantAttrs,
     ConvAttrs,
     ConvTransposeAttrs,
     DType,
@@ -52,8 +55,8 @@ from edgeplan.ir.ops import (
     UpsampleAttrs,
 )
 
-__all__ = ["PAD_FOLDS_INTO", "TfliteModel", "TfliteOp", "TfliteTensor", "buffer_bytes", "folded_pads",
-           "graph_from_tflite", "read_tflite"]
+__all__ = ["PAD_FOLDS_INTO", "SOURCE_PADDED", "TfliteModel", "TfliteOp", "TfliteTensor", "buffer_bytes",
+           "folded_pads", "graph_from_tflite", "read_tflite"]
 
 Shape = tuple[int, ...]
 
@@ -187,6 +190,9 @@ def _tensor(t: Any, buffers: Sequence[bytes | None], type_names: dict[int, str])
     return TfliteTensor(name, shape, dtype, bool(constant), value)
 
 
+#: The source suffix of a convolution node whose zero padding the file writes as a ``PAD`` before it.
+SOURCE_PADDED = ":pad"
+
 #: The operators a preceding zero padding is folded into: XNNPACK fuses it into them, and the IR (as PyTorch's)
 #: writes it as their padding.
 PAD_FOLDS_INTO = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D"})
@@ -227,7 +233,8 @@ def _nhwc_tensors(model: TfliteModel) -> set[int]:
 
     nhwc: set[int] = set()
     for op in model.ops:
-        if op.type in _SPATIAL:
+        if op.type in _SPATIAL or (op.type == "FULLY_CONNECTED" and len(model.tensors[op.inputs[0]].shape) == 4
+                                   and len(model.tensors[op.outputs[0]].shape) == 4):
             nhwc.update(activations(op))
         elif op.type == "MEAN" and op.inputs and len(model.tensors[op.inputs[0]].shape) == 4:
             axes = model.tensors[op.inputs[1]].value or ()
@@ -275,7 +282,8 @@ class _Builder:
     def activation_inputs(self, op: TfliteOp) -> list[int]:
         return [t for t in op.inputs if t >= 0 and not self.model.tensors[t].constant]
 
-    def emit(self, op: TfliteOp, kind: OpKind, attrs: Any, inputs: Sequence[int] | None = None) -> None:
+    def emit(self, op: TfliteOp, kind: OpKind, attrs: Any, inputs: Sequence[int] | None = None,
+             input_refs: Sequence[Ref] | None = None, input_shapes: Sequence[Shape] | None = None) -> None:
         ins = self.activation_inputs(op) if inputs is None else list(inputs)
         missing = [t for t in ins if t not in self.ref]
         if missing:
@@ -283,7 +291,9 @@ class _Builder:
         name = f"{op.type.lower()}_{op.index}"
         out = op.outputs[0]
         tensor = self.model.tensors[out]
-        node = Node(name, kind, attrs, tuple(self.ref[t] for t in ins), tuple(self.shape(t) for t in ins),
+        refs = tuple(input_refs) if input_refs is not None else tuple(self.ref[t] for t in ins)
+        shapes = tuple(input_shapes) if input_shapes is not None else tuple(self.shape(t) for t in ins)
+        node = Node(name, kind, attrs, refs, shapes,
                     tuple(self.shape(t) for t in op.outputs), _DTYPES.get(tensor.dtype, DType.FLOAT32), op.type)
         self.nodes.append(node)
         for k, t in enumerate(op.outputs):
@@ -343,6 +353,9 @@ def _conv(b: _Builder, op: TfliteOp) -> None:
     groups = c_in if depthwise else c_in // max(ws[3], 1)
     bias = len(op.inputs) > 2 and op.inputs[2] >= 0
     b.emit(op, OpKind.CONV2D, ConvAttrs(c_in, c_out, kernel, stride, padding, dilation, groups, bias), [x])
+    if pad is not None:  # marked: its operator comes after the PAD the file writes
+        at = next(i for i in range(len(b.nodes) - 1, -1, -1) if b.nodes[i].name == f"{op.type.lower()}_{op.index}")
+        b.nodes[at] = replace(b.nodes[at], source=f"{op.type}{SOURCE_PADDED}")
 
 
 def _transpose_conv(b: _Builder, op: TfliteOp) -> None:
@@ -357,7 +370,20 @@ def _transpose_conv(b: _Builder, op: TfliteOp) -> None:
 def _fully_connected(b: _Builder, op: TfliteOp) -> None:
     ws = b.model.tensors[op.inputs[1]].shape
     bias = len(op.inputs) > 2 and op.inputs[2] >= 0
-    b.emit(op, OpKind.LINEAR, LinearAttrs(ws[1], ws[0], bias), [op.inputs[0]])
+    if op.inputs[0] in b.nhwc and op.outputs[0] in b.nhwc:  # over the channels of an NHWC tensor: a 1x1 conv
+        b.emit(op, OpKind.CONV2D, ConvAttrs(ws[1], ws[0], (1, 1), bias=bias), [op.inputs[0]])
+        return
+    x = op.inputs[0]
+    shape, out = b.shape(x), b.shape(op.outputs[0])
+    if shape[:-1] != out[:-1] and x in b.ref:  # the layer flattens its input first (keep_num_dims false)
+        flat = (math.prod(shape) // ws[1], ws[1])
+        name = f"{op.type.lower()}_{op.index}.flatten"
+        node = Node(name, OpKind.RESHAPE, ReshapeAttrs(flat), (b.ref[x],), (shape,), (flat,),
+                    _DTYPES.get(b.model.tensors[x].dtype, DType.FLOAT32), f"{op.type}:flatten")
+        b.nodes.append(node)
+        b.emit(op, OpKind.LINEAR, LinearAttrs(ws[1], ws[0], bias), [x], input_refs=[Ref(name)], input_shapes=[flat])
+        return
+    b.emit(op, OpKind.LINEAR, LinearAttrs(ws[1], ws[0], bias), [x])
 
 
 def _batch_matmul(b: _Builder, op: TfliteOp) -> None:
@@ -369,6 +395,8 @@ def _batch_matmul(b: _Builder, op: TfliteOp) -> None:
 def _eltwise(b: _Builder, op: TfliteOp) -> None:
     consts = [t for t in op.inputs if b.model.tensors[t].constant]
     const_shape = b.shape(consts[0]) if consts else None
+    if const_shape is not None and len(const_shape) == 4 and op.outputs[0] in b.nhwc:
+        const_shape = tuple(const_shape[i] for i in _NHWC_TO_NCHW)  # a per-channel constant of an NHWC operand
     value = b.model.tensors[consts[0]].value if consts else None
     scalar = value[0] if value is not None and len(value) == 1 else None
     b.emit(op, OpKind.ELTWISE, EltwiseAttrs(_ELTWISE[op.type], const_shape, scalar))
@@ -401,7 +429,14 @@ def _reduce(b: _Builder, op: TfliteOp) -> None:
 
 def _concat(b: _Builder, op: TfliteOp) -> None:
     out = op.outputs[0]
-    b.emit(op, OpKind.CONCAT, AxisAttrs(b.axis(out, int(op.options.get("axis", 0)))))
+    for k, t in enumerate(op.inputs):  # a constant part (a ViT's class token): a constant node of its own
+        if t >= 0 and b.model.tensors[t].constant and t not in b.ref:
+            name = f"{op.type.lower()}_{op.index}.const{k}"
+            b.nodes.append(Node(name, OpKind.CONSTANT, ConstantAttrs(), (), (), (b.shape(t),),
+                                _DTYPES.get(b.model.tensors[t].dtype, DType.FLOAT32), f"{op.type}:const"))
+            b.ref[t] = Ref(name)
+    b.emit(op, OpKind.CONCAT, AxisAttrs(b.axis(out, int(op.options.get("axis", 0)))),
+           [t for t in op.inputs if t >= 0])
 
 
 def _slice(b: _Builder, op: TfliteOp) -> None:
@@ -486,8 +521,10 @@ def graph_from_tflite(path: str | os.PathLike[str], *, name: str | None = None, 
     -------
     Graph
         One node per model input and per operator (``{type}_{index}``, e.g. ``conv_2d_3``, the index being the
-        operator's position in the file), plus a node ``{type}_{index}.act`` for a fused activation; a zero
-        padding before a convolution is that convolution's padding (:func:`folded_pads`), as in PyTorch.
+        operator's position in the file), plus a node ``{type}_{index}.act`` for a fused activation and a reshape
+        ``{type}_{index}.flatten`` before a fully connected layer that flattens its input (source
+        ``{type}:fused``, ``{type}:flatten``); a zero padding before a convolution is that convolution's padding
+        (:func:`folded_pads`), as in PyTorch (source ``{type}:pad``).
 
     Raises
     ------

@@ -128,7 +128,11 @@ def _check_pool(node: NodeLike) -> str:
 
 def _check_eltwise(node: NodeLike) -> str:
     shapes = node.input_shapes
-    out = shapes[0] if len(shapes) == 1 else broadcast_shapes(shapes[0], shapes[1])
+    const = getattr(node.attrs, "const_shape", None)
+    if len(shapes) == 1:  # the constant operand broadcasts too (a (1, 1, 1, C) scale of a (1, 1, C) tensor)
+        out = shapes[0] if const is None else broadcast_shapes(shapes[0], tuple(const))
+    else:
+        out = broadcast_shapes(shapes[0], shapes[1])
     if out is None or out != node.output_shapes[0]:
         return f"operands {shapes} do not broadcast to the output {node.output_shapes[0]}"
     return ""

@@ -21,21 +21,29 @@ profile                    what it models
 ``tflite-gpu-VENDOR``      the TFLite GPU delegate (li2023 Alg. 3.1 fusion, then Alg. 3.2 kernel selection among
                            Conv2D, Winograd, GroupedConv2D) for ``adreno`` (6xx), ``adreno5xx``, ``mali``,
                            ``powervr``, ``amd``
+``litert-xnnpack``         LiteRT on a CPU after litert-torch: one kernel per TFLite operator of the converted
+                           file (``xnnpack.OP`` where the XNNPACK delegate takes it, ``tflite.OP`` on LiteRT's
+                           default kernels): the converter's layout (a minimum cut between NHWC and NCHW,
+                           with ``TRANSPOSE`` operators), explicit ``PAD``/``PADV2``, batch norm and constant
+                           steps folded into the convolution or fully connected layer beside them, activations
+                           fused; operators no IR node stands for are named ``OP:node``
 =========================  ==================================================================================
 
 Every IR node other than the graph inputs ends in exactly one :class:`Kernel` or in
 :attr:`KernelDeduction.eliminated` with the reason; :func:`deduce_kernels` checks this before it returns. Kernels
-a runtime inserts that no IR node stands for (ORT's reorders) have no nodes.
+a runtime inserts that no IR node stands for (ORT's reorders, LiteRT's transposes and pads) have no nodes.
 
 :func:`compare_kernels` compares a deduction with what a runtime reports;
 :func:`edgeplan.measure.kernel_check.check_onnxruntime` does the whole comparison against ONNX Runtime's
-optimized graph of an ONNX file. Pure passes: loads without torch, onnx or onnxruntime.
+optimized graph of an ONNX file, :func:`edgeplan.measure.litert_delegate.check_litert` against a ``.tflite`` file's
+operators and XNNPACK's partitions. Pure passes: loads without torch, onnx or onnxruntime.
 
 Modules: :mod:`~edgeplan.ir.kernels.rules` (rule files, node labels), :mod:`~edgeplan.ir.kernels.result`
 (:class:`Kernel`, :class:`KernelDeduction`), :mod:`~edgeplan.ir.kernels.groups` (kernels under construction and
 their fusion), :mod:`~edgeplan.ir.kernels.deduce` (:func:`deduce_kernels`, torch eager),
 :mod:`~edgeplan.ir.kernels.ort` (ORT fusions and the NCHWc transform), :mod:`~edgeplan.ir.kernels.tflite`
-(li2023 Alg. 3.1 and 3.2), :mod:`~edgeplan.ir.kernels.compare` (:func:`compare_kernels`),
+(li2023 Alg. 3.1 and 3.2), :mod:`~edgeplan.ir.kernels.litert` (litert-torch's operators and XNNPACK),
+:mod:`~edgeplan.ir.kernels.compare` (:func:`compare_kernels`),
 :mod:`~edgeplan.ir.kernels.selection` (the implementation eager PyTorch selects for a convolution by its shapes and
 threads: oneDNN or its own; checked against the profiler by
 :func:`edgeplan.measure.kernel_check.check_torch_implementations`).

@@ -1,7 +1,8 @@
 """:func:`deduce_kernels`: the kernels a runtime profile executes for a graph, checked to cover every node.
 
 Torch eager (one aten operator per node, but for the module calls it runs as one fused operator) is deduced here;
-ONNX Runtime in :mod:`~edgeplan.ir.kernels.ort`, the TFLite GPU delegate in :mod:`~edgeplan.ir.kernels.tflite`.
+ONNX Runtime in :mod:`~edgeplan.ir.kernels.ort`, the TFLite GPU delegate in :mod:`~edgeplan.ir.kernels.tflite`, LiteRT
+with XNNPACK in :mod:`~edgeplan.ir.kernels.litert`.
 Loads without torch or onnx.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.graph import Graph, Node
 from edgeplan.ir.kernels.groups import Group, bypass, fill, split_eliminated
+from edgeplan.ir.kernels.litert import litert_groups
 from edgeplan.ir.kernels.ort import onnxruntime_groups
 from edgeplan.ir.kernels.result import KernelDeduction
 from edgeplan.ir.kernels.rules import KernelRules, load_rules
@@ -55,6 +57,8 @@ def deduce_kernels(graph: Graph, profile: str | KernelRules) -> KernelDeduction:
         groups = onnxruntime_groups(graph, kept, rules, alias)
     elif rules.family == "tflite-gpu":
         groups = tflite_groups(graph, kept, rules, alias)
+    elif rules.family == "litert":
+        groups = litert_groups(graph, kept, rules, alias)
     else:
         raise InvalidInputError(f"kernel rules of profile {rules.profile!r} name an unknown family {rules.family!r}")
     result = KernelDeduction(graph.name, rules.profile, tuple(g.to_kernel() for g in groups), tuple(gone))

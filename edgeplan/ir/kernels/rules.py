@@ -1,7 +1,7 @@
 """Rules of a runtime profile, read from ``edgeplan/data/kernel_rules/*.json``, and node labels to look them up.
 
-Each rule file holds one runtime family (``torch``, ``onnxruntime``, ``tflite-gpu``) and its profiles; a table of
-the file maps a node's label (``activation:relu``, ``pool2d:max``) or its kind (``conv2d``) to an entry.
+Each rule file holds one runtime family (``torch``, ``onnxruntime``, ``tflite-gpu``, ``litert``) and its profiles; a
+table of the file maps a node's label (``activation:relu``, ``pool2d:max``) or its kind (``conv2d``) to an entry.
 Loads without torch or onnx.
 """
 
@@ -21,7 +21,7 @@ from edgeplan.ir.ops import ActivationAttrs, EltwiseAttrs, OpKind
 __all__ = ["Fusion", "KernelRules", "label_keys", "load_rules", "matches", "node_label", "profiles", "rule_files"]
 
 #: Rule files, one per runtime family, under ``edgeplan/data/kernel_rules``.
-_RULE_FILES = ("torch.json", "onnxruntime.json", "tflite_gpu.json")
+_RULE_FILES = ("torch.json", "onnxruntime.json", "tflite_gpu.json", "litert.json")
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class KernelRules:
     Parameters
     ----------
     profile, family
-        The profile name and its family (``torch``, ``onnxruntime``, ``tflite-gpu``).
+        The profile name and its family (``torch``, ``onnxruntime``, ``tflite-gpu``, ``litert``).
     data
         The family's whole rule file (read-only use).
     settings
