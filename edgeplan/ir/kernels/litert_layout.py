@@ -91,6 +91,7 @@ def nhwc_nodes(graph: Graph, kept: Sequence[Node], rules: KernelRules, alias: Ma
     for item in order:
         name = item if isinstance(item, str) else item.name
         i = nid(name)
+        cls = "cannot"
         if isinstance(item, str) or item.kind is OpKind.INPUT:
             edge(0, i, inf)
         else:
@@ -103,6 +104,15 @@ def nhwc_nodes(graph: Graph, kept: Sequence[Node], rules: KernelRules, alias: Ma
         if not isinstance(item, str) and any(k in layout["mean_kinds"] for k in label_keys(item)):
             cost = layout["cut_cost_after_mean"]
         outs = users.get(name, [])
+        if not isinstance(item, str) and any(k in layout["getitem_after"] for k in _keys(item)):
+            get = nid(("getitem", name))  # the result of an ATen op with several (batch norm's mean and rstd)
+            if cls == "cannot":
+                edge(0, get, inf)
+            elif cls == "must":
+                edge(get, 1, inf)
+            edge(i, get, cost)
+            edge(get, i, cost)
+            i = get
         if not isinstance(item, str) and any(k in layout["view_after"] for k in _keys(item)):
             view = nid(("view", name))  # the reshape that ends the node (stack: cat, then a view) cannot be NHWC
             edge(0, view, inf)
