@@ -185,7 +185,37 @@ def test_litert_kernels_run_a_zero_pad_inside_its_convolution_and_give_inserted_
         Kernel(f"PADV2:{pool.name}", "tflite.PADV2", ()),
         Kernel("pool2d", "tflite.MAX_POOL_2D", (pool.name,)),
     ))
-    kernels, inserted = litert_kernels(graph, deduction)
+    kernels = litert_kernels(graph, deduction)
     assert [k[1] for k in kernels] == ["xnnpack.TRANSPOSE", "xnnpack.CONV_2D", "tflite.PADV2", "tflite.MAX_POOL_2D"]
-    assert inserted[f"TRANSPOSE:{x}"][0]["input_shapes"] == [[1, 3, 32, 32]]
-    assert inserted[f"PADV2:{pool.name}"][0]["op"] == "pad"
+    written = {k[0]: k[3] for k in kernels}
+    assert written[f"TRANSPOSE:{x}"][0]["input_shapes"] == [[1, 3, 32, 32]]
+    assert written[f"PADV2:{pool.name}"][0]["op"] == "pad"
+    assert written["pool2d"][0]["attrs"]["padding"] == [0, 0, 0, 0]
+
+
+class Branchy(nn.Module):
+    """Conv+BN+ReLU, a padded max pool (PADV2 in the file), a channel split whose pieces are added back together,
+    a padded average pool (PAD in the file) and a linear layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        self.max = nn.MaxPool2d(3, 2, 1)
+        self.avg = nn.AvgPool2d(3, 1, 1)
+        self.fc = nn.Linear(4, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = torch.split(self.max(self.stem(x)), 4, dim=1)
+        return self.fc(self.avg(torch.relu(a) + b).mean((2, 3)))
+
+
+def test_deduced_kernels_are_featurized_as_the_files_ir_has_them(tmp_path: Path) -> None:
+    from edgeplan.costmodels.opwise.graph_ops import graph_ops
+
+    module, x = Branchy().eval(), torch.randn(1, 3, 32, 32)
+    path = tmp_path / "branchy.tflite"
+    export_tflite(module, (x,), path)
+    on_torch, skipped_torch = graph_ops(graph_from_torch(module, (x,)), "litert-xnnpack")
+    on_file, skipped_file = graph_ops(graph_from_tflite(path), "litert-xnnpack")
+    assert not skipped_torch and not skipped_file
+    assert [(o.key, o.category, o.vector) for o in on_torch] == [(o.key, o.category, o.vector) for o in on_file]

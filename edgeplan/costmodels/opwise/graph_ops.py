@@ -4,7 +4,7 @@ optimized graph), each featurized like the training data.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,7 @@ from edgeplan.ir.graph import Graph
 
 if TYPE_CHECKING:
     from edgeplan.costmodels.opwise.calibrate import CalibratedDevice
+    from edgeplan.costmodels.opwise.litert_ops import LiteRTKernel
 
 __all__ = [
     "ORT_OBSERVED",
@@ -54,12 +55,11 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
         raise InvalidInputError(f"an ONNX Runtime device ({kernel_profile}) reads its kernels from ORT's optimizer on "
                                 "the exported model, not from a graph: predict a zoo model by name")
     deduced = deduce_kernels(graph, kernel_profile)
-    kernels = [(k.name, k.kind, tuple(k.nodes)) for k in deduced.kernels]
-    inserted: dict[str, list[dict[str, Any]]] = {}
-    if kernel_profile.startswith("litert"):  # as XNNPACK runs them, the converter's own operators with nodes
+    kernels: list[LiteRTKernel] = [(k.name, k.kind, tuple(k.nodes), None) for k in deduced.kernels]
+    if kernel_profile.startswith("litert"):  # as XNNPACK runs them, featurized as the .tflite file's IR has them
         from edgeplan.costmodels.opwise.litert_ops import litert_kernels
 
-        kernels, inserted = litert_kernels(graph, deduced)
+        kernels = litert_kernels(graph, deduced)
     if deduction == "fold-zeros":
         from edgeplan.ir.fold import executed_nodes
 
@@ -67,8 +67,9 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
         if not executed:  # folded into a constant: nothing runs, not even the kernels the runtime inserts
             return [], []
         # A fused kernel runs if one of its nodes does, and is featurized from the nodes that run.
-        kept = [(name, kind, tuple(n for n in nodes if n in executed)) for name, kind, nodes in kernels]
-        kernels = [k for k, (_, _, nodes) in zip(kept, kernels, strict=True) if k[2] or not nodes]
+        kernels = [(name, kind, kept, written if kept == nodes else None)
+                   for name, kind, nodes, written in kernels
+                   for kept in [tuple(n for n in nodes if n in executed)] if kept or not nodes]
     elif deduction == "fold-constants":  # the source's kernels, unless the graph folds into a constant
         from edgeplan.ir.fold import executed_nodes
 
@@ -77,7 +78,7 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
     elif deduction != "as-source":
         raise InvalidInputError(f"unknown kernel deduction {deduction!r}; use as-source, fold-zeros or "
                                 "fold-constants")
-    ops, skipped = _featurize(graph, kernels, inserted)
+    ops, skipped = _featurize(graph, kernels)
     if deduction == "as-source" and graph.folded_ops:
         folded, not_priced = folded_work_ops(graph, kernel_profile, network_values(ops))
         ops, skipped = ops + folded, skipped + not_priced
@@ -140,30 +141,27 @@ def folded_work_ops(graph: Graph, kernel_profile: str, network: Sequence[float] 
     return with_context(ops, network), skipped
 
 
-def _featurize(graph: Graph, kernels: Sequence[tuple[str, str, Sequence[str]]],
-               inserted: Mapping[str, Sequence[dict[str, Any]]] | None = None) -> tuple[list[OpInput], list[str]]:
-    """(name, kind, IR nodes) of each kernel as predictor inputs, and those without IR nodes, or with an opaque one
-    (an operator edgeplan does not know, kept by ``opaque=True``), by name. A kernel a runtime inserts is
-    featurized from ``inserted``'s node dicts for its name, when given."""
+def _featurize(graph: Graph, kernels: Sequence[LiteRTKernel | tuple[str, str, Sequence[str]]]
+               ) -> tuple[list[OpInput], list[str]]:
+    """(name, kind, IR nodes[, node dicts]) of each kernel as predictor inputs, and those without IR nodes, or with
+    an opaque one (an operator edgeplan does not know, kept by ``opaque=True``), by name. A kernel with node dicts
+    (a runtime's own view of its nodes, or of an operator it inserts) is featurized from them."""
     from edgeplan.ir.ops import OpKind
     from edgeplan.ir.serialize import node_to_dict
 
     ops, skipped = [], []
-    for name, kind, nodes in kernels:
-        if not nodes and inserted and name in inserted:
-            dicts = list(inserted[name])
-            cat, x = features(dicts, kind)
-            lead = lead_node(dicts, kind)
-            ops.append(OpInput(name, kind, predictor_key(kind, lead), cat, x, lead=lead))
-            continue
+    for kernel in kernels:
+        name, kind, nodes = kernel[0], kernel[1], kernel[2]
+        written = kernel[3] if len(kernel) > 3 else None
         opaque = [n for n in nodes if graph.node(n).kind is OpKind.OPAQUE]
-        if not nodes or opaque:
+        if (not nodes and not written) or opaque:
             skipped.append(f"{name}@{opaque[0]} ({kind}, opaque)" if opaque else f"{name} ({kind})")
             continue
-        dicts = [node_to_dict(graph.node(n)) for n in nodes]
+        dicts = list(written) if written else [node_to_dict(graph.node(n)) for n in nodes]
         cat, x = features(dicts, kind)
         lead = lead_node(dicts, kind)
-        ops.append(OpInput(f"{name}@{nodes[0]}", kind, predictor_key(kind, lead), cat, x, lead=lead))
+        ops.append(OpInput(f"{name}@{nodes[0]}" if nodes else name, kind, predictor_key(kind, lead), cat, x,
+                           lead=lead))
     return with_context(ops), skipped
 
 

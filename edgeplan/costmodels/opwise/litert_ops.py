@@ -1,62 +1,136 @@
 """LiteRT's kernels for a latency model: the deduced operators as XNNPACK runs them, each with IR nodes to featurize.
 
-The ``litert-xnnpack`` rules (:mod:`edgeplan.ir.kernels`) list one kernel per operator the converter writes. Two
-steps make them what the per-op datasets measure (:mod:`edgeplan.measure.litert_op_profile`, whose IR is the
-``.tflite`` file's, :func:`edgeplan.frontends.tflite_frontend.graph_from_tflite`):
+The ``litert-xnnpack`` rules (:mod:`edgeplan.ir.kernels`) list one kernel per operator the converter writes. The
+per-op datasets (:mod:`edgeplan.measure.litert_op_profile`) featurize each measured operator from the ``.tflite``
+file's IR (:func:`edgeplan.frontends.tflite_frontend.graph_from_tflite`), so a kernel deduced from a PyTorch graph
+is featurized from the nodes that IR would have for it:
 
 - a zero ``PAD`` the converter inserts before a convolution runs inside that convolution (XNNPACK fuses them; the
   convolution node carries the padding, as the file's IR writes it);
-- every other operator the converter inserts (the input's layout ``TRANSPOSE``, a max pool's ``PADV2``, ...) has
-  no IR node of its own: it gets the node the file's IR has for it, built from the shapes of the IR node it serves
-  (its kernel's name ``OP:node``).
+- a convolution or fully connected layer with a batch norm folded into it is one node with a bias;
+- a pool after an inserted ``PAD`` or ``PADV2`` reads the padded tensor with no padding of its own;
+- each ``SLICE`` of a split is a slice node of its piece;
+- every other operator the converter inserts (the input's layout ``TRANSPOSE``, a max pool's ``PADV2``, ...) gets
+  the node the file's IR has for it, built from the shapes of the IR node it serves (its kernel's name
+  ``OP:node``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from edgeplan.ir.graph import Graph, Node
-from edgeplan.ir.kernels import Kernel, KernelDeduction
-from edgeplan.ir.ops import ConvAttrs, OpKind, PadAttrs, PermuteAttrs, PoolAttrs, ReshapeAttrs
+from edgeplan.ir.kernels import KernelDeduction
+from edgeplan.ir.ops import (
+    ConvAttrs,
+    LinearAttrs,
+    OpKind,
+    PadAttrs,
+    PermuteAttrs,
+    PoolAttrs,
+    ReshapeAttrs,
+    SliceAttrs,
+    SplitAttrs,
+)
+from edgeplan.ir.serialize import node_to_dict
 
-__all__ = ["litert_kernels"]
+__all__ = ["LiteRTKernel", "litert_kernels"]
+
+#: A kernel as ``(name, kind, IR nodes, node dicts as the file's IR writes them or None for the IR nodes')``.
+LiteRTKernel = tuple[str, str, tuple[str, ...], list[dict[str, Any]] | None]
 
 _PADDED = ("xnnpack.CONV_2D", "xnnpack.DEPTHWISE_CONV_2D")
+_PADS = ("PAD", "PADV2")
 
 
-def litert_kernels(graph: Graph, deduction: KernelDeduction
-                   ) -> tuple[list[tuple[str, str, tuple[str, ...]]], dict[str, list[dict[str, Any]]]]:
-    """The kernels of a ``litert-xnnpack`` deduction as ``(name, kind, IR nodes)``, and node dicts for the kernels
-    the converter inserts (by kernel name), which have no IR node in ``graph``."""
-    kernels: Sequence[Kernel] = deduction.kernels
-    out: list[tuple[str, str, tuple[str, ...]]] = []
-    inserted: dict[str, list[dict[str, Any]]] = {}
+def litert_kernels(graph: Graph, deduction: KernelDeduction) -> list[LiteRTKernel]:
+    """The kernels of a ``litert-xnnpack`` deduction, each with the node dicts the ``.tflite`` file's IR has for it
+    where they differ from the graph's nodes (see the module's docstring)."""
+    kernels = deduction.kernels
+    out: list[LiteRTKernel] = []
+    pieces: dict[str, int] = {}  # split node -> SLICE kernels seen
+    padded_pools: set[str] = set()  # pools whose padding an inserted PAD or PADV2 writes
     for i, k in enumerate(kernels):
-        if not k.nodes:
-            op, _, target = k.name.partition(":")
+        op, _, target = k.name.partition(":")
+        nodes = tuple(k.nodes)
+        split = _split_of(graph, k.kind, nodes, target)
+        if split is not None:
+            piece = pieces.get(split.name, 0)
+            pieces[split.name] = piece + 1
+            out.append((k.name, k.kind, nodes, [node_to_dict(_piece(split, piece, k.name))]))
+            continue
+        if not nodes:
             nxt = kernels[i + 1] if i + 1 < len(kernels) else None
             if k.kind == "xnnpack.PAD" and nxt is not None and nxt.kind in _PADDED and target in nxt.nodes:
                 continue  # runs inside the convolution, whose node has the padding
             node = _stand_in(graph, op, target, k.name)
-            if node is not None:
-                inserted[k.name] = [node.to_dict()]
-        out.append((k.name, k.kind, tuple(k.nodes)))
-    return out, inserted
+            if op in _PADS and node is not None and node.kind is OpKind.PAD:
+                padded_pools.add(target)
+            out.append((k.name, k.kind, nodes, [node.to_dict()] if node is not None else None))
+            continue
+        out.append((k.name, k.kind, nodes, _as_written(graph, nodes, padded_pools)))
+    return out
+
+
+def _split_of(graph: Graph, kind: str, nodes: tuple[str, ...], target: str) -> Node | None:
+    """The split node a ``SLICE`` kernel cuts a piece of, or None."""
+    if not kind.endswith(".SLICE"):
+        return None
+    name = nodes[0] if len(nodes) == 1 else target if not nodes else ""
+    node = _node(graph, name)
+    return node if node is not None and isinstance(node.attrs, SplitAttrs) else None
+
+
+def _piece(split: Node, piece: int, name: str) -> Node:
+    """The slice node of a split's ``piece``-th output."""
+    attrs = split.attrs
+    assert isinstance(attrs, SplitAttrs)
+    piece = min(piece, len(attrs.sizes) - 1)
+    start = sum(attrs.sizes[:piece])
+    shape = split.input_shapes[0]
+    out = list(shape)
+    out[attrs.axis] = attrs.sizes[piece]
+    return Node(name, OpKind.SLICE, SliceAttrs(attrs.axis, start, start + attrs.sizes[piece]), (), (shape,),
+                (tuple(out),), split.dtype, "SLICE")
+
+
+def _as_written(graph: Graph, nodes: tuple[str, ...], padded_pools: set[str]) -> list[dict[str, Any]] | None:
+    """The node dicts of a kernel's ``nodes`` as the file's IR has them, or None where they are the graph's."""
+    found = [graph.node(n) for n in nodes]
+    norms = [n for n in found if n.kind is OpKind.BATCH_NORM]
+    lead = found[0]
+    if norms and isinstance(lead.attrs, ConvAttrs | LinearAttrs):
+        rest = [n for n in found[1:] if n.kind is not OpKind.BATCH_NORM]
+        return [node_to_dict(replace(lead, attrs=replace(lead.attrs, bias=True))), *map(node_to_dict, rest)]
+    if lead.name in padded_pools and isinstance(lead.attrs, PoolAttrs) and len(lead.input_shapes[0]) == 4:
+        top, left, bottom, right = lead.attrs.padding
+        n, c, h, w = lead.input_shapes[0]
+        pool = replace(lead, attrs=replace(lead.attrs, padding=(0, 0, 0, 0)),
+                       input_shapes=((n, c, h + top + bottom, w + left + right),))
+        return [node_to_dict(pool), *map(node_to_dict, found[1:])]
+    return None
+
+
+def _node(graph: Graph, name: str) -> Node | None:
+    """``graph``'s node ``name``, or None."""
+    try:
+        return graph.node(name) if name else None
+    except (KeyError, ValueError, LookupError):
+        return None
 
 
 def _stand_in(graph: Graph, op: str, target: str, name: str) -> Node | None:
     """The node the ``.tflite`` file's IR has for an operator inserted for ``target``, or None when ``target`` is
     not a node of ``graph``."""
-    try:
-        served = graph.node(target)
-    except (KeyError, ValueError, LookupError):
+    served = _node(graph, target)
+    if served is None:
         return None
     if served.kind is OpKind.INPUT:  # the input's layout transpose: NCHW in and (read as NCHW) out
         shape = served.output_shapes[0]
         return Node(name, OpKind.PERMUTE, PermuteAttrs((0, 2, 3, 1)), (), (shape,), (shape,), served.dtype, op)
     shape = served.input_shapes[0] if served.input_shapes else served.output_shapes[0]
-    if op in ("PAD", "PADV2") and isinstance(served.attrs, ConvAttrs | PoolAttrs) and len(shape) == 4:
+    if op in _PADS and isinstance(served.attrs, ConvAttrs | PoolAttrs) and len(shape) == 4:
         top, left, bottom, right = served.attrs.padding
         padded = (shape[0], shape[1], shape[2] + top + bottom, shape[3] + left + right)
         pads = ((0, 0), (0, 0), (top, bottom), (left, right))
