@@ -19,6 +19,9 @@ __all__ = ["offload"]
 @click.option("--battery-mj", type=float, default=None, help="Battery budget of the mobile (eq. 13), mJ.")
 @click.option("--cloud-ms", type=float, default=None, help="Cloud-time limit (eq. 14), ms.")
 @click.option("--mobile-threads", type=int, default=1, show_default=True, help="Threads of the mobile (measured).")
+@click.option("--mobile-device", default=None,
+              help="Predict the mobile on this device profile instead of measuring it here: a phone's LiteRT "
+                   "(litert-fp32-1t, litert-int8-1t) or a device you calibrated.")
 @click.option("--cloud-threads", type=int, default=2, show_default=True, help="Threads of the cloud (measured).")
 @click.option("--cloud-speedup", type=float, default=None,
               help="Derive the cloud from the mobile instead: ranges / FACTOR (the paper's cloud: 11.25).")
@@ -38,7 +41,8 @@ __all__ = ["offload"]
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output, with every cost input.")
 @click.pass_obj
 def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_mbps: float | None, objective: str,
-            battery_mj: float | None, cloud_ms: float | None, mobile_threads: int, cloud_threads: int,
+            battery_mj: float | None, cloud_ms: float | None, mobile_threads: int, mobile_device: str | None,
+            cloud_threads: int,
             cloud_speedup: float | None, mobile_power_w: float | None, costs_source: str, input_shape: str | None,
             do_run: bool, plot_path: str | None, lookup_grid: str | None, as_json: bool) -> None:
     """Plan which layers of MODEL run on the mobile and which in the cloud, for latency or mobile energy.
@@ -50,6 +54,7 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
     Example:
       edgeplan offload paper:chair --network wifi --json
       edgeplan offload torchvision:resnet18 --up-mbps 5 --down-mbps 20 --objective energy --run
+      edgeplan offload torchvision:mobilenet_v2 --mobile-device litert-fp32-1t --network 4g
     """
     from pathlib import Path
 
@@ -74,6 +79,13 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
             click.core.ParameterSource.DEFAULT:
         raise click.UsageError("--cloud-speedup derives the cloud from the mobile's ranges, so --cloud-threads has "
                                "no effect with it: give one of the two")
+    if mobile_device is not None and click_ctx.get_parameter_source("mobile_threads") is not \
+            click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("--mobile-device predicts the mobile on its profile, so --mobile-threads has no "
+                               "effect with it: give one of the two")
+    if mobile_device is not None and do_run:
+        raise click.UsageError("--run executes the plan on this machine, which is not the predicted mobile "
+                               f"({mobile_device}): drop --run or --mobile-device")
     check_positive("--mobile-power-w", mobile_power_w, "the mobile's power draw in watts, a positive number")
     grid = None
     if lookup_grid:
@@ -85,7 +97,7 @@ def offload(ctx: Context, model: str, network: str, up_mbps: float | None, down_
     net = offload_network(network, up_mbps, down_mbps)
     power = mobile_power(mobile_power_w, "given with --mobile-power-w")
     setup = OffloadSetup(model, mobile_threads, cloud_threads, cloud_speedup, costs_source,
-                         parse_shape(input_shape) if input_shape else None)
+                         parse_shape(input_shape) if input_shape else None, mobile_device=mobile_device)
     result = plan_offload(setup, net, OffloadOptions(objective, battery_mj, cloud_ms, "dp", power),
                           home=ctx.home, progress=not as_json, command=ctx.command)
     for warning in result.warnings:  # another device's costs: never silent

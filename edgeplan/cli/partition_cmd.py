@@ -22,6 +22,9 @@ __all__ = ["partition"]
 @click.option("--compress", is_flag=True, help="Divide transfers by the ZFP x LZ4 ratio measured on the model.")
 @click.option("--no-compute", is_flag=True, help="Do not measure compute times (the paper's model).")
 @click.option("--threads", type=int, default=1, show_default=True, help="Threads of each stage (compute, --run).")
+@click.option("--device", default=None,
+              help="Predict each stage's compute on this device profile instead of measuring it here (nodes that "
+                   "run LiteRT: litert-fp32-1t; or a device you calibrated).")
 @click.option("--run", "do_run", is_flag=True,
               help="Deploy the plan as a pipeline of Ray actors with the links emulated and measure throughput "
                    "(10 inputs streamed).")
@@ -31,7 +34,8 @@ __all__ = ["partition"]
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output with every input to re-check it.")
 @click.pass_obj
 def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | None, bandwidth_file: str | None,
-              simulate_seed: int | None, compress: bool, no_compute: bool, threads: int, do_run: bool,
+              simulate_seed: int | None, compress: bool, no_compute: bool, threads: int, device: str | None,
+              do_run: bool,
               ray_address: str | None, plot_path: str | None, as_json: bool) -> None:
     """Cut MODEL at its candidate points into partitions that fit the nodes and place them to maximise throughput.
 
@@ -42,6 +46,7 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
     Example:
       edgeplan partition torchvision:resnet18 --simulate 0 --nodes 6 --memory-mb 64 --json
       edgeplan partition torchvision:resnet18 --bandwidth cluster.json --run
+      edgeplan partition torchvision:mobilenet_v2 --simulate 0 --nodes 4 --memory-mb 8 --device litert-fp32-1t
     """
     import math
     from pathlib import Path
@@ -57,6 +62,9 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
     from edgeplan.reports.placement_plot import plan_lines, plot_placement
 
     check_thread_count(threads)
+    if device is not None and (no_compute or do_run):
+        raise click.UsageError("--device predicts the stages' compute on a device this machine does not run: it "
+                               "goes with neither --no-compute nor --run")
     if plot_path and not Path(plot_path).parent.is_dir():  # before planning (and --run), not after
         raise click.BadParameter(f"{Path(plot_path).parent} is not an existing folder; create it or pick another path",
                                  param_hint="--plot")
@@ -71,7 +79,7 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
     else:
         assert bandwidth_file is not None
         cluster = load_cluster(bandwidth_file, nodes, memory_mb)  # names a missing or disagreeing memory
-    result = plan_partition(model, cluster, PartitionOptions("own", compress, not no_compute, threads))
+    result = plan_partition(model, cluster, PartitionOptions("own", compress, not no_compute, threads, device))
     run = None
     if do_run:
         partition_run = run_partition(result, address=ray_address)

@@ -6,7 +6,10 @@ mobile and on the cloud from measurements (this machine's Store, else the ranges
 they were measured on this very device, else measured now: another device's ranges are used only when asked for,
 and the result says so), and the network and power models. Each side is a *measured* device (torch on this machine at a
 thread count) or, for the cloud, a *derived* one: the mobile's measured ranges divided by a stated speed-up
-(eshratifar2018's cloud GPU has 11.25x the compute of its mobile). Labels say which.
+(eshratifar2018's cloud GPU has 11.25x the compute of its mobile). The mobile can also be a *predicted* one: a
+device profile (LiteRT on a phone, ``litert-fp32-1t``, or a calibrated device) prices each layer
+(:mod:`edgeplan.decisions.predicted_costs`), and a range is its layers' sum plus one invocation's overhead. Labels
+say which.
 """
 
 from __future__ import annotations
@@ -109,6 +112,9 @@ class OffloadSetup:
     mobile_slowdown
         When set, the mobile is *derived*: this machine's ranges at ``mobile_threads`` times this factor (to study
         a slower phone; applied before ``cloud_speedup``).
+    mobile_device
+        When set, the mobile is *predicted*: this device profile (``litert-fp32-1t``, a calibrated phone) prices its
+        ranges instead of measurements here (``mobile_threads`` and ``mobile_slowdown`` then do not apply).
     costs
         One of :data:`COST_SOURCES`: ``auto`` (default) never takes another device's ranges (it measures them here
         instead); ``shipped`` takes the reference machine's as asked, and the result says whether they are this
@@ -124,6 +130,7 @@ class OffloadSetup:
     costs: str = "auto"
     input_shape: tuple[int, ...] | None = None
     mobile_slowdown: float | None = None
+    mobile_device: str | None = None
 
     def __post_init__(self) -> None:
         from edgeplan.frontends.zoo import model_spec
@@ -136,6 +143,9 @@ class OffloadSetup:
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
                                       or not (math.isfinite(value) and value > 0)):
                 raise InvalidInputError(f"{what} must be a finite positive number, got {value!r}")
+        if self.mobile_device is not None and self.mobile_slowdown is not None:
+            raise InvalidInputError("a predicted mobile (mobile_device) is priced by its profile; drop the mobile "
+                                    "slow-down, or calibrate a device profile for the slower phone")
         if self.costs not in COST_SOURCES:
             raise InvalidInputError(f"cost source {self.costs!r} is not one of {', '.join(COST_SOURCES)}")
         if self.costs == "shipped" and self.input_shape is not None:
@@ -275,11 +285,13 @@ def offload_inputs(setup: OffloadSetup, home: str | Path | None = None, progress
     from edgeplan.frontends.zoo import load_graph
 
     chain = layer_chain(load_graph(setup.model, setup.input_shape))
-    threads = [setup.mobile_threads] + ([] if setup.cloud_speedup is not None else [setup.cloud_threads])
+    predicted = _predicted_mobile(setup, chain, home)
+    threads = ([] if predicted is not None else [setup.mobile_threads]) + \
+        ([] if setup.cloud_speedup is not None else [setup.cloud_threads])
     sources = ("store", "shipped", "measure") if setup.costs == "auto" else (setup.costs,)
     problems: list[str] = []
     measured: list[tuple[Any, str, CostsOrigin]] = []
-    for source in sources:
+    for source in sources if threads else ():
         try:
             measured = [_ranges_from(source, setup.model, t, chain, home, setup.input_shape, progress, command)
                         for t in threads]
@@ -291,11 +303,15 @@ def offload_inputs(setup: OffloadSetup, home: str | Path | None = None, progress
             measured = []
             continue
         break
-    if not measured:
+    if threads and not measured:
         raise InvalidInputError("; ".join(problems))
+    if predicted is not None:
+        measured.insert(0, predicted)
     mobile_ms, mobile_label, origin = measured[0]
-    if not all(o.matches_here for _, _, o in measured):  # the one that does not match speaks for both
-        origin = next(o for _, _, o in measured if not o.matches_here)
+    if not all(o.matches_here for _, _, o in measured if o.here is not None):  # a mismatch speaks for all
+        origin = next(o for _, _, o in measured if o.here is not None and not o.matches_here)
+    elif predicted is not None and len(measured) > 1:
+        origin = measured[1][2]  # the cloud's measurements: the only ones that could be another device's
     if setup.mobile_slowdown is not None:
         mobile_ms = mobile_ms * setup.mobile_slowdown
         mobile_label = f"derived: {mobile_label} x {setup.mobile_slowdown:.3g} (a phone that much slower)"
@@ -308,6 +324,27 @@ def offload_inputs(setup: OffloadSetup, home: str | Path | None = None, progress
     costs = OffloadCosts(tuple(layer.name for layer in chain.layers), mobile_ms, cloud_ms, chain.boundary_bytes,
                          mobile_label, cloud_label)
     return costs, chain, origin
+
+
+def _predicted_mobile(setup: OffloadSetup, chain: LayerChain, home: str | Path | None
+                      ) -> tuple[Any, str, CostsOrigin] | None:
+    """The mobile's range latencies ``(n, n)`` predicted on ``setup.mobile_device``, its label and origin; None for a
+    measured mobile."""
+    if setup.mobile_device is None:
+        return None
+    import numpy as np
+
+    from edgeplan.decisions.predicted_costs import predicted_costs
+
+    costs = predicted_costs(chain.graph, setup.mobile_device, home=home)
+    layer_ms = [sum(costs.node_ms.get(n, 0.0) for n in layer.nodes) for layer in chain.layers]
+    prefix = np.concatenate([[0.0], np.cumsum(layer_ms)])
+    n = len(layer_ms)
+    ranges = np.zeros((n, n))
+    for i in range(n):
+        ranges[i, i:] = prefix[i + 1:] - prefix[i] + costs.overhead_ms
+    origin = CostsOrigin("model", f"{costs.label}, {setup.model}", None, None)
+    return ranges, costs.label, origin
 
 
 def offload_costs(setup: OffloadSetup, home: str | Path | None = None, progress: bool = False,
@@ -369,6 +406,9 @@ def run_offload(result: OffloadResult, repeats: int = 5, warmup: int = 1) -> Off
     InvalidInputError
         When the cloud is derived (a speed-up, not a device that can run).
     """
+    if result.setup.mobile_device is not None:
+        raise InvalidInputError(f"this plan's mobile is predicted on the device profile {result.setup.mobile_device} "
+                                "(a device this machine does not run); --run executes plans of measured devices")
     if result.setup.cloud_speedup is not None or result.setup.mobile_slowdown is not None:
         raise InvalidInputError("this plan has a derived device (a speed ratio, not a device that can run); plan "
                                 "with measured devices (--mobile-threads, --cloud-threads) to use --run")

@@ -355,6 +355,10 @@ class PartitionOptions:
         solvers report it. The times are always measured here, never read from another device's file.
     threads
         Torch threads for the compute measurement.
+    device
+        When set, each segment's compute time is predicted on this device profile (every node a device of that
+        kind: ``litert-fp32-1t`` for boards running LiteRT, or a calibrated device) instead of measured here: a
+        stage costs its nodes' sum plus one invocation's overhead (:mod:`edgeplan.decisions.predicted_costs`).
     classes
         Bandwidth classes of ``kpath``.
     seed
@@ -367,6 +371,7 @@ class PartitionOptions:
     compress: bool = False
     compute: bool = True
     threads: int = 1
+    device: str | None = None
     classes: int = 5
     seed: int = 0
     time_limit_s: float = 0.8
@@ -432,13 +437,23 @@ def plan_partition(model: str, cluster: Cluster | str | Path, options: Partition
         ratios = tuple(measured[p].ratio if p in measured else 1.0 for p in raw.points)
         problem = partition_problem(cuts, max(cluster.memory_bytes), {p: r for p, r in zip(raw.points, ratios,
                                                                                            strict=True)})
+    notes: list[str] = []
     run_ms = None
-    if compute:
+    if compute and options.device is not None:
+        from edgeplan.decisions.predicted_costs import predicted_costs
+        from edgeplan.measure.segment_profile import run_ms_matrix, segments
+
+        predicted = predicted_costs(graph, options.device)
+        notes.append(f"compute {predicted.label}, each stage its nodes' sum plus {predicted.overhead_ms:.2f} ms of "
+                     "overhead; not measured here")
+        per_segment = [predicted.range_ms(names) - predicted.overhead_ms for names in segments(graph, problem.points)]
+        run_ms = tuple(tuple(ms + predicted.overhead_ms if a <= b else 0.0 for b, ms in enumerate(row))
+                       for a, row in enumerate(run_ms_matrix(per_segment)))
+    elif compute:
         from edgeplan.measure.segment_profile import run_ms_matrix, segment_ms
 
         run_ms = run_ms_matrix(segment_ms(graph, problem.points, threads=threads))
     identical = len(set(cluster.memory_bytes)) == 1 and len(set(cluster.speed)) == 1
-    notes: list[str] = []
     complete: bool = True
     candidates: tuple[int | None, int | None] = (None, None)  # the heuristics always finish; only own has candidates
     start = time.perf_counter()

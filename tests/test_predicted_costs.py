@@ -1,0 +1,88 @@
+"""Planning on predicted costs: ``offload --mobile-device`` and ``partition --device`` price layers with a device
+profile (:mod:`edgeplan.decisions.predicted_costs`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgeplan.cli.main import main
+from edgeplan.costmodels.opwise.ops import OpPrediction, Prediction
+from edgeplan.decisions import predicted_costs as pc
+from edgeplan.decisions.offload import OffloadSetup, offload_inputs
+from edgeplan.decisions.partition import PartitionOptions, plan_partition, simulated_cluster
+from edgeplan.decisions.predict import predict
+from edgeplan.errors import InvalidInputError
+from edgeplan.frontends.zoo import load_graph
+from edgeplan.ir.layer_chain import layer_chain
+
+MODEL, DEVICE = "synthetic:3", "torch-fp32-1t"
+
+
+def test_node_costs_add_up_to_the_devices_prediction() -> None:
+    costs = pc.predicted_costs(load_graph(MODEL), DEVICE)
+    whole = predict(MODEL, DEVICE)
+    assert whole.prediction.overhead_ms >= 0
+    assert costs.range_ms(costs.node_ms) == pytest.approx(whole.prediction.latency_ms, rel=1e-9)
+    assert all(ms > 0 for ms in costs.node_ms.values())
+
+
+def test_a_kernels_name_points_at_its_node() -> None:
+    names = {"conv", "stem.0"}
+    assert pc._node_of("conv2d+relu@conv", names) == "conv"
+    assert pc._node_of("TRANSPOSE:stem.0", names) == "stem.0"
+    assert pc._node_of("aten::add@folded#3", names) is None
+
+
+def test_an_operation_the_device_cannot_price_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import edgeplan.costmodels.opwise.graph_ops as graph_ops
+
+    unpriced = Prediction(1.0, 0.0, (OpPrediction("mystery@x", "tflite.CUSTOM", "", None),))
+    monkeypatch.setattr(graph_ops, "predict_graph", lambda *a, **k: unpriced)
+    with pytest.raises(InvalidInputError, match=r"cannot price 1 operation\(s\).*mystery@x"):
+        pc.predicted_costs(load_graph(MODEL), DEVICE)
+
+
+def test_offload_prices_a_predicted_mobile_per_range() -> None:
+    setup = OffloadSetup(MODEL, cloud_speedup=10.0, mobile_device=DEVICE)
+    costs, chain, origin = offload_inputs(setup)
+    predicted = pc.predicted_costs(chain.graph, DEVICE)
+    n = len(chain.layers)
+    mobile = np.asarray(costs.mobile_ms)
+    assert mobile[0, n - 1] == pytest.approx(predicted.range_ms(predicted.node_ms))
+    first = layer_chain(load_graph(MODEL)).layers[0]
+    assert mobile[0, 0] == pytest.approx(predicted.range_ms(first.nodes))
+    assert np.allclose(np.asarray(costs.cloud_ms), mobile / 10.0)
+    assert "predicted" in costs.mobile_label and origin.here is None
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--mobile-threads", "2"), "--mobile-threads has no effect"),
+    (("--run",), "drop --run or --mobile-device"),
+    (("--mobile-device", "no-such-phone"), "unknown device 'no-such-phone'"),
+])
+def test_offload_refuses_what_a_predicted_mobile_cannot_do(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                           args: tuple[str, ...], message: str) -> None:
+    device = () if "--mobile-device" in args else ("--mobile-device", DEVICE)
+    code = main(["--home", str(tmp_path), "offload", MODEL, "--cloud-speedup", "4", *device, *args])
+    err = capsys.readouterr().err
+    assert code != 0 and message in err and "Traceback" not in err
+
+
+def test_partition_stages_cost_their_predicted_nodes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    cluster = simulated_cluster(4, 0, 64.0)
+    result = plan_partition(MODEL, cluster, PartitionOptions(device=DEVICE))
+    predicted = pc.predicted_costs(load_graph(MODEL), DEVICE)
+    assert result.stage_compute_ms is not None
+    assert sum(result.stage_compute_ms) == pytest.approx(
+        predicted.range_ms(predicted.node_ms) + (len(result.runs) - 1) * predicted.overhead_ms)
+    assert any("predicted" in note for note in result.notes)
+    code = main(["--home", str(tmp_path), "partition", MODEL, "--simulate", "0", "--nodes", "4", "--memory-mb", "64",
+                 "--device", DEVICE, "--json"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["stages"]
+    code = main(["--home", str(tmp_path), "partition", MODEL, "--simulate", "0", "--nodes", "4", "--memory-mb", "64",
+                 "--device", DEVICE, "--no-compute"])
+    assert code != 0 and "--device" in capsys.readouterr().err
