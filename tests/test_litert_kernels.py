@@ -263,3 +263,86 @@ def test_generic_weights_redraw_single_valued_tensors_only() -> None:
     assert torch.equal(conv.weight, before)  # varied values: untouched
     for t in (bn.weight, bn.bias, bn.running_mean, bn.running_var):
         assert len(set(t.tolist())) == 4 and min(t.tolist()) > 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Average poolings: what litert-torch and the TFLite converter write for each variant
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class Pools(nn.Module):
+    """Average poolings of an 8x8 map, then 4x4; the comments say what the converter writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 1)
+        self.excluding = nn.AvgPool2d(3, 2, 1, count_include_pad=False)  # torch pads (1, 1), SAME (0, 1)
+        self.same = nn.AvgPool2d(3, 1, 1, count_include_pad=False)  # SAME padding: AVERAGE_POOL_2D SAME
+        self.ceil = nn.AvgPool2d(3, 2, 1, ceil_mode=True)  # PAD, AVERAGE_POOL_2D, MUL by the edge windows' divisors
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        # reduce windows of y and of the ones, DIV; reduce window of relu(y), DIV (the counts are shared)
+        pooled = self.excluding(y) + self.excluding(torch.relu(y))
+        return self.ceil(self.same(pooled))  # 4x4 to 3x3: ceil mode pads one more row and column
+
+
+@pytest.fixture(scope="module")
+def pools(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, Path]:
+    from edgeplan.frontends.litert_export import export_tflite
+    from edgeplan.frontends.torch_frontend import graph_from_torch
+
+    module = Pools().eval()
+    x = torch.randn(1, 4, 8, 8)
+    path = export_tflite(module, (x,), tmp_path_factory.mktemp("litert") / "pools.tflite")
+    return graph_from_torch(module, (x,), name="pools"), path
+
+
+def test_average_poolings_are_deduced_as_the_converter_writes_them(pools: tuple[Graph, Path]) -> None:
+    from edgeplan.frontends.tflite_frontend import read_tflite
+    from edgeplan.measure.litert_delegate import check_litert, file_kernels
+
+    graph, path = pools
+    assert read_tflite(path).op_types().count("STABLEHLO_REDUCE_WINDOW") == 3
+    assert _kinds(graph) == [k.kind for k in file_kernels(path)]
+    assert check_litert(graph, path) == []
+    d = deduce_kernels(graph, PROFILE)
+    assert [k.kind for k in d.kernels if k.name.endswith(":excluding")][:2] == [
+        "tflite.STABLEHLO_REDUCE_WINDOW", "tflite.STABLEHLO_REDUCE_WINDOW"]
+    assert d.kernel_of("excluding").kind == "xnnpack.DIV"  # type: ignore[union-attr]
+    assert d.kernel_of("same").kind == "xnnpack.AVERAGE_POOL_2D"  # type: ignore[union-attr]
+    assert d.kernel_of("ceil").kind == "xnnpack.MUL"  # type: ignore[union-attr]
+
+
+def test_a_latency_model_gets_sum_poolings_for_the_reduce_windows(pools: tuple[Graph, Path]) -> None:
+    from edgeplan.costmodels.opwise.litert_ops import litert_kernels
+
+    graph, _ = pools
+    written = {name: dicts for name, _, _, dicts in litert_kernels(graph, deduce_kernels(graph, PROFILE))}
+    (total,), (counts,) = written["STABLEHLO_REDUCE_WINDOW:excluding"], written[
+        "STABLEHLO_REDUCE_WINDOW.counts:excluding"]
+    assert total["attrs"]["mode"] == counts["attrs"]["mode"] == "sum"
+    assert (total["input_shapes"], counts["input_shapes"]) == ([[1, 4, 8, 8]], [[1, 1, 8, 8]])
+
+
+def test_the_reduce_windows_read_back_as_sum_poolings(pools: tuple[Graph, Path]) -> None:
+    from edgeplan.frontends.tflite_frontend import graph_from_tflite
+    from edgeplan.measure.litert_delegate import check_litert
+
+    _, path = pools
+    graph = graph_from_tflite(path)
+    assert check_litert(graph, path) == []
+    sums = [n for n in graph.nodes if isinstance(n.attrs, PoolAttrs) and n.attrs.mode is PoolMode.SUM]
+    assert len(sums) == 3
+    assert {(n.attrs.kernel, n.attrs.stride, n.attrs.padding) for n in sums} == {  # type: ignore[attr-defined]
+        ((3, 3), (2, 2), (1, 1, 1, 1))}
+    counts = [n for n in sums if graph.node(n.inputs[0].node).kind is OpKind.CONSTANT]
+    assert [(n.input_shapes[0], n.output_shapes[0]) for n in counts] == [((1, 1, 8, 8), (1, 1, 4, 4))]  # once
+    divs = [n for n in graph.nodes if n.kind is OpKind.ELTWISE and n.source.startswith("DIV")]
+    assert len(divs) == 2 and all(n.inputs[1].node == counts[0].name for n in divs)
+
+
+def test_a_transpose_of_equal_sized_axes_is_no_reshape() -> None:
+    b = _Builder((1, 8, 8, 8))
+    b.conv("conv", "x", 8)
+    assert _kinds(b.graph("conv")) == ["xnnpack.TRANSPOSE", "xnnpack.CONV_2D", "xnnpack.TRANSPOSE"]

@@ -1,9 +1,9 @@
 """Read a LiteRT (``.tflite``) model: its operators as written in the file, and the model as an IR
 :class:`~edgeplan.ir.Graph`.
 
-A ``.tflite`` file is a flatbuffer (LiteRT's schema, read with the ``schema_py_generated`` module that
-``ai-edge-litert`` ships): tensors, constant buffers and operators in execution order, each with its builtin
-options (padding, strides, the fused activation). :func:`read_tflite` lists them (which of them the XNNPACK
+A ``.tflite`` file is a flatbuffer of tensors, constant buffers and operators in execution order, each with its
+builtin options (padding, strides, the fused activation). :func:`read_tflite`
+(:mod:`edgeplan.frontends.tflite_file`) lists them (which of them the XNNPACK
 delegate takes is :func:`edgeplan.measure.litert_delegate.delegated_ops`); :func:`graph_from_tflite` maps them
 into the IR, one node per operator plus one ``activation`` node per fused activation, so that the kernel rules
 can fuse them again as the runtime does.
@@ -14,6 +14,11 @@ keep the layout (element-wise, padding, concatenation, slicing); their shapes an
 ``FULLY_CONNECTED`` over the last axis of a 4-D tensor is a 1x1 convolution of an NHWC one, as litert-torch writes a
 ConvNeXt block's linear layers). Other
 tensors (a model's NCHW input before the converter's first ``TRANSPOSE``, a flattened vector) keep their shapes.
+
+A ``STABLEHLO_REDUCE_WINDOW`` over 2-D windows is a pooling node with its window and padding: a sum (``PoolMode.SUM``)
+or a maximum. An average pooling that does not count its padding is written as two of them and a ``DIV``: the sum
+of the input's windows, the sum of the same windows over a constant of ones (a ``constant`` node of shape
+(1, 1, H, W)) that counts the input's positions in each, and the division of the one by the other.
 """
 
 from __future__ import annotations
@@ -21,11 +26,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
-from edgeplan.errors import InvalidInputError, UnsupportedOperatorError
+from edgeplan.errors import UnsupportedOperatorError
+from edgeplan.frontends.tflite_file import TfliteModel, TfliteOp, TfliteTensor, buffer_bytes, read_tflite
 from edgeplan.ir.graph import Graph, Node, Ref
 from edgeplan.ir.ops import (
     Activation,
@@ -80,116 +85,6 @@ _UNARY = {"LOGISTIC": Activation.SIGMOID, "RELU": Activation.RELU, "RELU6": Acti
 _ELTWISE = {"ADD": EltwiseOp.ADD, "SUB": EltwiseOp.SUB, "MUL": EltwiseOp.MUL, "DIV": EltwiseOp.DIV}
 
 
-@dataclass(frozen=True)
-class TfliteTensor:
-    """A tensor of the model's main subgraph: ``constant`` when its buffer holds data (weights, shapes, axes)."""
-
-    name: str
-    shape: Shape
-    dtype: str
-    constant: bool
-    value: tuple[float, ...] | None = None  # small constants (<= 64 values): axes, pads, slice bounds, scalars
-
-
-@dataclass(frozen=True)
-class TfliteOp:
-    """An operator as written in the file: its type (``CONV_2D``), tensor indices and builtin options."""
-
-    index: int
-    type: str
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TfliteModel:
-    """The main subgraph of a ``.tflite`` file."""
-
-    path: Path
-    tensors: tuple[TfliteTensor, ...]
-    ops: tuple[TfliteOp, ...]
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-
-    def op_types(self) -> list[str]:
-        """The operator types in execution order."""
-        return [o.type for o in self.ops]
-
-
-def read_tflite(path: str | os.PathLike[str]) -> TfliteModel:
-    """Read the main subgraph of a ``.tflite`` file.
-
-    Raises
-    ------
-    InvalidInputError
-        On a missing file, or one that is not a LiteRT flatbuffer.
-    """
-    from ai_edge_litert import schema_py_generated as schema
-
-    file = Path(path)
-    if not file.is_file():
-        raise InvalidInputError(f"LiteRT model {file} does not exist; check the path")
-    buf = file.read_bytes()
-    if len(buf) < 8 or buf[4:8] != b"TFL3":
-        raise InvalidInputError(f"{file} is not a LiteRT (.tflite) flatbuffer: its identifier is not TFL3")
-    model = schema.ModelT.InitFromPackedBuf(buf, 0)
-    if not model.subgraphs:
-        raise InvalidInputError(f"{file} has no subgraph to run")
-    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-    type_names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
-    sub = model.subgraphs[0]
-    tensors = tuple(_tensor(t, [buffer_bytes(b, buf) for b in model.buffers], type_names) for t in sub.tensors)
-    ops = []
-    for i, op in enumerate(sub.operators or ()):
-        code = model.operatorCodes[op.opcodeIndex]
-        builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
-        op_type = names.get(builtin, f"BUILTIN_{builtin}")
-        if op_type == "CUSTOM":
-            op_type = f"CUSTOM:{code.customCode.decode() if isinstance(code.customCode, bytes) else code.customCode}"
-        options = {k: _plain(v) for k, v in vars(op.builtinOptions).items()} if op.builtinOptions else {}
-        ops.append(TfliteOp(i, op_type, tuple(int(t) for t in _seq(op.inputs)),
-                            tuple(int(t) for t in _seq(op.outputs)), options))
-    return TfliteModel(file, tensors, tuple(ops), tuple(int(t) for t in _seq(sub.inputs)),
-                       tuple(int(t) for t in _seq(sub.outputs)))
-
-
-def _seq(values: Any) -> list[Any]:
-    return [] if values is None else list(values)
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def buffer_bytes(buffer: Any, file: bytes) -> bytes | None:
-    """The data of a flatbuffer ``BufferT``: inline, or stored after the flatbuffer at ``offset`` (as large models
-    and the quantizer's output keep their weights); None for an activation's empty buffer."""
-    if buffer.data is not None and len(buffer.data) > 0:
-        return bytes(buffer.data)
-    if getattr(buffer, "offset", 0) > 1 and getattr(buffer, "size", 0) > 0:
-        return file[buffer.offset:buffer.offset + buffer.size]
-    return None
-
-
-def _tensor(t: Any, buffers: Sequence[bytes | None], type_names: dict[int, str]) -> TfliteTensor:
-    import numpy as np
-
-    shape = tuple(int(d) for d in _seq(t.shape))
-    name = t.name.decode() if isinstance(t.name, bytes) else str(t.name)
-    data = buffers[t.buffer] if 0 < t.buffer < len(buffers) else None
-    constant = data is not None
-    dtype = type_names.get(t.type, str(t.type))
-    value = None
-    if data is not None and 0 < len(data) <= 512 and dtype in ("INT32", "INT64", "FLOAT32"):
-        array = np.frombuffer(data, dtype={"INT32": np.int32, "INT64": np.int64, "FLOAT32": np.float32}[dtype])
-        if array.size <= 64:
-            value = tuple(float(v) for v in array)
-    return TfliteTensor(name, shape, dtype, bool(constant), value)
-
-
 #: The source suffix of a convolution node whose zero padding the file writes as a ``PAD`` before it.
 SOURCE_PADDED = ":pad"
 
@@ -233,8 +128,9 @@ def _nhwc_tensors(model: TfliteModel) -> set[int]:
 
     nhwc: set[int] = set()
     for op in model.ops:
-        if op.type in _SPATIAL or (op.type == "FULLY_CONNECTED" and len(model.tensors[op.inputs[0]].shape) == 4
-                                   and len(model.tensors[op.outputs[0]].shape) == 4):
+        spatial = op.type in _SPATIAL or _window_axes(op) == (1, 2)
+        if spatial or (op.type == "FULLY_CONNECTED" and len(model.tensors[op.inputs[0]].shape) == 4
+                       and len(model.tensors[op.outputs[0]].shape) == 4):
             nhwc.update(activations(op))
         elif op.type == "MEAN" and op.inputs and len(model.tensors[op.inputs[0]].shape) == 4:
             axes = model.tensors[op.inputs[1]].value or ()
@@ -250,6 +146,25 @@ def _nhwc_tensors(model: TfliteModel) -> set[int]:
                     nhwc.update(ts)
                     changed = True
     return nhwc
+
+
+def _window_axes(op: TfliteOp) -> tuple[int, int] | None:
+    """The spatial axes of a 4-D ``STABLEHLO_REDUCE_WINDOW``: (1, 2) when its window, strides and padding leave
+    axes 0 and 3 alone (NHWC), (2, 3) when they leave axes 0 and 1 alone (NCHW), else None."""
+    if op.type != "STABLEHLO_REDUCE_WINDOW":
+        return None
+    o = op.options
+    dims, strides, pads = list(o.get("windowDimensions") or ()), list(o.get("windowStrides") or ()), list(
+        o.get("padding") or ())
+    if len(dims) != 4 or len(strides) != 4 or len(pads) != 8:
+        return None
+
+    def alone(axis: int) -> bool:
+        return dims[axis] == strides[axis] == 1 and pads[2 * axis] == pads[2 * axis + 1] == 0
+
+    if alone(0) and alone(3):
+        return (1, 2)
+    return (2, 3) if alone(0) and alone(1) else None
 
 
 class _Builder:
@@ -414,6 +329,45 @@ def _pool(b: _Builder, op: TfliteOp) -> None:
     b.emit(op, OpKind.POOL2D, PoolAttrs(mode, kernel, stride, padding, count_include_pad=False), [op.inputs[0]])
 
 
+#: The body of a ``STABLEHLO_REDUCE_WINDOW`` -> the pooling it computes, with its initial value.
+_WINDOW_BODIES = {"ADD": (PoolMode.SUM, 0.0), "STABLEHLO_ADD": (PoolMode.SUM, 0.0),
+                  "MAXIMUM": (PoolMode.MAX, -math.inf), "STABLEHLO_MAXIMUM": (PoolMode.MAX, -math.inf)}
+
+
+def _reduce_window(b: _Builder, op: TfliteOp) -> None:
+    """A 2-D sum or max over windows of a 4-D tensor (StableHLO ``reduce_window``): a pooling with its padding.
+
+    An average pooling that does not count its padding is written as the sum of the input's windows divided by
+    the sum of the same windows over a constant of ones (1, H, W, 1); that constant is a ``constant`` node."""
+    o = op.options
+    axes = _window_axes(op)
+    body = tuple(o.get("body") or ())
+    if axes is None or len(body) != 1 or body[0] not in _WINDOW_BODIES:
+        raise _NotModelled("only a sum or a maximum over 2-D windows of a 4-D tensor is modelled")
+    if any(d != 1 for d in o.get("baseDilations") or ()):
+        raise _NotModelled("a reduce window with base dilations is not modelled")
+    mode, init = _WINDOW_BODIES[body[0]]
+    if b.model.tensors[op.inputs[1]].value not in ((init,), None):
+        raise _NotModelled(f"the reduce window starts from {b.model.tensors[op.inputs[1]].value}, not {init}")
+    h, w = axes
+    dims, strides, pads = o["windowDimensions"], o["windowStrides"], o["padding"]
+    dilations = list(o.get("windowDilations") or (1, 1, 1, 1))
+    attrs = PoolAttrs(mode, (int(dims[h]), int(dims[w])), (int(strides[h]), int(strides[w])),
+                      (int(pads[2 * h]), int(pads[2 * w]), int(pads[2 * h + 1]), int(pads[2 * w + 1])),
+                      (int(dilations[h]), int(dilations[w])))
+    x = op.inputs[0]
+    if b.model.tensors[x].constant and x not in b.ref:  # the ones of an average's counts
+        shape = b.model.tensors[x].shape
+        if axes == (1, 2):
+            shape = tuple(shape[i] for i in _NHWC_TO_NCHW)
+        name = f"{op.type.lower()}_{op.index}.const"
+        b.nodes.append(Node(name, OpKind.CONSTANT, ConstantAttrs(), (), (), (shape,),
+                            _DTYPES.get(b.model.tensors[x].dtype, DType.FLOAT32), f"{op.type}:const"))
+        b.emit(op, OpKind.POOL2D, attrs, [], input_refs=[Ref(name)], input_shapes=[shape])
+        return
+    b.emit(op, OpKind.POOL2D, attrs, [x])
+
+
 def _reduce(b: _Builder, op: TfliteOp) -> None:
     x = op.inputs[0]
     axes = tuple(sorted(b.axis(x, int(a)) for a in b.const(op.inputs[1])))
@@ -502,6 +456,7 @@ _HANDLERS: dict[str, Callable[[_Builder, TfliteOp], None]] = {
     "CONCATENATION": _concat, "SLICE": _slice, "STRIDED_SLICE": _slice, "SPLIT": _split, "SPLIT_V": _split,
     "RESHAPE": _reshape, "TRANSPOSE": _transpose, "PAD": _pad, "PADV2": _pad, "MIRROR_PAD": _pad,
     "SOFTMAX": _softmax, "RESIZE_BILINEAR": _resize, "RESIZE_NEAREST_NEIGHBOR": _resize,
+    "STABLEHLO_REDUCE_WINDOW": _reduce_window,
 }
 
 

@@ -176,10 +176,13 @@ class EltwiseOp(str, enum.Enum):
 
 
 class PoolMode(str, enum.Enum):
-    """Reduction of a pooling window."""
+    """Reduction of a pooling window: its maximum, its mean, or its sum (zeros in the padding count; a StableHLO
+    ``reduce_window`` with ``add``, as a ``.tflite`` file writes an average pooling that does not count the padding:
+    the window's sum divided by the sum of a window over ones)."""
 
     MAX = "max"
     AVG = "avg"
+    SUM = "sum"
 
 
 class DType(str, enum.Enum):

@@ -299,6 +299,8 @@ def _pool(node: Node, gen: torch.Generator, w: Mapping[str, torch.Tensor] | None
         pad, native = _pad_fn(a.padding, -math.inf if a.mode is o.PoolMode.MAX else 0.0), (0, 0)
     if a.mode is o.PoolMode.MAX:
         return _one(lambda x: F.max_pool2d(pad(x), a.kernel, a.stride, native, a.dilation, a.ceil_mode))
+    if a.mode is o.PoolMode.SUM:  # the window's sum: an average that divides by 1, zeros of the padding included
+        return _one(lambda x: F.avg_pool2d(pad(x), a.kernel, a.stride, native, a.ceil_mode, True, 1))
     return _one(lambda x: F.avg_pool2d(pad(x), a.kernel, a.stride, native, a.ceil_mode, a.count_include_pad))
 
 

@@ -346,8 +346,10 @@ def _flow_callable(node: Node, torch_device: torch.device) -> Callable[[torch.Te
         kernel, stride, pad = attrs.kernel, attrs.stride, attrs.padding[:2]
         if attrs.mode is PoolMode.MAX:
             return lambda x: F.max_pool2d(x, kernel, stride, pad, attrs.dilation, ceil_mode=attrs.ceil_mode)
+        summed = attrs.mode is PoolMode.SUM  # the window's sum: an average that divides by 1
         return lambda x: F.avg_pool2d(x, kernel, stride, pad, ceil_mode=attrs.ceil_mode,
-                                      count_include_pad=attrs.count_include_pad)
+                                      count_include_pad=attrs.count_include_pad or summed,
+                                      divisor_override=1 if summed else None)
     if node.kind is OpKind.BATCH_NORM:
         c = int(node.input_shapes[0][1])
         mean, weight = torch.zeros(c, device=torch_device), torch.ones(c, device=torch_device)

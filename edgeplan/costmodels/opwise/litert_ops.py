@@ -10,9 +10,10 @@ is featurized from the nodes that IR would have for it:
 - a convolution or fully connected layer with a batch norm folded into it is one node with a bias;
 - a pool after an inserted ``PAD`` or ``PADV2`` reads the padded tensor with no padding of its own;
 - each ``SLICE`` of a split is a slice node of its piece;
-- every other operator the converter inserts (the input's layout ``TRANSPOSE``, a max pool's ``PADV2``, ...) gets
-  the node the file's IR has for it, built from the shapes of the IR node it serves (its kernel's name
-  ``OP:node``).
+- the ``DIV`` that ends an average pool written as reduce windows is an element-wise division by the counts;
+- every other operator the converter inserts (the input's layout ``TRANSPOSE``, a max pool's ``PADV2``, an average
+  pool's ``STABLEHLO_REDUCE_WINDOW`` sums, ...) gets the node the file's IR has for it, built from the shapes of
+  the IR node it serves (its kernel's name ``OP:node``).
 """
 
 from __future__ import annotations
@@ -22,13 +23,17 @@ from typing import Any
 
 from edgeplan.ir.graph import Graph, Node
 from edgeplan.ir.kernels import KernelDeduction
+from edgeplan.ir.kernels.litert_pool import window_padding
 from edgeplan.ir.ops import (
     ConvAttrs,
+    EltwiseAttrs,
+    EltwiseOp,
     LinearAttrs,
     OpKind,
     PadAttrs,
     PermuteAttrs,
     PoolAttrs,
+    PoolMode,
     ReshapeAttrs,
     SliceAttrs,
     SplitAttrs,
@@ -68,6 +73,9 @@ def litert_kernels(graph: Graph, deduction: KernelDeduction) -> list[LiteRTKerne
             if op in _PADS and node is not None and node.kind is OpKind.PAD:
                 padded_pools.add(target)
             out.append((k.name, k.kind, nodes, [node.to_dict()] if node is not None else None))
+            continue
+        if k.kind.endswith(".DIV") and len(nodes) >= 1 and isinstance(graph.node(nodes[0]).attrs, PoolAttrs):
+            out.append((k.name, k.kind, nodes, [node_to_dict(_division(graph.node(nodes[0])))]))
             continue
         out.append((k.name, k.kind, nodes, _as_written(graph, nodes, padded_pools)))
     return out
@@ -112,6 +120,13 @@ def _as_written(graph: Graph, nodes: tuple[str, ...], padded_pools: set[str]) ->
     return None
 
 
+def _division(pool: Node) -> Node:
+    """The ``DIV`` of an average pool written as reduce windows: its windows' sums by their counts (1, 1, H, W)."""
+    out = pool.output_shapes[0]
+    counts = (1, 1, *out[2:])
+    return replace(pool, kind=OpKind.ELTWISE, attrs=EltwiseAttrs(EltwiseOp.DIV), input_shapes=(out, counts))
+
+
 def _node(graph: Graph, name: str) -> Node | None:
     """``graph``'s node ``name``, or None."""
     try:
@@ -136,6 +151,13 @@ def _stand_in(graph: Graph, op: str, target: str, name: str) -> Node | None:
         pads = ((0, 0), (0, 0), (top, bottom), (left, right))
         value = float("-inf") if op == "PADV2" else 0.0
         return Node(name, OpKind.PAD, PadAttrs(pads, "constant", value), (), (shape,), (padded,), served.dtype, op)
+    if op.startswith("STABLEHLO_REDUCE_WINDOW") and isinstance(served.attrs, PoolAttrs) and len(shape) == 4:
+        # an average pool's sum of the input's windows, or (.counts) of a constant of ones: a sum pooling
+        window = replace(served.attrs, mode=PoolMode.SUM, padding=window_padding(served), ceil_mode=False)
+        out = served.output_shapes[0]
+        if op.endswith(".counts"):
+            shape, out = (1, 1, *shape[2:]), (1, 1, *out[2:])
+        return Node(name, OpKind.POOL2D, window, (), (shape,), (out,), served.dtype, op)
     if op == "TRANSPOSE":
         return Node(name, OpKind.PERMUTE, PermuteAttrs(tuple(range(len(shape)))), (), (shape,), (shape,),
                     served.dtype, op)

@@ -22,6 +22,7 @@ from edgeplan.ir.kernels.litert_passes import (
     _product_shapes,
     same_padding,
 )
+from edgeplan.ir.kernels.litert_pool import POOL, avg_pool_form, window_padding
 from edgeplan.ir.kernels.rules import KernelRules, label_keys, node_label
 from edgeplan.ir.ops import (
     ConvAttrs,
@@ -60,6 +61,7 @@ class _Converter(_Passes):
         self.lazy: dict[Ref, _Op] = {}  # slices of a split replayed at their first use
         self.seen: dict[tuple[Any, ...], str] = {}  # the first node of each (kind, attributes, inputs)
         self.twins: dict[str, str] = {}  # a node -> the identical node computed before it
+        self.shared: dict[tuple[Any, ...], _Op] = {}  # operators of constants only, by what they compute
 
     # -- driver --------------------------------------------------------------------------------------------------
 
@@ -199,12 +201,16 @@ class _Converter(_Passes):
                 named[str(spec.get("id", f"${k}"))] = ins[0] if ins else None
                 last_in = ins[:1]
                 continue
+            share = self._share_key(spec, n, nhwc)
+            if share in self.shared:  # the same operator over constants, written once (the converter's CSE)
+                named[str(spec.get("id", f"${k}"))] = self.shared[share]
+                continue
             last = k == applied[-1]
             fold = spec.get("fold")
             if last and len(applied) == 1 and const_fold is not None:
                 fold = const_fold
             op = _Op(op_type, n, [n] if last else [], list(ins), self._spec_shape(spec, n, shape, nhwc),
-                     nhwc=nhwc and not spec.get("view"), fold=fold, facts=dict(facts))
+                     nhwc=nhwc and not spec.get("view"), fold=fold, facts=dict(facts), helper=spec.get("name"))
             if spec.get("perm") == "swap_last":
                 rank = len(op.shape)
                 op.facts["perm"] = (*range(rank - 2), rank - 1, rank - 2)
@@ -212,6 +218,8 @@ class _Converter(_Passes):
                 op.facts["perm"] = (0, 2, 1, 3, 4)
             if spec.get("hoist"):
                 op.facts["hoist"] = 1
+            if share is not None:
+                self.shared[share] = op
             made.append(op)
             self.ops.append(op)
             named[str(spec.get("id", f"${k}"))] = op
@@ -251,6 +259,8 @@ class _Converter(_Passes):
         products = _product_shapes(n)
         if kind in products:
             return products[str(kind)]
+        if kind == "counts":  # a pooling's count of input positions per window: one channel
+            return (1, *shape[1:3], 1) if nhwc else (1, 1, *shape[2:])
         if kind == "unsqueezed":  # a slice before the reshape that drops its axis
             a = n.attrs
             if not getattr(a, "squeeze", False):
@@ -278,6 +288,12 @@ class _Converter(_Passes):
         cond = spec.get("if")
         if cond is None:
             return True
+        if cond.startswith("form:"):  # how the converter writes an average pooling (litert_pool)
+            return avg_pool_form(n) == cond[len("form:"):]
+        if cond == "ceil_counted":  # an average pooling that counts a padding that ceil mode extends
+            a = n.attrs
+            return (isinstance(a, PoolAttrs) and a.mode is PoolMode.AVG and a.count_include_pad
+                    and window_padding(n) != a.padding)
         if cond == "affine":
             return bool(getattr(n.attrs, "affine", False))
         if cond == "rank_over_4":
@@ -297,6 +313,15 @@ class _Converter(_Passes):
             axis = _TO_NHWC.index(axis)
         last = axis == rank - 1
         return last if cond == "last_axis" else not last
+
+    @staticmethod
+    def _share_key(spec: Mapping[str, Any], n: Node, nhwc: bool) -> tuple[Any, ...] | None:
+        """What an operator of constants only computes (``share: window``: a pooling's counts, by its input's size,
+        window and padding), None for any other."""
+        if spec.get("share") != "window" or not isinstance(n.attrs, PoolAttrs):
+            return None
+        a = n.attrs
+        return (spec["op"], tuple(n.input_shapes[0][2:]), a.kernel, a.stride, a.dilation, window_padding(n), nhwc)
 
     @staticmethod
     def _per_axis(specs: list[Mapping[str, Any]], n: Node) -> list[Mapping[str, Any]]:
@@ -386,13 +411,10 @@ class _Converter(_Passes):
         a = n.attrs
         if not isinstance(a, (ConvAttrs, PoolAttrs)) or not n.input_shapes or len(n.input_shapes[0]) != 4:
             return xs, 1
+        if avg_pool_form(n) != POOL:  # the padding is the reduce window's, or the composite's
+            return xs, 1
         h, w = n.input_shapes[0][2], n.input_shapes[0][3]
-        oh, ow = n.output_shapes[0][2], n.output_shapes[0][3]
-        top, left, bottom, right = a.padding
-        # ceil mode: the window's last positions read past the padded input, as padding at the end
-        bottom = max(bottom, (oh - 1) * a.stride[0] + (a.kernel[0] - 1) * a.dilation[0] + 1 - h - top)
-        right = max(right, (ow - 1) * a.stride[1] + (a.kernel[1] - 1) * a.dilation[1] + 1 - w - left)
-        pads = (top, left, bottom, right)
+        top, left, bottom, right = pads = window_padding(n)
         counted = isinstance(a, PoolAttrs) and a.mode is PoolMode.AVG and a.count_include_pad
         if pads == (0, 0, 0, 0):
             return xs, 1

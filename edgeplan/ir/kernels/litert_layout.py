@@ -8,6 +8,7 @@ from typing import Any
 
 from edgeplan.ir.graph import Graph, Node, Ref
 from edgeplan.ir.kernels.litert_passes import _keys
+from edgeplan.ir.kernels.litert_pool import COMPOSITE, avg_pool_form
 from edgeplan.ir.kernels.rules import KernelRules, label_keys
 from edgeplan.ir.ops import (
     EltwiseAttrs,
@@ -152,8 +153,8 @@ def nhwc_nodes(graph: Graph, kept: Sequence[Node], rules: KernelRules, alias: Ma
 def _nhwcable(node: Node, nodes: Mapping[str, Node], alias: Mapping[Ref, Ref], layout: Mapping[str, Any]) -> str:
     """``must``, ``can`` or ``cannot`` for one node: its class, and only with a 4-D result and 4-D inputs."""
     cls = _layout_class(node, layout)
-    if cls == "cannot":
-        return cls
+    if cls == "cannot" or avg_pool_form(node) == COMPOSITE:  # an unconverted composite runs as ATen's, NCHW
+        return "cannot"
     inputs = [alias.get(r, r) for r in node.inputs]
     if cls == "must" or node.kind is OpKind.BATCH_NORM:
         inputs = inputs[:1]

@@ -45,10 +45,11 @@ class _Op:
     fold: str | None = None
     fused: str | None = None
     facts: dict[str, Any] = field(default_factory=dict)
+    helper: str | None = None  # the name of a helper that is not the only one of its type (``OP.role``)
 
     @property
     def runtime_name(self) -> str:
-        return "" if self.nodes else f"{self.type}:{self.serves.name}"
+        return "" if self.nodes else f"{self.helper or self.type}:{self.serves.name}"
 
 
 _TO_NHWC = (0, 2, 3, 1)
@@ -403,8 +404,8 @@ def _unit_move(shape: Shape, perm: Iterable[int] | None) -> bool:
     perm = tuple(perm)
     if sorted(perm) != list(range(len(shape))):
         return False
-    moved = [shape[p] for p in perm]
-    return [d for d in shape if d != 1] == [d for d in moved if d != 1]
+    kept = [p for p in perm if shape[p] != 1]  # the non-unit axes, in their new order
+    return kept == sorted(kept)
 
 
 def _product_shapes(n: Node) -> dict[str, Shape]:
