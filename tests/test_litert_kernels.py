@@ -8,6 +8,7 @@ tests check the rules on hand-built graphs; benchmarks/bench_litert_kernels.py c
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -346,3 +347,36 @@ def test_a_transpose_of_equal_sized_axes_is_no_reshape() -> None:
     b = _Builder((1, 8, 8, 8))
     b.conv("conv", "x", 8)
     assert _kinds(b.graph("conv")) == ["xnnpack.TRANSPOSE", "xnnpack.CONV_2D", "xnnpack.TRANSPOSE"]
+
+
+class SplitBlocks(nn.Module):
+    """Channel-split blocks, as the synthetic space's: split, an element-wise op per part, concatenate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 6, 1)
+        self.head = nn.Conv2d(6, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = torch.split(self.conv(x), [3, 3], 1)
+        y = torch.cat([a + a, b * b], 1)
+        a, b = torch.split(y, [3, 3], 1)  # the concatenation's inputs: no slice, no concatenation
+        y = torch.cat([torch.relu(a), b + b], 1)
+        a, b, c = torch.split(y, [2, 2, 2], 1)  # [0:2] slices relu(a), [4:6] b + b, [2:4] the concatenation
+        return self.head(torch.cat([a * a, b + b, torch.relu(c)], 1))
+
+
+def test_slices_of_a_concatenation_read_its_inputs() -> None:
+    from edgeplan.frontends.litert_export import export_tflite
+    from edgeplan.frontends.torch_frontend import graph_from_torch
+    from edgeplan.measure.litert_delegate import check_litert, file_kernels
+
+    module = SplitBlocks().eval()
+    x = torch.randn(1, 4, 8, 8)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = export_tflite(module, (x,), Path(tmp) / "split.tflite")
+        graph = graph_from_torch(module, (x,), name="split")
+        observed = [k.kind for k in file_kernels(path)]
+        assert check_litert(graph, path) == []
+    assert _kinds(graph) == observed
+    assert observed.count("xnnpack.CONCATENATION") == 2 and observed.count("xnnpack.SLICE") == 5

@@ -33,6 +33,8 @@ from edgeplan.ir.ops import (
     PadAttrs,
     PoolAttrs,
     PoolMode,
+    SliceAttrs,
+    SplitAttrs,
 )
 
 __all__: list[str] = []
@@ -173,6 +175,9 @@ class _Converter(_Passes):
             facts["spatial_pads"] = (tuple(a.pads[2]), tuple(a.pads[3]))
         if isinstance(a, (GlobalPoolAttrs, MeanAttrs)):
             facts.update(self._reduced(n, nhwc))
+        if isinstance(a, SliceAttrs) and a.step == 1 and n.input_shapes:
+            rank = len(n.input_shapes[0])
+            facts["range"] = (a.axis % rank, a.start % max(n.input_shapes[0][a.axis % rank], 1), a.end)
         if len(specs) == 1 and specs[0].get("per_output"):
             self._per_output(n, str(specs[0]["op"]), xs, nhwc, facts)
             return
@@ -360,9 +365,13 @@ class _Converter(_Passes):
                       | {self.alias.get(r, r).index for r in self.graph.outputs
                          if self.alias.get(r, r).node == n.name})
         lazy = bool(n.inputs) and self._mutated(self.alias.get(n.inputs[0], n.inputs[0]).node)
+        a = n.attrs
         for k, i in enumerate(used):
             op = _Op(op_type, n, [n] if k == len(used) - 1 else [], list(xs), self._physical(Ref(n.name, i)),
                      nhwc=nhwc, facts=dict(facts))
+            if isinstance(a, SplitAttrs) and not a.squeeze and n.input_shapes:
+                start = sum(a.sizes[:i])
+                op.facts["range"] = (a.axis % len(n.input_shapes[0]), start, start + a.sizes[i])
             if lazy:
                 op.nodes = [n] if k == 0 else []
                 self.lazy[Ref(n.name, i)] = op

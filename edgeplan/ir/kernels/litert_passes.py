@@ -87,7 +87,10 @@ class _Passes:
         return uses
 
     def _merge_into(self, op: _Op, into: _Op) -> None:
-        """Remove ``op``: ``into`` computes its nodes, its users read ``into``."""
+        """Remove ``op``: ``into`` computes its nodes, its users read ``into``, and it runs where ``op`` ran (the
+        converter's rewrite creates the fused operator in place of the pattern's root, the last operator)."""
+        self.ops.remove(into)
+        self.ops.insert(self.ops.index(op), into)
         self._remove(op, into)
 
     def _fold_and_fuse(self) -> None:
@@ -149,7 +152,7 @@ class _Passes:
         shape vanishes, one that drops the unit axes of a single-use mean is folded into it; a concatenation takes
         the inputs of a single-use concatenation along the same axis among its inputs."""
         passes = (self._double_transposes, self._push_transposes, self._transpose_to_reshape, self._merge_reshapes,
-                  self._flatten_concats, self._pad_into_conv, self._hoist_scalar_steps)
+                  self._flatten_concats, self._slice_concats, self._pad_into_conv, self._hoist_scalar_steps)
         while any(step() for step in passes):
             pass
 
@@ -344,6 +347,34 @@ class _Passes:
                     op.inputs[k:k + 1] = inner.inputs
                     self._remove(inner, op)
                     return True
+        return False
+
+    def _slice_concats(self) -> bool:
+        """A slice of a concatenation that lies within one of its inputs slices that input (StableHLO's
+        slice-of-concatenate folding), or is that input when it covers all of it; a concatenation left without users
+        is dropped (its IR nodes join its last input's operator)."""
+        for op in self.ops:
+            cat = op.inputs[0] if op.type == "SLICE" and len(op.inputs) == 1 else None
+            if cat is None or cat.type != "CONCATENATION" or "range" not in op.facts or cat.nhwc != op.nhwc:
+                continue
+            axis, start, end = op.facts["range"]
+            rank = len(cat.shape)
+            if "axis" not in cat.facts or cat.facts["axis"] % rank != axis or any(x is None for x in cat.inputs):
+                continue
+            physical = _TO_NHWC.index(axis) if cat.nhwc and rank == 4 else axis
+            offset = 0
+            for x in cat.inputs:
+                assert x is not None
+                size = x.shape[physical]
+                if offset <= start and end <= offset + size:
+                    if (start, end) == (offset, offset + size):
+                        self._remove(op, x)
+                    else:
+                        op.inputs, op.facts["range"] = [x], (axis, start - offset, end - offset)
+                    if cat in self.ops and self._uses().get(id(cat), 0) == 0:
+                        self._remove(cat, cat.inputs[-1])
+                    return True
+                offset += size
         return False
 
     def _remove(self, op: _Op, replacement: _Op | None) -> None:
