@@ -380,3 +380,32 @@ def test_slices_of_a_concatenation_read_its_inputs() -> None:
         assert check_litert(graph, path) == []
     assert _kinds(graph) == observed
     assert observed.count("xnnpack.CONCATENATION") == 2 and observed.count("xnnpack.SLICE") == 5
+
+
+class UnitMaxPools(nn.Module):
+    """1x1 max poolings with a stride of 1: after an average pooling it runs on the NCHW tensor between two
+    transposes; after a convolution in NHWC."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.mid = nn.Conv2d(4, 8, 1), nn.Conv2d(8, 8, 1)
+        self.avg, self.unit, self.again = nn.AvgPool2d(3, 1, 1), nn.MaxPool2d(1, 1), nn.MaxPool2d(1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.again(self.mid(self.unit(self.avg(self.conv(x)))))
+
+
+def test_a_unit_max_pool_after_an_average_pool_keeps_its_transposes() -> None:
+    from edgeplan.frontends.litert_export import export_tflite
+    from edgeplan.frontends.torch_frontend import graph_from_torch
+    from edgeplan.measure.litert_delegate import file_kernels
+
+    module = UnitMaxPools().eval()
+    x = torch.randn(1, 4, 8, 8)
+    with tempfile.TemporaryDirectory() as tmp:
+        observed = [k.kind for k in file_kernels(export_tflite(module, (x,), Path(tmp) / "unit.tflite"))]
+    graph = graph_from_torch(module, (x,), name="unit")
+    assert _kinds(graph) == observed == [
+        "xnnpack.TRANSPOSE", "xnnpack.CONV_2D", "xnnpack.PAD", "xnnpack.AVERAGE_POOL_2D", "xnnpack.TRANSPOSE",
+        "xnnpack.MAX_POOL_2D", "xnnpack.TRANSPOSE", "xnnpack.CONV_2D", "xnnpack.MAX_POOL_2D", "xnnpack.TRANSPOSE"]
+    assert deduce_kernels(graph, PROFILE).kernel_of("unit").kind == "xnnpack.MAX_POOL_2D"  # type: ignore[union-attr]

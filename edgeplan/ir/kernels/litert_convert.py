@@ -184,6 +184,7 @@ class _Converter(_Passes):
         if specs and all(spec.get("per_axis") for spec in specs):
             specs = self._per_axis(specs, n)
         applied = [k for k, spec in enumerate(specs) if self._applies(spec, n) and not self._skipped(spec, n)]
+        computes = next((k for k in applied if specs[k].get("computes")), applied[-1] if applied else -1)
         made: list[_Op] = []
         named: dict[str, _Op | None] = {f"x{i}": x for i, x in enumerate(xs)}
         last_in: list[_Op | None] = list(xs)
@@ -214,9 +215,12 @@ class _Converter(_Passes):
             fold = spec.get("fold")
             if last and len(applied) == 1 and const_fold is not None:
                 fold = const_fold
-            op = _Op(op_type, n, [n] if last else [], list(ins), self._spec_shape(spec, n, shape, nhwc),
-                     nhwc=nhwc and not spec.get("view"), fold=fold, facts=dict(facts), helper=spec.get("name"))
-            if spec.get("perm") == "swap_last":
+            op = _Op(op_type, n, [n] if k == computes else [], list(ins), self._spec_shape(spec, n, shape, nhwc),
+                     nhwc=nhwc and not spec.get("view") and spec.get("layout") != "nchw", fold=fold,
+                     facts=dict(facts), helper=spec.get("name"))
+            if spec.get("perm") in ("to_nchw", "to_nhwc"):
+                op.facts["perm"] = _TO_NCHW if spec["perm"] == "to_nchw" else _TO_NHWC
+            elif spec.get("perm") == "swap_last":
                 rank = len(op.shape)
                 op.facts["perm"] = (*range(rank - 2), rank - 1, rank - 2)
             elif spec.get("perm") == "shuffle":
@@ -232,7 +236,7 @@ class _Converter(_Passes):
         if self._pending:
             made[-1].nodes[:0] = self._pending
             self._pending = []
-        if not made[-1].nodes:  # the last operator was skipped: the last one made computes the node
+        if not any(x is n for op in made for x in op.nodes):  # it was skipped: the last one made computes the node
             made[-1].nodes.append(n)
         for i in range(max(len(n.output_shapes), 1)):
             self.out[Ref(n.name, i)] = made[-1]
@@ -264,6 +268,8 @@ class _Converter(_Passes):
         products = _product_shapes(n)
         if kind in products:
             return products[str(kind)]
+        if kind == "logical":  # in the IR's layout, NCHW
+            return tuple(n.output_shapes[0])
         if kind == "counts":  # a pooling's count of input positions per window: one channel
             return (1, *shape[1:3], 1) if nhwc else (1, 1, *shape[2:])
         if kind == "unsqueezed":  # a slice before the reshape that drops its axis
@@ -295,6 +301,13 @@ class _Converter(_Passes):
             return True
         if cond.startswith("form:"):  # how the converter writes an average pooling (litert_pool)
             return avg_pool_form(n) == cond[len("form:"):]
+        if cond in ("unit_window", "not_unit_window"):  # a max pooling that moves no axis after an average one
+            a = n.attrs
+            src = self.nodes.get(self.alias.get(n.inputs[0], n.inputs[0]).node) if n.inputs else None
+            unit = (n.name in self.nhwc and isinstance(a, PoolAttrs) and a.mode is PoolMode.MAX
+                    and a.kernel == a.stride == (1, 1) and not any(a.padding) and src is not None
+                    and isinstance(src.attrs, PoolAttrs) and src.attrs.mode is PoolMode.AVG)
+            return unit == (cond == "unit_window")
         if cond == "ceil_counted":  # an average pooling that counts a padding that ceil mode extends
             a = n.attrs
             return (isinstance(a, PoolAttrs) and a.mode is PoolMode.AVG and a.count_include_pad
