@@ -353,6 +353,7 @@ def _device_record(cell: str) -> dict[str, Any]:
     return {**rec, "latency_ms": total + 0.4, "latency_min_ms": total + 0.4, "op_sum_ms": total}
 
 
+@pytest.mark.slow
 def test_per_op_correction_learns_each_operation_from_the_measured_ops(source: LatencyModel) -> None:
     """The ``per-op`` form: learnt from the samples' operations timed on the device; chosen by leave-one-out when
     the device differs from the source op by op; saved and loaded without change; refused without operations."""

@@ -161,7 +161,7 @@ def _linear_data(n: int = 120, seed: int = 0) -> tuple[np.ndarray[Any, Any], np.
     return x, y
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", [pytest.param(m, marks=pytest.mark.slow) if m == "mlp" else m for m in METHODS])
 def test_every_method_learns_and_round_trips_through_json(method: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("edgeplan.costmodels.opwise.predictors._MLP_SETTINGS", 1)  # one drawn setting is enough
     x, y = _linear_data()
@@ -770,6 +770,7 @@ def _li2023_records(n: int, seed: int) -> list[dict[str, Any]]:
     return records
 
 
+@pytest.mark.slow
 def test_li2023_report_from_a_dataset(tmp_path: Path) -> None:
     from experiments.li2023 import format_report, reproduce
 
@@ -859,6 +860,7 @@ def test_noise_floor_compares_paired_and_raw_times(tmp_path: Path, capsys: pytes
     assert "separate runs" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_shipped_dataset_and_models_predict_the_held_out_networks() -> None:
     from edgeplan.costmodels.opwise.ops import record_latency
     from edgeplan.costmodels.opwise.profiles import available_devices, load_device_model
@@ -1060,6 +1062,7 @@ def test_the_noise_floor_is_given_per_group_when_the_repeat_holds_zoo_cnns(tmp_p
     assert "noise floor of the zoo CNNs: 30.00% over 4 models" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["torch-fp32-1t", "torch-fp32-2t"])
 def test_the_shipped_torch_profiles_are_extended_with_their_transformer_datasets(scenario: str) -> None:
     """The shipped torch-fp32 models predict the shipped transformers whole; without their extension (the
@@ -1128,6 +1131,7 @@ def test_the_shipped_torch_profiles_price_nearest_upsampling_with_its_own_predic
         assert abs(own_ms / measured - 1) < abs(stand_in_ms / measured - 1)  # closer to its own measured sum
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["torch-fp32-1t", "torch-fp32-2t"])
 def test_the_shipped_torch_profiles_price_weight_standardization(scenario: str) -> None:
     """The torch profiles' third extension: 20 ``synthetic-nf`` networks and 8 timm normalization-free models measured
@@ -1160,6 +1164,7 @@ def test_the_shipped_torch_profiles_price_weight_standardization(scenario: str) 
         assert 0.5 < sum(o.ms or 0.0 for o in own) / measured < 2.0
 
 
+@pytest.mark.slow
 def test_predict_measures_a_keep_memory_profile_under_the_allocator_its_data_were_measured_with(tmp_path: Path) -> None:
     """``predict --device torch-fp32-1t-keep-memory --measure N``: the profile is named after no scenario but is
     timed in its model's (torch-fp32-1t), and since its data were measured keeping freed memory, the command runs

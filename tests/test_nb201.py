@@ -70,6 +70,7 @@ def test_every_published_cell_parses_and_round_trips() -> None:
     assert len(set(parsed)) == 15_625 == len(NB201_OPS) ** 6
 
 
+@pytest.mark.slow
 def test_a_seeded_sample_of_published_cells_builds_and_runs() -> None:
     sample = random.Random(201).sample(_published_cells(), 12)
     for cell in sample:

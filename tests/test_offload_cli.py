@@ -114,6 +114,7 @@ def test_lookup_grid_solves_the_plan_again_at_every_speed_pair() -> None:
     assert table[0].pattern == "M" and table[-1].latency_ms <= result.plan.latency_ms * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_real_split_run_from_the_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     # a fast link makes the 2-thread cloud worth the transfer, so the plan offloads
     code, out, _ = run(capsys, "--home", str(tmp_path), "offload", "paper:nin", "--costs", "shipped",

@@ -485,7 +485,7 @@ def test_ort_trace_is_split_into_runs() -> None:
 
 
 @pytest.mark.parametrize(("scenario", "plain"), [("torch-fp32-1t", 2), ("torch-fp32-1t", 0), ("ort-fp32-1t", 2),
-                                               ("ort-int8-1t", 0)])
+                                               pytest.param("ort-int8-1t", 0, marks=pytest.mark.slow)])
 def test_profile_model_in_each_runtime(scenario: str, plain: int, tmp_path: Path) -> None:
     from edgeplan.measure.op_profile import profile_model
 
@@ -554,6 +554,7 @@ def test_campaign_resumes_and_exports_a_dataset(tmp_path: Path) -> None:
         load_dataset(bad)
 
 
+@pytest.mark.slow
 def test_export_merges_an_earlier_dataset_file(tmp_path: Path) -> None:
     from edgeplan.measure.op_campaign import export_dataset, run_op_campaign
     from edgeplan.measure.op_dataset import load_dataset
@@ -598,6 +599,7 @@ def test_export_merges_an_earlier_dataset_file(tmp_path: Path) -> None:
     assert merged.provenance["measured_from"] == earlier.provenance["measured_from"]
 
 
+@pytest.mark.slow
 def test_a_paired_campaign_merges_into_an_unpaired_file_at_a_matched_scale(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A dataset measured before the reference pairing takes paired rows at the scale its shared models give."""
@@ -635,6 +637,7 @@ def test_a_paired_campaign_merges_into_an_unpaired_file_at_a_matched_scale(tmp_p
     assert scale["matched"]["match_on"] is None
 
 
+@pytest.mark.slow
 def test_match_on_restricts_the_models_a_matched_scale_comes_from(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """--match-on: the scale comes from the named models only; where no scale is matched it is refused."""
@@ -674,7 +677,7 @@ def test_match_on_restricts_the_models_a_matched_scale_comes_from(tmp_path: Path
     assert merged.provenance["merged"]["bridge_models"] == 1 and merged.provenance["models"] == 2
 
 
-@pytest.mark.parametrize("scenario", ["torch-fp32-1t", "ort-fp32-1t"])
+@pytest.mark.parametrize("scenario", ["torch-fp32-1t", pytest.param("ort-fp32-1t", marks=pytest.mark.slow)])
 def test_campaign_with_a_reference_exports_normalised_times(scenario: str, tmp_path: Path) -> None:
     from edgeplan.measure.op_campaign import export_dataset, run_op_campaign
     from edgeplan.measure.op_dataset import load_dataset
@@ -829,6 +832,7 @@ def test_cli_ops_profile_exits_non_zero_when_a_model_is_not_measured(capsys: pyt
     assert "campaign name" not in err
 
 
+@pytest.mark.slow
 def test_an_onnx_file_of_the_users_is_predicted_and_profiled_in_onnx_runtime(tmp_path: Path) -> None:
     """ONNX Runtime devices used to refuse a user's ONNX file. It is now traced as the zoo's exports are, even with
     its nodes unnamed or named alike: the same network predicts the same latency as its zoo string, fp32 and int8;
@@ -899,6 +903,7 @@ def _profiled_dataset(tmp_path: Path, scenario: str, runs: int, reference: str |
     return data
 
 
+@pytest.mark.slow
 def test_cli_fit_then_predict_with_breakdown(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     home = str(tmp_path)
     data = _profiled_dataset(tmp_path, "torch-fp32-1t", runs=3)
