@@ -142,6 +142,18 @@ def test_each_operator_runs_alone_with_its_weights_and_fused_activation(small_tf
     assert measure_litert(alone, 1, TimingConfig(warmup=1, min_repeats=2, max_repeats=2)).median_ms > 0
 
 
+def test_an_operator_that_calls_a_subgraph_runs_alone_with_it(tmp_path: Path) -> None:
+    from edgeplan.measure.litert_op_profile import profile_litert_ops
+    from edgeplan.measure.op_timing import ProfileCalls
+
+    path = export_tflite(nn.AvgPool2d(3, 2, 1, count_include_pad=False).eval(), (torch.randn(1, 4, 8, 8),),
+                         tmp_path / "pool.tflite")
+    assert "STABLEHLO_REDUCE_WINDOW" in read_tflite(path).op_types()  # its body, an ADD, is another subgraph
+    profile = profile_litert_ops(path, 1, ProfileCalls(runs=2, warmup=1, plain_per_run=1))
+    windows = [o for o in profile.runs.ops if o.kind == "tflite.STABLEHLO_REDUCE_WINDOW"]
+    assert len(windows) == 2 and all(o.median_ms > 0 for o in windows)
+
+
 def test_a_zero_pad_runs_with_the_convolution_xnnpack_fuses_it_into(small_tflite: Path) -> None:
     from edgeplan.measure.litert_op_profile import profile_litert_ops, xnnpack_groups
     from edgeplan.measure.op_timing import ProfileCalls

@@ -60,8 +60,8 @@ def operator_models(path: str | os.PathLike[str], groups: Sequence[Sequence[int]
     read_elsewhere = _reads_outside(parsed)
     out = []
     for group in groups if groups is not None else [[op.index] for op in parsed.ops]:
-        piece = _Piece(schema, sub, contents)
-        ops = [piece.operator(sub.operators[i], model.operatorCodes) for i in group]
+        piece = _Piece(schema, model, contents)
+        ops = [piece.operator(sub.operators[i]) for i in group]
         produced = {t for i in group for t in parsed.ops[i].outputs}
         graph = schema.SubGraphT()
         graph.tensors, graph.operators = piece.tensors, ops
@@ -70,7 +70,7 @@ def operator_models(path: str | os.PathLike[str], groups: Sequence[Sequence[int]
                          if t in parsed.outputs or read_elsewhere.get(t, set()) - set(group)]
         alone = schema.ModelT()
         alone.version, alone.description = model.version, b"edgeplan: operators alone"
-        alone.operatorCodes, alone.subgraphs, alone.buffers = piece.codes, [graph], piece.buffers
+        alone.operatorCodes, alone.subgraphs, alone.buffers = piece.codes, [graph, *piece.bodies], piece.buffers
         builder = flatbuffers.Builder(1024)
         builder.Finish(alone.Pack(builder), file_identifier=b"TFL3")
         out.append(bytes(builder.Output()))
@@ -87,15 +87,19 @@ def _reads_outside(model: TfliteModel) -> dict[int, set[int]]:
 
 
 class _Piece:
-    """The tensors, buffers and operator codes of a model cut out of a bigger one, copied as they are used."""
+    """The tensors, buffers and operator codes of a model cut out of a bigger one, copied as they are used, and the
+    subgraphs its operators call (a StableHLO reduce window's body), appended after its own."""
 
-    def __init__(self, schema: Any, sub: Any, contents: Sequence[bytes | None]) -> None:
-        self.schema, self.sub, self.contents = schema, sub, contents
+    def __init__(self, schema: Any, model: Any, contents: Sequence[bytes | None], sub: Any = None) -> None:
+        self.schema, self.model, self.contents = schema, model, contents
+        self.sub = model.subgraphs[0] if sub is None else sub
         self.buffers: list[Any] = [schema.BufferT()]  # buffer 0 is the empty sentinel
         self.tensors: list[Any] = []
         self.codes: list[Any] = []
         self.index: dict[int, int] = {}
         self.read: list[int] = []  # activations read, in first-use order
+        self.bodies: list[Any] = []  # called subgraphs, numbered from 1 in the cut model
+        self.body_index: dict[int, int] = {}
 
     def tensor(self, t: int, *, reading: bool) -> int:
         import numpy as np
@@ -116,15 +120,36 @@ class _Piece:
                 self.read.append(t)
         return self.index[t]
 
-    def operator(self, op: Any, codes: Sequence[Any]) -> Any:
-        code = codes[op.opcodeIndex]
+    def operator(self, op: Any) -> Any:
+        code = self.model.operatorCodes[op.opcodeIndex]
         if code not in self.codes:
             self.codes.append(code)
         single = copy.copy(op)
         single.opcodeIndex = self.codes.index(code)
         single.inputs = [self.tensor(int(t), reading=True) for t in op.inputs]
         single.outputs = [self.tensor(int(t), reading=False) for t in op.outputs]
+        options = getattr(op, "builtinOptions2", None)
+        if options is not None and getattr(options, "bodySubgraphIndex", None) is not None:
+            options = copy.copy(options)
+            options.bodySubgraphIndex = self.body(int(options.bodySubgraphIndex))
+            single.builtinOptions2 = options
         return single
+
+    def body(self, k: int) -> int:
+        """The index in the cut model of the original model's subgraph ``k`` (copied on first use)."""
+        if k not in self.body_index:
+            self.body_index[k] = 1 + len(self.bodies)
+            original = self.model.subgraphs[k]
+            inner = _Piece(self.schema, self.model, self.contents, original)
+            inner.codes, inner.buffers, inner.bodies, inner.body_index = (self.codes, self.buffers, self.bodies,
+                                                                          self.body_index)
+            graph = self.schema.SubGraphT()
+            self.bodies.append(graph)
+            graph.operators = [inner.operator(o) for o in original.operators]
+            graph.inputs = [inner.tensor(int(t), reading=True) for t in original.inputs]
+            graph.outputs = [inner.tensor(int(t), reading=False) for t in original.outputs]
+            graph.tensors, graph.name = inner.tensors, original.name
+        return self.body_index[k]
 
 
 def xnnpack_groups(model: TfliteModel, taken: Mapping[int, int]) -> list[list[int]]:
@@ -197,13 +222,15 @@ def profile_litert_ops(path: str | os.PathLike[str], threads: int, calls: Profil
     taken = delegated_ops(path, threads)
     groups = xnnpack_groups(model, taken)
     whole = litert_interpreter(path, threads)
+    _invoke(whole, f"{path}: LiteRT cannot run the model")
     alone = []
     for group, content in zip(groups, operator_models(path, groups), strict=True):
+        names = ", ".join(f"{i} ({model.ops[i].type})" for i in group)
         try:
             alone.append(litert_interpreter(content, threads))
         except MeasurementError as e:
-            names = ", ".join(f"{i} ({model.ops[i].type})" for i in group)
             raise MeasurementError(f"{path}: operator {names} cannot run alone: {e}") from e
+        _invoke(alone[-1], f"{path}: operator {names} cannot run alone")
     times: list[list[float]] = [[] for _ in alone]
     plain: list[float] = []
     ref: list[float] = []
@@ -229,6 +256,14 @@ def profile_litert_ops(path: str | os.PathLike[str], threads: int, calls: Profil
                 times[k].append((time.perf_counter_ns() - start) / 1e6)
     ops = [_timing([model.ops[i] for i in group], taken, samples) for group, samples in zip(groups, times, strict=True)]
     return LiteRTProfile(OpRuns(ops, plain, reference_ms=ref))
+
+
+def _invoke(interpreter: Any, what: str) -> None:
+    """Run ``interpreter`` once; LiteRT's error becomes a :class:`MeasurementError` saying ``what``."""
+    try:
+        interpreter.invoke()
+    except (RuntimeError, ValueError) as e:
+        raise MeasurementError(f"{what}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
 
 
 def _timing(ops: Sequence[TfliteOp], taken: Mapping[int, int], samples: list[float]) -> OpTiming:
