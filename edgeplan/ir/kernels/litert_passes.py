@@ -104,28 +104,31 @@ class _Passes:
         acts: Mapping[str, str] = self.data["fused_activations"]["activations"]
         fusable = frozenset(self.data["fused_activations"]["into"])
         changed = False
+        uses: dict[int, int] | None = None  # counted again only after a rewrite
         for op in list(self.ops):
             if len(op.inputs) != 1:
                 continue
             p = op.inputs[0]
-            if p is not None and self._uses().get(id(p), 0) == 1 and p.fused is None:
+            uses = self._uses() if uses is None else uses
+            if p is not None and uses.get(id(p), 0) == 1 and p.fused is None:
                 if op.fold and op.fused is None and p.type in folds:
                     self._merge_into(op, p)
-                    changed = True
+                    changed, uses = True, None
                     continue
                 if op.type in acts and p.type in fusable:
                     p.fused = acts[op.type]
                     self._merge_into(op, p)
-                    changed = True
+                    changed, uses = True, None
                     continue
-            changed |= self._fold_forward(op, folds)
+            if op.fold and uses.get(id(op), 0) == 1 and self._fold_forward(op, folds):
+                changed, uses = True, None
         return changed
 
     def _fold_forward(self, op: _Op, folds: frozenset[str]) -> bool:
-        """A single-use constant step into the affine op that reads it (TFLite's FuseBinaryOpToFollowingAffineOp):
-        a scale always, a shift only into an op with VALID padding (SAME padding would pad the shifted input with
-        zeros)."""
-        if not op.fold or op.fused is not None or self._uses().get(id(op), 0) != 1 or op not in self.ops:
+        """A constant step used once (the caller checks) into the affine op that reads it (TFLite's
+        FuseBinaryOpToFollowingAffineOp): a scale always, a shift only into an op with VALID padding (SAME padding
+        would pad the shifted input with zeros)."""
+        if not op.fold or op.fused is not None or op not in self.ops:
             return False
         users = [o for o in self.ops if op in o.inputs]
         if len(users) != 1 or users[0].type not in folds or users[0].inputs[:1] != [op]:
