@@ -3,6 +3,7 @@ with the local stand-in."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -91,7 +92,7 @@ def test_results_without_a_kit_section_are_refused(tmp_path: Path) -> None:
         read_kit_results(tmp_path / "absent.txt")
 
 
-def test_the_kit_runs_end_to_end_with_the_local_stand_in(tmp_path: Path) -> None:
+def test_the_kit_runs_end_to_end_with_the_local_stand_in(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from edgeplan.cli.main import main
     from edgeplan.decisions.calibrate import measurement_rows
 
@@ -108,5 +109,12 @@ def test_the_kit_runs_end_to_end_with_the_local_stand_in(tmp_path: Path) -> None
     assert run.ops and all(o.avg_ms > 0 for o in run.ops)
     rows, _ = measurement_rows(kit / "results.txt")
     assert rows == [("synthetic:0", run.latency_ms)]
+    assert main([*home, "calibrate", "--measurements", str(kit / "results.txt"), "--from", "litert-fp32-1t",
+                 "--name", "board"]) == 0  # the board's profile, from the shipped LiteRT one
+    capsys.readouterr()
+    assert main([*home, "predict", "synthetic:0", "synthetic:1", "--device", "board", "--json"]) == 0
+    predicted = json.loads(capsys.readouterr().out)
+    assert [p["model"] for p in predicted] == ["synthetic:0", "synthetic:1"]
+    assert all(p["latency_ms"] > 0 and not p["unpredicted_ops"] for p in predicted)
     assert main([*home, "calibrate", "--kit", str(kit), "--measure", "synthetic:0", "--from", "litert-fp32-1t",
                  "--name", "board"]) != 0  # a kit is never overwritten
