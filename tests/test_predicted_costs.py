@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from edgeplan.cli.main import main
-from edgeplan.costmodels.opwise.ops import OpPrediction, Prediction
 from edgeplan.decisions import predicted_costs as pc
 from edgeplan.decisions.offload import OffloadSetup, offload_inputs
 from edgeplan.decisions.partition import PartitionOptions, plan_partition, simulated_cluster
@@ -18,16 +17,22 @@ from edgeplan.decisions.predict import predict
 from edgeplan.errors import InvalidInputError
 from edgeplan.frontends.zoo import load_graph
 from edgeplan.ir.layer_chain import layer_chain
+from edgeplan.measure.segment_profile import segments
 
 MODEL, DEVICE = "synthetic:3", "torch-fp32-1t"
 
 
 def test_node_costs_add_up_to_the_devices_prediction() -> None:
-    costs = pc.predicted_costs(load_graph(MODEL), DEVICE)
+    graph = load_graph(MODEL)
+    costs = pc.predicted_costs(graph, DEVICE)
     whole = predict(MODEL, DEVICE)
-    assert whole.prediction.overhead_ms >= 0
-    assert costs.range_ms(costs.node_ms) == pytest.approx(whole.prediction.latency_ms, rel=1e-9)
-    assert all(ms > 0 for ms in costs.node_ms.values())
+    assert costs.range_ms(n.name for n in graph.nodes) == pytest.approx(whole.prediction.latency_ms, rel=1e-9)
+    assert sum(costs.op_ms) == pytest.approx(sum(o.ms or 0.0 for o in whole.prediction.ops), rel=1e-9)
+    assert all(ms > 0 for ms in costs.node_ms.values()) and "input" not in costs.node_ms
+    # a part of the model is priced as a model of its own kernels: its overhead learnt for that many, that long
+    first = [n.name for n in graph.nodes[:5]]
+    part = [i for i, n in enumerate(costs.op_nodes) if n in first]
+    assert costs.range_ms(first) == pytest.approx(costs.total_of(part)) and 0 < len(part) < len(costs.op_ms)
 
 
 def test_a_kernels_name_points_at_its_node() -> None:
@@ -35,13 +40,16 @@ def test_a_kernels_name_points_at_its_node() -> None:
     assert pc._node_of("conv2d+relu@conv", names) == "conv"
     assert pc._node_of("TRANSPOSE:stem.0", names) == "stem.0"
     assert pc._node_of("aten::add@folded#3", names) is None
+    graph = load_graph(MODEL)
+    first = next(n.name for n in graph.nodes if n.kind.value != "input")
+    assert pc._op_nodes(graph, ["TRANSPOSE:input", f"conv@{first}"]) == (first, first)  # to the next kernel's node
 
 
 def test_an_operation_the_device_cannot_price_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     import edgeplan.costmodels.opwise.graph_ops as graph_ops
 
-    unpriced = Prediction(1.0, 0.0, (OpPrediction("mystery@x", "tflite.CUSTOM", "", None),))
-    monkeypatch.setattr(graph_ops, "predict_graph", lambda *a, **k: unpriced)
+    real = graph_ops.graph_ops
+    monkeypatch.setattr(graph_ops, "graph_ops", lambda *a, **k: (real(*a, **k)[0], ["mystery@x (tflite.CUSTOM)"]))
     with pytest.raises(InvalidInputError, match=r"cannot price 1 operation\(s\).*mystery@x"):
         pc.predicted_costs(load_graph(MODEL), DEVICE)
 
@@ -53,8 +61,9 @@ def test_offload_prices_a_predicted_mobile_per_range() -> None:
     n = len(chain.layers)
     mobile = np.asarray(costs.mobile_ms)
     assert mobile[0, n - 1] == pytest.approx(predicted.range_ms(predicted.node_ms))
-    first = layer_chain(load_graph(MODEL)).layers[0]
-    assert mobile[0, 0] == pytest.approx(predicted.range_ms(first.nodes))
+    layers = layer_chain(load_graph(MODEL)).layers
+    assert mobile[0, 0] == pytest.approx(predicted.range_ms(layers[0].nodes))
+    assert mobile[1, 2] == pytest.approx(predicted.range_ms([*layers[1].nodes, *layers[2].nodes]))
     assert np.allclose(np.asarray(costs.cloud_ms), mobile / 10.0)
     assert "predicted" in costs.mobile_label and origin.here is None
 
@@ -77,8 +86,9 @@ def test_partition_stages_cost_their_predicted_nodes(capsys: pytest.CaptureFixtu
     result = plan_partition(MODEL, cluster, PartitionOptions(device=DEVICE))
     predicted = pc.predicted_costs(load_graph(MODEL), DEVICE)
     assert result.stage_compute_ms is not None
-    assert sum(result.stage_compute_ms) == pytest.approx(
-        predicted.range_ms(predicted.node_ms) + (len(result.runs) - 1) * predicted.overhead_ms)
+    parts = segments(load_graph(MODEL), result.points)
+    assert list(result.stage_compute_ms) == pytest.approx(
+        [predicted.range_ms([n for part in parts[a:b + 1] for n in part]) for a, b in result.runs])
     assert any("predicted" in note for note in result.notes)
     code = main(["--home", str(tmp_path), "partition", MODEL, "--simulate", "0", "--nodes", "4", "--memory-mb", "64",
                  "--device", DEVICE, "--json"])
@@ -86,3 +96,5 @@ def test_partition_stages_cost_their_predicted_nodes(capsys: pytest.CaptureFixtu
     code = main(["--home", str(tmp_path), "partition", MODEL, "--simulate", "0", "--nodes", "4", "--memory-mb", "64",
                  "--device", DEVICE, "--no-compute"])
     assert code != 0 and "--device" in capsys.readouterr().err
+    with pytest.raises(InvalidInputError, match="compute=True"):
+        PartitionOptions(compute=False, device=DEVICE)

@@ -62,9 +62,11 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
     from edgeplan.reports.placement_plot import plan_lines, plot_placement
 
     check_thread_count(threads)
-    if device is not None and (no_compute or do_run):
+    threads_given = click.get_current_context().get_parameter_source("threads") is not \
+        click.core.ParameterSource.DEFAULT
+    if device is not None and (no_compute or do_run or threads_given):
         raise click.UsageError("--device predicts the stages' compute on a device this machine does not run: it "
-                               "goes with neither --no-compute nor --run")
+                               "goes with none of --no-compute, --run and --threads")
     if plot_path and not Path(plot_path).parent.is_dir():  # before planning (and --run), not after
         raise click.BadParameter(f"{Path(plot_path).parent} is not an existing folder; create it or pick another path",
                                  param_hint="--plot")
@@ -79,7 +81,8 @@ def partition(ctx: Context, model: str, nodes: int | None, memory_mb: float | No
     else:
         assert bandwidth_file is not None
         cluster = load_cluster(bandwidth_file, nodes, memory_mb)  # names a missing or disagreeing memory
-    result = plan_partition(model, cluster, PartitionOptions("own", compress, not no_compute, threads, device))
+    result = plan_partition(model, cluster, PartitionOptions("own", compress, not no_compute, threads, device),
+                            home=ctx.home)
     run = None
     if do_run:
         partition_run = run_partition(result, address=ray_address)

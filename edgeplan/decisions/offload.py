@@ -307,11 +307,9 @@ def offload_inputs(setup: OffloadSetup, home: str | Path | None = None, progress
         raise InvalidInputError("; ".join(problems))
     if predicted is not None:
         measured.insert(0, predicted)
-    mobile_ms, mobile_label, origin = measured[0]
+    mobile_ms, mobile_label, origin = measured[0]  # a predicted mobile's origin: another device's, no warning
     if not all(o.matches_here for _, _, o in measured if o.here is not None):  # a mismatch speaks for all
         origin = next(o for _, _, o in measured if o.here is not None and not o.matches_here)
-    elif predicted is not None and len(measured) > 1:
-        origin = measured[1][2]  # the cloud's measurements: the only ones that could be another device's
     if setup.mobile_slowdown is not None:
         mobile_ms = mobile_ms * setup.mobile_slowdown
         mobile_label = f"derived: {mobile_label} x {setup.mobile_slowdown:.3g} (a phone that much slower)"
@@ -337,12 +335,18 @@ def _predicted_mobile(setup: OffloadSetup, chain: LayerChain, home: str | Path |
     from edgeplan.decisions.predicted_costs import predicted_costs
 
     costs = predicted_costs(chain.graph, setup.mobile_device, home=home)
-    layer_ms = [sum(costs.node_ms.get(n, 0.0) for n in layer.nodes) for layer in chain.layers]
-    prefix = np.concatenate([[0.0], np.cumsum(layer_ms)])
-    n = len(layer_ms)
+    layer_of = {node: k for k, layer in enumerate(chain.layers) for node in layer.nodes}
+    per_layer: list[list[int]] = [[] for _ in chain.layers]
+    for i, node in enumerate(costs.op_nodes):
+        if node in layer_of:
+            per_layer[layer_of[node]].append(i)
+    n = len(chain.layers)
     ranges = np.zeros((n, n))
     for i in range(n):
-        ranges[i, i:] = prefix[i + 1:] - prefix[i] + costs.overhead_ms
+        kernels: list[int] = []
+        for j in range(i, n):
+            kernels += per_layer[j]
+            ranges[i, j] = costs.total_of(kernels)
     origin = CostsOrigin("model", f"{costs.label}, {setup.model}", None, None)
     return ranges, costs.label, origin
 

@@ -379,10 +379,12 @@ class PartitionOptions:
     def __post_init__(self) -> None:
         if self.solver not in SOLVERS:
             raise InvalidInputError(f"solver {self.solver!r} is not one of {', '.join(SOLVERS)}")
+        if self.device is not None and not self.compute:
+            raise InvalidInputError("a device profile prices the stages' compute; it goes with compute=True")
 
 
-def plan_partition(model: str, cluster: Cluster | str | Path, options: PartitionOptions | None = None,
-                   ) -> PartitionResult:
+def plan_partition(model: str, cluster: Cluster | str | Path, options: PartitionOptions | None = None, *,
+                   home: str | Path | None = None) -> PartitionResult:
     """Partition ``model`` and place it on ``cluster``.
 
     Parameters
@@ -394,6 +396,8 @@ def plan_partition(model: str, cluster: Cluster | str | Path, options: Partition
         the path of a cluster file that gives every node's memory.
     options
         Solver, compression and compute measurement (default: :class:`PartitionOptions`).
+    home
+        The edgeplan home (a calibrated ``options.device``).
 
     Raises
     ------
@@ -441,14 +445,14 @@ def plan_partition(model: str, cluster: Cluster | str | Path, options: Partition
     run_ms = None
     if compute and options.device is not None:
         from edgeplan.decisions.predicted_costs import predicted_costs
-        from edgeplan.measure.segment_profile import run_ms_matrix, segments
+        from edgeplan.measure.segment_profile import segments
 
-        predicted = predicted_costs(graph, options.device)
-        notes.append(f"compute {predicted.label}, each stage its nodes' sum plus {predicted.overhead_ms:.2f} ms of "
-                     "overhead; not measured here")
-        per_segment = [predicted.range_ms(names) - predicted.overhead_ms for names in segments(graph, problem.points)]
-        run_ms = tuple(tuple(ms + predicted.overhead_ms if a <= b else 0.0 for b, ms in enumerate(row))
-                       for a, row in enumerate(run_ms_matrix(per_segment)))
+        predicted = predicted_costs(graph, options.device, home=home)
+        notes.append(f"compute {predicted.label}: each stage a model of its nodes' kernels, overhead included; not "
+                     "measured here")
+        parts = segments(graph, problem.points)
+        run_ms = tuple(tuple(predicted.range_ms([n for part in parts[a:b + 1] for n in part]) if a <= b else 0.0
+                             for b in range(len(parts))) for a in range(len(parts)))
     elif compute:
         from edgeplan.measure.segment_profile import run_ms_matrix, segment_ms
 

@@ -128,11 +128,15 @@ class _Piece:
         single.opcodeIndex = self.codes.index(code)
         single.inputs = [self.tensor(int(t), reading=True) for t in op.inputs]
         single.outputs = [self.tensor(int(t), reading=False) for t in op.outputs]
-        options = getattr(op, "builtinOptions2", None)
-        if options is not None and getattr(options, "bodySubgraphIndex", None) is not None:
-            options = copy.copy(options)
-            options.bodySubgraphIndex = self.body(int(options.bodySubgraphIndex))
-            single.builtinOptions2 = options
+        for table in ("builtinOptions", "builtinOptions2"):  # subgraphs it calls: bodies, branches, decompositions
+            options = getattr(op, table, None)
+            called = [a for a in vars(options) if a.endswith("SubgraphIndex")] if options is not None else []
+            if called:
+                options = copy.copy(options)
+                for a in called:
+                    if getattr(options, a) is not None:
+                        setattr(options, a, self.body(int(getattr(options, a))))
+                setattr(single, table, options)
         return single
 
     def body(self, k: int) -> int:

@@ -308,6 +308,11 @@ class CalibratedDevice:
         """Predict a model from its operations; the breakdown shows every op's corrected time."""
         return self._correct(self.source.predict_ops(ops), ops)
 
+    def corrected(self, src: Prediction, ops: Sequence[OpInput]) -> Prediction:
+        """The prediction of ``ops`` from the source's prediction ``src`` of the same ops (a part of a model priced
+        from the source's op predictions of the whole, without predicting them again)."""
+        return self._correct(src, ops)
+
     def predict_batch(self, models: Sequence[Sequence[OpInput]]) -> list[Prediction]:
         """Predict many models at once (the source's predictors, and a per-op correction, batched over all their
         operations)."""

@@ -66,10 +66,13 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
         executed = executed_nodes(graph)
         if not executed:  # folded into a constant: nothing runs, not even the kernels the runtime inserts
             return [], []
-        # A fused kernel runs if one of its nodes does, and is featurized from the nodes that run.
+        # A fused kernel runs if one of its nodes does, and is featurized from the nodes that run; an operator the
+        # runtime inserts for a node (``OP:node``) runs if that node does.
+        names = {n.name for n in graph.nodes}
         kernels = [(name, kind, kept, written if kept == nodes else None)
                    for name, kind, nodes, written in kernels
-                   for kept in [tuple(n for n in nodes if n in executed)] if kept or not nodes]
+                   for kept in [tuple(n for n in nodes if n in executed)]
+                   if kept or (not nodes and _served(name, names) in executed | {None})]
     elif deduction == "fold-constants":  # the source's kernels, unless the graph folds into a constant
         from edgeplan.ir.fold import executed_nodes
 
@@ -139,6 +142,12 @@ def folded_work_ops(graph: Graph, kernel_profile: str, network: Sequence[float] 
         ins, outs = graph.folded_shapes[i]
         ops.append(folded_op_input(i, op, kind, ins, outs, rules))
     return with_context(ops, network), skipped
+
+
+def _served(kernel: str, names: set[str]) -> str | None:
+    """The node an inserted operator's kernel (``OP:node``) serves, or None when it names none of ``names``."""
+    _, colon, target = kernel.partition(":")
+    return target if colon and target in names else None
 
 
 def _featurize(graph: Graph, kernels: Sequence[LiteRTKernel | tuple[str, str, Sequence[str]]]
