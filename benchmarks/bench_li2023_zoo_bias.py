@@ -267,26 +267,27 @@ def main(argv: list[str] | None = None) -> int:
             trained = train
         else:
             model, _, trained = _fitted_profile(args.scenario, method, data.records)
-        if not zoo:
-            print(f"{where} {method}: no zoo CNNs in the dataset")
+        if not zoo and not (args.data is not None and test):
+            print(f"{where} {method}: no zoo CNNs and no synthetic test networks in the dataset")
             continue
         learnt = (model.overhead_ms, model.overhead_per_op_ms, model.overhead_share)
         print(f"{where}: {method} ({model.statistic}), overhead {model.overhead_ms:.3f} ms + "
               f"{1000 * model.overhead_per_op_ms:.2f} us per op + {100 * model.overhead_share:.2f}% of the op sum")
-        groups = {"zoo CNNs": _group_rows(model, zoo)}
+        groups = {"zoo CNNs": _group_rows(model, zoo)} if zoo else {}
         if args.data is not None and test:
             groups = {"synthetic test": _group_rows(model, test), **groups}
         for label, group in groups.items():
             _report(label, group, learnt, floors[label])
-        if args.worst > 0:
+        if args.worst > 0 and zoo:
             print(f"  the {args.worst} zoo CNNs predicted furthest from their measured time:")
             print("\n".join(worst(groups["zoo CNNs"], args.worst)))
-        if args.graph:
+        if args.graph and zoo:
             _graph_report(args.device, method, zoo, model.statistic, floors["zoo CNNs"], args.worst)
         if len(trained) < 2:
             print("  (the model records no training networks of this dataset: no per-op overhead fit)")
             continue
-        _same_features(trained, zoo, model.statistic)
+        if zoo:
+            _same_features(trained, zoo, model.statistic)
         t = _group_rows(model, trained)["rows"]  # the training networks: op count, sums, end to end
         for form in OVERHEAD_FORMS:  # both overheads on the same op predictions
             params = fit_overhead(t[:, 3], t[:, 1 if form == "stacked" else 2], t[:, 0], form)

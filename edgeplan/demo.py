@@ -1,10 +1,10 @@
 """``make demo``: a short tour on models built locally (nothing is downloaded).
 
-Shows the zoo, a summary of several models' work, the per-layer table of one model, real end-to-end
-latency measurements on this machine (stored in the Store under ``$EDGEPLAN_HOME``), offloading plans and a real
-split run, a pipeline plan over a simulated edge cluster, a family of convolution primitives, a primitive
-selection run for real, a latency prediction with its per-op breakdown beside a measurement of the same model, and
-an offloading plan for the mobile's energy.
+Shows the zoo, a summary of several models' work, the per-layer table of one model, real end-to-end latency
+measurements on this machine (stored in the Store under ``$EDGEPLAN_HOME``), a LiteRT prediction beside its
+measurement, offloading plans and a real split run, a pipeline plan over a simulated edge cluster, a family of
+convolution primitives, a primitive selection run for real, a latency prediction with its per-op breakdown beside a
+measurement of the same model, and an offloading plan for the mobile's energy.
 """
 
 from __future__ import annotations
@@ -59,8 +59,9 @@ def main() -> int:
     _run("measure", "torchvision:resnet18", "--threads", "1")
     _run("measure", "torchvision:resnet18", "--threads", "2")
     _run("measure", "torchvision:resnet18", "--threads", "2", "--runtime", "onnxruntime")
-    # the runtime Android apps ship: the model converted by litert-torch, run by LiteRT with XNNPACK
-    _run("measure", "torchvision:resnet18", "--threads", "2", "--runtime", "litert")
+    # the runtime Android apps ship: the model converted by litert-torch, run by LiteRT with XNNPACK, predicted from
+    # its graph on the shipped LiteRT profile and measured here beside the prediction
+    _run("predict", "torchvision:resnet18", "--device", "litert-fp32-1t", "--measure", "5")
     # offloading (eshratifar2018) on the shipped layer-range measurements: a plan, then a real split execution
     _run("offload", "paper:overfeat", "--network", "wifi", "--cloud-speedup", "11.25", "--costs", "shipped")
     _run("offload", "paper:chair", "--network", "wifi", "--costs", "shipped", "--run")

@@ -3,7 +3,7 @@
 ``fit`` trains Lin, NN1 or NN2 (and the matching layout-transformation model) on the training part of a timing
 table in the mulder2021 CSV format, early-stopping on the validation part, and saves it to a folder.
 ``evaluate`` prints the MdRAE per primitive and per transformation on a part of a table, split with the seed the
-model was fitted with unless ``--split-seed`` says otherwise; the table may come from another platform (only
+model was fitted with; the table may come from another platform (only
 shared columns are scored). The layout transformations are scored under two protocols, both printed (see
 :mod:`edgeplan.costmodels.performance_model`): on held-out ``(c, im)`` tensors never seen in training (strict), and
 under the paper's protocol, over the test layer rows of the row split, whose tensors also occur in training rows.
@@ -179,13 +179,9 @@ def _print_table(result: Evaluation, title: str) -> None:
                    "merged as `fit` merges them, so the same files give the same split.")
 @click.option("--split", "part", type=click.Choice(["test", "all"]), default="test", show_default=True,
               help="Score on the test part of the split, or on every row.")
-@click.option("--split-seed", type=click.IntRange(min=0), default=None,
-              help="Seed of the 80/10/10 split (default: the one the model was fitted with; another one on the "
-                   "model's own data file scores layers it was trained on, and gives a warning).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: str, split_seed: int | None,
-             as_json: bool) -> None:
+def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: str, as_json: bool) -> None:
     """Print the MdRAE of a fitted model per primitive and per layout transformation, and their medians.
 
     \b
@@ -195,7 +191,7 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
     """
     from edgeplan.decisions.primitive_models import evaluate_primitive_model
 
-    scored = evaluate_primitive_model(model_dir, data_paths, part, split_seed)
+    scored = evaluate_primitive_model(model_dir, data_paths, part)
     for warning in scored.warnings:
         click.echo(f"warning: {warning}", err=True)
     if as_json:
@@ -223,9 +219,6 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
                    "cross-validation (a machine's calibration; give --name).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the samples drawn, the folds and the training.")
-@click.option("--split-seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="With --fraction: seed of the target's 80/10/10 split (samples from its training part; scored on "
-                   "its test part).")
 @click.option("--threads", type=int, default=None, help="Torch intra-op threads for training (default: the source's).")
 @click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Folder to write the transferred model to (JSON + .npz, no pickle).")
@@ -236,7 +229,7 @@ def evaluate(ctx: Context, model_dir: str, data_paths: tuple[str, ...], part: st
 @click.option("--replace", is_flag=True, help="With --name: overwrite an existing device of that name.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
-def transfer(ctx: Context, model_dir: str | None, data_path: str, fraction: float | None, seed: int, split_seed: int,
+def transfer(ctx: Context, model_dir: str | None, data_path: str, fraction: float | None, seed: int,
              threads: int | None, out_dir: str | None, name: str | None, replace: bool, as_json: bool) -> None:
     """Move a fitted primitive performance model to another platform, from a few of its timings.
 
@@ -256,7 +249,7 @@ def transfer(ctx: Context, model_dir: str | None, data_path: str, fraction: floa
     from edgeplan.decisions.transfer import CalibratedTransfer, TransferOptions, TransferTarget, transfer_primitives
 
     target = TransferTarget(out=out_dir, name=name, replace=replace)
-    options = TransferOptions(fraction=fraction, seed=seed, split_seed=split_seed, threads=threads)
+    options = TransferOptions(fraction=fraction, seed=seed, threads=threads)
     with _fit_bar(not as_json and fraction is None) as progress:
         result = transfer_primitives(data_path, target, options, source=model_dir, home=ctx.home, progress=progress)
     if as_json:

@@ -167,7 +167,7 @@ def _resolve_seed(model: PerformanceModel, dataset: PrimitiveDataset, part: str,
             return 0  # every row is scored: the split does not matter (a calibrated model records none)
         if recorded is None:
             raise InvalidInputError("the model records no split seed (model.info['split_seed']); pass split_seed "
-                                    "(CLI: --split-seed) explicitly")
+                                    "explicitly (Python API), or fit the model again with `edgeplan primitives fit`")
         return recorded
     if (part != "all" and recorded is not None and split_seed != recorded
             and _same_file(str(model.info.get("data", "")), dataset.source)):
