@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from edgeplan.errors import InvalidInputError
 from edgeplan.ir.graph import Graph
@@ -63,10 +62,6 @@ class PredictedCosts:
     def label(self) -> str:
         """What a report says the costs are."""
         return f"predicted: device profile {self.device} ({self.method})"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able: device, method and the per-node times."""
-        return {"device": self.device, "method": self.method, "node_ms": self.node_ms}
 
 
 def predicted_costs(graph: Graph, device: str, method: str | None = None,

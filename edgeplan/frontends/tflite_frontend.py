@@ -234,22 +234,15 @@ class _NotModelled(Exception):
     """An operator (or a setting of it) the IR does not model."""
 
 
-def _same_padding(size: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
-                  dilation: Sequence[int]) -> tuple[int, int, int, int]:
-    pads = []
-    for n, k, s, d in zip(size, kernel, stride, dilation, strict=True):
-        total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
-        pads.append((total // 2, total - total // 2))
-    return (pads[0][0], pads[1][0], pads[0][1], pads[1][1])
-
-
 def _window(b: _Builder, op: TfliteOp, kernel: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int],
                                                                            tuple[int, int, int, int]]:
+    from edgeplan.ir.kernels.litert_passes import same_padding  # TFLite's SAME padding, as the rules compute it
+
     o = op.options
     stride = (int(o.get("strideH", 1)), int(o.get("strideW", 1)))
     dilation = (int(o.get("dilationHFactor", 1)), int(o.get("dilationWFactor", 1)))
     _, h, w, _ = b.model.tensors[op.inputs[0]].shape
-    padding = _same_padding((h, w), kernel, stride, dilation) if o.get("padding", 1) == 0 else (0, 0, 0, 0)
+    padding = same_padding((h, w), kernel, stride, dilation) if o.get("padding", 1) == 0 else (0, 0, 0, 0)
     return stride, dilation, padding
 
 
