@@ -154,6 +154,19 @@ def test_an_operator_that_calls_a_subgraph_runs_alone_with_it(tmp_path: Path) ->
     assert len(windows) == 2 and all(o.median_ms > 0 for o in windows)
 
 
+def test_int8_keeps_a_reduce_window_float_between_dequantize_and_quantize(tmp_path: Path) -> None:
+    # the quantizer calibrates only the main subgraph: the window's body (an ADD) has no ranges and stays float
+    module = nn.Sequential(nn.Conv2d(3, 8, 3), nn.AvgPool2d(3, 2, 1, count_include_pad=False), nn.Conv2d(8, 8, 1))
+    path = export_tflite(module.eval(), (torch.randn(1, 3, 16, 16),), tmp_path / "pool-int8.tflite", "int8")
+    model = read_tflite(path)
+    windows = [o for o in model.ops if o.type == "STABLEHLO_REDUCE_WINDOW"]
+    convs = [o for o in model.ops if o.type == "CONV_2D"]
+    assert windows and all(model.tensors[w.inputs[0]].dtype == "FLOAT32" for w in windows)
+    assert all(model.tensors[c.inputs[1]].dtype == "INT8" for c in convs)
+    assert {"DEQUANTIZE", "QUANTIZE"} <= set(model.op_types())
+    assert measure_litert(path, 1, TimingConfig(warmup=1, min_repeats=2, max_repeats=2)).median_ms > 0
+
+
 def test_a_zero_pad_runs_with_the_convolution_xnnpack_fuses_it_into(small_tflite: Path) -> None:
     from edgeplan.measure.litert_op_profile import profile_litert_ops, xnnpack_groups
     from edgeplan.measure.op_timing import ProfileCalls
@@ -169,6 +182,47 @@ def test_a_zero_pad_runs_with_the_convolution_xnnpack_fuses_it_into(small_tflite
     assert conv.kind == "xnnpack.CONV_2D" and conv.nodes == (f"conv_2d_{pad + 1}", f"conv_2d_{pad + 1}.act")
     assert next(o for o in profile.runs.ops if "max_pool" in o.kernel).kind == "tflite.MAX_POOL_2D"
     assert len(profile.runs.plain_ms) == 3 and profile.op_sum_ms > 0 and profile.end_to_end_ms > 0
+
+
+def test_each_operator_is_timed_on_its_second_run_back_to_back(small_tflite: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # as benchmark_model times a kernel: its inputs, weights and the delegate's state warm from the run before
+    import edgeplan.measure.runners as runners
+    from edgeplan.measure.litert_op_profile import profile_litert_ops
+    from edgeplan.measure.op_timing import ProfileCalls
+
+    log: list[tuple[int, str]] = []
+    made = runners.litert_interpreter
+
+    class Logged:
+        def __init__(self, model: object, threads: int) -> None:
+            self.inner, self.id = made(model, threads), len(created)
+            created.append(self)
+
+        def invoke(self) -> None:
+            log.append((self.id, "invoke"))
+            self.inner.invoke()
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.inner, name)
+
+    created: list[Logged] = []
+    monkeypatch.setattr(runners, "litert_interpreter", Logged)
+    real_counter = __import__("time").perf_counter_ns
+
+    def clock() -> int:
+        log.append((-1, "clock"))
+        return real_counter()
+
+    monkeypatch.setattr("edgeplan.measure.litert_op_profile.time.perf_counter_ns", clock)
+    profile = profile_litert_ops(small_tflite, 1, ProfileCalls(runs=2, warmup=1, plain_per_run=1))
+    ops = range(len(created) - len(profile.runs.ops), len(created))  # made last, after the whole model
+    calls = [i for i, what in log if what == "invoke"]
+    assert all(calls.count(k) == 1 + 2 * 3 for k in ops)  # the check at load, then two runs in each of 3 rounds
+    for k in ops:  # in the timed rounds, the clock starts after the first of each pair and stops after the second
+        runs = [j for j, (i, _) in enumerate(log) if i == k][3:]  # after the check at load and the warmup round
+        for first, second in zip(runs[::2], runs[1::2], strict=True):
+            assert log[first + 1] == (-1, "clock") and second == first + 2 and log[second + 1] == (-1, "clock")
 
 
 def test_a_litert_scenario_profiles_a_model_per_operator_with_its_ir_nodes(small_tflite: Path) -> None:

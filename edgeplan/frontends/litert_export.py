@@ -101,6 +101,10 @@ def quantize_tflite(float_path: str | os.PathLike[str], out: str | os.PathLike[s
     """Quantize a float ``.tflite`` model to int8 (static post-training quantization with ai-edge-quantizer: int8
     weights and activations, min-max ranges from seeded random inputs of the model's own input shapes).
 
+    The subgraphs an operator calls (a StableHLO reduce window's body) stay float, and so does their operator: the
+    quantizer calibrates only the main subgraph, so it has no ranges for them; the operator runs in float between a
+    ``DEQUANTIZE`` and a ``QUANTIZE``, as LiteRT runs an operator it has no integer kernel for.
+
     Raises
     ------
     MeasurementError
@@ -111,7 +115,7 @@ def quantize_tflite(float_path: str | os.PathLike[str], out: str | os.PathLike[s
 
     target = Path(out)
     with quiet():
-        from ai_edge_quantizer import quantizer, recipe
+        from ai_edge_quantizer import qtyping, quantizer, recipe
 
         try:
             runner = Interpreter(model_path=str(float_path)).get_signature_runner("serving_default")
@@ -121,6 +125,11 @@ def quantize_tflite(float_path: str | os.PathLike[str], out: str | os.PathLike[s
             samples = [{name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
                        for _ in range(_CALIBRATION_RUNS)]
             q = quantizer.Quantizer(str(float_path), recipe.static_wi8_ai8())
+            called = _called_subgraph_tensors(Path(float_path))
+            if called:
+                q.update_quantization_recipe(regex="|".join(re.escape(n) for n in sorted(called)),
+                                             operation_name=qtyping.TFLOperationName.ALL_SUPPORTED,
+                                             algorithm_key="no_quantize")
             result = q.calibrate({"serving_default": samples}, num_threads=1)
             with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
                 written = Path(tmp) / "int8.tflite"
@@ -129,6 +138,14 @@ def quantize_tflite(float_path: str | os.PathLike[str], out: str | os.PathLike[s
         except Exception as e:  # the quantizer raises many types
             raise MeasurementError(f"ai-edge-quantizer could not quantize the model to int8: {_short(e)}") from e
     return target
+
+
+def _called_subgraph_tensors(path: Path) -> set[str]:
+    """The names of the tensors of every subgraph but the first (the subgraphs operators call)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromPackedBuf(path.read_bytes(), 0)
+    return {t.name.decode() for sub in model.subgraphs[1:] for t in sub.tensors or [] if t.name}
 
 
 @contextlib.contextmanager

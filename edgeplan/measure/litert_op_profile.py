@@ -8,9 +8,15 @@ when the delegate takes it (else on LiteRT's default kernel, as in the whole mod
 
 :func:`profile_litert_ops` times every operator model once per round, beside unprofiled end-to-end runs of the
 whole model, round after round, so that the per-op times and the end-to-end time are taken under the same load;
-each operator's latency is its median over the rounds. An operator alone pays the interpreter's call and the
-delegate's dispatch, which a whole model pays once: li2023's overhead term absorbs the difference, and
-:class:`LiteRTProfile` reports how the per-op sum compares with the end-to-end time.
+each operator's latency is its median over the rounds. As nn-Meter and li2023 time a kernel (``benchmark_model``
+runs it again and again), each operator model runs twice in a row and the second run is timed: it finds its
+inputs, weights and XNNPACK's state in the cache. Timed once per round instead, an operator reads everything cold,
+after all the others ran; the memory-bound operators (depthwise convolutions, elementwise operators) then take
+longest, so the per-op sum runs over the end-to-end time by a factor that grows with their share, and a model fitted
+on one family of networks cannot carry it to another. Timed warm, per-op sums are a steady fraction of the
+end-to-end time across families. An operator alone also pays the interpreter's call and the delegate's dispatch,
+which a whole model pays once: li2023's overhead term absorbs the differences, and :class:`LiteRTProfile` reports
+how the per-op sum compares with the end-to-end time.
 """
 
 from __future__ import annotations
@@ -254,6 +260,7 @@ def profile_litert_ops(path: str | os.PathLike[str], threads: int, calls: Profil
                 if reference is not None:
                     ref.append(ref_ms)
         for k, interpreter in enumerate(alone):
+            interpreter.invoke()  # warms the cache; the run back to back with it is timed
             start = time.perf_counter_ns()
             interpreter.invoke()
             if keep:
