@@ -80,7 +80,8 @@ def read_tflite(path: str | os.PathLike[str]) -> TfliteModel:
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
     type_names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
     sub = model.subgraphs[0]
-    tensors = tuple(_tensor(t, [buffer_bytes(b, buf) for b in model.buffers], type_names) for t in sub.tensors)
+    contents = [buffer_bytes(b, buf) for b in model.buffers]
+    tensors = tuple(_tensor(t, contents, type_names) for t in sub.tensors)
     ops = []
     for i, op in enumerate(sub.operators or ()):
         code = model.operatorCodes[op.opcodeIndex]
