@@ -253,6 +253,26 @@ def test_what_the_converter_folds_and_xnnpack_refuses(converted: tuple[Graph, Pa
     assert d.kernels[0].name == "TRANSPOSE:stem.0"  # NCHW input to NHWC
 
 
+def test_selects_and_comparisons_read_from_a_file_stay_on_the_default_kernels(tmp_path: Path) -> None:
+    # a masked fill, as a shifted window's attention mask is built: XNNPACK has no SELECT, EQUAL or NOT_EQUAL
+    from edgeplan.frontends.litert_export import export_tflite
+    from edgeplan.frontends.tflite_frontend import graph_from_tflite, read_tflite
+    from edgeplan.measure.litert_delegate import check_litert
+
+    class Masked(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.relu(x)
+            return torch.where(x == 0, y, torch.where(y != 0, y, torch.full_like(y, -1.0)))
+
+    path = export_tflite(Masked().eval(), (torch.randn(1, 4, 8, 8),), tmp_path / "masked.tflite")
+    types = set(read_tflite(path).op_types())
+    assert types & {"SELECT", "SELECT_V2"} and types & {"EQUAL", "NOT_EQUAL"}
+    graph = graph_from_tflite(path, opaque=True)
+    assert check_litert(graph, path) == []
+    kinds = {k.kind for k in deduce_kernels(graph, PROFILE).kernels}
+    assert {f"tflite.{t}" for t in types & {"SELECT", "SELECT_V2", "EQUAL", "NOT_EQUAL"}} <= kinds
+
+
 def test_generic_weights_redraw_single_valued_tensors_only() -> None:
     from edgeplan.frontends.litert_export import generic_weights
 
