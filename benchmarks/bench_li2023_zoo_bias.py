@@ -1,6 +1,7 @@
 """Where a scenario's predictors err on the zoo CNNs: the ratio of predicted to measured end-to-end times, the same
-for the sum of the ops alone and per op category, and the MAPE with each overhead form
-(:data:`~edgeplan.costmodels.opwise.model.OVERHEAD_FORMS`) learnt on the training networks, on the same op predictions.
+for the sum of the ops alone and per op category, the measured op sums over the measured end-to-end times, and the
+MAPE with each overhead form (:data:`~edgeplan.costmodels.opwise.model.OVERHEAD_FORMS`) learnt on the training
+networks, on the same op predictions.
 
 By default the scenario's shipped models and its dataset in ``data/latency`` (no timing, no fitting). With ``--data
 FILE`` (``edgeplan profile ops --export`` of your own campaign, e.g. another machine's) the methods are fitted on its
@@ -108,6 +109,8 @@ def _report(label: str, group: Mapping[str, Any], overhead: Sequence[float],
     print(f"  {label} ({len(a)}): end-to-end MAPE {mape(list(a[:, 4]), list(a[:, 3])):.2f}%{beside}, with the ops "
           f"as measured {oracle:.2f}%; predicted / measured end to end median {np.median(e2e):.3f}x (quartiles "
           f"{q1:.3f}-{q3:.3f}x); op sums {np.median(a[:, 1] / a[:, 2]):.3f}x")
+    m1, mm, m3 = np.percentile(a[:, 2] / a[:, 3], [25, 50, 75])
+    print(f"    measured op sum / measured end to end: median {mm:.3f}x (quartiles {m1:.3f}-{m3:.3f}x)")
     total = sum(group["true_cat"].values())
     cats = sorted(group["true_cat"], key=lambda c: -group["true_cat"][c])
     print("    per category, summed predicted / measured (share of the measured op time): " + ", ".join(

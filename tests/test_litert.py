@@ -285,3 +285,15 @@ def test_deduced_kernels_are_featurized_as_the_files_ir_has_them(tmp_path: Path)
     on_file, skipped_file = graph_ops(graph_from_tflite(path), "litert-xnnpack")
     assert not skipped_torch and not skipped_file
     assert [(o.key, o.category, o.vector) for o in on_torch] == [(o.key, o.category, o.vector) for o in on_file]
+
+
+@pytest.mark.parametrize("device", ["litert-fp32-1t", "litert-fp32-2t", "litert-int8-1t"])
+def test_every_litert_scenario_ships_a_profile_that_prices_every_operator(device: str) -> None:
+    import edgeplan
+    from edgeplan.costmodels.opwise.profiles import shipped_devices
+
+    assert device in shipped_devices()
+    p = edgeplan.predict("synthetic:3", device).prediction
+    assert p.latency_ms > 0 and not p.unpredicted
+    assert p.ops and all(o.ms is not None and o.ms > 0 for o in p.ops)
+

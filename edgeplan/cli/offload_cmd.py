@@ -21,7 +21,7 @@ __all__ = ["offload"]
 @click.option("--mobile-threads", type=int, default=1, show_default=True, help="Threads of the mobile (measured).")
 @click.option("--mobile-device", default=None,
               help="Predict the mobile on this device profile instead of measuring it here: a phone's LiteRT "
-                   "(litert-fp32-1t, litert-int8-1t) or a device you calibrated.")
+                   "(litert-fp32-1t, litert-fp32-2t, litert-int8-1t) or a device you calibrated.")
 @click.option("--cloud-threads", type=int, default=2, show_default=True, help="Threads of the cloud (measured).")
 @click.option("--cloud-speedup", type=float, default=None,
               help="Derive the cloud from the mobile instead: ranges / FACTOR (the paper's cloud: 11.25).")
