@@ -160,6 +160,36 @@ def test_a_graph_read_from_a_file_is_one_kernel_per_operator() -> None:
     ]
 
 
+def test_an_average_pool_whose_ceil_mode_adds_no_padding_is_a_plain_pooling() -> None:
+    # ResNeSt's downsampling AvgPool2d(2, 2, ceil_mode=True, count_include_pad=False) on even maps
+    b = _Builder((1, 8, 8, 8))
+    b.add("pool", OpKind.POOL2D, PoolAttrs(PoolMode.AVG, (2, 2), (2, 2), ceil_mode=True, count_include_pad=False),
+          ("x",), (1, 8, 4, 4))
+    assert _kinds(b.graph("pool")) == ["xnnpack.TRANSPOSE", "xnnpack.AVERAGE_POOL_2D", "xnnpack.TRANSPOSE"]
+    b = _Builder((1, 8, 8, 8))  # padding that is not SAME, and not counted: reduce windows
+    b.add("pool", OpKind.POOL2D, PoolAttrs(PoolMode.AVG, (3, 3), (2, 2), (1, 1, 1, 1), ceil_mode=True,
+                                           count_include_pad=False), ("x",), (1, 8, 5, 5))
+    assert "tflite.STABLEHLO_REDUCE_WINDOW" in _kinds(b.graph("pool"))
+
+
+def test_a_global_average_pool_of_a_unit_map_is_a_sum() -> None:
+    b = _Builder((1, 8, 1, 1))
+    b.add("gap", OpKind.GLOBAL_POOL, GlobalPoolAttrs(PoolMode.AVG), ("x",), (1, 8, 1, 1))
+    assert "xnnpack.SUM" in _kinds(b.graph("gap"))
+    b = _Builder((1, 8, 4, 4))
+    b.add("gap", OpKind.GLOBAL_POOL, GlobalPoolAttrs(PoolMode.AVG), ("x",), (1, 8, 1, 1))
+    assert "xnnpack.MEAN" in _kinds(b.graph("gap"))
+
+
+def test_a_nearest_resize_stays_on_the_default_kernels_and_a_bilinear_one_goes_to_xnnpack() -> None:
+    from edgeplan.ir.ops import UpsampleAttrs
+
+    for mode, kind in (("nearest", "tflite.RESIZE_NEAREST_NEIGHBOR"), ("bilinear", "xnnpack.RESIZE_BILINEAR")):
+        b = _Builder((1, 8, 4, 4))
+        b.add("up", OpKind.UPSAMPLE, UpsampleAttrs(mode), ("x",), (1, 8, 8, 8))
+        assert kind in _kinds(b.graph("up")), mode
+
+
 def test_the_rules_name_a_lowering_for_every_kind() -> None:
     rules = load_rules(PROFILE)
     keys = {k.split(":")[0] for k in rules.data["lowering"]} | set(rules.data["eliminated"])

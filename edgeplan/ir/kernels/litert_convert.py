@@ -295,7 +295,8 @@ class _Converter(_Passes):
         """Whether an op of a lowering is written for ``n``: ``if: affine`` for a norm with a learnt scale and shift,
         ``if: last_axis`` / ``not_last_axis`` for an op along the last axis of its tensor (in its layout) or not,
         ``if: rank_over_4`` for the latter on a tensor of more than 4 axes, ``if: rank4`` for a product of 4-D
-        operands, ``if: masked`` for an attention with a mask, ``if: unit_step`` / ``strided`` for a slice."""
+        operands, ``if: masked`` for an attention with a mask, ``if: unit_step`` / ``strided`` for a slice,
+        ``if: unit_map`` / ``not_unit_map`` for a global pooling of a 1x1 map or a larger one."""
         cond = spec.get("if")
         if cond is None:
             return True
@@ -312,6 +313,9 @@ class _Converter(_Passes):
             a = n.attrs
             return (isinstance(a, PoolAttrs) and a.mode is PoolMode.AVG and a.count_include_pad
                     and window_padding(n) != a.padding)
+        if cond in ("unit_map", "not_unit_map"):  # a mean over 1x1 positions: the converter writes a sum
+            unit = bool(n.input_shapes) and len(n.input_shapes[0]) == 4 and n.input_shapes[0][2:] == (1, 1)
+            return unit == (cond == "unit_map")
         if cond == "affine":
             return bool(getattr(n.attrs, "affine", False))
         if cond == "rank_over_4":

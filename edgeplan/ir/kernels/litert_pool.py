@@ -53,6 +53,6 @@ def avg_pool_form(node: Node) -> str:
     symmetric_same = same == a.padding and same[:2] == same[2:]  # litert-torch's is_same_padding
     if not a.ceil_mode and (not any(a.padding) or symmetric_same):  # the composite
         return POOL if not any(a.padding) or a.stride == (1, 1) else COMPOSITE
-    pads = window_padding(node)
+    pads = window_padding(node)  # ceil mode that adds no padding leaves a plain pooling
     legal = all(pads[i::2] in ((0, 0), same[i::2]) for i in (0, 1))  # per axis: none or SAME
-    return POOL if any(pads) and legal else REDUCE_WINDOW
+    return POOL if legal else REDUCE_WINDOW
