@@ -296,4 +296,3 @@ def test_every_litert_scenario_ships_a_profile_that_prices_every_operator(device
     p = edgeplan.predict("synthetic:3", device).prediction
     assert p.latency_ms > 0 and not p.unpredicted
     assert p.ops and all(o.ms is not None and o.ms > 0 for o in p.ops)
-

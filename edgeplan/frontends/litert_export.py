@@ -127,7 +127,8 @@ def quantize_tflite(float_path: str | os.PathLike[str], out: str | os.PathLike[s
             q = quantizer.Quantizer(str(float_path), recipe.static_wi8_ai8())
             called = _called_subgraph_tensors(Path(float_path))
             if called:
-                q.update_quantization_recipe(regex="|".join(re.escape(n) for n in sorted(called)),
+                names = "|".join(re.escape(n) for n in sorted(called))  # a scope is its outputs' names, each + ";"
+                q.update_quantization_recipe(regex=f"^(?:(?:{names});)+$",
                                              operation_name=qtyping.TFLOperationName.ALL_SUPPORTED,
                                              algorithm_key="no_quantize")
             result = q.calibrate({"serving_default": samples}, num_threads=1)

@@ -6,10 +6,11 @@ that does not count the padding in ceil mode, or with a padding that is neither 
 Those are lowered by their decomposition: a ``reduce_window`` sum of the input (the padding made explicit, ceil mode
 adding padding at the end), divided by a ``reduce_window`` sum of ones of shape (1, H, W, 1) with the same window,
 the count of the input's positions in each window. The converter's ``LegalizeAvgPool`` turns that division back into
-one ``AVERAGE_POOL_2D`` when the padding is TFLite's SAME padding (and is not none); otherwise the file has the two
-``STABLEHLO_REDUCE_WINDOW`` operators and the ``DIV``, and the division's counts are shared by the poolings with the
-same window over inputs of the same size (common subexpression elimination). A composite of a pooling that does not
-count a SAME padding with a stride over 1 is not converted: it stays a ``STABLEHLO_COMPOSITE`` that runs in NCHW.
+one ``AVERAGE_POOL_2D`` when the padding is TFLite's SAME padding or none (a ceil mode that adds no padding);
+otherwise the file has the two ``STABLEHLO_REDUCE_WINDOW`` operators and the ``DIV``, and the division's counts are
+shared by the poolings with the same window over inputs of the same size (common subexpression elimination). A
+composite of a pooling that does not count a SAME padding with a stride over 1 is not converted: it stays a
+``STABLEHLO_COMPOSITE`` that runs in NCHW.
 """
 
 from __future__ import annotations
