@@ -49,7 +49,8 @@ from _machine import machine
 
 
 def _group_rows(model: Any, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per model: op count, predicted op sum, measured op sum, measured end to end, predicted end to end; and the
+    """Per model: op count, predicted op sum, measured op sum, measured end to end, predicted end to end, millions
+    of parameters its ops read; and the
     predicted and measured time of each op category summed over the models (ops with a prediction only).
 
     A record with folded work that it does not time op by op (a zoo CNN measured before ``folded_ops`` were kept:
@@ -75,7 +76,7 @@ def _group_rows(model: Any, records: Sequence[Mapping[str, Any]]) -> dict[str, A
             true_cat["folded work"] += folded
         counted = sum(1 for q in p.ops if q.key)  # the ops the overhead counts, not those named as unfeaturized
         rows.append((counted, sum(q.ms or 0.0 for q in p.ops), sum(o.measured_ms or 0.0 for o in ops) + folded,
-                     record_latency(r, model.statistic), p.latency_ms))
+                     record_latency(r, model.statistic), p.latency_ms, sum(q.params for q in p.ops) / 1e6))
     return {"rows": np.array(rows), "pred_cat": dict(pred_cat), "true_cat": dict(true_cat),
             "models": [r["model"] for r in records]}
 
@@ -92,9 +93,10 @@ def worst(group: Mapping[str, Any], n: int) -> list[str]:
 
 
 def _overhead(params: Sequence[float], rows: np.ndarray, sums: int = 2) -> np.ndarray:
-    """The overhead ``(constant, per op, share)`` of :func:`~edgeplan.costmodels.opwise.model.fit_overhead` for
-    :func:`_group_rows` rows, on their measured op sums (column ``sums`` 2; 1 for the predicted ones)."""
-    return params[0] + params[1] * rows[:, 0] + params[2] * rows[:, sums]
+    """The overhead ``(constant, per op, share, per million parameters)`` of
+    :func:`~edgeplan.costmodels.opwise.overhead.fit_overhead` for :func:`_group_rows` rows, on their measured op sums
+    (column ``sums`` 2; 1 for the predicted ones)."""
+    return params[0] + params[1] * rows[:, 0] + params[2] * rows[:, sums] + params[3] * rows[:, 5]
 
 
 def _report(label: str, group: Mapping[str, Any], overhead: Sequence[float],
@@ -273,9 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         if not zoo and not (args.data is not None and test):
             print(f"{where} {method}: no zoo CNNs and no synthetic test networks in the dataset")
             continue
-        learnt = (model.overhead_ms, model.overhead_per_op_ms, model.overhead_share)
+        learnt = (model.overhead_ms, model.overhead_per_op_ms, model.overhead_share, model.overhead_per_mparam_ms)
         print(f"{where}: {method} ({model.statistic}), overhead {model.overhead_ms:.3f} ms + "
-              f"{1000 * model.overhead_per_op_ms:.2f} us per op + {100 * model.overhead_share:.2f}% of the op sum")
+              f"{1000 * model.overhead_per_op_ms:.2f} us per op + {100 * model.overhead_share:.2f}% of the op sum + "
+              f"{model.overhead_per_mparam_ms:.4f} ms per million parameters")
         groups = {"zoo CNNs": _group_rows(model, zoo)} if zoo else {}
         if args.data is not None and test:
             groups = {"synthetic test": _group_rows(model, test), **groups}
@@ -293,14 +296,15 @@ def main(argv: list[str] | None = None) -> int:
             _same_features(trained, zoo, model.statistic)
         t = _group_rows(model, trained)["rows"]  # the training networks: op count, sums, end to end
         for form in OVERHEAD_FORMS:  # both overheads on the same op predictions
-            params = fit_overhead(t[:, 3], t[:, 1 if form == "stacked" else 2], t[:, 0], form)
+            params = fit_overhead(t[:, 3], t[:, 1 if form == "stacked" else 2], t[:, 0], form, t[:, 5])
             scores = []
             for label, group in groups.items():
                 a = group["rows"]
                 total = np.maximum(a[:, 1] + _overhead(params, a, sums=1), 0.5 * a[:, 1])  # on predicted sums
                 scores.append(f"{label} MAPE {mape(list(total), list(a[:, 3])):.2f}%")
             print(f"  overhead {form:<6} {', '.join(scores)}  ({params[0]:.3f} ms + {1000 * params[1]:.2f} us per op "
-                  f"+ {100 * params[2]:.2f}% of the op sum, from {len(t)} training networks)")
+                  f"+ {100 * params[2]:.2f}% of the op sum + {params[3]:.4f} ms per million parameters, from {len(t)} "
+                  "training networks)")
     return 0
 
 

@@ -392,48 +392,56 @@ def test_a_model_saved_xz_compressed_loads_and_is_found_as_a_device(tmp_path: Pa
         predict_mod.load_device_model("dev", "lasso", home)
 
 
-def test_the_linear_overhead_recovers_a_cost_per_op_and_a_share_and_shrugs_off_busy_runs() -> None:
-    """``fit_overhead``'s linear form finds ``a + b * ops + (1 + s) * sum`` by least relative error: a few models
-    measured while the machine was busy (3x their time) do not move it, where they pull li2023's mean."""
+def test_the_linear_overhead_recovers_a_cost_per_op_a_share_and_the_weights_and_shrugs_off_busy_runs() -> None:
+    """``fit_overhead``'s linear form finds ``a + b * ops + (1 + s) * sum + w * mparams`` by least relative error: a
+    few models measured while the machine was busy (3x their time) do not move it, where they pull li2023's mean."""
     rng = np.random.default_rng(1)
     sums = rng.uniform(2.0, 40.0, 200)
     counts = rng.integers(20, 300, 200)
-    latency = 0.1 + 0.004 * counts + 1.03 * sums
+    mparams = rng.uniform(0.5, 30.0, 200)
+    latency = 0.1 + 0.004 * counts + 1.03 * sums + 0.07 * mparams
     busy = latency.copy()
     busy[:8] *= 3.0
-    a, b, s = fit_overhead(busy, sums, counts)
-    assert (a, b, s) == pytest.approx((0.1, 0.004, 0.03), rel=1e-3, abs=1e-6)
-    mean, b0, s0 = fit_overhead(busy, sums, counts, "mean")
-    assert (b0, s0) == (0.0, 0.0) and mean == pytest.approx(float(np.mean(busy - sums)))
+    a, b, s, w = fit_overhead(busy, sums, counts, mparams=mparams)
+    assert (a, b, s, w) == pytest.approx((0.1, 0.004, 0.03, 0.07), rel=1e-3, abs=1e-6)
+    mean, b0, s0, w0 = fit_overhead(busy, sums, counts, "mean", mparams)
+    assert (b0, s0, w0) == (0.0, 0.0, 0.0) and mean == pytest.approx(float(np.mean(busy - sums)))
     assert mean > 2 * (a + 0.004 * counts.mean() + 0.03 * sums.mean())  # the busy runs pull the mean up
-    # Every model with as many ops: the cost per op is the constant's; too few models: li2023's mean.
+    # Without parameters the weight term is 0; every model with as many ops: the cost per op is the constant's;
+    # too few models: li2023's mean.
     same = 0.1 + 0.004 * 50 + 1.03 * sums
-    assert fit_overhead(same, sums, np.full(200, 50)) == pytest.approx((0.1 + 0.2, 0.0, 0.03), abs=1e-6)
-    assert fit_overhead(latency[:5], sums[:5], counts[:5])[1:] == (0.0, 0.0)
+    assert fit_overhead(same, sums, np.full(200, 50)) == pytest.approx((0.1 + 0.2, 0.0, 0.03, 0.0), abs=1e-6)
+    assert fit_overhead(latency[:5], sums[:5], counts[:5])[1:] == (0.0, 0.0, 0.0)
 
 
 def test_a_model_with_a_linear_overhead_predicts_saves_and_old_files_read_as_constant(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     model = OpLatencyEstimator(method="lasso", scenario="test-scenario").fit(
         [_record(i, rng) for i in range(30)]).model_
-    grown = dataclasses.replace(model, overhead_per_op_ms=0.01, overhead_share=0.05)
-    ops = record_ops(_record(99, rng))
+    grown = dataclasses.replace(model, overhead_per_op_ms=0.01, overhead_share=0.05, overhead_per_mparam_ms=0.07)
+    record = _record(99, rng)
+    ops = record_ops(record)
     base, more = model.predict_ops(ops), grown.predict_ops(ops)
     ops_ms = sum(o.ms or 0.0 for o in base.ops)
-    assert more.latency_ms == pytest.approx(base.latency_ms + 0.01 * len(ops) + 0.05 * ops_ms)
+    mparams = sum(n.get("params", 0) for n in record["nodes"].values()) / 1e6  # each op's lead node's
+    assert mparams > 0
+    assert [o.params for o in more.ops] == [record["nodes"][n].get("params", 0) for n in record["nodes"]]
+    assert more.latency_ms == pytest.approx(base.latency_ms + 0.01 * len(ops) + 0.05 * ops_ms + 0.07 * mparams)
     assert more.overhead_ms == pytest.approx(more.latency_ms - ops_ms) and not more.overhead_clamped
     loaded = LatencyModel.load(grown.save(tmp_path / "grown.json"))
-    assert (loaded.overhead_per_op_ms, loaded.overhead_share) == (0.01, 0.05)
+    assert (loaded.overhead_per_op_ms, loaded.overhead_share, loaded.overhead_per_mparam_ms) == (0.01, 0.05, 0.07)
     assert loaded.predict_ops(ops).latency_ms == pytest.approx(more.latency_ms)
     old = grown.to_dict()
-    del old["overhead_per_op_ms"], old["overhead_share"]  # a file saved before the linear overhead
+    del old["overhead_per_op_ms"], old["overhead_share"], old["overhead_per_mparam_ms"]  # saved before them
     assert LatencyModel.from_dict(old).predict_ops(ops).latency_ms == pytest.approx(base.latency_ms)
     # Stacked: the same linear form over the op sums the fitted predictors give the training networks.
     train = [_record(i, rng) for i in range(30)]
     stacked = OpLatencyEstimator(method="lasso", scenario="test-scenario", overhead="stacked").fit(train).model_
     sums = [sum(o.ms or 0.0 for o in stacked.predict_record(r).ops) for r in train]
-    want = fit_overhead([r["latency_min_ms"] for r in train], sums, [len(r["ops"]) for r in train])
-    assert (stacked.overhead_ms, stacked.overhead_per_op_ms, stacked.overhead_share) == pytest.approx(want)
+    want = fit_overhead([r["latency_min_ms"] for r in train], sums, [len(r["ops"]) for r in train],
+                        mparams=[sum(n.get("params", 0) for n in r["nodes"].values()) / 1e6 for r in train])
+    assert (stacked.overhead_ms, stacked.overhead_per_op_ms, stacked.overhead_share,
+            stacked.overhead_per_mparam_ms) == pytest.approx(want)
     with pytest.raises(InvalidInputError, match="unknown overhead form"):
         OpLatencyEstimator(method="lasso", scenario="s", overhead="median").fit([_record(i, rng) for i in range(10)])
 

@@ -135,7 +135,8 @@ def fit_cmd(data_path: Path, methods: tuple[str, ...], train_specs: tuple[str, .
     implementation the runtime selects for the op's shapes (eager PyTorch's oneDNN or native convolution, deduced
     for the scenario's threads), with the op's place in its network (how often the same op and the same kind ran
     before it in the same run) and, when fitted on 900 networks or more, the network's largest output as features;
-    the end-to-end overhead over the ops' sum is a constant plus a cost per op plus a share of the sum.
+    the end-to-end overhead over the ops' sum is a constant plus a cost per op, a share of the sum and a cost per
+    million parameters the ops read (their weights, read from memory on every run).
 
     With --extend DEVICE, the device's models gain predictors for the operation kinds of --data they have none for
     (a vision transformer's attention, layer norms and linear layers over tokens, added to a profile fitted on
@@ -175,4 +176,6 @@ def _overhead_text(fitted: FittedProfile) -> str:
     if fitted.overhead_per_op_ms or fitted.overhead_share:
         text += (f" + {1000 * fitted.overhead_per_op_ms:.2f} us per op + {100 * fitted.overhead_share:.2f} % "
                  "of the ops' sum")
+    if fitted.overhead_per_mparam_ms:
+        text += f" + {fitted.overhead_per_mparam_ms:.4f} ms per million parameters"
     return text

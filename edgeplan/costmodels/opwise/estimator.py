@@ -60,10 +60,11 @@ class OpLatencyEstimator(EstimatorParams):
         as li2023 does.
     overhead
         How the overhead is learnt (:data:`~edgeplan.costmodels.opwise.overhead.OVERHEAD_FORMS`,
-        :func:`~edgeplan.costmodels.opwise.overhead.fit_overhead`): ``linear`` in the op count and the measured
-        ops' sum (default); ``stacked``, the same over the ops' sum as the fitted predictors give it for each
-        training network, so that it also absorbs their bias there (predictors fitted on a log target price an op
-        at the geometric mean of its times, below their mean); or ``mean``, li2023's mean difference.
+        :func:`~edgeplan.costmodels.opwise.overhead.fit_overhead`): ``linear`` in the op count, the measured ops'
+        sum and the parameters they read (default); ``stacked``, the same over the ops' sum as the fitted
+        predictors give it for each training network, so that it also absorbs their bias there (predictors fitted
+        on a log target price an op at the geometric mean of its times, below their mean); or ``mean``, li2023's
+        mean difference.
     network
         Give the predictors the op's network's footprint too
         (:func:`~edgeplan.costmodels.opwise.ops.network_footprint`): ``True`` or ``"distinct"``, its distinct

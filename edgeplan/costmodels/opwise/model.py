@@ -4,9 +4,11 @@
 operation key (:func:`edgeplan.costmodels.opwise.features.predictor_key`). li2023 learns ``T_overhead`` as the mean
 difference between the measured end-to-end latency and the sum of the measured operation latencies over the training
 models (``overhead="mean"``). By default edgeplan learns it as a linear function of the model,
-``a + b * (number of ops) + s * (sum of the ops)`` (``overhead="linear"``, :func:`fit_overhead`): eager PyTorch
-spends a few microseconds dispatching each op, and a model's end-to-end time runs a few percent over the sum its
-profiler reports, so a constant is too small for a large model and too large for a small one. See
+``a + b * (number of ops) + s * (sum of the ops) + w * (millions of parameters)`` (``overhead="linear"``,
+:func:`fit_overhead`): eager PyTorch spends a few microseconds dispatching each op, and a model's end-to-end time runs
+a few percent over the sum its profiler reports, so a constant is too small for a large model and too large for a
+small one; a model reads its weights from memory on every run, where an op timed alone and warm finds them in cache.
+See
 :func:`~edgeplan.costmodels.opwise.overhead.fit_overhead` for the fit.
 
 An operation whose key was never trained is predicted by its category's predictor (fitted on every operation of
@@ -59,6 +61,7 @@ from edgeplan.costmodels.opwise.ops import (
     OpPrediction,
     Prediction,
     _check_statistic,
+    op_params,
     record_latency,
     record_ops,
 )
@@ -186,9 +189,10 @@ class LatencyModel:
     threads
         The intra-op threads the runtime's implementation choices are deduced for (:meth:`key_of`); None for a
         model whose keys carry no implementation (fitted without ``threads``, or saved by an older edgeplan).
-    overhead_per_op_ms, overhead_share
-        The overhead's parts that grow with the model (:func:`fit_overhead`): ms per operation, and the fraction of
-        the operations' predicted sum. Zero for a model fitted with ``overhead="mean"`` or saved before them.
+    overhead_per_op_ms, overhead_share, overhead_per_mparam_ms
+        The overhead's parts that grow with the model (:func:`fit_overhead`): ms per operation, the fraction of
+        the operations' predicted sum, and ms per million parameters the operations read (their weights, read from
+        memory on each run). Zero for a model fitted with ``overhead="mean"`` or saved before them.
     """
 
     scenario: str
@@ -201,6 +205,7 @@ class LatencyModel:
     threads: int | None = None
     overhead_per_op_ms: float = 0.0
     overhead_share: float = 0.0
+    overhead_per_mparam_ms: float = 0.0
 
     def key_of(self, op: OpInput) -> str:
         """The key of ``op``'s own predictor in this model: its :attr:`OpInput.key`, with the implementation the
@@ -329,7 +334,7 @@ class LatencyModel:
             elif (family := self._family_key(own, o.category)) is not None:
                 groups[family].append(i)
             else:
-                out[i] = OpPrediction(o.name, o.kind, own, None)
+                out[i] = OpPrediction(o.name, o.kind, own, None, params=op_params(o))
         needs_context = self.uses_context
         for key, idx in groups.items():
             cat = key.rsplit("|", 1)[1]
@@ -339,14 +344,18 @@ class LatencyModel:
                                  "given to a model that takes them")
             ms = self.predictors[key].predict(np.array([_take(ops[i].vector, cols[ops[i].category]) for i in idx]))
             for i, v in zip(idx, ms, strict=True):
-                out[i] = OpPrediction(ops[i].name, ops[i].kind, keys[i], max(float(v), 0.0), key != keys[i], key)
+                out[i] = OpPrediction(ops[i].name, ops[i].kind, keys[i], max(float(v), 0.0), key != keys[i], key,
+                                      op_params(ops[i]))
         return self.prediction(tuple(o for o in out if o is not None))
 
     def overhead_of(self, ops: Sequence[OpPrediction]) -> float:
         """The learnt overhead of a model of ``ops`` (every op counted, the unpredicted too): the constant, plus
-        :attr:`overhead_per_op_ms` per op and :attr:`overhead_share` of the predicted ops' sum."""
+        :attr:`overhead_per_op_ms` per op, :attr:`overhead_share` of the predicted ops' sum and
+        :attr:`overhead_per_mparam_ms` per million parameters the ops read."""
         ops_ms = sum(o.ms for o in ops if o.ms is not None)
-        return self.overhead_ms + self.overhead_per_op_ms * len(ops) + self.overhead_share * ops_ms
+        mparams = sum(o.params for o in ops) / 1e6
+        return (self.overhead_ms + self.overhead_per_op_ms * len(ops) + self.overhead_share * ops_ms
+                + self.overhead_per_mparam_ms * mparams)
 
     def total_ms(self, ops: Sequence[OpPrediction]) -> float:
         """Overhead (:meth:`overhead_of`) plus the op predictions. The overhead is negative where the profiler
@@ -430,6 +439,7 @@ class LatencyModel:
                 "statistic": self.statistic, "overhead_ms": self.overhead_ms,
                 **({"overhead_per_op_ms": self.overhead_per_op_ms, "overhead_share": self.overhead_share}
                    if self.overhead_per_op_ms or self.overhead_share else {}),
+                **({"overhead_per_mparam_ms": self.overhead_per_mparam_ms} if self.overhead_per_mparam_ms else {}),
                 "info": self.info,
                 "features": {c: list(n) for c, n in self.feature_names.items()},
                 **({"threads": self.threads} if self.threads is not None else {}),
@@ -470,7 +480,8 @@ class LatencyModel:
         threads = data.get("threads")
         return cls(data["scenario"], data["method"], preds, float(data["overhead_ms"]), dict(data["info"]),
                    str(data.get("statistic", "median")), feature_names, int(threads) if threads is not None else None,
-                   float(data.get("overhead_per_op_ms", 0.0)), float(data.get("overhead_share", 0.0)))
+                   float(data.get("overhead_per_op_ms", 0.0)), float(data.get("overhead_share", 0.0)),
+                   float(data.get("overhead_per_mparam_ms", 0.0)))
 
 
 
@@ -515,8 +526,8 @@ class FitSettings:
 @dataclass
 class _Training:
     """The training records' operations by predictor key (``by_key``) and category fallback (``by_cat``), each
-    op's network index by key (``nets``), and per network its measured latency, measured ops' sum, op count and
-    operations (``every``)."""
+    op's network index by key (``nets``), and per network its measured latency, measured ops' sum, op count,
+    millions of parameters its ops read (``mparams``) and operations (``every``)."""
 
     by_key: dict[str, list[OpInput]] = field(default_factory=lambda: defaultdict(list))
     by_cat: dict[str, list[OpInput]] = field(default_factory=lambda: defaultdict(list))
@@ -524,6 +535,7 @@ class _Training:
     latencies: list[float] = field(default_factory=list)
     sums: list[float] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
+    mparams: list[float] = field(default_factory=list)
     every: list[list[OpInput]] = field(default_factory=list)
 
 
@@ -541,6 +553,7 @@ def _training(records: Sequence[Mapping[str, Any]], settings: FitSettings) -> _T
         out.latencies.append(record_latency(r, settings.statistic))
         out.sums.append(sum(o.measured_ms or 0.0 for o in ops))
         out.counts.append(len(ops))
+        out.mparams.append(sum(op_params(o) for o in ops) / 1e6)
     return out
 
 
@@ -574,6 +587,8 @@ def _fit_model(records: Sequence[Mapping[str, Any]], settings: FitSettings, info
     sums = data.sums
     if s.overhead == "stacked":  # the linear form over the sums the predictors give the training networks
         sums = [sum(o.ms or 0.0 for o in p.ops) for p in fitted.predict_batch(data.every)]
-    const, per_op, share = fit_overhead(data.latencies, sums, data.counts, "mean" if s.overhead == "mean" else "linear")
-    meta["overhead"] = s.overhead if per_op or share else "mean"
-    return replace(fitted, overhead_ms=const, overhead_per_op_ms=per_op, overhead_share=share)
+    const, per_op, share, per_mparam = fit_overhead(data.latencies, sums, data.counts,
+                                                    "mean" if s.overhead == "mean" else "linear", data.mparams)
+    meta["overhead"] = s.overhead if per_op or share or per_mparam else "mean"
+    return replace(fitted, overhead_ms=const, overhead_per_op_ms=per_op, overhead_share=share,
+                   overhead_per_mparam_ms=per_mparam)

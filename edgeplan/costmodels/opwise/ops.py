@@ -31,6 +31,7 @@ __all__ = [
     "network_peak",
     "network_values",
     "op_ms",
+    "op_params",
     "record_latency",
     "record_ops",
     "with_context",
@@ -100,6 +101,11 @@ def network_peak(ops: Sequence[OpInput]) -> float:
     ``ops``: log2 of the MiB of their largest output (each lead node's ``activation_bytes``; at least 1 KiB)."""
     peak = max((int((o.lead or {}).get("activation_bytes", 0) or 0) for o in ops), default=0)
     return math.log2(max(peak / 2**20, 2.0**-10))
+
+
+def op_params(op: OpInput) -> int:
+    """The parameters ``op`` reads: its lead node's (0 without one)."""
+    return int((op.lead or {}).get("params", 0) or 0)
 
 
 def network_values(ops: Sequence[OpInput]) -> tuple[float, ...]:
@@ -197,6 +203,9 @@ class OpPrediction:
         Predicted by another key's predictor than its own: its category's, or its family's (:data:`FAMILY`).
     predicted_by
         The key of the predictor that made the prediction (None when unpredicted, or not recorded).
+    params
+        The parameters the op reads (its lead node's), which the overhead's weight term counts
+        (:meth:`~edgeplan.costmodels.opwise.model.LatencyModel.overhead_of`).
     """
 
     name: str
@@ -205,6 +214,7 @@ class OpPrediction:
     ms: float | None
     by_category: bool = False
     predicted_by: str | None = None
+    params: int = 0
 
     @property
     def fallback_for(self) -> str | None:

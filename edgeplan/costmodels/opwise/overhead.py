@@ -22,16 +22,18 @@ MIN_LINEAR_OVERHEAD_MODELS = 10
 
 
 def fit_overhead(latencies: Sequence[float], op_sums: Sequence[float], op_counts: Sequence[int],
-                 form: str = "linear") -> tuple[float, float, float]:
+                 form: str = "linear", mparams: Sequence[float] | None = None) -> tuple[float, float, float, float]:
     """The overhead of end-to-end latency over the sum of its operations, learnt from training models.
 
     ``mean`` is li2023's (§4.2): the mean of ``latency - op_sum``. ``linear`` fits ``latency = a + b * op_count +
-    (1 + s) * op_sum`` by least *relative* absolute error (a median regression weighted by ``1 / latency``, so
-    it minimizes the training models' MAPE, as the op predictors minimize theirs; a few models measured while the
-    machine was busy move it little, where they pull a mean). Eager PyTorch spends a few microseconds dispatching
-    each op, and a model's end-to-end time runs a few percent over the sum its profiler reports: the linear form
-    follows both, where a constant is too small for a large model and too large for a small one
-    (``docs/figures.md`` compares the forms).
+    (1 + s) * op_sum + w * mparams`` by least *relative* absolute error (a median regression weighted by
+    ``1 / latency``, so it minimizes the training models' MAPE, as the op predictors minimize theirs; a few models
+    measured while the machine was busy move it little, where they pull a mean). Eager PyTorch spends a few
+    microseconds dispatching each op, and a model's end-to-end time runs a few percent over the sum its profiler
+    reports: the linear form follows both, where a constant is too small for a large model and too large for a small
+    one. ``w`` is the time to read the model's weights from memory once: where each operation is timed alone and
+    warm (LiteRT's per-op models, run twice back to back), its weights are in cache, while a whole model reads them
+    from memory on every run, as they do not all fit (``docs/predict.md`` gives the figures).
 
     Parameters
     ----------
@@ -41,21 +43,27 @@ def fit_overhead(latencies: Sequence[float], op_sums: Sequence[float], op_counts
     form
         ``mean``, or ``linear`` (also for ``stacked``, whose sums are the predicted ones: :data:`OVERHEAD_FORMS`);
         ``linear`` with fewer than :data:`MIN_LINEAR_OVERHEAD_MODELS` models is ``mean``.
+    mparams
+        Per training model, the millions of parameters its ops read; without them (or with all zero) ``w`` is 0.
 
     Returns
     -------
     tuple of float
-        ``(a, b, s)``: the constant (ms), the cost per op (ms) and the share of the ops' sum; ``b`` and ``s`` are
-        0 for ``mean``.
+        ``(a, b, s, w)``: the constant (ms), the cost per op (ms), the share of the ops' sum and the cost per
+        million parameters (ms); ``b``, ``s`` and ``w`` are 0 for ``mean``.
     """
     y, total, n = (np.asarray(v, dtype=float) for v in (latencies, op_sums, op_counts))
     if form == "mean" or len(y) < MIN_LINEAR_OVERHEAD_MODELS:
-        return float(np.mean(y - total)), 0.0, 0.0
+        return float(np.mean(y - total)), 0.0, 0.0, 0.0
     from sklearn.linear_model import QuantileRegressor
 
-    fit = QuantileRegressor(quantile=0.5, alpha=0.0, fit_intercept=False, solver="highs")
+    w = np.zeros_like(y) if mparams is None else np.asarray(mparams, dtype=float)
+    columns = {"a": np.ones_like(y), "b": n, "s": total, "w": w}
     if np.ptp(n) == 0:  # every model has as many ops: the cost per op is the constant's
-        a, c = fit.fit(np.column_stack([np.ones_like(y), total]), y, sample_weight=1.0 / y).coef_
-        return float(a), 0.0, float(c - 1.0)
-    a, b, c = fit.fit(np.column_stack([np.ones_like(y), n, total]), y, sample_weight=1.0 / y).coef_
-    return float(a), float(b), float(c - 1.0)
+        del columns["b"]
+    if not w.any():
+        del columns["w"]
+    fit = QuantileRegressor(quantile=0.5, alpha=0.0, fit_intercept=False, solver="highs")
+    coef = dict(zip(columns, fit.fit(np.column_stack(list(columns.values())), y, sample_weight=1.0 / y).coef_,
+                    strict=True))
+    return float(coef["a"]), float(coef.get("b", 0.0)), float(coef["s"] - 1.0), float(coef.get("w", 0.0))

@@ -55,8 +55,9 @@ class FittedProfile:
         Training models (dataset records).
     predictors
         Its predictors (operation keys and category fallbacks).
-    overhead_ms, overhead_per_op_ms, overhead_share
-        The end-to-end overhead: a constant, a cost per op and a share of the ops' sum.
+    overhead_ms, overhead_per_op_ms, overhead_share, overhead_per_mparam_ms
+        The end-to-end overhead: a constant, a cost per op, a share of the ops' sum and a cost per million
+        parameters.
     added
         With ``extend``: the operation keys that gained a predictor; else None.
     """
@@ -68,13 +69,15 @@ class FittedProfile:
     overhead_ms: float
     overhead_per_op_ms: float
     overhead_share: float
+    overhead_per_mparam_ms: float = 0.0
     added: tuple[str, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able, as ``edgeplan ops fit --json`` prints each entry (``added`` only for an extension)."""
         out: dict[str, Any] = {"method": self.method, "path": str(self.path), "models": self.models,
                                "predictors": self.predictors, "overhead_ms": self.overhead_ms,
-                               "overhead_per_op_ms": self.overhead_per_op_ms, "overhead_share": self.overhead_share}
+                               "overhead_per_op_ms": self.overhead_per_op_ms, "overhead_share": self.overhead_share,
+                               "overhead_per_mparam_ms": self.overhead_per_mparam_ms}
         if self.added is not None:
             out["added"] = list(self.added)
         return out
@@ -163,4 +166,5 @@ def _saved(method: str, model: Any, out: Path, n: int, extended: bool) -> Fitted
     """Save ``model`` in ``out`` and describe it."""
     added: Sequence[str] | None = sorted(model.info["extensions"][-1]["added_ops_per_key"]) if extended else None
     return FittedProfile(method, model.save(out), n, len(model.predictors), model.overhead_ms,
-                         model.overhead_per_op_ms, model.overhead_share, None if added is None else tuple(added))
+                         model.overhead_per_op_ms, model.overhead_share, model.overhead_per_mparam_ms,
+                         None if added is None else tuple(added))
