@@ -50,8 +50,8 @@ from _machine import machine
 
 def _group_rows(model: Any, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Per model: op count, predicted op sum, measured op sum, measured end to end, predicted end to end, millions
-    of parameters its ops read; and the
-    predicted and measured time of each op category summed over the models (ops with a prediction only).
+    of parameters its ops read; and the predicted and measured time of each op category summed over the models (ops
+    with a prediction only).
 
     A record with folded work that it does not time op by op (a zoo CNN measured before ``folded_ops`` were kept:
     NFNets' weight standardizations, MobileOne's identities) is predicted as experiments.li2023 predicts it

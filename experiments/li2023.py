@@ -516,8 +516,8 @@ def format_report(result: Mapping[str, Any]) -> list[str]:
                 if result.get("context") else "; features: the op's own (li2023)")
              + (f"; and its network's footprint (--network-context {_network_option(result['network'])})"
                 if result.get("network") else "")
-             + {"linear": "; overhead: linear in the op count and the measured ops' sum (--overhead mean: li2023's "
-                          "mean difference)",
+             + {"linear": "; overhead: linear in the op count, the measured ops' sum and the parameters they read "
+                          "(--overhead mean: li2023's mean difference)",
                 "stacked": "; overhead: linear in the op count and the ops' sum as the fitted predictors give it "
                            "(--overhead stacked)"}.get(result.get("overhead", "mean"),
                                                        "; overhead: the mean difference (li2023)")]

@@ -7,8 +7,9 @@ kernels its runtime runs for the graph once; each kernel belongs to the IR node 
 runtime inserts, such as LiteRT's layout ``TRANSPOSE`` named ``TRANSPOSE:node``, to the node it serves; one that
 names no computing node of the graph, to the next kernel's node). A range of nodes run as one model costs what the
 device's model says of a model of just those kernels: their predicted times plus the overhead learnt for that many
-kernels of that total (a constant, a cost per kernel, a share of their sum; a calibrated device's correction on
-top). An operation the device cannot price is an error that names it, never a cost of 0.
+kernels of that total (a constant, a cost per kernel, a share of their sum, a cost per million parameters they
+read; a calibrated device's correction on top). An operation the device cannot price is an error that names it,
+never a cost of 0.
 """
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ models (``overhead="mean"``). By default edgeplan learns it as a linear function
 :func:`fit_overhead`): eager PyTorch spends a few microseconds dispatching each op, and a model's end-to-end time runs
 a few percent over the sum its profiler reports, so a constant is too small for a large model and too large for a
 small one; a model reads its weights from memory on every run, where an op timed alone and warm finds them in cache.
-See
-:func:`~edgeplan.costmodels.opwise.overhead.fit_overhead` for the fit.
+See :func:`~edgeplan.costmodels.opwise.overhead.fit_overhead` for the fit.
 
 An operation whose key was never trained is predicted by its category's predictor (fitted on every operation of
 the category) and flagged ``by_category``; a grouped convolution without either, by the dense convolution

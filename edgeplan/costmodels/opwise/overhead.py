@@ -16,7 +16,7 @@ __all__ = ["MIN_LINEAR_OVERHEAD_MODELS", "OVERHEAD_FORMS", "fit_overhead"]
 OVERHEAD_FORMS: tuple[str, ...] = ("linear", "stacked", "mean")
 
 
-#: Fewest training models the ``linear`` overhead is fitted on; with fewer, three parameters would follow their
+#: Fewest training models the ``linear`` overhead is fitted on; with fewer, four parameters would follow their
 #: noise, and the overhead is li2023's mean difference.
 MIN_LINEAR_OVERHEAD_MODELS = 10
 
@@ -31,9 +31,9 @@ def fit_overhead(latencies: Sequence[float], op_sums: Sequence[float], op_counts
     measured while the machine was busy move it little, where they pull a mean). Eager PyTorch spends a few
     microseconds dispatching each op, and a model's end-to-end time runs a few percent over the sum its profiler
     reports: the linear form follows both, where a constant is too small for a large model and too large for a small
-    one. ``w`` is the time to read the model's weights from memory once: where each operation is timed alone and
-    warm (LiteRT's per-op models, run twice back to back), its weights are in cache, while a whole model reads them
-    from memory on every run, as they do not all fit (``docs/predict.md`` gives the figures).
+    one. ``w * mparams`` is the time to read the model's weights from memory once: where each operation is timed
+    alone and warm (LiteRT's per-op models, run twice back to back), its weights are in cache, while a whole model
+    reads them from memory on every run, as they do not all fit (``docs/predict.md`` gives the figures).
 
     Parameters
     ----------
