@@ -106,7 +106,8 @@ def test_the_kit_runs_end_to_end_with_the_local_stand_in(tmp_path: Path, capsys:
     subprocess.run([str(kit / "run_kit.sh"), "local"], check=True, env=env, capture_output=True)
     ((model, run),) = read_kit_results(kit / "results.txt")
     assert model == "synthetic:0" and run.latency_ms > 0
-    assert run.ops and all(o.avg_ms > 0 for o in run.ops)
+    # benchmark_model prints milliseconds to 3 decimals: an operator under half a microsecond (a warm reshape) reads 0
+    assert run.ops and all(o.avg_ms >= 0 for o in run.ops) and sum(o.avg_ms for o in run.ops) > 0
     rows, _ = measurement_rows(kit / "results.txt")
     assert rows == [("synthetic:0", run.latency_ms)]
     assert main([*home, "calibrate", "--measurements", str(kit / "results.txt"), "--from", "litert-fp32-1t",
