@@ -646,7 +646,7 @@ def nb201_terms_by(cells: Sequence[str], source: LatencyModel, deductions: Seque
                     for o, p in zip(todo, fresh.ops, strict=True):
                         memo[(o.key, seen(o))] = p
                 done = source.prediction([memo[(o.key, seen(o))] for o in ops])
-                out[deduction].append(source_terms(done, ops, source.overhead_per_mparam_ms))
+                out[deduction].append(source_terms(done, ops))
             advance(1)
     return out
 

@@ -74,43 +74,6 @@ def test_calibration_recovers_a_scaled_device(source: LatencyModel) -> None:
     assert few.form == "scale" and few.coef["total"] == pytest.approx(3.0)
 
 
-def test_the_refitted_overheads_keep_a_factor_on_the_sources_weight_term(source: LatencyModel) -> None:
-    """A source whose overhead reads the weights (LiteRT's): the per-category, per-key and per-op forms refit a
-    factor on that time, and a calibrated device predicts from a model's operations as from its terms."""
-    from edgeplan.costmodels.opwise.calibrate import PER_OP, CalibratedDevice
-    from edgeplan.costmodels.opwise.features import CATEGORY_FEATURES
-    from edgeplan.costmodels.opwise.graph_ops import graph_ops
-    from edgeplan.costmodels.opwise.op_correction import measured_ops
-    from edgeplan.costmodels.opwise.ops import record_ops
-    from experiments.li2023 import nb201_terms
-
-    assert all("weights" not in t for t in nb201_terms(CELLS[:2], source))  # no weight term, none to refit
-    reading = dataclasses.replace(source, overhead_per_mparam_ms=0.5)
-    terms = nb201_terms(CELLS, reading)
-    assert all(t["weights"] > 0 for t in terms) and np.ptp([t["weights"] for t in terms]) > 0
-    ops_ms = [sum(t[c] for c in CATEGORY_FEATURES) for t in terms]
-    truth = np.array([2.0 * o + 3.0 * t["weights"] + 0.3 for o, t in zip(ops_ms, terms, strict=True)])
-    for form in ("per-category", "per-key(0.1)"):
-        dev = calibrate("w", CalibrationSamples(terms[:12], truth[:12]), reading, "src", forms=(form,))
-        assert "weights" in dev.coef, form
-        pred = np.array([dev.predict_terms(t) for t in terms])
-        assert np.max(np.abs(pred - truth) / truth) < 0.02, form
-        graph = nb201_graph(CELLS[-1], official=True)
-        ops, _ = graph_ops(graph, "torch-eager", "as-source")
-        assert dev.predict_ops(ops).latency_ms == pytest.approx(pred[-1], rel=1e-6), form
-    # per-op: the samples' operations timed on a device that also reads the weights at 3x the source's time
-    records = [_device_record(c) for c in CELLS]
-    truth = np.array([r["latency_ms"] + 3.0 * t["weights"] for r, t in zip(records, terms, strict=True)])
-    measured = [measured_ops(r, reading) for r in records]
-    dev = calibrate("p", CalibrationSamples(terms[:12], truth[:12], measured_ops=measured[:12]), reading, "src",
-                    forms=(PER_OP,))
-    assert dev.form == PER_OP and dev.coef["weights"] > 0
-    pred = np.array([p.latency_ms for p in dev.predict_batch([record_ops(r) for r in records[12:]])])
-    assert np.mean(np.abs(pred - truth[12:]) / truth[12:]) < 0.05
-    again = CalibratedDevice.from_dict(json.loads(json.dumps(dev.to_dict())))
-    assert again.predict_ops(record_ops(records[-1])).latency_ms == pytest.approx(pred[-1], rel=1e-9)
-
-
 def test_only_strong_evidence_keeps_the_source_kernels_on_constant_networks(source: LatencyModel) -> None:
     """as-source is kept outright only when it beats fold-zeros by more than CONSTANT_EVIDENCE_SE standard errors."""
     from edgeplan.costmodels.opwise.calibrate import CONSTANT_EVIDENCE_SE, CalibratedDevice

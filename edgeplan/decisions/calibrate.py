@@ -129,7 +129,7 @@ def model_terms(models: Sequence[str], source: LatencyModel, deductions: Sequenc
                                     else graph_ops(graph, profile, deduction))
                     if skipped:
                         raise InvalidInputError(f"kernels {', '.join(skipped)} have no IR nodes to predict from")
-                    row[deduction] = source_terms(source.predict_ops(ops), ops, source.overhead_per_mparam_ms)
+                    row[deduction] = source_terms(source.predict_ops(ops), ops)
             except EdgeplanError as e:
                 left[spec] = str(e)
             else:

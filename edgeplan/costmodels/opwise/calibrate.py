@@ -16,11 +16,6 @@ li2023's predictors are) by non-negative least squares. The candidate forms, sim
   per operation key and a residual model per category learnt from those timings, then a scale and a constant
   end to end (:mod:`edgeplan.costmodels.opwise.op_correction`).
 
-Where the source's overhead reads the weights (a LiteRT profile's ``overhead_per_mparam_ms``: a whole model reads
-them from memory, its operations timed alone find them in cache), the ``per-category``, ``per-key`` and ``per-op``
-forms, which refit the overhead, also refit a factor on that time; the ``scale`` forms scale it with the rest of the
-total.
-
 The form is chosen per device by leave-one-out MAPE on the samples themselves (ties to the simpler form), except
 that ``per-op``, when offered, is kept unless another form beats it by more than :data:`PER_OP_EVIDENCE_SE` (two)
 standard errors of the paired leave-one-out differences: its score rests on hundreds of op timings, the others' on
@@ -120,25 +115,14 @@ def fold_constant_terms(as_source: Sequence[_Terms], folded: Sequence[_Terms]) -
     return [f if f["kernels"] == 0 else a for a, f in zip(as_source, folded, strict=True)]
 
 
-def source_terms(pred: Prediction, ops: Sequence[OpInput], per_mparam_ms: float = 0.0) -> dict[str, float]:
+def source_terms(pred: Prediction, ops: Sequence[OpInput]) -> dict[str, float]:
     """The source prediction of a model split into the correction's terms.
-
-    Parameters
-    ----------
-    pred
-        The source's prediction of ``ops``.
-    ops
-        The model's operations.
-    per_mparam_ms
-        The source's overhead per million parameters the ops read
-        (:attr:`~edgeplan.costmodels.opwise.model.LatencyModel.overhead_per_mparam_ms`).
 
     Returns
     -------
     dict
-        ``total`` (ops' sum + source overhead), ``kernels`` (count), the summed predicted ms of every category,
-        under ``key|{op key}`` of every operation key and, where the source has a weight term, under ``weights``
-        the source's time to read the model's weights (``per_mparam_ms`` times its millions of parameters).
+        ``total`` (ops' sum + source overhead), ``kernels`` (count), the summed predicted ms of every category
+        and, under ``key|{op key}``, of every operation key.
 
     Raises
     ------
@@ -154,8 +138,6 @@ def source_terms(pred: Prediction, ops: Sequence[OpInput], per_mparam_ms: float 
         terms["key|" + o.key] = terms.get("key|" + o.key, 0.0) + p.ms
     terms["kernels"] = float(len(ops))
     terms["total"] = pred.latency_ms
-    if per_mparam_ms:
-        terms["weights"] = per_mparam_ms * sum(p.params for p in pred.ops) / 1e6
     return terms
 
 
@@ -194,8 +176,7 @@ def _fit_form(form: str, terms: Sequence[Mapping[str, float]], y: np.ndarray[Any
     if form in simple:
         names = simple[form]
     elif form in ("per-category", "per-category+kernels"):
-        names = [*_present(terms, (*_CATEGORIES, "weights")), "const"] + (["kernels"] if form.endswith("kernels")
-                                                                           else [])
+        names = [*_present(terms, _CATEGORIES), "const"] + (["kernels"] if form.endswith("kernels") else [])
         x = np.array([[_value(n, t) for n in names] for t in terms])
         base = _fit_form("scale+kernels", terms, y)  # categories absent from the samples get the common scale
         return {**dict(zip(names, map(float, _nnls_relative(x, y)), strict=True)), "scale": base["total"]}
@@ -206,7 +187,7 @@ def _fit_form(form: str, terms: Sequence[Mapping[str, float]], y: np.ndarray[Any
         base = _fit_form("scale+kernels", terms, y)
         scale = base["total"] if base["total"] > 0 else 1.0
         keys = _present(terms, sorted({k for t in terms for k in t if k.startswith("key|")}))
-        names = [*keys, *_present(terms, ["weights"]), "const", "kernels"]
+        names = [*keys, "const", "kernels"]
         x = np.array([[_value(n, t) for n in names] for t in terms])
         penalty = np.zeros((len(keys), len(names)))
         penalty[np.arange(len(keys)), np.arange(len(keys))] = math.sqrt(lam) / scale
@@ -220,8 +201,7 @@ def _predict_form(form: str, coef: Mapping[str, float], t: Mapping[str, float]) 
     """A model's latency from its :func:`source_terms` under a fitted form (0 for a model that runs no kernel)."""
     if t["kernels"] == 0:
         return 0.0
-    fixed = (coef.get("const", 0.0) + coef.get("kernels", 0.0) * t["kernels"]
-             + coef.get("weights", 0.0) * t.get("weights", 0.0))
+    fixed = coef.get("const", 0.0) + coef.get("kernels", 0.0) * t["kernels"]
     if _shrinkage(form) is not None:
         scale = coef["scale"]
         return fixed + sum(coef.get(k, scale) * v for k, v in t.items() if k.startswith("key|"))
@@ -255,7 +235,7 @@ def _parameters(form: str, terms: Sequence[Mapping[str, float]]) -> int:
     if form in ("scale", "scale+overhead", "scale+kernels"):
         return FORMS.index(form) + 1
     if form.startswith("per-category"):
-        return len(_present(terms, (*_CATEGORIES, "weights"))) + 1 + form.endswith("kernels")
+        return len(_present(terms, _CATEGORIES)) + 1 + form.endswith("kernels")
     return 2  # shrunk per-key factors, per-op: what the data cannot pin down stays at the common scale
 
 
@@ -265,26 +245,21 @@ def _per_op_sums(correction: OpCorrection, measured: Sequence[MeasuredOps]) -> n
                      for m in measured])
 
 
-def _fit_per_op(measured: Sequence[MeasuredOps], y: np.ndarray[Any, Any],
-                weights: np.ndarray[Any, Any]) -> tuple[OpCorrection, dict[str, float]]:
-    """The ``per-op`` form fitted to the samples: the correction, its end-to-end ``ops`` scale and ``const`` and,
-    where the source has a weight term (``weights``: each sample's :func:`source_terms` ``weights``), a factor on
-    it."""
+def _fit_per_op(measured: Sequence[MeasuredOps], y: np.ndarray[Any, Any]) -> tuple[OpCorrection, dict[str, float]]:
+    """The ``per-op`` form fitted to the samples: the correction and its end-to-end ``ops`` scale and ``const``."""
     correction = fit_op_correction(measured)
-    columns = [_per_op_sums(correction, measured), np.ones(len(y))] + ([weights] if weights.any() else [])
-    coef = _nnls_relative(np.column_stack(columns), y)
-    return correction, dict(zip(("ops", "const", "weights"), map(float, coef), strict=False))
+    x = np.column_stack([_per_op_sums(correction, measured), np.ones(len(y))])
+    ops, const = _nnls_relative(x, y)
+    return correction, {"ops": float(ops), "const": float(const)}
 
 
-def _loo_per_op(measured: Sequence[MeasuredOps], y: np.ndarray[Any, Any],
-                weights: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def _loo_per_op(measured: Sequence[MeasuredOps], y: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Leave-one-out relative errors of ``per-op``, one per sample (each left-out model's operations unseen)."""
     errs = []
     for i in range(len(y)):
         keep = [j for j in range(len(y)) if j != i]
-        correction, coef = _fit_per_op([measured[j] for j in keep], y[keep], weights[keep])
-        pred = (coef["ops"] * _per_op_sums(correction, [measured[i]])[0] + coef["const"]
-                + coef.get("weights", 0.0) * weights[i])
+        correction, coef = _fit_per_op([measured[j] for j in keep], y[keep])
+        pred = coef["ops"] * _per_op_sums(correction, [measured[i]])[0] + coef["const"]
         errs.append(abs(pred - y[i]) / y[i])
     return np.array(errs)
 
@@ -359,7 +334,7 @@ class CalibratedDevice:
                        for o, p in zip(ops, src.ops, strict=True))
         if not ops and self.deduction in ("fold-zeros", "fold-constants"):  # folded into a constant: nothing runs
             return Prediction(0.0, 0.0, scaled, False)
-        overhead = self.coef.get("const", 0.0) + self.coef.get("kernels", 0.0) * len(ops) + self._weights(src)
+        overhead = self.coef.get("const", 0.0) + self.coef.get("kernels", 0.0) * len(ops)
         if "total" in self.coef:  # the source's overhead as in its total (which never falls below half its ops)
             overhead += self.coef["total"] * src.overhead_ms
         total = overhead + sum(p.ms for p in scaled if p.ms is not None)
@@ -377,14 +352,8 @@ class CalibratedDevice:
         factors = self.coef["ops"] * np.exp(logs)
         scaled = tuple(replace(p, ms=None if p.ms is None else p.ms * float(f))
                        for p, f in zip(src.ops, factors, strict=True))
-        overhead = self.coef["const"] + self._weights(src)
+        overhead = self.coef["const"]
         return Prediction(overhead + sum(p.ms for p in scaled if p.ms is not None), overhead, scaled, False)
-
-    def _weights(self, src: Prediction) -> float:
-        """The refitted weight term of a model the source predicted as ``src`` (0 without one)."""
-        if "weights" not in self.coef:
-            return 0.0
-        return self.coef["weights"] * self.source.overhead_per_mparam_ms * sum(p.params for p in src.ops) / 1e6
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -502,7 +471,6 @@ def calibrate(name: str, samples: CalibrationSamples, source: LatencyModel, sour
         raise InvalidInputError(f"the {PER_OP} form learns from the samples' operations timed on the device: give "
                                 "them (measure the models with `edgeplan calibrate --measure`)")
     variants: dict[str, Sequence[Mapping[str, float]]] = {"as-source": terms}
-    weights = np.array([t.get("weights", 0.0) for t in terms])  # the per-op form's weight term
     per_op_test: dict[str, Any] | None = None
     for deduction, alt in (alternatives or {}).items():
         if deduction not in DEDUCTIONS or deduction == "as-source":
@@ -521,7 +489,7 @@ def calibrate(name: str, samples: CalibrationSamples, source: LatencyModel, sour
         candidates = [f for f in offered if _parameters(f, t) < running] or ["scale"]
         if len(y) < 4:
             candidates = ["scale"]
-        errors = {f: (None if len(y) < 4 else _loo_per_op(measured_ops, y, weights) if f == PER_OP and measured_ops else
+        errors = {f: (None if len(y) < 4 else _loo_per_op(measured_ops, y) if f == PER_OP and measured_ops else
                       _loo_errors(f, t, y)) for f in candidates}
         if deduction != "as-source" and all(e is None for e in errors.values()):
             continue
@@ -561,7 +529,7 @@ def calibrate(name: str, samples: CalibrationSamples, source: LatencyModel, sour
         info_constants = None
     correction = None
     if best == PER_OP and measured_ops is not None:
-        correction, coef = _fit_per_op(measured_ops, y, weights)
+        correction, coef = _fit_per_op(measured_ops, y)
     else:
         coef = _fit_running(best, fitted_on, y)
     rows = [{"model": m, "latency_ms": float(v)} for m, v in zip(models or [""] * len(y), y, strict=True)]
