@@ -6,12 +6,14 @@ the XNNPACK delegate's partitions (:func:`edgeplan.measure.litert_delegate.check
 two sequences in order), and the same for the graph read back from the file (it must deduce to exactly the file's
 operators). The conversion is the cached one of :func:`edgeplan.frontends.litert_export.cache_tflite` under
 ``--home`` (made, in a subprocess, where it is missing; ``--no-convert`` only reads the cache). A model the converter
-cannot convert is reported as such and not counted as a match.
+cannot convert is reported as such and not counted as a match. ``--dtype int8`` checks the int8 conversions against
+the profile ``litert-xnnpack-int8`` (li2023's synthetic networks: ``--models`` with their names).
 
 Prints one row per model (kernels deduced, operators in the file, mismatches on the torch IR and on the file's IR,
 seconds of the check), the count of models that match, every mismatch in words, the machine; exits 1 on any
 mismatch or model that could not be checked. Usage:
 python benchmarks/bench_litert_kernels.py [--home DIR] [--models SPEC ...] [--only torchvision|timm] [--no-convert]
+    [--dtype int8]
 """
 
 from __future__ import annotations
@@ -61,17 +63,17 @@ def specs(only: str | None) -> list[str]:
     return out
 
 
-def converted(spec: str, home: Path, convert: bool) -> tuple[Path | None, str]:
-    """The cached conversion of ``spec`` (made in a subprocess where missing), or None and why not."""
+def converted(spec: str, home: Path, convert: bool, dtype: str) -> tuple[Path | None, str]:
+    """The cached conversion of ``spec`` to ``dtype`` (made in a subprocess where missing), or None and why not."""
     from edgeplan.frontends.litert_export import tflite_cache_path
 
-    path = tflite_cache_path(spec, None, "float32", home)
+    path = tflite_cache_path(spec, None, dtype, home)
     if path.is_file():
         return path, ""
     if not convert:
         return None, "not converted (run without --no-convert)"
     code = ("import sys; from pathlib import Path; from edgeplan.frontends.litert_export import cache_tflite; "
-            f"cache_tflite({spec!r}, None, 'float32', Path({str(home)!r}))")
+            f"cache_tflite({spec!r}, None, {dtype!r}, Path({str(home)!r}))")
     try:
         run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CONVERT_TIMEOUT,
                              cwd=ROOT)
@@ -83,8 +85,9 @@ def converted(spec: str, home: Path, convert: bool) -> tuple[Path | None, str]:
     return path, ""
 
 
-def check(spec: str, home: Path, convert: bool) -> Row:
-    """Deduce ``spec``'s kernels and compare them with its conversion, on the torch IR and the file's IR."""
+def check(spec: str, home: Path, convert: bool, dtype: str = "float32") -> Row:
+    """Deduce ``spec``'s kernels and compare them with its conversion to ``dtype``, on the torch IR and the file's
+    IR."""
     from edgeplan.errors import EdgeplanError
     from edgeplan.frontends.tflite_frontend import graph_from_tflite, read_tflite
     from edgeplan.frontends.zoo import load_graph
@@ -92,21 +95,22 @@ def check(spec: str, home: Path, convert: bool) -> Row:
     from edgeplan.measure.litert_delegate import check_litert
 
     row = Row(spec)
-    path, why = converted(spec, home, convert)
+    path, why = converted(spec, home, convert, dtype)
+    profile = "litert-xnnpack" if dtype == "float32" else f"litert-xnnpack-{dtype}"
     if path is None:
         row.failed, row.unconverted = why, "not converted" not in why
         return row
     start = time.perf_counter()
     try:
         graph = load_graph(spec)
-        deduced = deduce_kernels(graph, "litert-xnnpack")
+        deduced = deduce_kernels(graph, profile)
         row.deduced = len(deduced.kernels)
-        row.on_torch = [m.message for m in check_litert(graph, path, deduced=deduced)]
+        row.on_torch = [m.message for m in check_litert(graph, path, profile, deduced=deduced)]
         row.observed = len(read_tflite(path).ops)
     except EdgeplanError as e:
         row.failed = f"{type(e).__name__}: {e}"[:300]
     try:
-        row.on_file = [m.message for m in check_litert(graph_from_tflite(path, opaque=True), path)]
+        row.on_file = [m.message for m in check_litert(graph_from_tflite(path, opaque=True), path, profile)]
     except EdgeplanError as e:
         row.on_file = [f"the file's IR could not be deduced: {type(e).__name__}: {e}"[:300]]
     row.seconds = time.perf_counter() - start
@@ -120,6 +124,7 @@ def main() -> int:
     parser.add_argument("--models", nargs="+", help="zoo strings to check instead of the default sets")
     parser.add_argument("--only", choices=("torchvision", "timm"), help="only the torchvision models or timm CNNs")
     parser.add_argument("--no-convert", action="store_true", help="check only the models already converted")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "int8"), help="the conversions checked")
     args = parser.parse_args()
     from edgeplan.measure.paths import edgeplan_home
 
@@ -130,7 +135,7 @@ def main() -> int:
           flush=True)
     rows = []
     for spec in args.models or specs(args.only):
-        row = check(spec, home, not args.no_convert)
+        row = check(spec, home, not args.no_convert, args.dtype)
         rows.append(row)
         if row.failed:
             label = "not convertible" if row.unconverted else "not checked"

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
+from edgeplan.costmodels.opwise.graph_ops import graph_ops
+from edgeplan.costmodels.opwise.profiles import load_device_model
 from edgeplan.errors import InvalidInputError, UnsupportedOperatorError
 from edgeplan.frontends.litert_export import export_tflite
 from edgeplan.frontends.tflite_frontend import graph_from_tflite, read_tflite
 from edgeplan.frontends.torch_frontend import graph_from_torch
-from edgeplan.ir.ops import OpKind
+from edgeplan.ir.kernels import deduce_kernels
+from edgeplan.ir.ops import ConvertAttrs, DType, OpKind
 from edgeplan.measure import TimingConfig
-from edgeplan.measure.litert_delegate import delegated_ops
+from edgeplan.measure.litert_delegate import check_litert, delegated_ops
 from edgeplan.measure.runners import measure_litert
 
 
@@ -165,6 +169,25 @@ def test_int8_keeps_a_reduce_window_float_between_dequantize_and_quantize(tmp_pa
     assert all(model.tensors[c.inputs[1]].dtype == "INT8" for c in convs)
     assert {"DEQUANTIZE", "QUANTIZE"} <= set(model.op_types())
     assert measure_litert(path, 1, TimingConfig(warmup=1, min_repeats=2, max_repeats=2)).median_ms > 0
+    # read as the IR, the conversions are convert nodes from the input's type to the output's, priced per element
+    graph = graph_from_tflite(path)
+    converts = [n for n in graph.nodes if n.kind is OpKind.CONVERT]
+    assert {(n.source, n.attrs, n.dtype) for n in converts} >= {
+        ("DEQUANTIZE", ConvertAttrs(DType.INT8), DType.FLOAT32), ("QUANTIZE", ConvertAttrs(DType.FLOAT32), DType.INT8)}
+    assert all(n.flops == math.prod(n.output_shapes[0]) for n in converts)
+    kinds = {k.kind for k in deduce_kernels(graph, "litert-xnnpack").kernels}
+    assert {"xnnpack.DEQUANTIZE", "xnnpack.QUANTIZE"} <= kinds
+    # the int8 rules deduce the same operators from the torch graph, the int8 DIV on the default kernels
+    torch_graph = graph_from_torch(module, (torch.randn(1, 3, 16, 16),))
+    assert check_litert(torch_graph, path, profile="litert-xnnpack-int8") == []
+    assert "tflite.DIV" in {k.kind for k in deduce_kernels(torch_graph, "litert-xnnpack-int8").kernels}
+    assert check_litert(torch_graph, path)  # the float rules do not
+    ops, skipped = graph_ops(graph, "litert-xnnpack-int8")
+    from_torch, skipped_torch = graph_ops(torch_graph, "litert-xnnpack-int8")  # featurized as the file's IR has them
+    assert not skipped and not skipped_torch
+    assert [(o.key, o.category, o.vector) for o in from_torch] == [(o.key, o.category, o.vector) for o in ops]
+    priced = load_device_model("litert-int8-1t", "gbdt").predict_ops(ops).ops
+    assert all(o.ms is not None and o.ms > 0 for o in priced if "QUANTIZE" in o.kind)
 
 
 def test_a_zero_pad_runs_with_the_convolution_xnnpack_fuses_it_into(small_tflite: Path) -> None:

@@ -39,7 +39,8 @@ def test_scenarios_cover_runtimes_threads_and_int8() -> None:
     assert (s.runtime, s.threads, s.dtype) == ("onnxruntime", 2, "int8")
     assert get_scenario("torch-fp32-1t").kernel_profile == "torch-eager"
     assert get_scenario("ort-int8-2t").kernel_profile == "onnxruntime-int8"
-    assert get_scenario("litert-int8-1t").kernel_profile == "litert-xnnpack"
+    assert get_scenario("litert-int8-1t").kernel_profile == "litert-xnnpack-int8"
+    assert get_scenario("litert-fp32-2t").kernel_profile == "litert-xnnpack"
     with pytest.raises(InvalidInputError, match="unknown scenario 'tflite'.*torch-fp32-1t"):
         get_scenario("tflite")
 

@@ -19,6 +19,10 @@ A ``STABLEHLO_REDUCE_WINDOW`` over 2-D windows is a pooling node with its window
 or a maximum. An average pooling that does not count its padding is written as two of them and a ``DIV``: the sum
 of the input's windows, the sum of the same windows over a constant of ones (a ``constant`` node of shape
 (1, 1, H, W)) that counts the input's positions in each, and the division of the one by the other.
+
+A quantized file's ``QUANTIZE`` and ``DEQUANTIZE`` are ``convert`` nodes (the node's dtype is the output's): the
+quantizer writes them around an operator it keeps in float (such a reduce window) and where an operator's input
+must be requantized to the scale of its output (a concatenation's).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from edgeplan.ir.ops import (
     AxisAttrs,
     ConstantAttrs,
     ConvAttrs,
+    ConvertAttrs,
     ConvTransposeAttrs,
     DType,
     EltwiseAttrs,
@@ -315,6 +320,13 @@ def _unary(b: _Builder, op: TfliteOp) -> None:
     b.emit(op, OpKind.ACTIVATION, ActivationAttrs(_UNARY[op.type], alpha=alpha), [op.inputs[0]])
 
 
+def _convert(b: _Builder, op: TfliteOp) -> None:
+    source = b.model.tensors[op.inputs[0]].dtype
+    if source not in _DTYPES:
+        raise _NotModelled(f"conversion from {source}")
+    b.emit(op, OpKind.CONVERT, ConvertAttrs(_DTYPES[source]), [op.inputs[0]])
+
+
 def _pool(b: _Builder, op: TfliteOp) -> None:
     kernel = (int(op.options["filterHeight"]), int(op.options["filterWidth"]))
     stride, _, padding = _window(b, op, kernel)
@@ -449,7 +461,7 @@ _HANDLERS: dict[str, Callable[[_Builder, TfliteOp], None]] = {
     "CONCATENATION": _concat, "SLICE": _slice, "STRIDED_SLICE": _slice, "SPLIT": _split, "SPLIT_V": _split,
     "RESHAPE": _reshape, "TRANSPOSE": _transpose, "PAD": _pad, "PADV2": _pad, "MIRROR_PAD": _pad,
     "SOFTMAX": _softmax, "RESIZE_BILINEAR": _resize, "RESIZE_NEAREST_NEIGHBOR": _resize,
-    "STABLEHLO_REDUCE_WINDOW": _reduce_window,
+    "STABLEHLO_REDUCE_WINDOW": _reduce_window, "QUANTIZE": _convert, "DEQUANTIZE": _convert,
 }
 
 

@@ -219,7 +219,7 @@ def _check_unfold(node: NodeLike) -> str:
 
 _SAME_SHAPE = frozenset(
     {OpKind.BATCH_NORM, OpKind.LAYER_NORM, OpKind.GROUP_NORM, OpKind.ACTIVATION, OpKind.SOFTMAX, OpKind.DROPOUT,
-     OpKind.LRN}
+     OpKind.LRN, OpKind.CONVERT}
 )
 
 _RULES: dict[OpKind, Callable[[NodeLike], str]] = {

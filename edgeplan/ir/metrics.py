@@ -10,9 +10,10 @@ Conventions (the same for every frontend, so figures compare across them):
   Bias additions are not counted. These are the "FLOPs" that torchvision and most papers
   publish (resnet50: 4.1 G).
 - **FLOPs** are ``2 * MACs`` for those ops plus a documented per-element count for the others: 1 per output element
-  for activations and binary element-wise ops, 2 for batch norm (scale and shift), 5 for layer/group norm, the
-  window size per output element for pooling, 1 per input element for global/adaptive pooling and means, 3 per
-  element for softmax, ``size + 3`` per element for LRN, 4 per output element for (bi)linear upsampling. Data
+  for activations, binary element-wise ops and type conversions, 2 for batch norm (scale and shift), 5 for
+  layer/group norm, the window size per output element for pooling, 1 per input element for global/adaptive pooling
+  and means, 3 per element for softmax, ``size + 3`` per element for LRN, 4 per output element for (bi)linear
+  upsampling. Data
   movement (concat, split, slice, reshape, permute, pad, shuffle, flatten, dropout, nearest upsampling) is 0.
 - **Parameters** are learnt values: convolution and linear weights and biases, the scale and shift of affine
   normalization, and constant tensors of more than one element used by element-wise ops (e.g. layer scale).
@@ -92,7 +93,7 @@ def node_flops(node: NodeLike) -> int:
         return 2 * node_macs(node)
     out = numel(node.output_shapes[0]) if node.output_shapes else 0
     inp = numel(node.input_shapes[0]) if node.input_shapes else 0
-    if kind in (OpKind.ACTIVATION, OpKind.ELTWISE):
+    if kind in (OpKind.ACTIVATION, OpKind.ELTWISE, OpKind.CONVERT):
         return out
     if kind in _NORM_FLOPS_PER_ELEMENT:
         return _NORM_FLOPS_PER_ELEMENT[kind] * out

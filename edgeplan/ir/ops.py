@@ -41,6 +41,8 @@ kind                   meaning (inputs -> outputs)
 ``upsample``           nearest or (bi)linear resize
 ``dropout``            dropout; a no-op at inference, kept so the graph mirrors the model
 ``lrn``                local response normalization (AlexNet-era)
+``convert``            element type conversion: a quantized file's ``QUANTIZE`` (float to int8, or int8 to int8 at
+                       another scale) and ``DEQUANTIZE`` (int8 to float), from ``source`` to the node's dtype
 ``opaque``             an operator edgeplan does not model; kept explicitly so that every report can list it
 =====================  ==========================================================================================
 """
@@ -65,6 +67,7 @@ __all__ = [
     "ConstantAttrs",
     "ConvAttrs",
     "ConvTransposeAttrs",
+    "ConvertAttrs",
     "DType",
     "DropoutAttrs",
     "EltwiseAttrs",
@@ -130,6 +133,7 @@ class OpKind(str, enum.Enum):
     UPSAMPLE = "upsample"
     DROPOUT = "dropout"
     LRN = "lrn"
+    CONVERT = "convert"
     OPAQUE = "opaque"
 
 
@@ -507,6 +511,13 @@ class LRNAttrs:
 
 
 @dataclass(frozen=True)
+class ConvertAttrs:
+    """An element type conversion from ``source`` to the node's dtype (the same values, another representation)."""
+
+    source: DType
+
+
+@dataclass(frozen=True)
 class OpaqueAttrs:
     """An operator edgeplan does not model: ``operator`` is the source framework's name for it."""
 
@@ -543,6 +554,7 @@ Attrs = Union[  # noqa: UP007 - a runtime alias usable on Python 3.10
     UnfoldAttrs,
     DropoutAttrs,
     LRNAttrs,
+    ConvertAttrs,
     OpaqueAttrs,
 ]
 
@@ -581,5 +593,6 @@ ATTRS_BY_KIND: dict[OpKind, type] = {
     OpKind.UPSAMPLE: UpsampleAttrs,
     OpKind.DROPOUT: DropoutAttrs,
     OpKind.LRN: LRNAttrs,
+    OpKind.CONVERT: ConvertAttrs,
     OpKind.OPAQUE: OpaqueAttrs,
 }

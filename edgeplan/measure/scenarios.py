@@ -60,11 +60,12 @@ class Scenario:
         or for ONNX Runtime ``onnxruntime-{dtype}``: its kernels are read from ORT's own optimized graph
         (:func:`edgeplan.costmodels.opwise.graph_ops.onnxruntime_ops`), whose NCHWc and int8 rewrites depend on the
         CPU and the quantizer (the rule profiles ``onnxruntime-nchwc*`` check the float case against it); for
-        LiteRT ``litert-xnnpack``, the converter's operators and the XNNPACK delegate's partition."""
+        LiteRT ``litert-xnnpack`` (``litert-xnnpack-int8``), the converter's operators and the XNNPACK delegate's
+        partition."""
         if self.runtime == "torch":
             return "torch-eager"
         if self.runtime == "litert":
-            return "litert-xnnpack"
+            return "litert-xnnpack" if self.dtype == "float32" else f"litert-xnnpack-{self.dtype}"
         return f"onnxruntime-{self.dtype}"
 
 

@@ -12,8 +12,8 @@ is featurized from the nodes that IR would have for it:
 - each ``SLICE`` of a split is a slice node of its piece;
 - the ``DIV`` that ends an average pool written as reduce windows is an element-wise division by the counts;
 - every other operator the converter inserts (the input's layout ``TRANSPOSE``, a max pool's ``PADV2``, an average
-  pool's ``STABLEHLO_REDUCE_WINDOW`` sums, ...) gets the node the file's IR has for it, built from the shapes of
-  the IR node it serves (its kernel's name ``OP:node``).
+  pool's ``STABLEHLO_REDUCE_WINDOW`` sums and, in int8, the ``DEQUANTIZE`` and ``QUANTIZE`` around them, ...) gets
+  the node the file's IR has for it, built from the shapes of the IR node it serves (its kernel's name ``OP:node``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,11 @@ from typing import Any
 from edgeplan.ir.graph import Graph, Node
 from edgeplan.ir.kernels import KernelDeduction
 from edgeplan.ir.kernels.litert_pool import window_padding
+from edgeplan.ir.kernels.rules import load_rules
 from edgeplan.ir.ops import (
     ConvAttrs,
+    ConvertAttrs,
+    DType,
     EltwiseAttrs,
     EltwiseOp,
     LinearAttrs,
@@ -51,9 +54,30 @@ _PADS = ("PAD", "PADV2")
 
 def litert_kernels(graph: Graph, deduction: KernelDeduction) -> list[LiteRTKernel]:
     """The kernels of a ``litert-xnnpack`` deduction, each with the node dicts the ``.tflite`` file's IR has for it
-    where they differ from the graph's nodes (see the module's docstring)."""
+    where they differ from the graph's nodes (see the module's docstring); in an int8 profile
+    (``litert-xnnpack-int8``) every node is int8 but those of the operators that run in float."""
+    int8 = load_rules(deduction.profile).settings.get("dtype") == "int8"
+    written = _as_in_file(graph, deduction)
+    if not int8:
+        return [(name, kind, nodes, None if ns is None else [node_to_dict(n) for n in ns])
+                for name, kind, nodes, ns in written]
+    return [(name, kind, nodes, [node_to_dict(_int8(n)) for n in (ns or [graph.node(x) for x in nodes])])
+            for name, kind, nodes, ns in written]
+
+
+def _int8(node: Node) -> Node:
+    """``node`` as an int8 file's IR has it: int8, unless its operator runs in float (an average pool's reduce
+    windows) or converts (its dtype is its output's)."""
+    if node.kind is OpKind.CONVERT or node.source.startswith("STABLEHLO_REDUCE_WINDOW"):
+        return node
+    return replace(node, dtype=DType.INT8)
+
+
+def _as_in_file(graph: Graph, deduction: KernelDeduction
+                ) -> list[tuple[str, str, tuple[str, ...], list[Node] | None]]:
+    """Each kernel with the nodes the file's IR has for it, or None where they are the graph's."""
     kernels = deduction.kernels
-    out: list[LiteRTKernel] = []
+    out: list[tuple[str, str, tuple[str, ...], list[Node] | None]] = []
     pieces: dict[str, int] = {}  # split node -> SLICE kernels seen
     padded_pools: set[str] = set()  # pools whose padding an inserted PAD or PADV2 writes
     for i, k in enumerate(kernels):
@@ -63,7 +87,7 @@ def litert_kernels(graph: Graph, deduction: KernelDeduction) -> list[LiteRTKerne
         if split is not None:
             piece = pieces.get(split.name, 0)
             pieces[split.name] = piece + 1
-            out.append((k.name, k.kind, nodes, [node_to_dict(_piece(split, piece, k.name))]))
+            out.append((k.name, k.kind, nodes, [_piece(split, piece, k.name)]))
             continue
         if not nodes:
             nxt = kernels[i + 1] if i + 1 < len(kernels) else None
@@ -72,10 +96,10 @@ def litert_kernels(graph: Graph, deduction: KernelDeduction) -> list[LiteRTKerne
             node = _stand_in(graph, op, target, k.name)
             if op in _PADS and node is not None and node.kind is OpKind.PAD:
                 padded_pools.add(target)
-            out.append((k.name, k.kind, nodes, [node.to_dict()] if node is not None else None))
+            out.append((k.name, k.kind, nodes, [node] if node is not None else None))
             continue
         if k.kind.endswith(".DIV") and len(nodes) >= 1 and isinstance(graph.node(nodes[0]).attrs, PoolAttrs):
-            out.append((k.name, k.kind, nodes, [node_to_dict(_division(graph.node(nodes[0])))]))
+            out.append((k.name, k.kind, nodes, [_division(graph.node(nodes[0]))]))
             continue
         out.append((k.name, k.kind, nodes, _as_written(graph, nodes, padded_pools)))
     return out
@@ -103,20 +127,20 @@ def _piece(split: Node, piece: int, name: str) -> Node:
                 (tuple(out),), split.dtype, "SLICE")
 
 
-def _as_written(graph: Graph, nodes: tuple[str, ...], padded_pools: set[str]) -> list[dict[str, Any]] | None:
-    """The node dicts of a kernel's ``nodes`` as the file's IR has them, or None where they are the graph's."""
+def _as_written(graph: Graph, nodes: tuple[str, ...], padded_pools: set[str]) -> list[Node] | None:
+    """A kernel's ``nodes`` as the file's IR has them, or None where they are the graph's."""
     found = [graph.node(n) for n in nodes]
     norms = [n for n in found if n.kind is OpKind.BATCH_NORM]
     lead = found[0]
     if norms and isinstance(lead.attrs, ConvAttrs | LinearAttrs):
         rest = [n for n in found[1:] if n.kind is not OpKind.BATCH_NORM]
-        return [node_to_dict(replace(lead, attrs=replace(lead.attrs, bias=True))), *map(node_to_dict, rest)]
+        return [replace(lead, attrs=replace(lead.attrs, bias=True)), *rest]
     if lead.name in padded_pools and isinstance(lead.attrs, PoolAttrs) and len(lead.input_shapes[0]) == 4:
         top, left, bottom, right = lead.attrs.padding
         n, c, h, w = lead.input_shapes[0]
         pool = replace(lead, attrs=replace(lead.attrs, padding=(0, 0, 0, 0)),
                        input_shapes=((n, c, h + top + bottom, w + left + right),))
-        return [node_to_dict(pool), *map(node_to_dict, found[1:])]
+        return [pool, *found[1:]]
     return None
 
 
@@ -158,6 +182,14 @@ def _stand_in(graph: Graph, op: str, target: str, name: str) -> Node | None:
         if op.endswith(".counts"):
             shape, out = (1, 1, *shape[2:]), (1, 1, *out[2:])
         return Node(name, OpKind.POOL2D, window, (), (shape,), (out,), served.dtype, op)
+    if op in ("QUANTIZE", "QUANTIZE.counts", "DEQUANTIZE") and isinstance(served.attrs, PoolAttrs):
+        # an int8 model's conversions around the reduce windows of an average pool, which run in float
+        if op == "DEQUANTIZE":
+            return Node(name, OpKind.CONVERT, ConvertAttrs(DType.INT8), (), (shape,), (shape,), DType.FLOAT32, op)
+        out = served.output_shapes[0]
+        if op.endswith(".counts"):
+            out = (1, 1, *out[2:])
+        return Node(name, OpKind.CONVERT, ConvertAttrs(DType.FLOAT32), (), (out,), (out,), DType.INT8, op)
     if op == "TRANSPOSE":
         return Node(name, OpKind.PERMUTE, PermuteAttrs(tuple(range(len(shape)))), (), (shape,), (shape,),
                     served.dtype, op)

@@ -75,7 +75,8 @@ def litert_groups(graph: Graph, kept: Sequence[Node], rules: KernelRules, alias:
     else:
         ops = _Converter(graph, rules, alias).run(kept)
     delegate = rules.data["delegate"]
-    return [Group(list(op.nodes), _delegated_kind(op, delegate), runtime_name=op.runtime_name) for op in ops]
+    int8 = rules.settings.get("dtype") == "int8"
+    return [Group(list(op.nodes), _delegated_kind(op, delegate, int8), runtime_name=op.runtime_name) for op in ops]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -132,11 +133,11 @@ _COMPARE = {
 }
 
 
-def _delegated_kind(op: _Op, delegate: Mapping[str, Any]) -> str:
-    """``xnnpack.OP`` when the delegate takes the operator, else ``tflite.OP``."""
+def _delegated_kind(op: _Op, delegate: Mapping[str, Any], int8: bool) -> str:
+    """``xnnpack.OP`` when the delegate takes the operator (in an ``int8`` profile, in int8), else ``tflite.OP``."""
     if op.inputs or "inputs" not in op.facts:
         op.facts["inputs"] = len(op.inputs)
-    refused = op.type in delegate["unsupported"]
+    refused = op.type in delegate["unsupported"] or (int8 and op.type in delegate["unsupported_int8"])
     for rule in delegate["refused"]:
         if op.type in rule["op"] and all(
             name in op.facts and _COMPARE[cmp](op.facts[name], value) for name, cmp, value in rule["when"]

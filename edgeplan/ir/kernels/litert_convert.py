@@ -296,10 +296,15 @@ class _Converter(_Passes):
         ``if: last_axis`` / ``not_last_axis`` for an op along the last axis of its tensor (in its layout) or not,
         ``if: rank_over_4`` for the latter on a tensor of more than 4 axes, ``if: rank4`` for a product of 4-D
         operands, ``if: masked`` for an attention with a mask, ``if: unit_step`` / ``strided`` for a slice,
-        ``if: unit_map`` / ``not_unit_map`` for a global pooling of a 1x1 map or a larger one."""
+        ``if: unit_map`` / ``not_unit_map`` for a global pooling of a 1x1 map or a larger one, ``if: int8`` in an
+        int8 profile; a list of conditions applies when each does."""
         cond = spec.get("if")
         if cond is None:
             return True
+        if isinstance(cond, list):
+            return all(self._applies({"if": c}, n) for c in cond)
+        if cond == "int8":
+            return self.rules.settings.get("dtype") == "int8"
         if cond.startswith("form:"):  # how the converter writes an average pooling (litert_pool)
             return avg_pool_form(n) == cond[len("form:"):]
         if cond in ("unit_window", "not_unit_window"):  # a max pooling that moves no axis after an average one

@@ -129,6 +129,8 @@ def _sub_kind(node: Node) -> str | None:
         return "batched"
     if node.kind is OpKind.UNFOLD:
         return str(mode)
+    if node.kind is OpKind.CONVERT:
+        return node.dtype.value
     return None
 
 

@@ -36,7 +36,7 @@ __all__ = ["FlowOp", "LayoutEdge", "SelectionStructure", "SelectNode", "conv_ref
            "selection_structure"]
 
 TRANSPARENT = frozenset({OpKind.ACTIVATION, OpKind.BATCH_NORM, OpKind.POOL2D, OpKind.DROPOUT, OpKind.LRN,
-                         OpKind.PAD})
+                         OpKind.PAD, OpKind.CONVERT})
 """Kinds that run in their input's layout (an ``eltwise`` with one activation input is transparent too)."""
 
 
