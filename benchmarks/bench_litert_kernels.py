@@ -1,4 +1,4 @@
-"""Deduced LiteRT + XNNPACK kernels (profile ``litert-xnnpack``) against the operators litert-torch writes.
+"""Deduced LiteRT + XNNPACK kernels (profiles ``litert-xnnpack``, ``-int8``) against the operators litert-torch writes.
 
 For every torchvision classification model and the timm CNNs of the set ``timm-cnns``: the torch-frontend graph's
 deduced kernels (:func:`edgeplan.ir.kernels.deduce_kernels`) against the converted ``.tflite`` file's operators and

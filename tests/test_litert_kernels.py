@@ -172,6 +172,39 @@ def test_an_average_pool_whose_ceil_mode_adds_no_padding_is_a_plain_pooling() ->
     assert "tflite.STABLEHLO_REDUCE_WINDOW" in _kinds(b.graph("pool"))
 
 
+def test_int8_runs_what_the_quantizer_keeps_float_between_conversions_and_refuses_float_only_kernels() -> None:
+    b = _Builder((1, 8, 8, 8))
+    c = b.conv("conv", "x", 8)
+    excluding = PoolAttrs(PoolMode.AVG, (3, 3), (2, 2), (1, 1, 1, 1), ceil_mode=True, count_include_pad=False)
+    b.add("pool_a", OpKind.POOL2D, excluding, (c,), (1, 8, 5, 5))
+    b.add("pool_b", OpKind.POOL2D, excluding, (b.act("relu", c),), (1, 8, 5, 5))  # the same windows: one count
+    b.add("sum", OpKind.ELTWISE, EltwiseAttrs(EltwiseOp.ADD), ("pool_a", "pool_b"))
+    six = b.act("six", c, Activation.RELU6)  # kept float by the quantizer
+    b.add("out", OpKind.ELTWISE, EltwiseAttrs(EltwiseOp.MUL), (six, c))
+    graph = b.graph("sum", "out")
+    kernels = deduce_kernels(graph, "litert-xnnpack-int8").kernels
+    assert [(k.nodes[0] if k.nodes else k.name, k.kind) for k in kernels] == [
+        ("TRANSPOSE:conv", "xnnpack.TRANSPOSE"), ("conv", "xnnpack.CONV_2D"),
+        ("DEQUANTIZE:pool_a", "xnnpack.DEQUANTIZE"),  # one per tensor: RELU6 reads it too
+        ("STABLEHLO_REDUCE_WINDOW:pool_a", "tflite.STABLEHLO_REDUCE_WINDOW"),
+        ("STABLEHLO_REDUCE_WINDOW.counts:pool_a", "tflite.STABLEHLO_REDUCE_WINDOW"),
+        ("QUANTIZE:pool_a", "xnnpack.QUANTIZE"), ("QUANTIZE.counts:pool_a", "xnnpack.QUANTIZE"),
+        ("pool_a", "tflite.DIV"),  # no int8 DIV in XNNPACK
+        ("relu", "tflite.RELU"), ("DEQUANTIZE:pool_b", "xnnpack.DEQUANTIZE"),
+        ("STABLEHLO_REDUCE_WINDOW:pool_b", "tflite.STABLEHLO_REDUCE_WINDOW"),
+        ("QUANTIZE:pool_b", "xnnpack.QUANTIZE"), ("pool_b", "tflite.DIV"),  # the counts and their QUANTIZE shared
+        ("sum", "xnnpack.ADD"), ("six", "xnnpack.RELU6"), ("QUANTIZE:six", "xnnpack.QUANTIZE"),
+        ("out", "xnnpack.MUL"), ("TRANSPOSE:sum", "xnnpack.TRANSPOSE"), ("TRANSPOSE:out", "xnnpack.TRANSPOSE")]
+    assert not any("QUANTIZE" in k for k in _kinds(graph)) and "xnnpack.RELU" in _kinds(graph)  # float: none
+    from edgeplan.costmodels.opwise.graph_ops import graph_ops
+
+    ops, skipped = graph_ops(graph, "litert-xnnpack-int8")
+    converts = [o for o in ops if o.kind.endswith("QUANTIZE")]
+    assert not skipped and len(converts) == 6 and {o.lead["op"] for o in converts} == {"convert"}
+    assert {o.lead["dtype"] for o in ops if o.kind.endswith(("CONV_2D", ".DIV", ".RELU"))} == {"int8"}
+    assert {o.lead["dtype"] for o in ops if o.kind.endswith(("REDUCE_WINDOW", "RELU6"))} == {"float32"}
+
+
 def test_a_global_average_pool_of_a_unit_map_is_a_sum() -> None:
     b = _Builder((1, 8, 1, 1))
     b.add("gap", OpKind.GLOBAL_POOL, GlobalPoolAttrs(PoolMode.AVG), ("x",), (1, 8, 1, 1))

@@ -42,7 +42,7 @@ kind                   meaning (inputs -> outputs)
 ``dropout``            dropout; a no-op at inference, kept so the graph mirrors the model
 ``lrn``                local response normalization (AlexNet-era)
 ``convert``            element type conversion: a quantized file's ``QUANTIZE`` (float to int8, or int8 to int8 at
-                       another scale) and ``DEQUANTIZE`` (int8 to float), from ``source`` to the node's dtype
+                       another scale) and ``DEQUANTIZE`` (int8 to float), from ``from_dtype`` to the node's dtype
 ``opaque``             an operator edgeplan does not model; kept explicitly so that every report can list it
 =====================  ==========================================================================================
 """
@@ -512,9 +512,10 @@ class LRNAttrs:
 
 @dataclass(frozen=True)
 class ConvertAttrs:
-    """An element type conversion from ``source`` to the node's dtype (the same values, another representation)."""
+    """An element type conversion from ``from_dtype`` to the node's dtype: the same values in another representation
+    (a dequantization, a quantization) or at another scale (an int8 requantization)."""
 
-    source: DType
+    from_dtype: DType
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ seeded random weights, or the weights of the module the graph came from when its
 tensors in an environment keyed by :class:`~edgeplan.ir.Ref`. Two processes that build the same graph with the
 same seed hold the same weights, so a split execution computes the same outputs as a local one.
 
-Kinds without a PyTorch equivalent here (``opaque``) raise :class:`~edgeplan.errors.UnsupportedOperatorError`
-naming the node when the executor is built, never at run time.
+Kinds without a PyTorch equivalent here (``opaque``, a quantized file's ``convert``) raise
+:class:`~edgeplan.errors.UnsupportedOperatorError` naming the node when the executor is built, never at run time.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from typing import Any
 
 from edgeplan.ir.graph import Graph, Node
 from edgeplan.ir.kernels import KernelDeduction
+from edgeplan.ir.kernels.litert import is_file_op
 from edgeplan.ir.kernels.litert_pool import window_padding
 from edgeplan.ir.kernels.rules import load_rules
 from edgeplan.ir.ops import (
@@ -56,19 +57,21 @@ def litert_kernels(graph: Graph, deduction: KernelDeduction) -> list[LiteRTKerne
     """The kernels of a ``litert-xnnpack`` deduction, each with the node dicts the ``.tflite`` file's IR has for it
     where they differ from the graph's nodes (see the module's docstring); in an int8 profile
     (``litert-xnnpack-int8``) every node is int8 but those of the operators that run in float."""
-    int8 = load_rules(deduction.profile).settings.get("dtype") == "int8"
+    rules = load_rules(deduction.profile)
     written = _as_in_file(graph, deduction)
-    if not int8:
+    file_graph = all(n.kind is OpKind.INPUT or is_file_op(n) for n in graph.nodes)
+    if rules.settings.get("dtype") != "int8" or file_graph:  # a file's IR has its own dtypes
         return [(name, kind, nodes, None if ns is None else [node_to_dict(n) for n in ns])
                 for name, kind, nodes, ns in written]
-    return [(name, kind, nodes, [node_to_dict(_int8(n)) for n in (ns or [graph.node(x) for x in nodes])])
+    floats = set(rules.data["quantized"]["float_ops"])
+    return [(name, kind, nodes, [node_to_dict(_int8(n, kind, floats)) for n in ns or map(graph.node, nodes)])
             for name, kind, nodes, ns in written]
 
 
-def _int8(node: Node) -> Node:
-    """``node`` as an int8 file's IR has it: int8, unless its operator runs in float (an average pool's reduce
-    windows) or converts (its dtype is its output's)."""
-    if node.kind is OpKind.CONVERT or node.source.startswith("STABLEHLO_REDUCE_WINDOW"):
+def _int8(node: Node, kind: str, floats: set[str]) -> Node:
+    """``node`` of a kernel of ``kind`` as an int8 file's IR has it: int8, unless the quantizer keeps its operator in
+    float (``floats``) or it converts (its dtype is its output's)."""
+    if node.kind is OpKind.CONVERT or kind.split(".", 1)[-1] in floats:
         return node
     return replace(node, dtype=DType.INT8)
 
@@ -182,12 +185,11 @@ def _stand_in(graph: Graph, op: str, target: str, name: str) -> Node | None:
         if op.endswith(".counts"):
             shape, out = (1, 1, *shape[2:]), (1, 1, *out[2:])
         return Node(name, OpKind.POOL2D, window, (), (shape,), (out,), served.dtype, op)
-    if op in ("QUANTIZE", "QUANTIZE.counts", "DEQUANTIZE") and isinstance(served.attrs, PoolAttrs):
-        # an int8 model's conversions around the reduce windows of an average pool, which run in float
-        if op == "DEQUANTIZE":
-            return Node(name, OpKind.CONVERT, ConvertAttrs(DType.INT8), (), (shape,), (shape,), DType.FLOAT32, op)
+    if op == "DEQUANTIZE":  # an int8 model's conversion into an operator it keeps in float (its first input)
+        return Node(name, OpKind.CONVERT, ConvertAttrs(DType.INT8), (), (shape,), (shape,), DType.FLOAT32, op)
+    if op.startswith("QUANTIZE") and served.output_shapes:  # and out of it (.counts: an average pool's counts)
         out = served.output_shapes[0]
-        if op.endswith(".counts"):
+        if op.endswith(".counts") and len(out) == 4:
             out = (1, 1, *out[2:])
         return Node(name, OpKind.CONVERT, ConvertAttrs(DType.FLOAT32), (), (out,), (out,), DType.INT8, op)
     if op == "TRANSPOSE":

@@ -36,8 +36,9 @@ from edgeplan.ir.kernels.litert_convert import _Converter
 from edgeplan.ir.kernels.litert_layout import nhwc_nodes
 from edgeplan.ir.kernels.litert_passes import _facts, _Op, same_padding
 from edgeplan.ir.kernels.rules import KernelRules, node_label
+from edgeplan.ir.ops import DType
 
-__all__ = ["litert_groups", "nhwc_nodes", "same_padding"]
+__all__ = ["is_file_op", "litert_groups", "nhwc_nodes", "same_padding"]
 
 Shape = tuple[int, ...]
 
@@ -70,13 +71,16 @@ def litert_groups(graph: Graph, kept: Sequence[Node], rules: KernelRules, alias:
     list[Group]
         One group per operator, its kind ``xnnpack.OP`` or ``tflite.OP``.
     """
-    if kept and all(_is_file_op(n) for n in kept):
+    delegate = rules.data["delegate"]
+    if kept and all(is_file_op(n) for n in kept):  # the file says which operators are int8
         ops = _file_ops(kept)
+        int8 = [op.serves.dtype is DType.INT8 for op in ops]
     else:
         ops = _Converter(graph, rules, alias).run(kept)
-    delegate = rules.data["delegate"]
-    int8 = rules.settings.get("dtype") == "int8"
-    return [Group(list(op.nodes), _delegated_kind(op, delegate, int8), runtime_name=op.runtime_name) for op in ops]
+        floats = set(rules.data["quantized"]["float_ops"])
+        int8 = [rules.settings.get("dtype") == "int8" and op.type not in floats for op in ops]
+    return [Group(list(op.nodes), _delegated_kind(op, delegate, q), runtime_name=op.runtime_name)
+            for op, q in zip(ops, int8, strict=True)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -84,7 +88,7 @@ def litert_groups(graph: Graph, kept: Sequence[Node], rules: KernelRules, alias:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _is_file_op(node: Node) -> bool:
+def is_file_op(node: Node) -> bool:
     """True for a node of the tflite frontend: its source is a TFLite operator type (``CONV_2D``, ``ADD:fused``)."""
     head = node.source.split(":", 1)[0]
     return bool(head) and head.replace("_", "").isalnum() and head.upper() == head and not head.isdigit()
@@ -134,7 +138,7 @@ _COMPARE = {
 
 
 def _delegated_kind(op: _Op, delegate: Mapping[str, Any], int8: bool) -> str:
-    """``xnnpack.OP`` when the delegate takes the operator (in an ``int8`` profile, in int8), else ``tflite.OP``."""
+    """``xnnpack.OP`` when the delegate takes the operator (in int8 where ``int8``), else ``tflite.OP``."""
     if op.inputs or "inputs" not in op.facts:
         op.facts["inputs"] = len(op.inputs)
     refused = op.type in delegate["unsupported"] or (int8 and op.type in delegate["unsupported_int8"])

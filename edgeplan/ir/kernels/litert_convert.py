@@ -83,7 +83,42 @@ class _Converter(_Passes):
         self._simplify_layout()
         self._fold_and_fuse()
         self._simplify_layout()
+        if self.rules.settings.get("dtype") == "int8":
+            self._float_boundaries()
         return self.ops
+
+    def _float_boundaries(self) -> None:
+        """The quantizer's conversions (the rules' ``quantized``): an operator kept in float reads a ``DEQUANTIZE``
+        of each int8 tensor, an int8 operator a ``QUANTIZE`` of each float one, each conversion written once per
+        tensor, just before the first operator that reads it. A conversion serves the float operator's IR node
+        (``DEQUANTIZE:node`` of its input, ``QUANTIZE:node`` of its output; ``QUANTIZE.counts:node`` of an average
+        pooling's counts); the graph's inputs and outputs are int8."""
+        floats = set(self.data["quantized"]["float_ops"])
+        ops: list[_Op] = []
+        made: dict[tuple[int, bool], _Op] = {}  # (producer, to float) -> its conversion
+
+        def converted(x: _Op | None, reader: _Op, to_float: bool) -> _Op:
+            key = (id(x), to_float)
+            if key not in made:
+                served = reader.serves if to_float else (x.serves if x is not None else reader.serves)
+                shape = x.shape if x is not None else tuple(reader.serves.input_shapes[0])
+                role = x.helper[len(x.type):] if x is not None and x.helper else ""
+                made[key] = _Op("DEQUANTIZE" if to_float else "QUANTIZE", served, [], [x], shape,
+                                nhwc=x.nhwc if x is not None else reader.nhwc,
+                                helper=None if to_float or not role else f"QUANTIZE{role}")
+                ops.append(made[key])
+            return made[key]
+
+        for op in self.ops:
+            want = op.type in floats
+            op.inputs = [converted(x, op, want) if (x is not None and x.type in floats) != want else x
+                         for x in op.inputs]
+            ops.append(op)
+        for r in self.graph.outputs:
+            x, _, _ = self._source(r)
+            if x is not None and x.type in floats:
+                converted(x, x, False)
+        self.ops = ops
 
     # -- helpers -------------------------------------------------------------------------------------------------
 
@@ -296,15 +331,10 @@ class _Converter(_Passes):
         ``if: last_axis`` / ``not_last_axis`` for an op along the last axis of its tensor (in its layout) or not,
         ``if: rank_over_4`` for the latter on a tensor of more than 4 axes, ``if: rank4`` for a product of 4-D
         operands, ``if: masked`` for an attention with a mask, ``if: unit_step`` / ``strided`` for a slice,
-        ``if: unit_map`` / ``not_unit_map`` for a global pooling of a 1x1 map or a larger one, ``if: int8`` in an
-        int8 profile; a list of conditions applies when each does."""
+        ``if: unit_map`` / ``not_unit_map`` for a global pooling of a 1x1 map or a larger one."""
         cond = spec.get("if")
         if cond is None:
             return True
-        if isinstance(cond, list):
-            return all(self._applies({"if": c}, n) for c in cond)
-        if cond == "int8":
-            return self.rules.settings.get("dtype") == "int8"
         if cond.startswith("form:"):  # how the converter writes an average pooling (litert_pool)
             return avg_pool_form(n) == cond[len("form:"):]
         if cond in ("unit_window", "not_unit_window"):  # a max pooling that moves no axis after an average one
