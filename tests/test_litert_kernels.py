@@ -203,6 +203,12 @@ def test_int8_runs_what_the_quantizer_keeps_float_between_conversions_and_refuse
     assert not skipped and len(converts) == 6 and {o.lead["op"] for o in converts} == {"convert"}
     assert {o.lead["dtype"] for o in ops if o.kind.endswith(("CONV_2D", ".DIV", ".RELU"))} == {"int8"}
     assert {o.lead["dtype"] for o in ops if o.kind.endswith(("REDUCE_WINDOW", "RELU6"))} == {"float32"}
+    # a kernel some of whose nodes a zero-folding runtime skips keeps the int8 type of the nodes that run
+    from edgeplan.costmodels.opwise.graph_ops import _retyped
+
+    written = [{"op": "conv2d", "dtype": "int8"}, {"op": "activation", "dtype": "int8"}]
+    assert [d["dtype"] for d in _retyped(graph, ("conv",), written) or []] == ["int8"]
+    assert _retyped(graph, ("conv",), None) is None
 
 
 def test_a_global_average_pool_of_a_unit_map_is_a_sum() -> None:

@@ -4,7 +4,7 @@ optimized graph), each featurized like the training data.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,7 +69,7 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
         # A fused kernel runs if one of its nodes does, and is featurized from the nodes that run; an operator the
         # runtime inserts for a node (``OP:node``) runs if that node does.
         names = {n.name for n in graph.nodes}
-        kernels = [(name, kind, kept, written if kept == nodes else None)
+        kernels = [(name, kind, kept, written if kept == nodes else _retyped(graph, kept, written))
                    for name, kind, nodes, written in kernels
                    for kept in [tuple(n for n in nodes if n in executed)]
                    if kept or (not nodes and _served(name, names) in executed | {None})]
@@ -86,6 +86,19 @@ def graph_ops(graph: Graph, kernel_profile: str, deduction: str = "as-source") -
         folded, not_priced = folded_work_ops(graph, kernel_profile, network_values(ops))
         ops, skipped = ops + folded, skipped + not_priced
     return ops, skipped
+
+
+def _retyped(graph: Graph, kept: Sequence[str], written: Sequence[Mapping[str, Any]] | None
+             ) -> list[dict[str, Any]] | None:
+    """The node dicts of the ``kept`` nodes of a kernel whose other nodes do not run, in the element type the
+    kernel's ``written`` dicts have (an int8 LiteRT kernel's), or None to featurize the graph's nodes as they are."""
+    from edgeplan.ir.ops import DType
+    from edgeplan.ir.serialize import node_to_dict
+
+    if not written or not kept:
+        return None
+    dtype = DType(written[-1]["dtype"])
+    return [node_to_dict(replace(graph.node(n), dtype=dtype)) for n in kept]
 
 
 def folded_work_ops(graph: Graph, kernel_profile: str, network: Sequence[float] | None = None
