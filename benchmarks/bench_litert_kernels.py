@@ -7,7 +7,7 @@ two sequences in order), and the same for the graph read back from the file (it 
 operators). The conversion is the cached one of :func:`edgeplan.frontends.litert_export.cache_tflite` under
 ``--home`` (made, in a subprocess, where it is missing; ``--no-convert`` only reads the cache). A model the converter
 cannot convert is reported as such and not counted as a match. ``--dtype int8`` checks the int8 conversions against
-the profile ``litert-xnnpack-int8`` (li2023's synthetic networks: ``--models`` with their names).
+the profile ``litert-xnnpack-int8`` (li2023's synthetic networks: ``--models synthetic:900-999``).
 
 Prints one row per model (kernels deduced, operators in the file, mismatches on the torch IR and on the file's IR,
 seconds of the check), the count of models that match, every mismatch in words, the machine; exits 1 on any
@@ -121,7 +121,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", help="edgeplan home whose litert/ cache holds the conversions (default: "
                                        "$EDGEPLAN_HOME or the user cache)")
-    parser.add_argument("--models", nargs="+", help="zoo strings to check instead of the default sets")
+    parser.add_argument("--models", nargs="+", help="zoo strings (ranges, sets) to check instead of the default sets")
     parser.add_argument("--only", choices=("torchvision", "timm"), help="only the torchvision models or timm CNNs")
     parser.add_argument("--no-convert", action="store_true", help="check only the models already converted")
     parser.add_argument("--dtype", default="float32", choices=("float32", "int8"), help="the conversions checked")
@@ -134,7 +134,9 @@ def main() -> int:
     print(f"{'model':<40} {'deduced':>8} {'file':>6} {'mismatches torch IR':>20} {'file IR':>8} {'check s':>8}",
           flush=True)
     rows = []
-    for spec in args.models or specs(args.only):
+    from edgeplan.measure.model_sets import expand_models
+
+    for spec in expand_models(args.models) if args.models else specs(args.only):
         row = check(spec, home, not args.no_convert, args.dtype)
         rows.append(row)
         if row.failed:
