@@ -37,6 +37,8 @@ def operators() -> dict[str, Callable[..., Any]]:
         "div": lambda y: y / (y.abs() + 1), "softmax": lambda y: torch.softmax(y, -1),
         "mean": lambda y: y.mean((2, 3), keepdim=True) * y, "transpose": lambda y: y.transpose(2, 3),
         "avg_pool_not_counting_padding": pooled(lambda y: F.avg_pool2d(y, 3, 2, 1, count_include_pad=False)),
+        "avg_pool_not_counting_same_padding": pooled(  # the composite: SAME padding (1, 1) of 15 x 15
+            lambda y: F.avg_pool2d(y[:, :, :15, :15], 3, 2, 1, count_include_pad=False)),
         "avg_pool": pooled(lambda y: F.avg_pool2d(y, 3, 2, 1)), "max_pool": pooled(lambda y: F.max_pool2d(y, 3, 2, 1)),
         "upsample_bilinear": lambda y: F.interpolate(F.avg_pool2d(y, 2), scale_factor=2, mode="bilinear"),
         "pad_reflect": lambda y: F.pad(y, (1, 1, 1, 1), mode="reflect")[:, :, 1:-1, 1:-1],
