@@ -319,3 +319,26 @@ def test_every_litert_scenario_ships_a_profile_that_prices_every_operator(device
     p = edgeplan.predict("synthetic:3", device).prediction
     assert p.latency_ms > 0 and not p.unpredicted
     assert p.ops and all(o.ms is not None and o.ms > 0 for o in p.ops)
+
+
+class Rescaled(nn.Module):
+    """A convolution scaled by its own channel means (kept as a (1, C) vector: the file broadcasts it against NHWC)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return y * y.mean((2, 3), keepdim=True).sigmoid()
+
+
+def test_an_operand_that_broadcasts_against_an_nhwc_tensor_reads_as_its_nchw_broadcast(tmp_path: Path) -> None:
+    module, x = Rescaled().eval(), torch.randn(1, 3, 8, 8)
+    path = export_tflite(module, (x,), tmp_path / "rescaled.tflite")
+    graph = graph_from_tflite(path)  # validates: the (1, 8) operand broadcasts as (1, 8, 1, 1)
+    views = [n for n in graph.nodes if n.source.endswith(":broadcast")]
+    assert [v.output_shapes[0] for v in views] == [(1, 8, 1, 1)]
+    assert check_litert(graph, path) == [] and check_litert(graph_from_torch(module, (x,)), path) == []
+    mul = next(k for k in deduce_kernels(graph, "litert-xnnpack").kernels if views[0].name in k.nodes)
+    assert mul.kind == "xnnpack.MUL" and graph.node(mul.nodes[0]).kind is OpKind.ELTWISE  # the product leads

@@ -306,13 +306,33 @@ def _batch_matmul(b: _Builder, op: TfliteOp) -> None:
 
 
 def _eltwise(b: _Builder, op: TfliteOp) -> None:
+    nhwc = op.outputs[0] in b.nhwc and len(b.model.tensors[op.outputs[0]].shape) == 4
+
+    def broadcast(t: int) -> Shape | None:
+        """The NCHW shape an operand of lower rank than an NHWC output broadcasts as (it aligns with the output's
+        trailing NHWC axes: padded to 4-D with leading ones, then turned to NCHW), or None for any other."""
+        shape = b.model.tensors[t].shape
+        if not nhwc or t in b.nhwc or len(shape) >= 4:
+            return None
+        return tuple(((1,) * (4 - len(shape)) + tuple(shape))[i] for i in _NHWC_TO_NCHW)
+
     consts = [t for t in op.inputs if b.model.tensors[t].constant]
     const_shape = b.shape(consts[0]) if consts else None
     if const_shape is not None and len(const_shape) == 4 and op.outputs[0] in b.nhwc:
         const_shape = tuple(const_shape[i] for i in _NHWC_TO_NCHW)  # a per-channel constant of an NHWC operand
     value = b.model.tensors[consts[0]].value if consts else None
     scalar = value[0] if value is not None and len(value) == 1 else None
-    b.emit(op, OpKind.ELTWISE, EltwiseAttrs(_ELTWISE[op.type], const_shape, scalar))
+    ins = [t for t in b.activation_inputs(op) if t in b.ref]
+    refs, shapes = [b.ref[t] for t in ins], [b.shape(t) for t in ins]
+    for k, t in enumerate(ins):  # the IR broadcasts NCHW: a reshape to the shape the operand broadcasts as
+        shape = broadcast(t)
+        if shape is not None:
+            name = f"{op.type.lower()}_{op.index}.broadcast{k}"
+            b.nodes.append(Node(name, OpKind.RESHAPE, ReshapeAttrs(shape), (refs[k],), (shapes[k],), (shape,),
+                                _DTYPES.get(b.model.tensors[t].dtype, DType.FLOAT32), f"{op.type}:broadcast"))
+            refs[k], shapes[k] = Ref(name), shape
+    b.emit(op, OpKind.ELTWISE, EltwiseAttrs(_ELTWISE[op.type], const_shape, scalar), ins, input_refs=refs,
+           input_shapes=shapes)
 
 
 def _unary(b: _Builder, op: TfliteOp) -> None:
@@ -483,7 +503,9 @@ def graph_from_tflite(path: str | os.PathLike[str], *, name: str | None = None, 
         One node per model input and per operator (``{type}_{index}``, e.g. ``conv_2d_3``, the index being the
         operator's position in the file), plus a node ``{type}_{index}.act`` for a fused activation and a reshape
         ``{type}_{index}.flatten`` before a fully connected layer that flattens its input (source
-        ``{type}:fused``, ``{type}:flatten``); a zero padding before a convolution is that convolution's padding
+        ``{type}:fused``, ``{type}:flatten``), and a reshape ``{type}_{index}.broadcast{k}`` of an element-wise
+        operand of lower rank than its NHWC output, to the NCHW shape it broadcasts as (source ``{type}:broadcast``);
+        a zero padding before a convolution is that convolution's padding
         (:func:`folded_pads`), as in PyTorch (source ``{type}:pad``).
 
     Raises

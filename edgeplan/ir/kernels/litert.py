@@ -48,6 +48,8 @@ _SOURCE_FUSED = ":fused"
 _SOURCE_PADDED = ":pad"
 #: The source of the reshape the tflite frontend writes before a fully connected layer that flattens its input.
 _SOURCE_FLATTEN = ":flatten"
+#: The source of the reshape the tflite frontend writes for an element-wise operand that broadcasts against an NHWC one.
+_SOURCE_BROADCAST = ":broadcast"
 
 
 
@@ -96,13 +98,18 @@ def is_file_op(node: Node) -> bool:
 
 def _file_ops(kept: Sequence[Node]) -> list[_Op]:
     """One operator per node; a fused activation's ``.act`` node joins the operator it was read from, the
-    ``.flatten`` reshape of a fully connected layer the layer."""
+    ``.flatten`` reshape of a fully connected layer the layer, the ``.broadcast`` reshape of an element-wise operand
+    the operation (after it: the operation leads its features)."""
     ops: list[_Op] = []
     by_name: dict[str, _Op] = {}
     pending: list[Node] = []
+    after: list[Node] = []
     for n in kept:
         if n.source.endswith(_SOURCE_FLATTEN):
             pending.append(n)
+            continue
+        if n.source.endswith(_SOURCE_BROADCAST):
+            after.append(n)
             continue
         if n.source.endswith(_SOURCE_FUSED) and n.inputs and n.inputs[0].node in by_name:
             owner = by_name[n.inputs[0].node]
@@ -114,9 +121,9 @@ def _file_ops(kept: Sequence[Node]) -> list[_Op]:
         if source.endswith(_SOURCE_PADDED):  # its zero padding is a PAD operator of the file, before it
             source = source[:-len(_SOURCE_PADDED)]
             ops.append(_Op("PAD", n, [], [by_name.get(r.node) for r in n.inputs], n.input_shapes[0]))
-        op = _Op(source, n, [*pending, n], [by_name.get(r.node) for r in n.inputs],
+        op = _Op(source, n, [*pending, n, *after], [by_name.get(r.node) for r in n.inputs],
                  n.output_shapes[0] if n.output_shapes else (), facts=_facts(n))
-        pending = []
+        pending, after = [], []
         ops.append(op)
         by_name[n.name] = op
     return ops
