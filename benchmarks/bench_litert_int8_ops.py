@@ -45,8 +45,9 @@ def operators() -> dict[str, Callable[..., Any]]:
     }
 
 
-def probe(name: str, fn: Callable[..., Any], out: Path) -> str:
-    """One operator's line: the file's operators (type, output type, ``*`` where XNNPACK takes it) and the checks."""
+def probe(name: str, fn: Callable[..., Any], out: Path) -> tuple[str, list[bool]]:
+    """One operator's lines: the file's operators (type, output type, ``*`` where XNNPACK takes it) and the checks
+    on the torch IR and the file's IR, with whether each matched."""
     import torch
     from torch import nn
 
@@ -69,19 +70,21 @@ def probe(name: str, fn: Callable[..., Any], out: Path) -> str:
     try:
         path = export_tflite(module, (x,), out / f"{name}-int8.tflite", "int8")
     except EdgeplanError as e:
-        return f"{name}: not converted: {e}"
+        return f"{name}: not converted: {e}", [False, False]
     model, taken = read_tflite(path), delegated_ops(path)
     written = " ".join(f"{op.type}:{model.tensors[op.outputs[0]].dtype.lower()}{'*' if op.index in taken else ''}"
                        for op in model.ops)
-    checks = []
-    for label, graph in (("torch IR", lambda: graph_from_torch(module, (x,))),
-                         ("file IR", lambda: graph_from_tflite(path, opaque=True))):
+    checks, matched = [], []
+    for label, make_graph in (("torch IR", lambda: graph_from_torch(module, (x,))),
+                              ("file IR", lambda: graph_from_tflite(path, opaque=True))):
         try:
-            found = check_litert(graph(), path, "litert-xnnpack-int8")
-            checks.append(f"{label} {'matches' if not found else found[-1].message}")
+            found = check_litert(make_graph(), path, "litert-xnnpack-int8")
+            checks.append(f"{label} {'matches' if not found else found[0].message}")
+            matched.append(not found)
         except EdgeplanError as e:
             checks.append(f"{label} not deduced: {e}"[:160])
-    return f"{name}: {written}\n    " + "; ".join(checks)
+            matched.append(False)
+    return f"{name}: {written}\n    " + "; ".join(checks), matched
 
 
 def main() -> int:
@@ -98,9 +101,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
-        for name in args.names or probes:
-            print(probe(name, probes[name], out), flush=True)
-    return 0
+        tally = [0, 0]
+        names = args.names or list(probes)
+        for name in names:
+            text, matched = probe(name, probes[name], out)
+            print(text, flush=True)
+            tally = [t + m for t, m in zip(tally, matched, strict=True)]
+    print(f"\n{tally[0]} of {len(names)} operators match on the torch IR, {tally[1]} on the file's IR")
+    return 0 if tally == [len(names)] * 2 else 1
 
 
 if __name__ == "__main__":

@@ -322,7 +322,8 @@ def test_every_litert_scenario_ships_a_profile_that_prices_every_operator(device
 
 
 class Rescaled(nn.Module):
-    """A convolution scaled by its own channel means (kept as a (1, C) vector: the file broadcasts it against NHWC)."""
+    """A convolution scaled by its own channel means, which the converter writes as a (1, C) vector broadcast
+    against the NHWC convolution."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -203,6 +203,14 @@ def test_int8_runs_what_the_quantizer_keeps_float_between_conversions_and_refuse
     assert not skipped and len(converts) == 6 and {o.lead["op"] for o in converts} == {"convert"}
     assert {o.lead["dtype"] for o in ops if o.kind.endswith(("CONV_2D", ".DIV", ".RELU"))} == {"int8"}
     assert {o.lead["dtype"] for o in ops if o.kind.endswith(("REDUCE_WINDOW", "RELU6"))} == {"float32"}
+    # each graph input read by a float operator has its own DEQUANTIZE
+    two = _Builder((1, 8, 8, 8))
+    two.nodes.append(Node("y", OpKind.INPUT, InputAttrs(1), (), (), ((1, 8, 8, 8),)))
+    two.shapes["y"] = (1, 8, 8, 8)
+    two.add("sum", OpKind.ELTWISE, EltwiseAttrs(EltwiseOp.ADD), (two.act("a", "x", Activation.ABS),
+                                                                 two.act("e", "y", Activation.EXP)))
+    kinds = [k.name for k in deduce_kernels(two.graph("sum"), "litert-xnnpack-int8").kernels]
+    assert kinds.count("DEQUANTIZE:a") == 1 and kinds.count("DEQUANTIZE:e") == 1
     # a kernel some of whose nodes a zero-folding runtime skips keeps the int8 type of the nodes that run
     from edgeplan.costmodels.opwise.graph_ops import _retyped
 

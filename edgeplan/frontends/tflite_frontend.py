@@ -322,7 +322,10 @@ def _eltwise(b: _Builder, op: TfliteOp) -> None:
         const_shape = tuple(const_shape[i] for i in _NHWC_TO_NCHW)  # a per-channel constant of an NHWC operand
     value = b.model.tensors[consts[0]].value if consts else None
     scalar = value[0] if value is not None and len(value) == 1 else None
-    ins = [t for t in b.activation_inputs(op) if t in b.ref]
+    ins = b.activation_inputs(op)
+    if any(t not in b.ref for t in ins):
+        raise _NotModelled(f"input tensor {b.model.tensors[next(t for t in ins if t not in b.ref)].name!r} is "
+                           "computed by no operator")
     refs, shapes = [b.ref[t] for t in ins], [b.shape(t) for t in ins]
     for k, t in enumerate(ins):  # the IR broadcasts NCHW: a reshape to the shape the operand broadcasts as
         shape = broadcast(t)
@@ -504,7 +507,8 @@ def graph_from_tflite(path: str | os.PathLike[str], *, name: str | None = None, 
         operator's position in the file), plus a node ``{type}_{index}.act`` for a fused activation and a reshape
         ``{type}_{index}.flatten`` before a fully connected layer that flattens its input (source
         ``{type}:fused``, ``{type}:flatten``), and a reshape ``{type}_{index}.broadcast{k}`` of an element-wise
-        operand of lower rank than its NHWC output, to the NCHW shape it broadcasts as (source ``{type}:broadcast``);
+        operand of lower rank than its NHWC output, to the NCHW shape it broadcasts as (source ``{type}:broadcast``; a
+        view of its shape for costing, not of its data order);
         a zero padding before a convolution is that convolution's padding
         (:func:`folded_pads`), as in PyTorch (source ``{type}:pad``).
 

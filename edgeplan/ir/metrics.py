@@ -13,8 +13,8 @@ Conventions (the same for every frontend, so figures compare across them):
   for activations, binary element-wise ops and type conversions, 2 for batch norm (scale and shift), 5 for
   layer/group norm, the window size per output element for pooling, 1 per input element for global/adaptive pooling
   and means, 3 per element for softmax, ``size + 3`` per element for LRN, 4 per output element for (bi)linear
-  upsampling. Data
-  movement (concat, split, slice, reshape, permute, pad, shuffle, flatten, dropout, nearest upsampling) is 0.
+  upsampling. Data movement (concat, split, slice, reshape, permute, pad, shuffle, flatten, dropout, nearest
+  upsampling) is 0.
 - **Parameters** are learnt values: convolution and linear weights and biases, the scale and shift of affine
   normalization, and constant tensors of more than one element used by element-wise ops (e.g. layer scale).
   Batch-norm running statistics are buffers and are not counted (as ``sum(p.numel() for p in

@@ -17,7 +17,9 @@ scenario               runtime       threads  data representation
 ``litert-fp32-1t``     LiteRT         1        float32 (the model converted by litert-torch, XNNPACK delegate)
 ``litert-fp32-2t``     LiteRT         2        float32
 ``litert-int8-1t``     LiteRT         1        int8: static post-training quantization by ai-edge-quantizer (int8
-                                               weights and activations), XNNPACK's int8 kernels
+                                               weights and activations); XNNPACK's int8 kernels, LiteRT's
+                                               where XNNPACK has none, float between conversions where the
+                                               quantizer has no int8 form (``litert-xnnpack-int8``)
 =====================  ============  =======  =========================================================
 
 PyTorch's own int8 path (FX quantization to fbgemm) is not a scenario: ONNX Runtime's quantizer is the one

@@ -27,9 +27,9 @@ profile                    what it models
                            with ``TRANSPOSE`` operators), explicit ``PAD``/``PADV2``, batch norm and constant
                            steps folded into the convolution or fully connected layer beside them, activations
                            fused; operators no IR node stands for are named ``OP:node``
-``litert-xnnpack-int8``    the same after int8 quantization: the operators XNNPACK runs in float only on the
-                           default kernels, an average pooling's reduce windows in float between a ``DEQUANTIZE``
-                           and ``QUANTIZE``
+``litert-xnnpack-int8``    the same after int8 quantization: the operators the quantizer keeps in float
+                           (``quantized.float_ops``) between a ``DEQUANTIZE`` and a ``QUANTIZE``, the int8
+                           operators XNNPACK has no kernel for on the default kernels
 =========================  ==================================================================================
 
 Every IR node other than the graph inputs ends in exactly one :class:`Kernel` or in

@@ -11,11 +11,13 @@ For a graph of the torch frontend the deduction replays the converter (:class:`_
    fully connected layer before them, activations fused into the operator before them, a transpose that only moves
    unit axes turned into a reshape, reshapes merged, a reshape after a mean folded into it.
 4. Delegation: an operator the XNNPACK delegate takes is ``xnnpack.OP``, one it refuses ``tflite.OP`` (LiteRT's
-   default kernels).
+   default kernels). In an int8 profile (``litert-xnnpack-int8``) the operators the quantizer keeps in float read
+   and write through ``DEQUANTIZE`` and ``QUANTIZE`` operators (the converter's last pass), and an int8 operator
+   XNNPACK has no int8 kernel for is refused.
 
 A graph read from a ``.tflite`` file (:func:`edgeplan.frontends.tflite_frontend.graph_from_tflite`) already has one
 node per operator, its type in ``Node.source``: each is one kernel, a fused activation's ``.act`` node goes back
-into its operator, and only step 4 applies.
+into its operator, and only step 4 applies (by each operator's own element type).
 
 Every kernel that computes an IR node's output lists it; an operator with no IR node of its own (an inserted
 transpose or pad, a helper of a node lowered into several operators) has ``nodes=()`` and the runtime name

@@ -95,10 +95,15 @@ class _Converter(_Passes):
         pooling's counts); the graph's inputs and outputs are int8."""
         floats = set(self.data["quantized"]["float_ops"])
         ops: list[_Op] = []
-        made: dict[tuple[int, bool], _Op] = {}  # (producer, to float) -> its conversion
+        made: dict[tuple[int, bool], _Op] = {}  # (producer or graph input, to float) -> its conversion
 
-        def converted(x: _Op | None, reader: _Op, to_float: bool) -> _Op:
-            key = (id(x), to_float)
+        def graph_inputs(reader: _Op) -> list[Ref]:
+            """The graph inputs ``reader`` reads, in order (its operands without a producing operator)."""
+            refs = [self.alias.get(r, r) for r in reader.serves.inputs]
+            return [r for r in refs if self.nodes[r.node].kind is OpKind.INPUT]
+
+        def converted(x: _Op | None, reader: _Op, to_float: bool, k: int = 0) -> _Op:
+            key = (id(x) if x is not None else hash(tuple(graph_inputs(reader)[k:k + 1])), to_float)
             if key not in made:
                 served = reader.serves if to_float else (x.serves if x is not None else reader.serves)
                 shape = x.shape if x is not None else tuple(reader.serves.input_shapes[0])
@@ -111,8 +116,9 @@ class _Converter(_Passes):
 
         for op in self.ops:
             want = op.type in floats
-            op.inputs = [converted(x, op, want) if (x is not None and x.type in floats) != want else x
-                         for x in op.inputs]
+            unfed = [i for i, x in enumerate(op.inputs) if x is None]  # the k-th reads the k-th graph input
+            op.inputs = [converted(x, op, want, unfed.index(i) if x is None else 0)
+                         if (x is not None and x.type in floats) != want else x for i, x in enumerate(op.inputs)]
             ops.append(op)
         for r in self.graph.outputs:
             x, _, _ = self._source(r)
