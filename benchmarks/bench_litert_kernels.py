@@ -93,10 +93,11 @@ def check(spec: str, home: Path, convert: bool, dtype: str = "float32") -> Row:
     from edgeplan.frontends.zoo import load_graph
     from edgeplan.ir.kernels import deduce_kernels
     from edgeplan.measure.litert_delegate import check_litert
+    from edgeplan.measure.scenarios import Scenario
 
     row = Row(spec)
     path, why = converted(spec, home, convert, dtype)
-    profile = "litert-xnnpack" if dtype == "float32" else f"litert-xnnpack-{dtype}"
+    profile = Scenario("", "litert", 1, dtype).kernel_profile
     if path is None:
         row.failed, row.unconverted = why, "not converted" not in why
         return row

@@ -202,12 +202,16 @@ class _Builder:
     def activation_inputs(self, op: TfliteOp) -> list[int]:
         return [t for t in op.inputs if t >= 0 and not self.model.tensors[t].constant]
 
-    def emit(self, op: TfliteOp, kind: OpKind, attrs: Any, inputs: Sequence[int] | None = None,
-             input_refs: Sequence[Ref] | None = None, input_shapes: Sequence[Shape] | None = None) -> None:
-        ins = self.activation_inputs(op) if inputs is None else list(inputs)
+    def computed(self, ins: list[int]) -> list[int]:
+        """``ins``, each a tensor some operator (or the model's input) computes; else the operator is not modelled."""
         missing = [t for t in ins if t not in self.ref]
         if missing:
             raise _NotModelled(f"input tensor {self.model.tensors[missing[0]].name!r} is computed by no operator")
+        return ins
+
+    def emit(self, op: TfliteOp, kind: OpKind, attrs: Any, inputs: Sequence[int] | None = None,
+             input_refs: Sequence[Ref] | None = None, input_shapes: Sequence[Shape] | None = None) -> None:
+        ins = self.computed(self.activation_inputs(op) if inputs is None else list(inputs))
         name = f"{op.type.lower()}_{op.index}"
         out = op.outputs[0]
         tensor = self.model.tensors[out]
@@ -322,10 +326,7 @@ def _eltwise(b: _Builder, op: TfliteOp) -> None:
         const_shape = tuple(const_shape[i] for i in _NHWC_TO_NCHW)  # a per-channel constant of an NHWC operand
     value = b.model.tensors[consts[0]].value if consts else None
     scalar = value[0] if value is not None and len(value) == 1 else None
-    ins = b.activation_inputs(op)
-    if any(t not in b.ref for t in ins):
-        raise _NotModelled(f"input tensor {b.model.tensors[next(t for t in ins if t not in b.ref)].name!r} is "
-                           "computed by no operator")
+    ins = b.computed(b.activation_inputs(op))
     refs, shapes = [b.ref[t] for t in ins], [b.shape(t) for t in ins]
     for k, t in enumerate(ins):  # the IR broadcasts NCHW: a reshape to the shape the operand broadcasts as
         shape = broadcast(t)

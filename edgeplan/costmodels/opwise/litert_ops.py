@@ -23,7 +23,7 @@ from typing import Any
 
 from edgeplan.ir.graph import Graph, Node
 from edgeplan.ir.kernels import KernelDeduction
-from edgeplan.ir.kernels.litert import is_file_op
+from edgeplan.ir.kernels.litert import is_file_op, runs_in_int8
 from edgeplan.ir.kernels.litert_pool import window_padding
 from edgeplan.ir.kernels.rules import load_rules
 from edgeplan.ir.ops import (
@@ -63,17 +63,15 @@ def litert_kernels(graph: Graph, deduction: KernelDeduction) -> list[LiteRTKerne
     if rules.settings.get("dtype") != "int8" or file_graph:  # a file's IR has its own dtypes
         return [(name, kind, nodes, None if ns is None else [node_to_dict(n) for n in ns])
                 for name, kind, nodes, ns in written]
-    floats = set(rules.data["quantized"]["float_ops"])
-    return [(name, kind, nodes, [node_to_dict(_int8(n, kind, floats)) for n in ns or map(graph.node, nodes)])
+    return [(name, kind, nodes, [node_to_dict(_int8(n, runs_in_int8(rules, kind.split(".", 1)[-1])))
+                                 for n in ns or map(graph.node, nodes)])
             for name, kind, nodes, ns in written]
 
 
-def _int8(node: Node, kind: str, floats: set[str]) -> Node:
-    """``node`` of a kernel of ``kind`` as an int8 file's IR has it: int8, unless the quantizer keeps its operator in
-    float (``floats``) or it converts (its dtype is its output's)."""
-    if node.kind is OpKind.CONVERT or kind.split(".", 1)[-1] in floats:
-        return node
-    return replace(node, dtype=DType.INT8)
+def _int8(node: Node, int8: bool) -> Node:
+    """``node`` of an operator as an int8 file's IR has it: int8 where the operator runs in ``int8``, unless it
+    converts (its dtype is its output's)."""
+    return replace(node, dtype=DType.INT8) if int8 and node.kind is not OpKind.CONVERT else node
 
 
 def _as_in_file(graph: Graph, deduction: KernelDeduction

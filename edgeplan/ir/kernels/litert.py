@@ -40,7 +40,7 @@ from edgeplan.ir.kernels.litert_passes import _facts, _Op, same_padding
 from edgeplan.ir.kernels.rules import KernelRules, node_label
 from edgeplan.ir.ops import DType
 
-__all__ = ["is_file_op", "litert_groups", "nhwc_nodes", "same_padding"]
+__all__ = ["is_file_op", "litert_groups", "nhwc_nodes", "runs_in_int8", "same_padding"]
 
 Shape = tuple[int, ...]
 
@@ -81,8 +81,7 @@ def litert_groups(graph: Graph, kept: Sequence[Node], rules: KernelRules, alias:
         int8 = [op.serves.dtype is DType.INT8 for op in ops]
     else:
         ops = _Converter(graph, rules, alias).run(kept)
-        floats = set(rules.data["quantized"]["float_ops"])
-        int8 = [rules.settings.get("dtype") == "int8" and op.type not in floats for op in ops]
+        int8 = [runs_in_int8(rules, op.type) for op in ops]
     return [Group(list(op.nodes), _delegated_kind(op, delegate, q), runtime_name=op.runtime_name)
             for op, q in zip(ops, int8, strict=True)]
 
@@ -90,6 +89,12 @@ def litert_groups(graph: Graph, kept: Sequence[Node], rules: KernelRules, alias:
 # ---------------------------------------------------------------------------------------------------------------
 # A graph read from a .tflite file: one node per operator
 # ---------------------------------------------------------------------------------------------------------------
+
+
+def runs_in_int8(rules: KernelRules, op_type: str) -> bool:
+    """Whether an operator of ``op_type`` deduced from a model's graph runs in int8 under ``rules``: in an int8
+    profile, unless the quantizer keeps it in float (the rules' ``quantized.float_ops``)."""
+    return rules.settings.get("dtype") == "int8" and op_type not in rules.data["quantized"]["float_ops"]
 
 
 def is_file_op(node: Node) -> bool:
