@@ -343,3 +343,33 @@ def test_an_operand_that_broadcasts_against_an_nhwc_tensor_reads_as_its_nchw_bro
     assert check_litert(graph, path) == [] and check_litert(graph_from_torch(module, (x,)), path) == []
     mul = next(k for k in deduce_kernels(graph, "litert-xnnpack").kernels if views[0].name in k.nodes)
     assert mul.kind == "xnnpack.MUL" and graph.node(mul.nodes[0]).kind is OpKind.ELTWISE  # the product leads
+
+
+class Normed(nn.Module):
+    """A linear layer then a LayerNorm, whose variance the converter writes as a ``SQUARED_DIFFERENCE``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.fc(x))
+
+
+def test_a_layer_norms_squared_difference_reads_as_a_subtraction_and_its_square(tmp_path: Path) -> None:
+    module, x = Normed().eval(), torch.randn(1, 4, 16)
+    path = export_tflite(module, (x,), tmp_path / "normed.tflite")
+    assert "SQUARED_DIFFERENCE" in read_tflite(path).op_types()
+    graph = graph_from_tflite(path)
+    squares = [n for n in graph.nodes if n.source == "SQUARED_DIFFERENCE:fused"]
+    assert len(squares) == 1 and squares[0].attrs.fn.value == "pow" and squares[0].attrs.alpha == 2.0
+    sub = graph.node(squares[0].inputs[0].node)
+    assert sub.kind is OpKind.ELTWISE and sub.source == "SQUARED_DIFFERENCE"
+    assert check_litert(graph, path) == []  # one operator, the square joined to it
+    kernel = next(k for k in deduce_kernels(graph, "litert-xnnpack").kernels if sub.name in k.nodes)
+    assert kernel.kind == "xnnpack.SQUARED_DIFFERENCE" and squares[0].name in kernel.nodes
+    import edgeplan
+
+    p = edgeplan.predict(str(path), "litert-fp32-1t").prediction  # no operator left unpriced
+    assert not p.unpredicted and all(o.ms is not None and o.ms > 0 for o in p.ops)

@@ -66,7 +66,7 @@ from edgeplan.ir.ops import (
 )
 
 __all__ = ["PAD_FOLDS_INTO", "SOURCE_PADDED", "TfliteModel", "TfliteOp", "TfliteTensor", "buffer_bytes",
-           "folded_pads", "graph_from_tflite", "read_tflite"]
+           "folded_pads", "graph_from_tflite", "has_act_node", "read_tflite"]
 
 Shape = tuple[int, ...]
 
@@ -78,8 +78,8 @@ _SPATIAL = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "MAX_POO
 #: Operators whose 4-D activations all have one layout.
 _KEEP_LAYOUT = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "LOGISTIC", "RELU", "RELU6",
                           "RELU_N1_TO_1", "HARD_SWISH", "TANH", "GELU", "EXP", "LOG", "SQRT", "RSQRT", "ABS", "NEG",
-                          "LEAKY_RELU", "ELU", "PRELU", "SQUARE", "PAD", "PADV2", "MIRROR_PAD", "CONCATENATION",
-                          "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "QUANTIZE", "DEQUANTIZE"})
+                          "LEAKY_RELU", "ELU", "PRELU", "SQUARE", "SQUARED_DIFFERENCE", "PAD", "PADV2", "MIRROR_PAD",
+                          "CONCATENATION", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "QUANTIZE", "DEQUANTIZE"})
 _NHWC_TO_NCHW = (0, 3, 1, 2)  # IR axis i is NHWC axis _NHWC_TO_NCHW[i]
 _NCHW_AXIS = {0: 0, 1: 2, 2: 3, 3: 1}  # NHWC axis -> IR axis
 _FUSED = {1: Activation.RELU, 3: Activation.RELU6, 4: Activation.TANH}  # ActivationFunctionType -> IR
@@ -96,6 +96,12 @@ SOURCE_PADDED = ":pad"
 #: The operators a preceding zero padding is folded into: XNNPACK fuses it into them, and the IR (as PyTorch's)
 #: writes it as their padding.
 PAD_FOLDS_INTO = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D"})
+
+
+def has_act_node(op: TfliteOp) -> bool:
+    """Whether the IR of :func:`graph_from_tflite` writes ``op`` with a ``.act`` node after it: a fused activation,
+    or the square of a ``SQUARED_DIFFERENCE``."""
+    return bool(op.options.get("fusedActivationFunction")) or op.type == "SQUARED_DIFFERENCE"
 
 
 def folded_pads(model: TfliteModel) -> dict[int, int]:
@@ -309,7 +315,7 @@ def _batch_matmul(b: _Builder, op: TfliteOp) -> None:
     b.emit(op, OpKind.MATMUL, MatMulAttrs(contraction), [t for t in op.inputs if t in b.ref])
 
 
-def _eltwise(b: _Builder, op: TfliteOp) -> None:
+def _eltwise(b: _Builder, op: TfliteOp, eltwise: EltwiseOp | None = None) -> None:
     nhwc = op.outputs[0] in b.nhwc and len(b.model.tensors[op.outputs[0]].shape) == 4
 
     def broadcast(t: int) -> Shape | None:
@@ -335,11 +341,25 @@ def _eltwise(b: _Builder, op: TfliteOp) -> None:
             b.nodes.append(Node(name, OpKind.RESHAPE, ReshapeAttrs(shape), (refs[k],), (shapes[k],), (shape,),
                                 _DTYPES.get(b.model.tensors[t].dtype, DType.FLOAT32), f"{op.type}:broadcast"))
             refs[k], shapes[k] = Ref(name), shape
-    b.emit(op, OpKind.ELTWISE, EltwiseAttrs(_ELTWISE[op.type], const_shape, scalar), ins, input_refs=refs,
+    b.emit(op, OpKind.ELTWISE, EltwiseAttrs(eltwise or _ELTWISE[op.type], const_shape, scalar), ins, input_refs=refs,
            input_shapes=shapes)
 
 
+def _squared_difference(b: _Builder, op: TfliteOp) -> None:
+    """``(x - y)²`` (a LayerNorm's variance): the subtraction, then its square as a ``.act`` node joined to it,
+    as a fused activation is (source ``SQUARED_DIFFERENCE:fused``)."""
+    _eltwise(b, op, EltwiseOp.SUB)
+    sub = b.nodes[-1]
+    square = Node(f"{sub.name}.act", OpKind.ACTIVATION, ActivationAttrs(Activation.POW, alpha=2.0), (Ref(sub.name),),
+                  sub.output_shapes[:1], sub.output_shapes[:1], sub.dtype, f"{op.type}:fused")
+    b.nodes.append(square)
+    b.ref[op.outputs[0]] = Ref(square.name)
+
+
 def _unary(b: _Builder, op: TfliteOp) -> None:
+    if op.type == "SQUARE":
+        b.emit(op, OpKind.ACTIVATION, ActivationAttrs(Activation.POW, alpha=2.0), [op.inputs[0]])
+        return
     alpha = float(op.options.get("alpha", 0.0))
     b.emit(op, OpKind.ACTIVATION, ActivationAttrs(_UNARY[op.type], alpha=alpha), [op.inputs[0]])
 
@@ -479,7 +499,8 @@ def _resize(b: _Builder, op: TfliteOp) -> None:
 _HANDLERS: dict[str, Callable[[_Builder, TfliteOp], None]] = {
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "TRANSPOSE_CONV": _transpose_conv,
     "FULLY_CONNECTED": _fully_connected, "BATCH_MATMUL": _batch_matmul,
-    **dict.fromkeys(_ELTWISE, _eltwise), **dict.fromkeys(_UNARY, _unary),
+    **dict.fromkeys(_ELTWISE, _eltwise), **dict.fromkeys((*_UNARY, "SQUARE"), _unary),
+    "SQUARED_DIFFERENCE": _squared_difference,
     "MAX_POOL_2D": _pool, "AVERAGE_POOL_2D": _pool,
     **dict.fromkeys(("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"), _reduce),
     "CONCATENATION": _concat, "SLICE": _slice, "STRIDED_SLICE": _slice, "SPLIT": _split, "SPLIT_V": _split,
@@ -507,7 +528,8 @@ def graph_from_tflite(path: str | os.PathLike[str], *, name: str | None = None, 
         One node per model input and per operator (``{type}_{index}``, e.g. ``conv_2d_3``, the index being the
         operator's position in the file), plus a node ``{type}_{index}.act`` for a fused activation and a reshape
         ``{type}_{index}.flatten`` before a fully connected layer that flattens its input (source
-        ``{type}:fused``, ``{type}:flatten``), and a reshape ``{type}_{index}.broadcast{k}`` of an element-wise
+        ``{type}:fused``, ``{type}:flatten``; a ``SQUARED_DIFFERENCE`` is a subtraction with its square as such a
+        ``.act`` node), and a reshape ``{type}_{index}.broadcast{k}`` of an element-wise
         operand of lower rank than its NHWC output, to the NCHW shape it broadcasts as (source ``{type}:broadcast``; a
         view of its shape for costing, not of its data order);
         a zero padding before a convolution is that convolution's padding

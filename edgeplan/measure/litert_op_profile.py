@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from edgeplan.errors import MeasurementError
-from edgeplan.frontends.tflite_frontend import TfliteModel, TfliteOp, buffer_bytes, folded_pads, read_tflite
+from edgeplan.frontends.tflite_frontend import (
+    TfliteModel,
+    TfliteOp,
+    buffer_bytes,
+    folded_pads,
+    has_act_node,
+    read_tflite,
+)
 from edgeplan.measure.op_timing import OpRuns, OpTiming, ProfileCalls, median_iqr
 
 __all__ = ["LiteRTProfile", "operator_models", "profile_litert_ops", "xnnpack_groups"]
@@ -284,6 +291,6 @@ def _timing(ops: Sequence[TfliteOp], taken: Mapping[int, int], samples: list[flo
     names = [f"{op.type.lower()}_{op.index}" for op in ops]
     last = ops[-1]
     nodes = tuple(n for op, name in zip(ops, names, strict=True) if op is last or op.type != "PAD"
-                  for n in ((name, f"{name}.act") if op.options.get("fusedActivationFunction") else (name,)))
+                  for n in ((name, f"{name}.act") if has_act_node(op) else (name,)))
     kind = f"{'xnnpack' if last.index in taken else 'tflite'}.{last.type}"
     return OpTiming("+".join(names), kind, nodes, median, iqr, min(samples))
