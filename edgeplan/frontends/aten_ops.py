@@ -114,6 +114,8 @@ class Converter:
         ``folded_ops``).
     folded_shapes
         Their tensor inputs' and outputs' shapes, in the same order (the graph's ``folded_shapes``).
+    folded_at
+        For each, the number of IR nodes emitted before it (the graph's ``folded_at``).
     fused_calls
         Operators written as several IR nodes (:class:`Chain`: a 1-D convolution or pooling as a 2-D one between two
         reshapes), as (operator, node names): eager PyTorch runs each as one call (the graph's ``fused_calls``).
@@ -126,6 +128,7 @@ class Converter:
     values: dict[str, Any] = field(default_factory=dict)
     folded_ops: list[str] = field(default_factory=list)
     folded_shapes: list[tuple[tuple[Shape, ...], tuple[Shape, ...]]] = field(default_factory=list)
+    folded_at: list[int] = field(default_factory=list)
     fused_calls: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     _names: set[str] = field(default_factory=set)
     _n_inputs: int = 0
@@ -296,6 +299,7 @@ class Converter:
         ins = tuple(a.shape for a in _flatten(args) if isinstance(a, (Act, Const)))
         self.folded_ops.append(op)
         self.folded_shapes.append((ins, tuple(s for s in shapes if s is not None)))
+        self.folded_at.append(len(self.nodes))
 
     def _emit_chain(self, chain: Chain, base: str, source: str, shapes: tuple[Shape, ...],
                     dtype: DType | None) -> Any:

@@ -121,7 +121,7 @@ def graph_from_torch(
     fused_calls = tuple(converter.fused_calls) + _fast_paths(module, nodes)
     return Graph(name=name or type(module).__name__, nodes=tuple(nodes), outputs=tuple(outputs),
                  folded_ops=tuple(converter.folded_ops), fused_calls=fused_calls,
-                 folded_shapes=tuple(converter.folded_shapes)).validate()
+                 folded_shapes=tuple(converter.folded_shapes), folded_at=tuple(converter.folded_at)).validate()
 
 
 def _fast_paths(module: torch.nn.Module, nodes: Sequence[Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:

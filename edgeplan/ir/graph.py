@@ -154,6 +154,9 @@ class Graph:
     folded_shapes
         For each of ``folded_ops``, in its order, the shapes of its tensor inputs and of its outputs, as
         (inputs, outputs): what a latency model prices the folded work by. Empty when the frontend recorded none.
+    folded_at
+        For each of ``folded_ops``, in its order, the number of the graph's nodes before it: where it runs among
+        them. Empty when the frontend recorded none.
     fused_calls
         Calls that eager PyTorch may run as one operator where the IR has several nodes, as (module class or aten
         operator, names of the IR nodes the call computes): an ``nn.MultiheadAttention`` whose fast-path
@@ -170,6 +173,7 @@ class Graph:
     folded_ops: tuple[str, ...] = ()
     fused_calls: tuple[tuple[str, tuple[str, ...]], ...] = ()
     folded_shapes: tuple[tuple[tuple[Shape, ...], tuple[Shape, ...]], ...] = ()
+    folded_at: tuple[int, ...] = ()
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)
@@ -228,8 +232,8 @@ class Graph:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description (what ``edgeplan inspect --json`` prints): ``model``, ``nodes``, ``outputs``,
-        ``folded_ops``, ``folded_shapes`` (``inputs``, ``outputs``), ``fused_calls`` (``module``: the module class or
-        aten operator, ``nodes``) and ``totals`` (macs, flops, params, bytes, opaque)."""
+        ``folded_ops``, ``folded_shapes`` (``inputs``, ``outputs``), ``folded_at``, ``fused_calls`` (``module``: the
+        module class or aten operator, ``nodes``) and ``totals`` (macs, flops, params, bytes, opaque)."""
         totals = dataclasses.asdict(self.totals())
         totals["opaque"] = list(totals["opaque"])
         return {
@@ -238,6 +242,7 @@ class Graph:
             "outputs": [str(r) for r in self.outputs],
             "folded_ops": list(self.folded_ops),
             "folded_shapes": [{"inputs": _plain(ins), "outputs": _plain(outs)} for ins, outs in self.folded_shapes],
+            "folded_at": list(self.folded_at),
             "fused_calls": [{"module": cls, "nodes": list(names)} for cls, names in self.fused_calls],
             "totals": totals,
         }
@@ -290,6 +295,9 @@ class Graph:
         if self.folded_shapes and len(self.folded_shapes) != len(self.folded_ops):
             raise InvalidGraphError(f"graph {self.name!r}: {len(self.folded_ops)} folded operators but shapes for "
                                     f"{len(self.folded_shapes)}")
+        if self.folded_at and len(self.folded_at) != len(self.folded_ops):
+            raise InvalidGraphError(f"graph {self.name!r}: {len(self.folded_ops)} folded operators but positions "
+                                    f"for {len(self.folded_at)}")
         return self
 
 

@@ -16,5 +16,5 @@ def node_to_dict(node: Node) -> dict[str, Any]:
 
 def graph_to_dict(graph: Graph) -> dict[str, Any]:
     """A JSON-ready description of ``graph`` (:meth:`Graph.to_dict`): ``nodes``, ``outputs``, ``folded_ops``,
-    ``folded_shapes``, ``fused_calls`` and ``totals``."""
+    ``folded_shapes``, ``folded_at``, ``fused_calls`` and ``totals``."""
     return graph.to_dict()

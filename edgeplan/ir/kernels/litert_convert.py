@@ -9,6 +9,7 @@ from typing import Any
 
 from edgeplan.errors import UnsupportedOperatorError
 from edgeplan.ir.graph import Graph, Node, Ref
+from edgeplan.ir.kernels.litert_folded import FoldedChain, folded_chains
 from edgeplan.ir.kernels.litert_layout import nhwc_nodes
 from edgeplan.ir.kernels.litert_passes import (
     _TO_NCHW,
@@ -22,6 +23,7 @@ from edgeplan.ir.kernels.litert_passes import (
     _product_shapes,
     same_padding,
 )
+from edgeplan.ir.kernels.litert_patterns import fully_connected_views, l2_normalizations
 from edgeplan.ir.kernels.litert_pool import POOL, avg_pool_form, window_padding
 from edgeplan.ir.kernels.rules import KernelRules, label_keys, node_label
 from edgeplan.ir.ops import (
@@ -42,6 +44,46 @@ __all__: list[str] = []
 Shape = tuple[int, ...]
 
 
+
+
+class _FoldedMasks:
+    """The operators of the graph's folded masks (:func:`folded_chains`), each written where its folded operator
+    ran (identical masks once), and the node that reads each."""
+
+    def __init__(self, graph: Graph, rule: Mapping[str, Any] | None) -> None:
+        self.pending: list[tuple[int, FoldedChain, int]] = []  # (nodes before it, chain, operator index)
+        self.reader: dict[str, FoldedChain] = {}  # node name -> the mask it reads
+        self.made: dict[tuple[Any, ...], list[_Op]] = {}  # a chain's key -> its operators
+        self.serves: dict[tuple[Any, ...], Node] = {}
+        for chain in folded_chains(graph, rule):
+            at = chain.ops[-1].at
+            node = next((n for n in graph.nodes[at:] if isinstance(n.attrs, EltwiseAttrs)
+                         and n.attrs.const_shape == chain.shape and n.name not in self.reader), None)
+            if node is None:
+                continue
+            self.reader[node.name] = chain
+            if chain.key not in self.serves:
+                self.serves[chain.key] = node
+                self.made[chain.key] = []
+                self.pending += [(op.at, chain, k) for k, op in enumerate(chain.ops)]
+        self.pending.sort(key=lambda p: p[0])
+
+    def before(self, index: int) -> list[_Op]:
+        """The operators written before the graph's node at ``index``."""
+        out = []
+        while self.pending and self.pending[0][0] <= index:
+            _, chain, k = self.pending.pop(0)
+            made = self.made[chain.key]
+            spec = chain.ops[k]
+            made.append(_Op(spec.type, self.serves[chain.key], [], [made[j] for j in spec.reads], spec.shape))
+            out.append(made[-1])
+        return out
+
+    def read_by(self, node: Node) -> _Op | None:
+        """The last operator of the mask ``node`` reads, or None."""
+        chain = self.reader.get(node.name)
+        made = self.made.get(chain.key) if chain is not None else None
+        return made[-1] if made and len(made) == len(chain.ops) else None  # type: ignore[union-attr]
 
 
 class _Converter(_Passes):
@@ -72,16 +114,24 @@ class _Converter(_Passes):
         for n in self.graph.nodes:
             if n.kind is OpKind.INPUT:
                 self.out[Ref(n.name, 0)] = None
+        masks = _FoldedMasks(self.graph, self.data.get("folded_mask"))
         for n in kept:
+            self.ops += masks.before(self.order[n.name])
             self._lower(n)
+            read = masks.read_by(n)
+            op = self.out.get(Ref(n.name, 0))
+            if read is not None and op is not None:
+                op.inputs.append(read)
         for r in self.graph.outputs:
             r = self.alias.get(r, r)
             if r in self.lazy:
                 self.ops.append(self.lazy.pop(r))
                 self.out[r] = self.ops[-1]
             self._output(r)
+        l2_normalizations(self)
         self._simplify_layout()
         self._fold_and_fuse()
+        fully_connected_views(self)
         self._simplify_layout()
         if self.rules.settings.get("dtype") == "int8":
             self._float_boundaries()
@@ -337,7 +387,8 @@ class _Converter(_Passes):
         ``if: last_axis`` / ``not_last_axis`` for an op along the last axis of its tensor (in its layout) or not,
         ``if: rank_over_4`` for the latter on a tensor of more than 4 axes, ``if: rank4`` for a product of 4-D
         operands, ``if: masked`` for an attention with a mask, ``if: unit_step`` / ``strided`` for a slice,
-        ``if: unit_map`` / ``not_unit_map`` for a global pooling of a 1x1 map or a larger one."""
+        ``if: unit_map`` / ``not_unit_map`` for a global pooling of a 1x1 map or a larger one, ``if: clip_low`` /
+        ``clip_high`` for a clamp with that bound."""
         cond = spec.get("if")
         if cond is None:
             return True
@@ -359,6 +410,8 @@ class _Converter(_Passes):
             return unit == (cond == "unit_map")
         if cond == "affine":
             return bool(getattr(n.attrs, "affine", False))
+        if cond in ("clip_low", "clip_high"):  # a clamp's lower and upper bounds
+            return getattr(n.attrs, cond[len("clip_"):], None) is not None
         if cond == "rank_over_4":
             return bool(n.output_shapes) and len(n.output_shapes[0]) > 4 and self._applies({"if": "not_last_axis"}, n)
         if cond == "rank4":  # a matrix product of 4-D operands, batched over two axes

@@ -150,10 +150,11 @@ class _Passes:
 
     def _simplify_layout(self) -> None:
         """The converter's layout clean-up, to a fixed point: transposes composed, identities dropped, pushed after
-        binary element-wise operators (:meth:`_push_transposes`); a transpose that only
-        moves unit axes is a reshape; a reshape of a single-use reshape is merged into it, a reshape to its input's
-        shape vanishes, one that drops the unit axes of a single-use mean is folded into it; a concatenation takes
-        the inputs of a single-use concatenation along the same axis among its inputs."""
+        binary element-wise operators (:meth:`_push_transposes`); a transpose that only moves unit axes is a reshape;
+        a reshape of a reshape whose users all reshape is merged into it, a reshape to its input's shape vanishes and
+        so does a reshape of a reshape back to that one's input shape, one that drops the unit axes of a single-use
+        mean is folded into it; a concatenation takes the inputs of a single-use concatenation along the same axis
+        among its inputs."""
         passes = (self._double_transposes, self._push_transposes, self._transpose_to_reshape, self._merge_reshapes,
                   self._flatten_concats, self._slice_concats, self._pad_into_conv, self._hoist_scalar_steps)
         while any(step() for step in passes):
@@ -299,6 +300,17 @@ class _Passes:
             if op.shape == self._in_shape(op):
                 self._remove(op, p)
                 return True
+            if (p is not None and p.type == "RESHAPE" and len(p.inputs) == 1 and p.inputs[0] is not None
+                    and op.shape == self._in_shape(p)):
+                self._remove(op, p.inputs[0])  # a reshape back to the shape the reshape it reads started from
+                if p in self.ops and not self._uses().get(id(p), 0):
+                    self._remove(p, p.inputs[0])
+                return True
+            if p is not None and p.type == "RESHAPE" and uses.get(id(p), 0) > 1:
+                users = [o for o in self.ops if p in o.inputs]
+                if len(users) == uses[id(p)] and all(u.type == "RESHAPE" for u in users):
+                    op.inputs = list(p.inputs)  # a reshape whose users all reshape: each reads its input
+                    return True
             if p is None or uses.get(id(p), 0) != 1:
                 continue
             if p.type == "RESHAPE":
@@ -324,12 +336,13 @@ class _Passes:
             if len(users) != 1:
                 continue
             user = users[0]
-            if user.type == "FULLY_CONNECTED" and op.shape[-1:] == before[-1:] and (
-                    len(op.shape) == 2 or self._single_reshape_user(user, uses)):
-                # the layer flattens its input itself, or keeps its leading axes for the reshape after it
+            if (user.type == "FULLY_CONNECTED" and op.shape[-1:] == before[-1:] and _units_only(before, op.shape)
+                    and (len(op.shape) == 2 or self._single_reshape_user(user, uses))):
+                # it moves or drops unit axes only: the layer reads them as rows itself, or keeps them for the
+                # reshape after it
                 self._remove(op, x)
                 return True
-            if (user.type in binary and len(user.inputs) == 2 and len(user.shape) <= 4
+            if (user.type in binary and (len(user.inputs) == 2 or user.facts.get("const")) and len(user.shape) <= 4
                     and _leading_units(before, op.shape)):
                 self._remove(op, x)  # implicit broadcasting prepends the unit axes
                 return True
@@ -403,6 +416,8 @@ class _Passes:
         x = op.inputs[0] if op.inputs else None
         if x is not None:
             return x.shape
+        if "perm" not in op.facts and op.type != "TRANSPOSE" and op.serves.input_shapes:
+            return tuple(op.serves.input_shapes[0])  # it reads the graph's input as it is
         perm = op.facts.get("perm") or _TO_NHWC
         inverse = tuple(perm.index(i) for i in range(len(perm)))
         return _permute(op.shape, inverse)
@@ -468,6 +483,11 @@ def _leading_units(before: Shape, after: Shape) -> bool:
     """Whether ``after`` is ``before`` (a matrix at least) with unit axes put in front."""
     return len(before) >= 2 and len(after) > len(before) and after[len(after) - len(before):] == before and all(
         d == 1 for d in after[:len(after) - len(before)])
+
+
+def _units_only(before: Shape, after: Shape) -> bool:
+    """Whether ``after`` has ``before``'s non-unit axes in their order (only unit axes moved, added or dropped)."""
+    return [d for d in before if d != 1] == [d for d in after if d != 1]
 
 
 def _squeezes(before: Shape, after: Shape) -> bool:
