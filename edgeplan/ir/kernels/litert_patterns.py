@@ -42,7 +42,7 @@ def fully_connected_views(p: _Passes) -> None:
             view = (*after.shape[:-1], *before[-1:])
             fc.shape = after.shape
             p._remove(after, fc)
-        elif len(before) > 2:
+        elif after.shape[-1:] != fc.shape[-1:] and len(before) > 2:
             view = (math.prod(before[:-1]), *before[-1:])
             fc.shape = (view[0], *fc.shape[-1:])
         else:
