@@ -47,11 +47,14 @@ CASES = {  # name: (the reshapes around the layer, its input, its output feature
     "reshapes that cancel leave the layer on its input": (
         lambda fc, x: fc(x.permute(0, 2, 1, 3).reshape(64, 96)).reshape(1, 8, 8, 288), MAP, 288,
         ["TRANSPOSE", "FULLY_CONNECTED"]),
+    "a tanh after the layer stays an operator": (
+        lambda fc, x: torch.tanh(fc(x.permute(0, 2, 1, 3).reshape(64, 96))), MAP, 288,
+        ["TRANSPOSE", "RESHAPE", "FULLY_CONNECTED", "TANH"]),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_the_reshapes_around_a_fully_connected_layer_are_the_converters(case: str, tmp_path: Path) -> None:
+def test_the_operators_around_a_fully_connected_layer_are_the_converters(case: str, tmp_path: Path) -> None:
     around, x, out, expected = CASES[case]
     module = Projected(around, out).eval()
     path = export_tflite(module, (x,), tmp_path / "fc.tflite")

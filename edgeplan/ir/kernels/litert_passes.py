@@ -103,6 +103,7 @@ class _Passes:
         folds = frozenset(self.data["folds"]["into"])
         acts: Mapping[str, str] = self.data["fused_activations"]["activations"]
         fusable = frozenset(self.data["fused_activations"]["into"])
+        refused: Mapping[str, list[str]] = self.data["fused_activations"].get("not_into", {})
         changed = False
         uses: dict[int, int] | None = None  # counted again only after a rewrite
         for op in list(self.ops):
@@ -115,7 +116,7 @@ class _Passes:
                     self._merge_into(op, p)
                     changed, uses = True, None
                     continue
-                if op.type in acts and p.type in fusable:
+                if op.type in acts and p.type in fusable and op.type not in refused.get(p.type, ()):
                     p.fused = acts[op.type]
                     self._merge_into(op, p)
                     changed, uses = True, None
