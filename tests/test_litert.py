@@ -373,3 +373,28 @@ def test_a_layer_norms_squared_difference_reads_as_a_subtraction_and_its_square(
 
     p = edgeplan.predict(str(path), "litert-fp32-1t").prediction  # no operator left unpriced
     assert not p.unpredicted and all(o.ms is not None and o.ms > 0 for o in p.ops)
+
+
+class PositionBias(nn.Module):
+    """Swin V2's continuous position bias: an MLP over a constant table of coordinates, added to the input. The
+    converter folds the first layer's product but not its bias: an ADD of two constants."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("coords", torch.randn(1, 15, 15, 2))
+        self.mlp = nn.Sequential(nn.Linear(2, 64), nn.ReLU(), nn.Linear(64, 3, bias=False))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 16 * torch.sigmoid(self.mlp(self.coords).view(-1, 3)[:64].T.reshape(3, 8, 8))
+
+
+def test_an_operator_of_two_constants_reads_the_first_as_a_constant_node(tmp_path: Path) -> None:
+    from edgeplan.frontends.litert_export import generic_weights
+
+    path = export_tflite(generic_weights(PositionBias().eval()), (torch.randn(2, 3, 8, 8),), tmp_path / "bias.tflite")
+    model = read_tflite(path)
+    assert all(model.tensors[t].constant for t in model.ops[0].inputs)  # the bias of the folded product
+    graph = graph_from_tflite(path)
+    add = graph.node("add_0")
+    assert graph.node(add.inputs[0].node).kind is OpKind.CONSTANT and add.attrs.const_shape is not None
+    assert check_litert(graph, path) == []

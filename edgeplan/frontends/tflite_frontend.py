@@ -327,12 +327,19 @@ def _eltwise(b: _Builder, op: TfliteOp, eltwise: EltwiseOp | None = None) -> Non
         return tuple(((1,) * (4 - len(shape)) + tuple(shape))[i] for i in _NHWC_TO_NCHW)
 
     consts = [t for t in op.inputs if b.model.tensors[t].constant]
+    acts = b.activation_inputs(op)
+    if not acts and len(consts) == 2:  # of two constants the converter did not fold: the first as a constant node
+        name = f"{op.type.lower()}_{op.index}.const"
+        b.nodes.append(Node(name, OpKind.CONSTANT, ConstantAttrs(), (), (), (b.shape(consts[0]),),
+                            _DTYPES.get(b.model.tensors[consts[0]].dtype, DType.FLOAT32), f"{op.type}:const"))
+        b.ref[consts[0]] = Ref(name)
+        acts, consts = consts[:1], consts[1:]
     const_shape = b.shape(consts[0]) if consts else None
     if const_shape is not None and len(const_shape) == 4 and op.outputs[0] in b.nhwc:
         const_shape = tuple(const_shape[i] for i in _NHWC_TO_NCHW)  # a per-channel constant of an NHWC operand
     value = b.model.tensors[consts[0]].value if consts else None
     scalar = value[0] if value is not None and len(value) == 1 else None
-    ins = b.computed(b.activation_inputs(op))
+    ins = b.computed(acts)
     refs, shapes = [b.ref[t] for t in ins], [b.shape(t) for t in ins]
     for k, t in enumerate(ins):  # the IR broadcasts NCHW: a reshape to the shape the operand broadcasts as
         shape = broadcast(t)
