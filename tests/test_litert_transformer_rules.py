@@ -114,3 +114,17 @@ def test_a_graph_without_folded_positions_writes_no_mask() -> None:
 
     graph = graph_from_torch(ShiftedWindows().eval(), (torch.randn(1, 3, 224, 224),))
     assert folded_chains(replace(graph, folded_at=()), load_rules("litert-xnnpack").data["folded_mask"]) == []
+
+
+def test_a_normalization_over_another_axis_is_written_out(tmp_path: Path) -> None:
+    import torch.nn.functional as F
+
+    class Across(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.normalize(x * 2, dim=1) + 1
+
+    module, x = Across().eval(), torch.randn(2, 16, 10)
+    types = read_tflite(export_tflite(module, (x,), tmp_path / "across.tflite")).op_types()
+    kinds = [k.kind for k in deduce_kernels(graph_from_torch(module, (x,)), "litert-xnnpack").kernels]
+    assert "L2_NORMALIZATION" not in types and not any(k.endswith("L2_NORMALIZATION") for k in kinds)
+    assert types.count("SQRT") == 1 and "xnnpack.SQRT" in kinds

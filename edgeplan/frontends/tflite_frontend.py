@@ -88,6 +88,7 @@ _UNARY = {"LOGISTIC": Activation.SIGMOID, "RELU": Activation.RELU, "RELU6": Acti
           "LOG": Activation.LOG, "SQRT": Activation.SQRT, "RSQRT": Activation.RSQRT, "ABS": Activation.ABS,
           "NEG": Activation.NEG, "LEAKY_RELU": Activation.LEAKY_RELU, "ELU": Activation.ELU}
 _ELTWISE = {"ADD": EltwiseOp.ADD, "SUB": EltwiseOp.SUB, "MUL": EltwiseOp.MUL, "DIV": EltwiseOp.DIV}
+_SQUARE = ActivationAttrs(Activation.POW, alpha=2.0)
 
 
 #: The source suffix of a convolution node whose zero padding the file writes as a ``PAD`` before it.
@@ -233,10 +234,14 @@ class _Builder:
             fn = _FUSED.get(fused)
             if fn is None:
                 raise _NotModelled(f"fused activation {fused} has no IR activation")
-            act = Node(f"{name}.act", OpKind.ACTIVATION, ActivationAttrs(fn), (Ref(name),), node.output_shapes[:1],
-                       node.output_shapes[:1], node.dtype, f"{op.type}:fused")
-            self.nodes.append(act)
-            self.ref[out] = Ref(act.name)
+            self.act(op, node, ActivationAttrs(fn))
+
+    def act(self, op: TfliteOp, node: Node, attrs: ActivationAttrs) -> None:
+        """The ``.act`` node after ``node`` (``op``'s): what ``op`` writes as its output (source ``OP:fused``)."""
+        act = Node(f"{node.name}.act", OpKind.ACTIVATION, attrs, (Ref(node.name),), node.output_shapes[:1],
+                   node.output_shapes[:1], node.dtype, f"{op.type}:fused")
+        self.nodes.append(act)
+        self.ref[op.outputs[0]] = Ref(act.name)
 
     def unsupported(self, op: TfliteOp, detail: str) -> None:
         name = f"{op.type.lower()}_{op.index}"
@@ -356,16 +361,12 @@ def _squared_difference(b: _Builder, op: TfliteOp) -> None:
     """``(x - y)²`` (a LayerNorm's variance): the subtraction, then its square as a ``.act`` node joined to it,
     as a fused activation is (source ``SQUARED_DIFFERENCE:fused``)."""
     _eltwise(b, op, EltwiseOp.SUB)
-    sub = b.nodes[-1]
-    square = Node(f"{sub.name}.act", OpKind.ACTIVATION, ActivationAttrs(Activation.POW, alpha=2.0), (Ref(sub.name),),
-                  sub.output_shapes[:1], sub.output_shapes[:1], sub.dtype, f"{op.type}:fused")
-    b.nodes.append(square)
-    b.ref[op.outputs[0]] = Ref(square.name)
+    b.act(op, b.nodes[-1], _SQUARE)
 
 
 def _unary(b: _Builder, op: TfliteOp) -> None:
     if op.type == "SQUARE":
-        b.emit(op, OpKind.ACTIVATION, ActivationAttrs(Activation.POW, alpha=2.0), [op.inputs[0]])
+        b.emit(op, OpKind.ACTIVATION, _SQUARE, [op.inputs[0]])
         return
     alpha = float(op.options.get("alpha", 0.0))
     b.emit(op, OpKind.ACTIVATION, ActivationAttrs(_UNARY[op.type], alpha=alpha), [op.inputs[0]])

@@ -13,7 +13,9 @@ is featurized from the nodes that IR would have for it:
 - the ``DIV`` that ends an average pool written as reduce windows is an element-wise division by the counts;
 - every other operator the converter inserts (the input's layout ``TRANSPOSE``, a max pool's ``PADV2``, an average
   pool's ``STABLEHLO_REDUCE_WINDOW`` sums and, in int8, the ``DEQUANTIZE`` and ``QUANTIZE`` around them, ...) gets
-  the node the file's IR has for it, built from the shapes of the IR node it serves (its kernel's name ``OP:node``).
+  the node the file's IR has for it, built from the shapes of the IR node it serves (its kernel's name ``OP:node``):
+  a copy of a fully connected layer is that layer, an operator of a folded mask (``OP.mask:node``) a view of the
+  mask's size.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from edgeplan.ir.graph import Graph, Node
 from edgeplan.ir.kernels import KernelDeduction
 from edgeplan.ir.kernels.litert import is_file_op, runs_in_int8
+from edgeplan.ir.kernels.litert_folded import MASK_ROLE
 from edgeplan.ir.kernels.litert_pool import window_padding
 from edgeplan.ir.kernels.rules import load_rules
 from edgeplan.ir.ops import (
@@ -193,4 +196,9 @@ def _stand_in(graph: Graph, op: str, target: str, name: str) -> Node | None:
     if op == "TRANSPOSE":
         return Node(name, OpKind.PERMUTE, PermuteAttrs(tuple(range(len(shape)))), (), (shape,), (shape,),
                     served.dtype, op)
+    if op == "FULLY_CONNECTED" and served.kind is OpKind.LINEAR:  # a copy of the layer for one of its readers
+        return replace(served, name=name, source=op)
+    const_shape = getattr(served.attrs, "const_shape", None)
+    if op.endswith(MASK_ROLE) and const_shape:  # an operator of the mask the node reads: of the mask's size
+        shape = tuple(const_shape)
     return Node(name, OpKind.RESHAPE, ReshapeAttrs(shape), (), (shape,), (shape,), served.dtype, op)

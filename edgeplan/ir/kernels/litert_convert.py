@@ -9,7 +9,7 @@ from typing import Any
 
 from edgeplan.errors import UnsupportedOperatorError
 from edgeplan.ir.graph import Graph, Node, Ref
-from edgeplan.ir.kernels.litert_folded import FoldedChain, folded_chains
+from edgeplan.ir.kernels.litert_folded import MASK_ROLE, FoldedChain, folded_chains
 from edgeplan.ir.kernels.litert_layout import nhwc_nodes
 from edgeplan.ir.kernels.litert_passes import (
     _TO_NCHW,
@@ -48,7 +48,7 @@ Shape = tuple[int, ...]
 
 class _FoldedMasks:
     """The operators of the graph's folded masks (:func:`folded_chains`), each written where its folded operator
-    ran (identical masks once), and the node that reads each."""
+    ran (identical masks once), and the node that reads each; each serves that node, named ``OP.mask:node``."""
 
     def __init__(self, graph: Graph, rule: Mapping[str, Any] | None) -> None:
         self.pending: list[tuple[int, FoldedChain, int]] = []  # (nodes before it, chain, operator index)
@@ -68,14 +68,15 @@ class _FoldedMasks:
                 self.pending += [(op.at, chain, k) for k, op in enumerate(chain.ops)]
         self.pending.sort(key=lambda p: p[0])
 
-    def before(self, index: int) -> list[_Op]:
-        """The operators written before the graph's node at ``index``."""
+    def due(self, index: int) -> list[_Op]:
+        """The operators written before the graph's node at ``index`` (and not yet written)."""
         out = []
         while self.pending and self.pending[0][0] <= index:
             _, chain, k = self.pending.pop(0)
             made = self.made[chain.key]
             spec = chain.ops[k]
-            made.append(_Op(spec.type, self.serves[chain.key], [], [made[j] for j in spec.reads], spec.shape))
+            made.append(_Op(spec.type, self.serves[chain.key], [], [made[j] for j in spec.reads], spec.shape,
+                            helper=f"{spec.type}{MASK_ROLE}"))
             out.append(made[-1])
         return out
 
@@ -116,7 +117,7 @@ class _Converter(_Passes):
                 self.out[Ref(n.name, 0)] = None
         masks = _FoldedMasks(self.graph, self.data.get("folded_mask"))
         for n in kept:
-            self.ops += masks.before(self.order[n.name])
+            self.ops += masks.due(self.order[n.name])
             self._lower(n)
             read = masks.read_by(n)
             op = self.out.get(Ref(n.name, 0))

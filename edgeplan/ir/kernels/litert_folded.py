@@ -15,9 +15,12 @@ from typing import Any
 
 from edgeplan.ir.graph import Graph
 
-__all__ = ["FoldedChain", "FoldedOp", "folded_chains"]
+__all__ = ["MASK_ROLE", "FoldedChain", "FoldedOp", "folded_chains"]
 
 Shape = tuple[int, ...]
+
+#: The role in the runtime name of a mask's operator (``SELECT.mask:node``, ``node`` the one that reads the mask).
+MASK_ROLE = ".mask"
 
 
 @dataclass(frozen=True)

@@ -414,11 +414,16 @@ class _Passes:
         owner.nodes.sort(key=lambda n: self.order[n.name])
 
     def _in_shape(self, op: _Op) -> Shape:
-        x = op.inputs[0] if op.inputs else None
+        if not op.inputs:  # it reads constants only
+            return op.shape
+        x = op.inputs[0]
         if x is not None:
             return x.shape
-        if "perm" not in op.facts and op.type != "TRANSPOSE" and op.serves.input_shapes:
-            return tuple(op.serves.input_shapes[0])  # it reads the graph's input as it is
+        if "perm" not in op.facts and op.type != "TRANSPOSE":  # it reads the graph's input as it is
+            shapes = [s for r, s in zip(op.serves.inputs, op.serves.input_shapes, strict=False)
+                      if self.graph.node(r.node).kind is OpKind.INPUT]
+            if shapes:
+                return tuple(shapes[0])
         perm = op.facts.get("perm") or _TO_NHWC
         inverse = tuple(perm.index(i) for i in range(len(perm)))
         return _permute(op.shape, inverse)
@@ -493,7 +498,7 @@ def _units_only(before: Shape, after: Shape) -> bool:
 
 def _squeezes(before: Shape, after: Shape) -> bool:
     """Whether ``after`` is ``before`` with unit axes dropped."""
-    return [d for d in before if d != 1] == [d for d in after if d != 1] and len(after) < len(before)
+    return _units_only(before, after) and len(after) < len(before)
 
 
 def _facts(node: Node) -> dict[str, Any]:
