@@ -63,12 +63,12 @@ def test_the_operators_around_a_fully_connected_layer_are_the_converters(case: s
 
 
 class Normalized(nn.Module):
-    """Cosine attention's normalization (Swin V2) and a clamp from below."""
+    """Cosine attention's normalization (Swin V2), a clamp from below and one on both sides."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         import torch.nn.functional as F
 
-        return F.normalize(x * 2, dim=-1) + (x * 3).clamp_min(1e-3)
+        return F.normalize(x * 2, dim=-1) + (x * 3).clamp_min(1e-3) + (x * 4).clamp(-0.5, 0.7)
 
 
 def test_a_normalization_is_one_l2_normalization_on_the_default_kernels(tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_a_normalization_is_one_l2_normalization_on_the_default_kernels(tmp_path
     graph = graph_from_torch(module, (x,))
     assert check_litert(graph, path) == []
     kinds = [k.kind for k in deduce_kernels(graph, "litert-xnnpack").kernels]
-    assert "tflite.L2_NORMALIZATION" in kinds and "xnnpack.MAXIMUM" in kinds
+    assert "tflite.L2_NORMALIZATION" in kinds and kinds.count("xnnpack.MAXIMUM") == 2 and "xnnpack.MINIMUM" in kinds
 
 
 class ShiftedWindows(nn.Module):

@@ -83,8 +83,10 @@ class _FoldedMasks:
     def read_by(self, node: Node) -> _Op | None:
         """The last operator of the mask ``node`` reads, or None."""
         chain = self.reader.get(node.name)
-        made = self.made.get(chain.key) if chain is not None else None
-        return made[-1] if made and len(made) == len(chain.ops) else None  # type: ignore[union-attr]
+        if chain is None:
+            return None
+        made = self.made.get(chain.key, [])
+        return made[-1] if made and len(made) == len(chain.ops) else None
 
 
 class _Converter(_Passes):
