@@ -24,7 +24,8 @@ transpose or pad, a helper of a node lowered into several operators) has ``nodes
 ``OP:node``, ``node`` being the IR node it serves. Loads without torch; the minimum cut uses scipy.
 
 Modules: :mod:`~edgeplan.ir.kernels.litert_layout` (step 1), :mod:`~edgeplan.ir.kernels.litert_convert` (step 2
-and the replay), :mod:`~edgeplan.ir.kernels.litert_passes` (step 3).
+and the replay), :mod:`~edgeplan.ir.kernels.litert_folded` (in step 2, the folded masks the converter keeps as
+operators), :mod:`~edgeplan.ir.kernels.litert_passes` and :mod:`~edgeplan.ir.kernels.litert_patterns` (step 3).
 """
 
 from __future__ import annotations
