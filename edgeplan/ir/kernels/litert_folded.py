@@ -36,12 +36,16 @@ class FoldedOp:
 
 @dataclass(frozen=True)
 class FoldedChain:
-    """The operators of one mask, its shape, and what it computes (its folded operators with their shapes: two
-    chains with one key are one set of operators after the converter's common subexpression elimination)."""
+    """The operators of one mask and what it computes (its folded operators with their shapes: two chains with one
+    key are one set of operators after the converter's common subexpression elimination)."""
 
     ops: tuple[FoldedOp, ...]
-    shape: Shape
     key: tuple[Any, ...]
+
+    @property
+    def shape(self) -> Shape:
+        """The mask's shape: its last operator's."""
+        return self.ops[-1].shape
 
 
 def folded_chains(graph: Graph, rule: Mapping[str, Any] | None) -> list[FoldedChain]:
@@ -100,7 +104,7 @@ def _chain(graph: Graph, rule: Mapping[str, Any], start: int) -> tuple[FoldedCha
     if not fills or not ops:
         return None, i
     key = tuple((graph.folded_ops[j], graph.folded_shapes[j]) for j in range(start, i))
-    return FoldedChain(tuple(ops), ops[-1].shape, key), i
+    return FoldedChain(tuple(ops), key), i
 
 
 def _producers(ops: list[FoldedOp], shapes: list[Shape]) -> tuple[int, ...]:
